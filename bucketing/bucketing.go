@@ -1,0 +1,80 @@
+// Package bucketing turns the outcome of a tool call (a refusal, an upstream
+// status, a transport error, a per-tool rule) into the small set of error codes
+// dashboards group by, and encodes the standard envelope.
+//
+// It imports nothing but the standard library, so every other package can
+// share its vocabulary.
+package bucketing
+
+// Code is the bucket a failed call falls into. It is what dashboards group by.
+type Code string
+
+// The error codes. A count above zero for Unknown is a bug in bucketing.
+// CodeOK is not an error code: it is how a Rule spells "this answer is a
+// success" in configuration (code: ok); Classify turns it into CodeNone and
+// never returns it.
+const (
+	CodeNone       Code = ""           // the call succeeded
+	CodeOK         Code = "ok"         // in a Rule only: treat the matched answer as a success
+	CodeValidation Code = "validation" // arguments failed the schema, or upstream answered another 4xx
+	CodePolicy     Code = "policy"     // a policy or the allowlist refused the call
+	CodeRateLimit  Code = "rate_limit" // upstream 429, or a rule says so
+	CodeAuth       Code = "auth"       // upstream 401 or 403
+	CodeUpstream   Code = "upstream"   // 5xx, connect or reset, timeout, error hidden in a 200, cut short
+	CodeUnknown    Code = "unknown"    // anything else
+)
+
+// Class tells a caller what to do next.
+type Class string
+
+// The error classes.
+const (
+	ClassNone      Class = ""
+	ClassUser      Class = "user"      // fix the arguments
+	ClassPolicy    Class = "policy"    // not allowed; do not retry as is
+	ClassTransient Class = "transient" // may succeed if retried later
+	ClassTerminal  Class = "terminal"  // will not work
+)
+
+// Reasons: the finer word under a Code. Rules may use others.
+const (
+	ReasonSchema        = "schema"
+	ReasonUnknownField  = "unknown_field"
+	ReasonMissingField  = "missing_field"
+	ReasonWrongType     = "wrong_type"
+	ReasonMalformedBody = "malformed_body"
+	ReasonBodyTooLarge  = "body_too_large"
+	ReasonPolicyDenied  = "policy_denied"
+	ReasonNotAllowlist  = "not_allowlisted"
+	ReasonTimeout       = "timeout"
+	ReasonConnect       = "connect"
+	ReasonTruncated     = "truncated"
+	ReasonStatus4xx     = "status_4xx"
+	ReasonStatus5xx     = "status_5xx"
+	ReasonRateLimited   = "status_429"
+	ReasonUnauthorized  = "status_401"
+	ReasonForbidden     = "status_403"
+	ReasonErrorInBody   = "error_in_body"
+	ReasonUnexpected    = "unexpected_status"
+	ReasonCanceled      = "canceled" // the call was canceled (the client went away) before upstream's answer was read
+	ReasonTLS           = "tls"      // upstream's TLS certificate was not accepted
+	ReasonRule          = "rule"     // the default reason of a Rule that names none
+)
+
+// ClassOf returns the default class of a code: the class a refusal or an
+// upstream failure gets when no rule names one. CodeNone and CodeOK have
+// ClassNone; a code it does not know is terminal.
+func ClassOf(c Code) Class {
+	switch c {
+	case CodeNone, CodeOK:
+		return ClassNone
+	case CodeValidation:
+		return ClassUser
+	case CodePolicy:
+		return ClassPolicy
+	case CodeRateLimit, CodeUpstream:
+		return ClassTransient
+	default:
+		return ClassTerminal
+	}
+}

@@ -1,0 +1,76 @@
+package bucketing
+
+import "encoding/json"
+
+// EnvelopeMediaType is the media type a caller names in Accept to ask for the
+// envelope instead of upstream's raw answer.
+const EnvelopeMediaType = "application/vnd.toolgate.envelope+json"
+
+// Envelope is the one shape every enveloped answer takes. Exactly one of Data
+// and Error is meaningful: OK true means Data holds upstream's answer and
+// Error is nil; OK false means Data is null and Error says what went wrong.
+type Envelope struct {
+	// OK is true when the call reached upstream and upstream's answer counts
+	// as a success after bucketing rules were applied.
+	OK bool `json:"ok"`
+	// Data is upstream's answer: its JSON as is, or a JSON string holding a
+	// text answer. It is null when OK is false.
+	Data json.RawMessage `json:"data"`
+	// Error describes the failure. It is nil when OK is true.
+	Error *Error `json:"error"`
+}
+
+// Error is the error member of the envelope. Dashboards group by Code; LLM
+// callers act on Class.
+type Error struct {
+	// Code is the bucket: validation, policy, rate_limit, auth, upstream or unknown.
+	Code Code `json:"code"`
+	// Class tells the caller what to do next: user, policy, transient or terminal.
+	Class Class `json:"class"`
+	// Reason is a finer word than Code, such as unknown_field or status_5xx.
+	Reason string `json:"reason"`
+	// Detail is one human sentence naming field paths and expected types. It
+	// never holds a rejected value or a stack trace.
+	Detail string `json:"detail"`
+	// Violations lists every problem found, so a caller can fix all of them
+	// on its next try. Empty for upstream failures.
+	Violations []Violation `json:"violations"`
+	// Retryable is true when retrying the same call later may succeed
+	// (class transient).
+	Retryable bool `json:"retryable"`
+	// RetryAfterMS is upstream's Retry-After in milliseconds, or nil when
+	// upstream gave none.
+	RetryAfterMS *int64 `json:"retry_after_ms"`
+	// Upstream describes upstream's answer, or is nil when the call never
+	// reached upstream or upstream never answered.
+	Upstream *Upstream `json:"upstream"`
+}
+
+// Violation is one problem with a call's arguments or one policy denial.
+type Violation struct {
+	// Path is a JSON pointer to the argument concerned ("" for the whole call).
+	Path string `json:"path"`
+	// Message says what is wrong, without the rejected value.
+	Message string `json:"message"`
+	// Expected says what would have been accepted, such as "integer" or "absent".
+	Expected string `json:"expected,omitempty"`
+	// Got names the JSON type that was received, never the value itself.
+	Got string `json:"got,omitempty"`
+}
+
+// Upstream is what the envelope reports of upstream's own answer.
+type Upstream struct {
+	// Status is upstream's HTTP status code.
+	Status int `json:"status"`
+	// Body is the start of upstream's body, at most MaxExcerpt bytes, cut at
+	// a UTF-8 boundary.
+	Body string `json:"body"`
+	// Truncated is true when Body is shorter than upstream's body.
+	Truncated bool `json:"truncated,omitempty"`
+	// Headers holds the useful response headers (Retry-After, rate-limit
+	// headers, Content-Type, request ids), by canonical name.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// MaxExcerpt is the most bytes of upstream's body an envelope carries.
+const MaxExcerpt = 1024

@@ -1,0 +1,10 @@
+package sink
+
+import "errors"
+
+// ErrClosed is returned by a Queue or a File used after Close.
+var ErrClosed = errors.New("sink: closed")
+
+// ErrLineTooLong is returned, wrapped with the line number, by ReadEvents
+// when a line is longer than MaxLineBytes.
+var ErrLineTooLong = errors.New("sink: line too long")

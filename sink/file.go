@@ -1,0 +1,244 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// File defaults, applied by FileConfig.Validate to zero fields.
+const (
+	// DefaultFilePath is the default NDJSON file, relative to the working
+	// directory.
+	DefaultFilePath = "toolgate-events.ndjson"
+	// DefaultMaxBytes is the default size at which the file rotates: 100 MiB.
+	DefaultMaxBytes = 100 << 20
+	// DefaultMaxBackups is the default number of rotated files kept.
+	DefaultMaxBackups = 5
+)
+
+// Permissions of what OpenFile creates: events carry session ids, so only
+// the owner may read them.
+const (
+	fileMode = 0o600
+	dirMode  = 0o700
+)
+
+// maxKeptBuffer is the largest encoding buffer a File keeps between batches.
+const maxKeptBuffer = 4 << 20
+
+// FileConfig configures the NDJSON file destination. The zero value is
+// valid: Validate replaces each zero field with its default.
+type FileConfig struct {
+	// Path is the file events are appended to. Default DefaultFilePath
+	// ("toolgate-events.ndjson").
+	Path string `yaml:"path"`
+	// MaxBytes is the size the file may reach: a batch that would take it
+	// beyond rotates it first. Default DefaultMaxBytes (100 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxBackups is how many rotated files are kept, as Path.1 (newest) to
+	// Path.N (oldest); older ones are deleted. Default DefaultMaxBackups (5).
+	MaxBackups int `yaml:"max_backups"`
+}
+
+// Validate applies the defaults to zero fields and rejects negative sizes
+// and counts. Errors name the field as "file.<field>".
+func (c *FileConfig) Validate() error {
+	if c.MaxBytes < 0 {
+		return fmt.Errorf("file.max_bytes: must not be negative, got %d", c.MaxBytes)
+	}
+	if c.MaxBackups < 0 {
+		return fmt.Errorf("file.max_backups: must not be negative, got %d", c.MaxBackups)
+	}
+	if c.Path == "" {
+		c.Path = DefaultFilePath
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.MaxBackups == 0 {
+		c.MaxBackups = DefaultMaxBackups
+	}
+	return nil
+}
+
+// File is the NDJSON file destination: one JSON object per line, appended,
+// and rotated by size. Each batch is encoded first and then written with a
+// single write, so a batch is stored whole or (after a failed write is
+// rolled back) not at all. File does not sync after each batch; Close does.
+// A File is safe for concurrent use.
+type File struct {
+	cfg FileConfig
+
+	mu     sync.Mutex
+	f      *os.File // nil after a failed rotation; reopened by the next write
+	size   int64
+	buf    bytes.Buffer
+	enc    *json.Encoder
+	closed bool
+}
+
+var _ Writer = (*File)(nil)
+
+// OpenFile opens cfg.Path for appending, creating it with mode 0600 if it is
+// missing, and its parent directory with mode 0700. An existing file keeps
+// its mode. cfg is validated (defaults applied) on a copy.
+func OpenFile(cfg FileConfig) (*File, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	fl := &File{cfg: cfg}
+	fl.enc = json.NewEncoder(&fl.buf)
+	fl.enc.SetEscapeHTML(false)
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), dirMode); err != nil {
+		return nil, fmt.Errorf("sink: open %s: %w", cfg.Path, err)
+	}
+	if err := fl.open(); err != nil {
+		return nil, err
+	}
+	return fl, nil
+}
+
+// Path returns the path of the file being written.
+func (fl *File) Path() string { return fl.cfg.Path }
+
+// open opens the current file for appending and learns its size.
+func (fl *File) open() error {
+	f, err := os.OpenFile(fl.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+	if err != nil {
+		return fmt.Errorf("sink: open %s: %w", fl.cfg.Path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("sink: open %s: %w", fl.cfg.Path, err)
+	}
+	fl.f, fl.size = f, st.Size()
+	return nil
+}
+
+// WriteEvents appends events, one JSON object per line, in one write. When
+// the file is not empty and the batch would take it beyond MaxBytes, the
+// file is rotated first; a batch larger than MaxBytes on its own is still
+// written whole, and the file rotates before the next one. If any event
+// cannot be encoded nothing is written.
+func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.closed {
+		return ErrClosed
+	}
+	defer fl.resetBuffer()
+	for i := range events {
+		if err := fl.enc.Encode(&events[i]); err != nil {
+			return fmt.Errorf("sink: encode event %d of %d: %w", i+1, len(events), err)
+		}
+	}
+	if fl.f != nil && fl.size > 0 && fl.size+int64(fl.buf.Len()) > fl.cfg.MaxBytes {
+		if err := fl.rotate(); err != nil {
+			return err
+		}
+	}
+	if fl.f == nil {
+		if err := fl.open(); err != nil {
+			return err
+		}
+	}
+	n, err := fl.f.Write(fl.buf.Bytes())
+	if err != nil {
+		fl.rollback(n)
+		return fmt.Errorf("sink: write %s: %w", fl.cfg.Path, err)
+	}
+	fl.size += int64(n)
+	return nil
+}
+
+// rollback removes the n bytes of a failed write, so that no half line is
+// left for the next batch to continue. If that fails too, the file is
+// rotated before the next write and the damage stays in a backup.
+func (fl *File) rollback(n int) {
+	if n == 0 {
+		return
+	}
+	if err := fl.f.Truncate(fl.size); err != nil {
+		fl.size = fl.cfg.MaxBytes + 1
+	}
+}
+
+func (fl *File) resetBuffer() {
+	if fl.buf.Cap() > maxKeptBuffer {
+		fl.buf = bytes.Buffer{}
+		fl.enc = json.NewEncoder(&fl.buf)
+		fl.enc.SetEscapeHTML(false)
+		return
+	}
+	fl.buf.Reset()
+}
+
+// backup returns the name of rotated file number i.
+func (fl *File) backup(i int) string {
+	return fl.cfg.Path + "." + strconv.Itoa(i)
+}
+
+// rotate closes the current file, shifts Path.i to Path.i+1, deleting the
+// oldest beyond MaxBackups, moves Path to Path.1 and opens a new Path.
+func (fl *File) rotate() error {
+	cerr := fl.f.Close()
+	fl.f = nil
+	if cerr != nil {
+		return fmt.Errorf("sink: rotate %s: %w", fl.cfg.Path, cerr)
+	}
+	// Backups beyond MaxBackups, left by a larger setting, go first.
+	for i := fl.cfg.MaxBackups; ; i++ {
+		if err := os.Remove(fl.backup(i)); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("sink: rotate %s: %w", fl.cfg.Path, err)
+			}
+			if i > fl.cfg.MaxBackups {
+				break
+			}
+		}
+	}
+	for i := fl.cfg.MaxBackups - 1; i >= 1; i-- {
+		if err := os.Rename(fl.backup(i), fl.backup(i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sink: rotate %s: %w", fl.cfg.Path, err)
+		}
+	}
+	if err := os.Rename(fl.cfg.Path, fl.backup(1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sink: rotate %s: %w", fl.cfg.Path, err)
+	}
+	return fl.open()
+}
+
+// Close syncs and closes the file. WriteEvents then returns ErrClosed;
+// closing again returns nil.
+func (fl *File) Close() error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.closed {
+		return nil
+	}
+	fl.closed = true
+	if fl.f == nil {
+		return nil
+	}
+	err := errors.Join(fl.f.Sync(), fl.f.Close())
+	fl.f = nil
+	if err != nil {
+		return fmt.Errorf("sink: close %s: %w", fl.cfg.Path, err)
+	}
+	return nil
+}

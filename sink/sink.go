@@ -1,0 +1,85 @@
+// Package sink carries toolgate's invocation events from the request path to
+// where analysts read them: the Event type, the Writer interface that every
+// destination satisfies, a bounded asynchronous Queue in front of it, and the
+// destinations themselves (an NDJSON file with rotation; ClickHouse later).
+//
+// The request path only ever calls Queue.Record, which never blocks: when the
+// queue is full the event is dropped and counted, never silently.
+package sink
+
+import (
+	"context"
+	"time"
+)
+
+// Event is one tool call as analysts see it: exactly one per call, refused or
+// forwarded. It never holds argument values, only their paths.
+type Event struct {
+	// EventID is a random UUID; duplicates of one id are the same call.
+	EventID string `json:"event_id"`
+	// Time is when the call arrived at the sidecar, in UTC.
+	Time time.Time `json:"time"`
+	// Sidecar names the sidecar instance that saw the call (host name by default).
+	Sidecar string `json:"sidecar"`
+	// Listener is the listener kind that took the call: forward, reverse or connect.
+	Listener string `json:"listener"`
+	// Tool is the matched tool's name, or "" when no tool matched.
+	Tool string `json:"tool"`
+	// Agent is the calling agent, from the configured agent header.
+	Agent string `json:"agent"`
+	// Session is the caller's session, from the configured session header.
+	Session string `json:"session"`
+	// TraceID is the W3C trace id from traceparent, or a generated one.
+	TraceID string `json:"trace_id"`
+	// Method is the HTTP method.
+	Method string `json:"method"`
+	// Host is the upstream host (and port, when not the scheme's default).
+	Host string `json:"host"`
+	// PathTemplate is the matched tool's path template, never the raw path
+	// (path segments may carry argument values). "" when no tool matched.
+	PathTemplate string `json:"path_template"`
+	// UpstreamStatus is upstream's HTTP status, or 0 when upstream was never
+	// reached or never answered.
+	UpstreamStatus int `json:"upstream_status"`
+	// OK is true when the call succeeded after bucketing.
+	OK bool `json:"ok"`
+	// ErrorCode is the bucket (validation, policy, rate_limit, auth,
+	// upstream, unknown), or "" when OK.
+	ErrorCode string `json:"error_code"`
+	// ErrorClass is user, policy, transient or terminal, or "" when OK.
+	ErrorClass string `json:"error_class"`
+	// Reason is the finer reason, such as unknown_field or status_5xx.
+	Reason string `json:"reason"`
+	// Detail is the human sentence the caller got; it never holds values.
+	Detail string `json:"detail"`
+	// ViolationPaths are the JSON pointers of every violation.
+	ViolationPaths []string `json:"violation_paths"`
+	// Envelope is true when the caller got the envelope rather than
+	// upstream's raw answer.
+	Envelope bool `json:"envelope"`
+	// Refused is true when toolgate answered itself and upstream was never called.
+	Refused bool `json:"refused"`
+	// RetryAfterMS is upstream's Retry-After in milliseconds, or 0.
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// TotalUS is the time from the request's arrival to the end of the
+	// answer's body, in microseconds.
+	TotalUS int64 `json:"total_us"`
+	// UpstreamUS is the time from dispatch to the end of upstream's body, in
+	// microseconds; 0 when upstream was not called.
+	UpstreamUS int64 `json:"upstream_us"`
+	// RequestBytes is the size of the request body read from the caller.
+	RequestBytes int64 `json:"request_bytes"`
+	// ResponseBytes is the size of the body sent back to the caller.
+	ResponseBytes int64 `json:"response_bytes"`
+	// ConfigVersion is the content hash of the configuration that decided the call.
+	ConfigVersion string `json:"config_version"`
+}
+
+// Writer is a destination for events: a file, ClickHouse. WriteEvents is
+// called from a single goroutine with batches in arrival order; an error
+// means the batch was not stored, and the caller may retry it. WriteEvents
+// must not keep the slice after it returns (a Queue reuses it), and should
+// return soon after ctx ends.
+type Writer interface {
+	WriteEvents(ctx context.Context, events []Event) error
+}
