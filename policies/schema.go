@@ -1,0 +1,749 @@
+package policies
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// MaxSchemaFileBytes bounds a schema file loaded through a relative $ref.
+const MaxSchemaFileBytes = 4 << 20
+
+// MaxViolations bounds the violations Validate returns. A call with more
+// problems gets the first MaxViolations in path order; this keeps a refusal
+// (and its envelope) small whatever the size of the arguments.
+const MaxViolations = 100
+
+// ErrInvalidSchema is matched (errors.Is) by every error CompileSchema returns.
+var ErrInvalidSchema = errors.New("invalid schema")
+
+// SchemaError says why a schema document did not compile. It matches
+// ErrInvalidSchema.
+type SchemaError struct {
+	// Tool is the tool name from SchemaOptions ("" when none was given).
+	Tool string
+	// Pointer is the JSON pointer of the offending keyword in the schema
+	// document, such as "/properties/retmax/minimum"; "" when unknown.
+	Pointer string
+	// Msg is the human reason, without the tool prefix.
+	Msg string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error returns "schema for tool "x": at /properties/retmax/minimum: got
+// string, want number".
+func (e *SchemaError) Error() string {
+	var b strings.Builder
+	b.WriteString("schema")
+	if e.Tool != "" {
+		fmt.Fprintf(&b, " for tool %q", e.Tool)
+	}
+	b.WriteString(": ")
+	if e.Pointer != "" {
+		fmt.Fprintf(&b, "at %s: ", e.Pointer)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalidSchema.
+func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema }
+
+// SchemaOptions configures CompileSchema. The zero value compiles the schema
+// as written (not strict) with no $ref to other files allowed.
+type SchemaOptions struct {
+	// Tool is the tool name, used in error messages. Default "".
+	Tool string
+	// Strict closes every object schema at every depth, so unknown fields
+	// and typos are refused (see CompileSchema). Callers pass true by
+	// default; false uses the schema exactly as written.
+	Strict bool
+	// Dir is the directory that relative $ref file references (such as
+	// "common.json#/$defs/Range") resolve against. Files outside Dir, and
+	// any network reference, are refused. Default "": no file references.
+	Dir string
+}
+
+// Schema is a compiled JSON Schema for one tool's arguments. It is
+// immutable and safe for concurrent use.
+type Schema struct {
+	tool string
+	sch  *jsonschema.Schema
+
+	// byLoc maps each compiled schema's location to it.
+	byLoc map[string]*jsonschema.Schema
+	// closed maps the location of a closed object schema to the names it
+	// allows, for unknown-field messages.
+	closed map[string]*allowedNames
+	// added holds, per closed schema location, property names that strict
+	// closing declared as {} (their real schema lives in a sibling branch).
+	added map[string]map[string]bool
+	// wants caches, per compiled schema, the JSON types it admits on its own
+	// keywords (type, enum, const). Read-only after compile.
+	wants map[*jsonschema.Schema]typeMask
+}
+
+// allowedNames lists what a closed object schema accepts.
+type allowedNames struct {
+	names    []string // sorted
+	patterns []string // sorted regexps from patternProperties
+}
+
+// Tool returns the tool name the schema was compiled for.
+func (s *Schema) Tool() string { return s.tool }
+
+// CompileSchema compiles a JSON Schema document for a tool's arguments.
+//
+// The draft is chosen by $schema: draft 2020-12 (the default when $schema is
+// absent), 2019-09, draft-07, -06 and -04 are accepted. The document is
+// checked against its metaschema; format is asserted in every draft.
+// Compile errors are *SchemaError values naming the JSON pointer of the
+// offending keyword where there is one.
+//
+// With opts.Strict, every object schema is closed at every depth before
+// compiling: the schema that gives an instance location its shape (the root,
+// each properties/patternProperties/additionalProperties value, each
+// items/prefixItems/additionalItems/unevaluated* schema, wherever it is) gets
+// additionalProperties: false, and every property name declared for that
+// location anywhere in its composition (allOf, anyOf, oneOf, $ref and $defs
+// targets, if/then/else, dependentSchemas) is added to its properties as {}.
+// So allOf [{a}, {b}] accepts exactly a and b, in every draft. In addition,
+// each branch of a oneOf is closed to its own names plus the names declared
+// outside that oneOf, which lets a typo inside a branch pick the right branch
+// and keeps one branch's fields out of another. Exceptions, by design:
+//   - a location whose schema itself sets additionalProperties or
+//     unevaluatedProperties (any value), or that composes a branch setting
+//     additionalProperties to true or a schema, is left as written;
+//   - a location that declares no properties or patternProperties at all,
+//     such as a bare {"type": "object"}, stays open: it is a free-form map;
+//   - schemas under not, if, contains and propertyNames are not closed, as
+//     closing them would loosen or change the condition they express;
+//   - oneOf branches reached through a $ref are not narrowed (the target is
+//     shared); the location itself is still closed.
+//
+// In draft-07 and older, a closed schema holding $ref has the $ref moved into
+// allOf, because those drafts ignore keywords beside $ref; keywords that were
+// ignored beside the $ref thereby take effect.
+func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("internal error while compiling: %v", r)}
+		}
+	}()
+	root, err := decodeJSON(doc)
+	if err != nil {
+		return nil, &SchemaError{Tool: opts.Tool, Msg: "invalid JSON: " + err.Error(), Err: err}
+	}
+	switch root.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("schema must be a JSON object or boolean, got %s", jsonTypeName(root))}
+	}
+	if ptr, ok := hugeNumberInDoc(root, ""); ok {
+		return nil, &SchemaError{Tool: opts.Tool, Pointer: ptr, Msg: fmt.Sprintf("number outside the supported range (at most %d characters, exponent at most %d)", maxNumberLen, maxNumberExponent)}
+	}
+	ld, rootURL, err := newDocLoader(opts)
+	if err != nil {
+		return nil, err
+	}
+	// The first pass validates the document as written (so error pointers
+	// match what the author wrote) and resolves every reference.
+	sch, err := compileDocs(rootURL, root, ld)
+	if err != nil {
+		return nil, ld.schemaError(err)
+	}
+	if loc := inPlaceCycle(sch); loc != "" {
+		doc, ptr, _ := strings.Cut(loc, "#")
+		ptr, _ = url.PathUnescape(ptr)
+		se := &SchemaError{Tool: opts.Tool, Pointer: ptr, Msg: "reference cycle: this schema refers back to itself without descending into a property or item"}
+		if doc != rootURL {
+			se.Pointer, se.Msg = "", fmt.Sprintf("%s#%s: %s", ld.short(doc), ptr, se.Msg)
+		}
+		return nil, se
+	}
+	added := map[string]map[string]bool{}
+	if opts.Strict {
+		plans := planStrict(sch)
+		if len(plans) > 0 {
+			docs := map[string]any{rootURL: root}
+			for u, d := range ld.docs {
+				docs[u] = d
+			}
+			if err := applyStrict(docs, plans, added); err != nil {
+				return nil, &SchemaError{Tool: opts.Tool, Msg: "strict closing: " + err.Error(), Err: err}
+			}
+			sch, err = compileDocs(rootURL, root, ld)
+			if err != nil {
+				se := ld.schemaError(err)
+				se.Msg = "after strict closing: " + se.Msg
+				return nil, se
+			}
+		}
+	}
+	s = &Schema{tool: opts.Tool, sch: sch, added: added}
+	s.index()
+	return s, nil
+}
+
+// Validate validates a call's arguments and returns every violation, sorted
+// by path then reason (at most MaxViolations), or nil when they are valid.
+// Numbers may be json.Number (a decoder with UseNumber) or float64 (plain
+// encoding/json), or Go integers; other values must be what encoding/json
+// produces (nil, bool, string, []any, map[string]any). A violation never
+// holds a rejected value.
+func (s *Schema) Validate(args map[string]any) []Violation {
+	if args == nil {
+		args = map[string]any{}
+	}
+	// The library turns numbers into big.Rat; a short argument such as
+	// 1e999999999 would cost seconds. Refuse such numbers up front.
+	if hasHugeNumber(args) {
+		return finish(hugeNumbers(args, nil, nil))
+	}
+	err := s.sch.Validate(args)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return []Violation{{Reason: ReasonSchema, Message: "arguments could not be validated", Expected: "valid arguments", Got: "object"}}
+	}
+	c := collector{s: s, args: args}
+	return finish(c.collect(verr))
+}
+
+// Bounds on a JSON number's text (json.Number) in arguments and schemas.
+// Numbers past them are refused, because arbitrary-precision arithmetic on
+// them costs time and memory out of proportion to their size.
+const (
+	maxNumberLen      = 512
+	maxNumberExponent = 1000
+)
+
+// numberInRange reports whether n's text is within the number bounds.
+func numberInRange(n json.Number) bool {
+	s := string(n)
+	if len(s) > maxNumberLen {
+		return false
+	}
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return true
+	}
+	e := strings.TrimLeft(s[i+1:], "+-")
+	if len(e) > 6 {
+		return false
+	}
+	x, err := strconv.Atoi(e)
+	return err == nil && x <= maxNumberExponent
+}
+
+// hasHugeNumber reports whether v holds a json.Number past the bounds.
+func hasHugeNumber(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		return !numberInRange(x)
+	case map[string]any:
+		for _, e := range x {
+			switch e.(type) {
+			case json.Number, map[string]any, []any:
+				if hasHugeNumber(e) {
+					return true
+				}
+			}
+		}
+	case []any:
+		for _, e := range x {
+			switch e.(type) {
+			case json.Number, map[string]any, []any:
+				if hasHugeNumber(e) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// hugeNumbers returns a violation for each json.Number in v past the bounds.
+func hugeNumbers(v any, loc []string, out []leaf) []leaf {
+	switch x := v.(type) {
+	case json.Number:
+		if !numberInRange(x) {
+			out = append(out, leaf{v: Violation{Path: pointerOf(loc), Reason: ReasonSchema,
+				Message:  "number outside the supported range",
+				Expected: fmt.Sprintf("a number of at most %d characters with an exponent of at most %d", maxNumberLen, maxNumberExponent),
+				Got:      "number"}})
+		}
+	case map[string]any:
+		for k, e := range x {
+			switch e.(type) {
+			case json.Number, map[string]any, []any:
+				out = hugeNumbers(e, child(loc, k), out)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			switch e.(type) {
+			case json.Number, map[string]any, []any:
+				out = hugeNumbers(e, child(loc, strconv.Itoa(i)), out)
+			}
+		}
+	}
+	return out
+}
+
+// hugeNumberInDoc returns the JSON pointer of the first number in a schema
+// document past the bounds, or ok false when there is none.
+func hugeNumberInDoc(v any, ptr string) (string, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		if !numberInRange(x) {
+			return ptr, true
+		}
+	case map[string]any:
+		for _, k := range sortedKeysAny(x) {
+			if p, ok := hugeNumberInDoc(x[k], ptr+"/"+escapeToken(k)); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, ok := hugeNumberInDoc(e, ptr+"/"+strconv.Itoa(i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+func sortedKeysAny(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// compileDocs compiles the document at rootURL with a fresh compiler.
+func compileDocs(rootURL string, root any, ld *docLoader) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	c.UseLoader(ld)
+	if err := c.AddResource(rootURL, root); err != nil {
+		return nil, err
+	}
+	return c.Compile(rootURL)
+}
+
+// decodeJSON decodes one JSON value, keeping numbers as json.Number.
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if err == io.EOF {
+			return nil, errors.New("empty document")
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%v (at byte %d)", err, se.Offset)
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("unexpected data after the top-level value (at byte %d)", dec.InputOffset())
+	}
+	return v, nil
+}
+
+// docLoader serves the schema documents of one compile: files under dir
+// (decoded once, kept for strict rewriting) and nothing else.
+type docLoader struct {
+	tool    string
+	dir     string // absolute; "" = no file references
+	rootURL string
+	docs    map[string]any
+}
+
+func newDocLoader(opts SchemaOptions) (*docLoader, string, error) {
+	name := opts.Tool
+	if name == "" {
+		name = "schema"
+	}
+	name = strings.NewReplacer("/", "_", "\\", "_").Replace(name) + ".json"
+	ld := &docLoader{tool: opts.Tool, docs: map[string]any{}}
+	if opts.Dir == "" {
+		ld.rootURL = (&url.URL{Scheme: "toolgate", Path: "/" + name}).String()
+		return ld, ld.rootURL, nil
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, "", &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("schema directory %q: %v", opts.Dir, err), Err: err}
+	}
+	ld.dir = dir
+	ld.rootURL = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, name))}).String()
+	return ld, ld.rootURL, nil
+}
+
+// Load implements jsonschema.URLLoader.
+func (l *docLoader) Load(u string) (any, error) {
+	if d, ok := l.docs[u]; ok {
+		return d, nil
+	}
+	if l.dir == "" {
+		return nil, errors.New("references to other documents need a schema directory (SchemaOptions.Dir)")
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Scheme != "file" {
+		return nil, errors.New("only files under the schema directory may be referenced")
+	}
+	rel, err := filepath.Rel(l.dir, filepath.FromSlash(pu.Path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return nil, errors.New("file is outside the schema directory")
+	}
+	root, err := os.OpenRoot(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSchemaFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxSchemaFileBytes {
+		return nil, fmt.Errorf("file is larger than %d bytes", MaxSchemaFileBytes)
+	}
+	d, err := decodeJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if ptr, ok := hugeNumberInDoc(d, ""); ok {
+		return nil, fmt.Errorf("number outside the supported range at %s", ptr)
+	}
+	l.docs[u] = d
+	return d, nil
+}
+
+// short makes a library message readable: internal document URLs become
+// file names relative to the schema directory, or disappear for the root.
+func (l *docLoader) short(msg string) string {
+	msg = strings.ReplaceAll(msg, l.rootURL, "")
+	if l.dir != "" {
+		prefix := (&url.URL{Scheme: "file", Path: filepath.ToSlash(l.dir) + "/"}).String()
+		msg = strings.ReplaceAll(msg, prefix, "")
+	}
+	return strings.ReplaceAll(msg, "toolgate:///", "")
+}
+
+// schemaError turns a compile error into a *SchemaError naming the JSON
+// pointer of the offending keyword when the library gives one.
+func (l *docLoader) schemaError(err error) *SchemaError {
+	se := &SchemaError{Tool: l.tool, Err: err}
+	var sve *jsonschema.SchemaValidationError
+	var verr *jsonschema.ValidationError
+	if errors.As(err, &sve) && errors.As(sve.Err, &verr) {
+		doc, base, _ := strings.Cut(sve.URL, "#")
+		base, _ = url.PathUnescape(base)
+		var parts []string
+		seen := map[string]bool{}
+		for _, lf := range metaLeaves(verr, nil) {
+			ptr := base + pointerOf(lf.InstanceLocation)
+			if seen[ptr] {
+				continue
+			}
+			seen[ptr] = true
+			msg := strings.TrimPrefix(lf.Error(), "at "+libQuote(pointerOf(lf.InstanceLocation))+": ")
+			if se.Pointer == "" {
+				se.Pointer = ptr
+				parts = append(parts, msg)
+			} else if len(parts) < 3 {
+				parts = append(parts, fmt.Sprintf("at %s: %s", ptr, msg))
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "does not conform to its metaschema")
+		}
+		se.Msg = strings.Join(parts, "; ")
+		if doc != l.rootURL {
+			se.Msg = l.short(doc) + ": " + se.Msg
+		}
+		return se
+	}
+	var pnf *jsonschema.JSONPointerNotFoundError
+	if errors.As(err, &pnf) {
+		se.Msg = fmt.Sprintf("$ref target %s not found", libQuote(l.short(pnf.URL)))
+		return se
+	}
+	var lue *jsonschema.LoadURLError
+	if errors.As(err, &lue) {
+		se.Msg = fmt.Sprintf("$ref to %s: %v", libQuote(l.short(lue.URL)), lue.Err)
+		return se
+	}
+	se.Msg = l.short(err.Error())
+	return se
+}
+
+// metaLeaves returns the leaf errors of a metaschema validation error,
+// deepest location first, in a stable order.
+func metaLeaves(verr *jsonschema.ValidationError, out []*jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(verr.Causes) == 0 {
+		if _, ok := verr.ErrorKind.(*kind.Schema); !ok {
+			out = append(out, verr)
+		}
+		return out
+	}
+	for _, c := range verr.Causes {
+		out = metaLeaves(c, out)
+	}
+	return out
+}
+
+// libQuote quotes the way the library does in its messages.
+func libQuote(s string) string {
+	s = fmt.Sprintf("%q", s)
+	s = strings.ReplaceAll(s, `\"`, `"`)
+	s = strings.ReplaceAll(s, `'`, `\'`)
+	return "'" + s[1:len(s)-1] + "'"
+}
+
+// pointerOf builds a JSON pointer from unescaped tokens.
+func pointerOf(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapeToken(t))
+	}
+	return b.String()
+}
+
+var tokenEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapeToken(t string) string {
+	if !strings.ContainsAny(t, "~/") {
+		return t
+	}
+	return tokenEscaper.Replace(t)
+}
+
+// index precomputes the lookups used by Validate and Coerce.
+func (s *Schema) index() {
+	s.byLoc = map[string]*jsonschema.Schema{}
+	s.closed = map[string]*allowedNames{}
+	s.wants = map[*jsonschema.Schema]typeMask{}
+	walkAll(s.sch, func(x *jsonschema.Schema) {
+		s.byLoc[x.Location] = x
+		s.wants[x] = ownWants(x)
+		if b, ok := x.AdditionalProperties.(bool); ok && !b {
+			s.closed[x.Location] = ownNames(x)
+		}
+		if u := x.UnevaluatedProperties; u != nil && u.Bool != nil && !*u.Bool {
+			if _, ok := s.closed[x.Location]; !ok {
+				s.closed[x.Location] = groupNames(x)
+			}
+		}
+	})
+}
+
+// inPlaceCycle returns the location of a schema that reaches itself
+// through in-place keywords only ($ref, allOf, not, ...): validating it
+// would never end, so the library fails every call. "" when there is none.
+func inPlaceCycle(root *jsonschema.Schema) string {
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := map[*jsonschema.Schema]int{}
+	var found string
+	var visit func(x *jsonschema.Schema)
+	visit = func(x *jsonschema.Schema) {
+		if found != "" {
+			return
+		}
+		switch state[x] {
+		case visiting:
+			found = x.Location
+			return
+		case done:
+			return
+		}
+		state[x] = visiting
+		for _, m := range appendEdges(nil, x, edgeInPlace) {
+			visit(m)
+		}
+		for _, m := range []*jsonschema.Schema{x.Not, x.If} {
+			if m != nil {
+				visit(m)
+			}
+		}
+		state[x] = done
+	}
+	walkAll(root, func(x *jsonschema.Schema) {
+		if state[x] == 0 {
+			visit(x)
+		}
+	})
+	return found
+}
+
+// walkAll calls fn once for every schema reachable from root.
+func walkAll(root *jsonschema.Schema, fn func(*jsonschema.Schema)) {
+	seen := map[*jsonschema.Schema]bool{}
+	stack := []*jsonschema.Schema{root}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if x == nil || seen[x] {
+			continue
+		}
+		seen[x] = true
+		fn(x)
+		stack = appendEdges(stack, x, edgeAll)
+	}
+}
+
+// edge kinds for appendEdges.
+const (
+	edgeInPlace  = 1 << iota // applies to the same instance location
+	edgeLocation             // applies to a child location (property, item)
+	edgeOther                // not, if, contains, propertyNames, contentSchema
+	edgeAll      = edgeInPlace | edgeLocation | edgeOther
+)
+
+// appendEdges appends the subschemas of x of the given kinds. In-place
+// edges exclude not and if (see edgeOther), which change the sense of
+// their subschema.
+func appendEdges(dst []*jsonschema.Schema, x *jsonschema.Schema, kinds int) []*jsonschema.Schema {
+	add := func(ss ...*jsonschema.Schema) {
+		for _, s := range ss {
+			if s != nil {
+				dst = append(dst, s)
+			}
+		}
+	}
+	if kinds&edgeInPlace != 0 {
+		add(x.Ref, x.RecursiveRef)
+		if x.DynamicRef != nil {
+			add(x.DynamicRef.Ref)
+		}
+		add(x.AllOf...)
+		add(x.AnyOf...)
+		add(x.OneOf...)
+		add(x.Then, x.Else)
+		for _, d := range x.DependentSchemas {
+			add(d)
+		}
+		for _, d := range x.Dependencies {
+			if ds, ok := d.(*jsonschema.Schema); ok {
+				add(ds)
+			}
+		}
+	}
+	if kinds&edgeLocation != 0 {
+		for _, p := range x.Properties {
+			add(p)
+		}
+		for _, p := range x.PatternProperties {
+			add(p)
+		}
+		if ap, ok := x.AdditionalProperties.(*jsonschema.Schema); ok {
+			add(ap)
+		}
+		switch it := x.Items.(type) {
+		case *jsonschema.Schema:
+			add(it)
+		case []*jsonschema.Schema:
+			add(it...)
+		}
+		if ai, ok := x.AdditionalItems.(*jsonschema.Schema); ok {
+			add(ai)
+		}
+		add(x.PrefixItems...)
+		add(x.Items2020, x.UnevaluatedProperties, x.UnevaluatedItems)
+	}
+	if kinds&edgeOther != 0 {
+		add(x.Not, x.If, x.Contains, x.PropertyNames, x.ContentSchema)
+	}
+	return dst
+}
+
+// ownNames lists the property names and patterns declared on x itself.
+func ownNames(x *jsonschema.Schema) *allowedNames {
+	a := &allowedNames{}
+	for n := range x.Properties {
+		a.names = append(a.names, n)
+	}
+	for p := range x.PatternProperties {
+		a.patterns = append(a.patterns, p.String())
+	}
+	a.sort()
+	return a
+}
+
+// groupNames lists the names declared on x and everything applying in place
+// with it.
+func groupNames(x *jsonschema.Schema) *allowedNames {
+	names, patterns := map[string]bool{}, map[string]bool{}
+	collectNames(x, names, patterns, map[*jsonschema.Schema]bool{}, true)
+	return newAllowed(names, patterns)
+}
+
+func newAllowed(names, patterns map[string]bool) *allowedNames {
+	a := &allowedNames{}
+	for n := range names {
+		a.names = append(a.names, n)
+	}
+	for p := range patterns {
+		a.patterns = append(a.patterns, p)
+	}
+	a.sort()
+	return a
+}
+
+func (a *allowedNames) sort() {
+	sortStrings(a.names)
+	sortStrings(a.patterns)
+}
+
+// collectNames adds the property names and patterns of x and of its
+// in-place subschemas (including if, when withIf).
+func collectNames(x *jsonschema.Schema, names, patterns map[string]bool, seen map[*jsonschema.Schema]bool, withIf bool) {
+	if x == nil || seen[x] {
+		return
+	}
+	seen[x] = true
+	for n := range x.Properties {
+		names[n] = true
+	}
+	for p := range x.PatternProperties {
+		patterns[p.String()] = true
+	}
+	for _, m := range appendEdges(nil, x, edgeInPlace) {
+		collectNames(m, names, patterns, seen, withIf)
+	}
+	if withIf && x.If != nil {
+		collectNames(x.If, names, patterns, seen, withIf)
+	}
+}
