@@ -1,0 +1,97 @@
+// Command benchtable turns `go test -bench BenchmarkProxy` output into the
+// comparison table of docs/performance.md: medians over -count runs, each
+// route as a ratio to calling upstream directly, and the budget's verdict.
+//
+//	go test -run '^$' -bench BenchmarkProxy -count 5 ./proxy/ | go run ./internal/benchtable
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Budget targets for the validated route, from the sidecar core issue.
+const (
+	minThroughputRatio = 0.30
+	maxAddedP50US      = 250.0
+)
+
+var line = regexp.MustCompile(`^BenchmarkProxy/(throughput|latency)/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+func main() {
+	os.Exit(run(os.Stdin, os.Stdout))
+}
+
+func run(in io.Reader, out io.Writer) int {
+	// samples[kind/route][unit] = values over runs
+	samples := map[string]map[string][]float64{}
+	var order []string
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		route := m[2]
+		if !slices.Contains(order, route) {
+			order = append(order, route)
+		}
+		f := strings.Fields(m[4])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			key := m[1] + "/" + route
+			if samples[key] == nil {
+				samples[key] = map[string][]float64{}
+			}
+			samples[key][f[i+1]] = append(samples[key][f[i+1]], v)
+		}
+	}
+	med := func(kind, route, unit string) float64 {
+		v := slices.Clone(samples[kind+"/"+route][unit])
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	if len(order) == 0 || med("throughput", "direct", "req/s") == 0 {
+		fmt.Fprintln(out, "benchtable: no BenchmarkProxy results with a direct baseline on input")
+		return 1
+	}
+	dRPS := med("throughput", "direct", "req/s")
+	dP50 := med("latency", "direct", "p50-us")
+	dP99 := med("latency", "direct", "p99-us")
+	fmt.Fprintf(out, "\n%-12s %12s %8s %9s %10s %9s %10s %8s\n", "route", "req/s@32", "ratio", "p50 us", "added p50", "p99 us", "added p99", "runs")
+	for _, r := range order {
+		rps := med("throughput", r, "req/s")
+		p50, p99 := med("latency", r, "p50-us"), med("latency", r, "p99-us")
+		fmt.Fprintf(out, "%-12s %12.0f %7.2fx %9.0f %10.0f %9.0f %10.0f %8d\n",
+			r, rps, rps/dRPS, p50, p50-dP50, p99, p99-dP99, len(samples["throughput/"+r]["req/s"]))
+	}
+	ok := true
+	if rps := med("throughput", "validated", "req/s"); rps > 0 {
+		ratio, added := rps/dRPS, med("latency", "validated", "p50-us")-dP50
+		verdict := func(pass bool) string {
+			if pass {
+				return "met"
+			}
+			ok = false
+			return "MISSED"
+		}
+		fmt.Fprintf(out, "\nvalidated route: throughput %.2fx direct (target >= %.2fx): %s; added p50 %.0f us (target <= %.0f us): %s\n",
+			ratio, minThroughputRatio, verdict(ratio >= minThroughputRatio), added, maxAddedP50US, verdict(added <= maxAddedP50US))
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,258 @@
+// Package demo is `toolgate demo`'s script: the embedded configuration and
+// schemas for the bundled demo upstream, the calls a legacy client makes,
+// and the table that shows what happened to each.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/toolgate/toolgate/sink"
+)
+
+//go:embed toolgate.yaml schemas
+var files embed.FS
+
+// WriteConfig writes the demo configuration and its schemas into dir, with
+// the upstream base URL and the events file filled in, and returns the
+// configuration file's path.
+func WriteConfig(dir, upstreamURL, eventsPath string) (string, error) {
+	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, p)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := files.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if p == "toolgate.yaml" {
+			b = bytes.ReplaceAll(b, []byte("UPSTREAM_URL"), []byte(upstreamURL))
+			b = bytes.ReplaceAll(b, []byte("EVENTS_PATH"), []byte(eventsPath))
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		return "", fmt.Errorf("write demo config: %w", err)
+	}
+	return filepath.Join(dir, "toolgate.yaml"), nil
+}
+
+// Via is how a legacy client reaches the sidecar.
+type Via string
+
+// The two ways in.
+const (
+	ViaProxy   Via = "proxy"    // HTTP_PROXY names the forward listener
+	ViaBaseURL Via = "base_url" // the tool's base URL names a reverse listener
+)
+
+// Call is one scripted call, as a legacy client would make it.
+type Call struct {
+	Via         Via
+	Method      string
+	Path        string // path and query, relative to the upstream
+	Body        string
+	ContentType string
+	Envelope    bool   // the client asks for the envelope
+	Note        string // what the call shows
+}
+
+// Script returns the demo's calls: valid ones, the argument mistakes toolgate
+// exists to catch, and every upstream failure the status table buckets.
+func Script() []Call {
+	const js, form = "application/json", "application/x-www-form-urlencoded"
+	return []Call{
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=5", Note: "valid; legacy caller gets the raw answer"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=5", Envelope: true, Note: "valid; enveloped"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=many", Envelope: true, Note: "wrong type"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?trem=crispr", Note: "typo: unknown + missing"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=500", Envelope: true, Note: "out of bounds"},
+		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/P69905", Envelope: true, Note: "valid, via base URL"},
+		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/p69905", Envelope: true, Note: "bad id pattern"},
+		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/P00000", Envelope: true, Note: "upstream 404"},
+		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/Q99999", Envelope: true, Note: "error hidden in a 200"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true,
+			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "valid edit"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js,
+			Body: `{"requests":[{"insertText":{"txt":"Hello","index":1}}]}`, Note: "typo deep in an array: the lost edit"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query":"EGFR","organism":"human","filters":{"phase_min":2}}`, Note: "valid; envelope forced by config"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query":"EGFR","filters":{"phase":2}}`, Note: "typo in a nested object"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"organism":"human"}`, Note: "missing required"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query":"quota"}`, Note: "a 403 that is really a rate limit (rule)"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query": "EGFR",`, Note: "malformed JSON"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query":"` + strings.Repeat("x", 5000) + `"}`, Note: "body over the 4 KiB limit"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/notes", ContentType: form,
+			Body: "title=Assay+plan&tags=lab&tags=q3", Envelope: true, Note: "form body, repeated key"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/status/400", Envelope: true, Note: "400 with a string body"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/status/401", Envelope: true, Note: "401"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/status/403", Envelope: true, Note: "403"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/status/429", Envelope: true, Note: "429 with Retry-After"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/status/500", Envelope: true, Note: "500"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/status/503", Note: "503, legacy caller: raw answer"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/slow?ms=2000", Envelope: true, Note: "slower than the 300ms timeout"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/reset", Envelope: true, Note: "connection reset mid-body"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/close", Envelope: true, Note: "connection closed, no answer"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/hidden-error", Envelope: true, Note: "error hidden in a 200 (rule)"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/text", Envelope: true, Note: "text answer becomes a string"},
+		{Via: ViaProxy, Method: "GET", Path: "/faults/binary", Envelope: true, Note: "binary passes through untouched"},
+		{Via: ViaProxy, Method: "GET", Path: "/echo?anything=goes", Note: "matches no tool: passed and recorded"},
+	}
+}
+
+// Result is what the client saw for one call.
+type Result struct {
+	Call
+	Status    int
+	Code      string // X-Toolgate-Error-Code, or error.code of an envelope
+	Reason    string
+	Detail    string
+	Enveloped bool
+	Bytes     int
+	Err       string // a transport error the client saw
+	Session   string // the session header sent, which joins the call to its event
+}
+
+// Endpoints are where the legacy client sends its calls.
+type Endpoints struct {
+	Upstream string // the upstream's base URL, as the client knows it
+	Forward  string // the forward listener's address (host:port)
+	Reverse  string // the reverse listener's base URL
+}
+
+// Play makes every call of the script and returns what the client saw.
+func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
+	proxyURL := &url.URL{Scheme: "http", Host: ep.Forward}
+	viaProxy := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 30 * time.Second}
+	direct := &http.Client{Timeout: 30 * time.Second}
+	out := make([]Result, 0, len(calls))
+	for i, c := range calls {
+		base, client := ep.Upstream, viaProxy
+		if c.Via == ViaBaseURL {
+			base, client = ep.Reverse, direct
+		}
+		res := Result{Call: c, Session: fmt.Sprintf("demo-%02d", i+1)}
+		req, err := http.NewRequestWithContext(ctx, c.Method, base+c.Path, strings.NewReader(c.Body))
+		if err != nil {
+			res.Err = err.Error()
+			out = append(out, res)
+			continue
+		}
+		if c.ContentType != "" {
+			req.Header.Set("Content-Type", c.ContentType)
+		}
+		if c.Envelope {
+			req.Header.Set("X-Toolgate-Envelope", "1")
+		}
+		req.Header.Set("X-Agent", "demo-agent")
+		req.Header.Set("X-Session", res.Session)
+		resp, err := client.Do(req)
+		if err != nil {
+			res.Err = err.Error()
+			out = append(out, res)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		res.Status = resp.StatusCode
+		res.Bytes = len(body)
+		res.Code = resp.Header.Get("X-Toolgate-Error-Code")
+		if err != nil {
+			res.Err = "answer cut short: " + err.Error()
+		}
+		var env struct {
+			OK    *bool `json:"ok"`
+			Error *struct {
+				Code, Reason, Detail string
+			} `json:"error"`
+		}
+		if resp.Header.Get("Content-Type") == "application/json" && json.Unmarshal(body, &env) == nil && env.OK != nil {
+			res.Enveloped = true
+			if env.Error != nil {
+				res.Code, res.Reason, res.Detail = env.Error.Code, env.Error.Reason, env.Error.Detail
+			}
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// PrintTable writes one row per call: how it was sent, what the client got
+// back (status, raw or envelope), and the event recorded for it (code,
+// reason, detail), found by the call's session.
+func PrintTable(w io.Writer, results []Result, events []sink.Event) {
+	bySession := make(map[string]sink.Event, len(events))
+	for _, e := range events {
+		bySession[e.Session] = e
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tVIA\tSENT\tSTATUS\tANSWER\tEVENT CODE\tREASON\tDETAIL")
+	for i, r := range results {
+		answer := "raw"
+		if r.Enveloped {
+			answer = "envelope"
+		}
+		status := fmt.Sprint(r.Status)
+		if r.Err != "" {
+			answer = "error"
+			if r.Status == 0 {
+				status = "-"
+			}
+		}
+		code, reason, detail := "(no event)", "-", r.Note
+		if e, ok := bySession[r.Session]; ok {
+			code, reason = e.ErrorCode, dash(e.Reason)
+			if code == "" {
+				code = "ok"
+			}
+			if e.Detail != "" {
+				detail = e.Detail
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Via, sent(r.Call), status, answer, code, reason, clip(detail, 110))
+	}
+	tw.Flush()
+}
+
+func sent(c Call) string {
+	s := c.Method + " " + c.Path
+	if c.Body != "" {
+		s += " " + c.Body
+	}
+	return clip(s, 64)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

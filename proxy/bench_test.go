@@ -1,0 +1,120 @@
+package proxy_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchConfig has the two routes the budget is measured on: a passthrough
+// tool (no schema, raw answer) and a validated tool (strict schema, JSON
+// body, envelope), both in front of the demo upstream's /bench.
+const benchConfig = `
+listen:
+  forward: 127.0.0.1:0
+tools:
+  - name: bench_pass
+    match: {host: 127.0.0.1, method: POST, path: /bench/pass}
+    args: [query]
+  - name: bench_validated
+    match: {host: 127.0.0.1, method: POST, path: /bench/validated}
+    envelope: always
+    schema:
+      type: object
+      properties:
+        query: {type: string, maxLength: 200}
+        organism: {enum: [human, mouse, rat]}
+        limit: {type: integer, minimum: 1, maximum: 100}
+        filters:
+          type: object
+          properties:
+            phase_min: {type: integer}
+            modality: {type: string}
+        ids: {type: array, items: {type: string}}
+      required: [query]
+`
+
+const benchBody = `{"query":"EGFR kinase inhibitors","organism":"human","limit":20,"filters":{"phase_min":2,"modality":"small_molecule"},"ids":["P00533","P04626"]}`
+
+// BenchmarkProxy compares calling the upstream directly with the same calls
+// through toolgate, in one run: throughput at 32 connections and latency
+// percentiles at one connection. `make bench` turns its output into the
+// ratio table in docs/performance.md.
+func BenchmarkProxy(b *testing.B) {
+	e := newEnv(b, benchConfig)
+	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
+	routes := []struct {
+		name  string
+		path  string
+		proxy bool
+	}{
+		{"direct", "/bench/direct", false},
+		{"passthrough", "/bench/pass", true},
+		{"validated", "/bench/validated", true},
+	}
+	client := func(viaProxy bool, conns int) *http.Client {
+		tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+		if viaProxy {
+			tr.Proxy = http.ProxyURL(proxyURL)
+		}
+		return &http.Client{Transport: tr}
+	}
+	call := func(c *http.Client, path string) error {
+		req, _ := http.NewRequest("POST", e.up.URL()+path, bytes.NewReader([]byte(benchBody)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	for _, r := range routes {
+		b.Run("throughput/"+r.name, func(b *testing.B) {
+			c := client(r.proxy, 32)
+			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			var failed atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if call(c, r.path) != nil {
+						failed.Add(1)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+			if failed.Load() > 0 {
+				b.Fatalf("%d calls failed", failed.Load())
+			}
+		})
+	}
+	for _, r := range routes {
+		b.Run("latency/"+r.name, func(b *testing.B) {
+			c := client(r.proxy, 1)
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if err := call(c, r.path); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
+		})
+	}
+}

@@ -1,0 +1,420 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultForwardListen    = "127.0.0.1:18080"
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxEnvelopeBytes = 8 << 20
+	DefaultTimeout          = 30 * time.Second
+	DefaultAgentHeader      = "X-Toolgate-Agent"
+	DefaultSessionHeader    = "X-Toolgate-Session"
+	DefaultMaxIdlePerHost   = 512
+	DefaultDialTimeout      = 5 * time.Second
+)
+
+// Config is the proxy's section of the configuration file. It is plain data:
+// Validate applies defaults, rejects conflicts and compiles what every call
+// needs (path templates, schemas), after which the Config must not change.
+type Config struct {
+	// Listen says where the proxy accepts calls.
+	Listen ListenConfig `yaml:"listen"`
+	// Unmatched says what happens to calls that match no tool: "pass"
+	// (forwarded and recorded; the default) or "deny" (refused as
+	// policy/not_allowlisted, never forwarded).
+	Unmatched string `yaml:"unmatched"`
+	// MaxBodyBytes is the largest request body read from a caller; a larger
+	// one is refused as validation/body_too_large without being read in full.
+	// Default 1 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxEnvelopeBytes is the largest upstream answer rewritten into the
+	// envelope; a larger answer passes through raw and its event says the
+	// envelope was not applied. Default 8 MiB.
+	MaxEnvelopeBytes int64 `yaml:"max_envelope_bytes"`
+	// Headers names the request headers that identify the caller.
+	Headers HeaderConfig `yaml:"headers"`
+	// Upstream tunes the connections to upstream servers.
+	Upstream TransportConfig `yaml:"upstream"`
+	// Tools are the routes toolgate inspects, tried most specific first.
+	Tools []ToolConfig `yaml:"tools"`
+
+	dir   string  // where relative schema files resolve
+	tools []*tool // compiled by Validate
+}
+
+// ListenConfig says which listeners run. Every address must be a loopback
+// address unless AllowNonLoopback is set: a sidecar shares its pod's network
+// namespace, and anything wider risks an open proxy.
+type ListenConfig struct {
+	// Forward is the HTTP forward-proxy address legacy processes name in
+	// HTTP_PROXY. Default "127.0.0.1:18080"; "off" disables it.
+	Forward string `yaml:"forward"`
+	// Reverse lists listeners each bound to one upstream base URL.
+	Reverse []ReverseConfig `yaml:"reverse"`
+	// AllowNonLoopback permits non-loopback listen addresses. Default false.
+	AllowNonLoopback bool `yaml:"allow_non_loopback"`
+}
+
+// ReverseConfig is one reverse listener: calls to Listen go to Upstream.
+type ReverseConfig struct {
+	// Listen is the address to accept calls on, such as "127.0.0.1:18081".
+	Listen string `yaml:"listen"`
+	// Upstream is the base URL calls are forwarded to, such as
+	// "http://eutils.ncbi.nlm.nih.gov/entrez/eutils". A request for /esearch
+	// goes to the base URL's path joined with /esearch. Required.
+	Upstream string `yaml:"upstream"`
+
+	base *url.URL
+}
+
+// HeaderConfig names caller-identifying headers.
+type HeaderConfig struct {
+	// Agent is the header that names the calling agent. Default "X-Toolgate-Agent".
+	Agent string `yaml:"agent"`
+	// Session is the header that names the caller's session. Default "X-Toolgate-Session".
+	Session string `yaml:"session"`
+}
+
+// TransportConfig tunes the shared upstream transport.
+type TransportConfig struct {
+	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
+	// per upstream host. Go's default of 2 halves throughput under load.
+	// Default 512.
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// DialTimeout bounds connecting to upstream. Default 5s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+}
+
+// Argument sources, as named in ToolConfig.Args.
+const (
+	SourceQuery = "query"
+	SourceJSON  = "json"
+	SourceForm  = "form"
+	SourcePath  = "path"
+)
+
+// Envelope modes, as named in ToolConfig.Envelope.
+const (
+	EnvelopeOnRequest = "on_request"
+	EnvelopeAlways    = "always"
+	EnvelopeNever     = "never"
+)
+
+// Unmatched modes, as named in Config.Unmatched.
+const (
+	UnmatchedPass = "pass"
+	UnmatchedDeny = "deny"
+)
+
+// ToolConfig is one tool: which calls it matches, where their arguments come
+// from, how they are checked, and how the answer is shaped.
+type ToolConfig struct {
+	// Name identifies the tool in envelopes, events and metrics: lower-case
+	// letters, digits, '_', '-' and '.'. Required and unique.
+	Name string `yaml:"name"`
+	// Match selects the calls that belong to this tool.
+	Match MatchConfig `yaml:"match"`
+	// Args lists where arguments come from: query, json, form, path. Default:
+	// path variables, the query string, and the body by its Content-Type
+	// (JSON or form). A name given by two sources is refused.
+	Args []string `yaml:"args"`
+	// Schema is an inline JSON Schema (draft 2020-12 or draft-07) for the
+	// arguments. At most one of Schema and SchemaFile. Without either,
+	// arguments are not validated.
+	Schema map[string]any `yaml:"schema"`
+	// SchemaFile is a JSON Schema file, relative to the configuration file.
+	SchemaFile string `yaml:"schema_file"`
+	// Strict closes every object schema at every depth unless the schema sets
+	// additionalProperties itself. Default true.
+	Strict *bool `yaml:"strict"`
+	// Timeout bounds the upstream exchange, answer body included. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Envelope is when the caller gets the envelope: "on_request" (when the
+	// request asks, the default), "always", or "never". Refusals always do.
+	Envelope string `yaml:"envelope"`
+	// InjectHeaders are set on the upstream request after all checks passed,
+	// so they never trip a check. "${NAME}" in a value expands to the
+	// environment variable NAME when the configuration loads; a missing
+	// variable is an error.
+	InjectHeaders map[string]string `yaml:"inject_headers"`
+	// Rules override the status table for this tool, first match wins.
+	Rules bucketing.Rules `yaml:"rules"`
+}
+
+// MatchConfig selects calls by host, method and path template.
+type MatchConfig struct {
+	// Host is the upstream host, with or without a port. Without a port it
+	// matches any port. "" matches any host.
+	Host string `yaml:"host"`
+	// Method is the HTTP method. "" matches any method.
+	Method string `yaml:"method"`
+	// Path is a path template: literal segments and {name} variables, a
+	// variable taking one whole segment or the part between a literal prefix
+	// and suffix, as in "/v1/structure/{uniprot_id}" or
+	// "/v1/documents/{doc_id}:batchUpdate". Required.
+	Path string `yaml:"path"`
+}
+
+// FieldError is a configuration error at one field, named by its path in the
+// file ("tools[2].match.path") so the loader can point at the line.
+type FieldError struct {
+	Path string
+	Err  error
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(path, format string, args ...any) error {
+	return &FieldError{Path: path, Err: fmt.Errorf(format, args...)}
+}
+
+var toolName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,127}$`)
+
+// Validate applies defaults, rejects conflicts and compiles the tools. dir is
+// the folder relative schema files resolve against (the config file's).
+func (c *Config) Validate(dir string) error {
+	c.dir = dir
+	if c.Listen.Forward == "" {
+		c.Listen.Forward = DefaultForwardListen
+	}
+	if err := c.checkListen("listen.forward", c.Listen.Forward); err != nil {
+		return err
+	}
+	seen := map[string]string{c.Listen.Forward: "listen.forward"}
+	for i := range c.Listen.Reverse {
+		rc := &c.Listen.Reverse[i]
+		p := fmt.Sprintf("listen.reverse[%d]", i)
+		if rc.Listen == "" {
+			return fieldErr(p+".listen", "required")
+		}
+		if err := c.checkListen(p+".listen", rc.Listen); err != nil {
+			return err
+		}
+		if other, dup := seen[rc.Listen]; dup && !strings.HasSuffix(rc.Listen, ":0") {
+			return fieldErr(p+".listen", "address %s is already used by %s", rc.Listen, other)
+		}
+		seen[rc.Listen] = p + ".listen"
+		u, err := url.Parse(rc.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fieldErr(p+".upstream", "must be an absolute http or https URL")
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return fieldErr(p+".upstream", "must not carry a query or fragment")
+		}
+		rc.base = u
+	}
+	switch c.Unmatched {
+	case "":
+		c.Unmatched = UnmatchedPass
+	case UnmatchedPass, UnmatchedDeny:
+	default:
+		return fieldErr("unmatched", "unknown mode %q; expected pass or deny", c.Unmatched)
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBodyBytes < 0 {
+		return fieldErr("max_body_bytes", "must be positive")
+	}
+	if c.MaxEnvelopeBytes == 0 {
+		c.MaxEnvelopeBytes = DefaultMaxEnvelopeBytes
+	}
+	if c.MaxEnvelopeBytes < 0 {
+		return fieldErr("max_envelope_bytes", "must be positive")
+	}
+	if c.Headers.Agent == "" {
+		c.Headers.Agent = DefaultAgentHeader
+	}
+	if c.Headers.Session == "" {
+		c.Headers.Session = DefaultSessionHeader
+	}
+	if c.Upstream.MaxIdleConnsPerHost == 0 {
+		c.Upstream.MaxIdleConnsPerHost = DefaultMaxIdlePerHost
+	}
+	if c.Upstream.MaxIdleConnsPerHost < 0 {
+		return fieldErr("upstream.max_idle_conns_per_host", "must be positive")
+	}
+	if c.Upstream.DialTimeout == 0 {
+		c.Upstream.DialTimeout = DefaultDialTimeout
+	}
+	if c.Upstream.DialTimeout < 0 {
+		return fieldErr("upstream.dial_timeout", "must be positive")
+	}
+	c.tools = c.tools[:0]
+	names := map[string]int{}
+	routes := map[string]int{}
+	for i := range c.Tools {
+		t, err := c.compileTool(i)
+		if err != nil {
+			return err
+		}
+		p := fmt.Sprintf("tools[%d]", i)
+		if j, dup := names[t.cfg.Name]; dup {
+			return fieldErr(p+".name", "tool %q is already defined by tools[%d]", t.cfg.Name, j)
+		}
+		names[t.cfg.Name] = i
+		key := strings.ToLower(t.cfg.Match.Host) + " " + t.cfg.Match.Method + " " + t.tmpl.shape()
+		if j, dup := routes[key]; dup {
+			return fieldErr(p+".match", "matches exactly the same calls as tools[%d] (%s)", j, c.Tools[j].Name)
+		}
+		routes[key] = i
+		c.tools = append(c.tools, t)
+	}
+	return nil
+}
+
+func (c *Config) checkListen(path, addr string) error {
+	if addr == "off" && path == "listen.forward" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fieldErr(path, "not a host:port address: %v", err)
+	}
+	if port == "" {
+		return fieldErr(path, "missing port")
+	}
+	if c.Listen.AllowNonLoopback {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fieldErr(path, "%s is not a loopback address; set listen.allow_non_loopback to listen wider", host)
+	}
+	return nil
+}
+
+func (c *Config) compileTool(i int) (*tool, error) {
+	tc := c.Tools[i]
+	p := fmt.Sprintf("tools[%d]", i)
+	if !toolName.MatchString(tc.Name) {
+		return nil, fieldErr(p+".name", "%q is not a valid tool name (lower-case letters, digits, '_', '-', '.')", tc.Name)
+	}
+	tc.Match.Method = strings.ToUpper(tc.Match.Method)
+	if tc.Match.Path == "" {
+		return nil, fieldErr(p+".match.path", "required")
+	}
+	tmpl, err := parseTemplate(tc.Match.Path)
+	if err != nil {
+		return nil, fieldErr(p+".match.path", "%v", err)
+	}
+	t := &tool{cfg: tc, tmpl: tmpl}
+	if tc.Match.Host != "" {
+		h := strings.ToLower(tc.Match.Host)
+		if strings.ContainsAny(h, "/ ") {
+			return nil, fieldErr(p+".match.host", "%q is a URL or has spaces; give a host name, with an optional port", tc.Match.Host)
+		}
+		if hh, port, err := net.SplitHostPort(h); err == nil {
+			t.host, t.port = hh, port
+		} else {
+			t.host = h
+		}
+	}
+	for j, s := range tc.Args {
+		switch s {
+		case SourceQuery, SourceJSON, SourceForm, SourcePath:
+		default:
+			return nil, fieldErr(fmt.Sprintf("%s.args[%d]", p, j), "unknown source %q; expected query, json, form or path", s)
+		}
+		t.sources |= sourceBit(s)
+	}
+	if t.sources&(bitJSON|bitForm) == bitJSON|bitForm {
+		return nil, fieldErr(p+".args", "json and form both read the body; choose one")
+	}
+	if tc.Timeout == 0 {
+		t.cfg.Timeout = DefaultTimeout
+	}
+	if t.cfg.Timeout < 0 {
+		return nil, fieldErr(p+".timeout", "must be positive")
+	}
+	switch tc.Envelope {
+	case "":
+		t.cfg.Envelope = EnvelopeOnRequest
+	case EnvelopeOnRequest, EnvelopeAlways, EnvelopeNever:
+	default:
+		return nil, fieldErr(p+".envelope", "unknown mode %q; expected on_request, always or never", tc.Envelope)
+	}
+	if err := tc.Rules.Validate(); err != nil {
+		return nil, &FieldError{Path: p + ".rules", Err: err}
+	}
+	t.inject = make(map[string]string, len(tc.InjectHeaders))
+	for k, v := range tc.InjectHeaders {
+		val, err := expandEnv(v)
+		if err != nil {
+			return nil, fieldErr(p+".inject_headers."+k, "%v", err)
+		}
+		t.inject[canonicalHeader(k)] = val
+	}
+	strict := tc.Strict == nil || *tc.Strict
+	var doc []byte
+	var schemaDir string
+	switch {
+	case tc.Schema != nil && tc.SchemaFile != "":
+		return nil, fieldErr(p+".schema_file", "schema and schema_file are both set; choose one")
+	case tc.Schema != nil:
+		b, err := jsonOf(tc.Schema)
+		if err != nil {
+			return nil, fieldErr(p+".schema", "not representable as JSON: %v", err)
+		}
+		doc, schemaDir = b, c.dir
+	case tc.SchemaFile != "":
+		f := tc.SchemaFile
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(c.dir, f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fieldErr(p+".schema_file", "%v", err)
+		}
+		doc, schemaDir = b, filepath.Dir(f)
+	}
+	if doc != nil {
+		s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tc.Name, Strict: strict, Dir: schemaDir})
+		if err != nil {
+			path := p + ".schema"
+			if tc.SchemaFile != "" {
+				path = p + ".schema_file"
+			}
+			return nil, &FieldError{Path: path, Err: err}
+		}
+		t.schema = s
+	}
+	return t, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} with the environment variable NAME; a variable
+// that is not set is an error, so a missing secret is caught at start.
+func expandEnv(v string) (string, error) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(v, func(m string) string {
+		name := m[2 : len(m)-1]
+		val, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return val
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}

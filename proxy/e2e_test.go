@@ -1,0 +1,645 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/demotools"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// env is a sidecar in front of the demo upstream, with its events going to
+// a real NDJSON file, and the two kinds of legacy client.
+type env struct {
+	up      *demotools.Server
+	srv     *proxy.Server
+	queue   *sink.Queue
+	events  string
+	viaHTTP *http.Client // configured only with a proxy URL
+	direct  *http.Client // no proxy: for base URLs and direct calls
+	reverse string       // the reverse listener's base URL
+}
+
+// baseConfig has one tool of each argument source over the demo upstream.
+// UPSTREAM is replaced by the demo upstream's URL.
+const baseConfig = `
+listen:
+  forward: 127.0.0.1:0
+  reverse:
+    - listen: 127.0.0.1:0
+      upstream: UPSTREAM
+max_body_bytes: 2048
+tools:
+  - name: pubmed_search
+    match: {host: 127.0.0.1, method: GET, path: /esearch}
+    schema_file: schemas/pubmed_search.json
+    inject_headers: {X-Api-Key: injected-key}
+  - name: structure_lookup
+    match: {host: 127.0.0.1, method: GET, path: "/v1/structure/{uniprot_id}"}
+    schema_file: schemas/structure_lookup.json
+    rules:
+      - {status: 200, json_field: error, code: upstream, reason: error_in_body}
+  - name: drug_targets
+    match: {host: 127.0.0.1, method: POST, path: /v1/targets/search}
+    schema_file: schemas/drug_targets.json
+    rules:
+      - {status: 403, body_contains: rateLimitExceeded, code: rate_limit, reason: quota_exhausted}
+  - name: docs_edit
+    match: {host: 127.0.0.1, method: POST, path: "/v1/documents/{doc_id}:batchUpdate"}
+    schema_file: schemas/docs_edit.json
+  - name: notes_create
+    match: {host: 127.0.0.1, method: POST, path: /v1/notes}
+    args: [form]
+    schema_file: schemas/notes_create.json
+  - name: fault_status
+    match: {host: 127.0.0.1, method: GET, path: "/faults/status/{code}"}
+    schema: {type: object, properties: {code: {type: integer}}, required: [code]}
+  - name: fault_slow
+    match: {host: 127.0.0.1, method: GET, path: /faults/slow}
+    timeout: 200ms
+  - name: fault_misc
+    match: {host: 127.0.0.1, method: GET, path: "/faults/{kind}"}
+    rules:
+      - {status: 200, json_field: error, code: upstream, reason: error_in_body}
+  - name: echo_json
+    match: {host: 127.0.0.1, method: POST, path: /echo}
+    schema: {type: object, properties: {q: {type: string}, n: {type: integer}}}
+`
+
+func newEnv(t testing.TB, cfgYAML string) *env {
+	t.Helper()
+	up, err := demotools.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	cfgYAML = strings.ReplaceAll(cfgYAML, "UPSTREAM", up.URL())
+	var cfg proxy.Config
+	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("decode config: %v", err)
+	}
+	if err := cfg.Validate(schemaDir(t)); err != nil {
+		t.Fatalf("validate config: %v", err)
+	}
+	events := filepath.Join(t.TempDir(), "events.ndjson")
+	f, err := sink.OpenFile(sink.FileConfig{Path: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
+	srv, err := proxy.New(&cfg, proxy.Options{Recorder: q, Sidecar: "test", ConfigVersion: "v-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		q.Close(ctx)
+		f.Close()
+	})
+	proxyURL := &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}
+	e := &env{
+		up: up, srv: srv, queue: q, events: events,
+		viaHTTP: &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 10 * time.Second},
+		direct:  &http.Client{Timeout: 10 * time.Second},
+	}
+	if a := srv.Addr("reverse", 0); a != "" {
+		e.reverse = "http://" + a
+	}
+	return e
+}
+
+// schemaDir is the demo's schema folder, shared with `toolgate demo`.
+func schemaDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.Abs("../internal/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// readEvents flushes the queue and reads every event written so far.
+func (e *env) readEvents(t *testing.T) []sink.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.queue.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := sink.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// waitEvents waits until n events were written (answers that stream finish
+// their event when the body ends, just after the client has read it).
+func (e *env) waitEvents(t *testing.T, n int) []sink.Event {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		evs := e.readEvents(t)
+		if len(evs) >= n || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error // reading the body
+	env    *bucketing.Envelope
+}
+
+// do sends one call the way a legacy client would and reads the answer.
+func do(t *testing.T, c *http.Client, method, u, ctype, body string, hdr map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	a.body, a.err = io.ReadAll(resp.Body)
+	if resp.Header.Get("Content-Type") == "application/json" {
+		var env bucketing.Envelope
+		if json.Unmarshal(a.body, &env) == nil && (env.Data != nil || env.Error != nil || env.OK) {
+			a.env = &env
+		}
+	}
+	return a
+}
+
+var wantEnvelope = map[string]string{proxy.HeaderEnvelope: "1"}
+
+// TestBucketingThroughProxy drives every row of the status table and every
+// transport failure through the forward listener, asking for the envelope.
+func TestBucketingThroughProxy(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	tests := []struct {
+		name       string
+		path       string
+		wantStatus int
+		wantCode   bucketing.Code
+		wantReason string
+		wantClass  bucketing.Class
+		wantRetry  int64 // retry_after_ms; -1 for none
+		wantUpStat int   // error.upstream.status; 0 for no upstream member
+	}{
+		{"200 ok", "/faults/status/200", 200, "", "", "", -1, 0},
+		{"400 string body", "/faults/status/400", 400, "validation", "status_4xx", "user", -1, 400},
+		{"401", "/faults/status/401", 401, "auth", "status_401", "terminal", -1, 401},
+		{"403", "/faults/status/403", 403, "auth", "status_403", "user", -1, 403},
+		{"404", "/faults/status/404", 404, "validation", "status_4xx", "user", -1, 404},
+		{"429 retry-after", "/faults/status/429", 429, "rate_limit", "status_429", "transient", 2000, 429},
+		{"500", "/faults/status/500", 500, "upstream", "status_5xx", "transient", -1, 500},
+		{"503 retry-after", "/faults/status/503", 503, "upstream", "status_5xx", "transient", 2000, 503},
+		{"timeout", "/faults/slow?ms=3000", 504, "upstream", "timeout", "transient", -1, 0},
+		{"reset mid-body", "/faults/reset", 502, "upstream", "truncated", "transient", -1, 200},
+		{"closed before answer", "/faults/close", 502, "upstream", "connect", "transient", -1, 0},
+		{"error hidden in 200", "/faults/hidden-error", 502, "upstream", "error_in_body", "transient", -1, 200},
+		{"403 quota is a rate limit", "", 403, "rate_limit", "quota_exhausted", "transient", -1, 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var a answer
+			if tc.path == "" {
+				a = do(t, e.viaHTTP, "POST", e.up.URL()+"/v1/targets/search", "application/json", `{"query":"quota"}`, wantEnvelope)
+			} else {
+				a = do(t, e.viaHTTP, "GET", e.up.URL()+tc.path, "", "", wantEnvelope)
+			}
+			if a.status != tc.wantStatus {
+				t.Errorf("status = %d, want %d (body %s)", a.status, tc.wantStatus, a.body)
+			}
+			if a.env == nil {
+				t.Fatalf("no envelope in %q", a.body)
+			}
+			if tc.wantCode == "" {
+				if !a.env.OK || a.env.Error != nil {
+					t.Errorf("envelope = %s, want ok", a.body)
+				}
+				return
+			}
+			er := a.env.Error
+			if a.env.OK || er == nil {
+				t.Fatalf("envelope = %s, want an error", a.body)
+			}
+			if er.Code != tc.wantCode || er.Reason != tc.wantReason || er.Class != tc.wantClass {
+				t.Errorf("error = %s/%s/%s, want %s/%s/%s", er.Code, er.Reason, er.Class, tc.wantCode, tc.wantReason, tc.wantClass)
+			}
+			if got := a.header.Get(proxy.HeaderErrorCode); got != string(tc.wantCode) {
+				t.Errorf("%s = %q, want %q", proxy.HeaderErrorCode, got, tc.wantCode)
+			}
+			if er.Retryable != (tc.wantClass == "transient") {
+				t.Errorf("retryable = %v for class %s", er.Retryable, er.Class)
+			}
+			switch {
+			case tc.wantRetry < 0 && er.RetryAfterMS != nil:
+				t.Errorf("retry_after_ms = %d, want none", *er.RetryAfterMS)
+			case tc.wantRetry >= 0 && (er.RetryAfterMS == nil || *er.RetryAfterMS != tc.wantRetry):
+				t.Errorf("retry_after_ms = %v, want %d", er.RetryAfterMS, tc.wantRetry)
+			}
+			switch {
+			case tc.wantUpStat == 0 && er.Upstream != nil:
+				t.Errorf("upstream = %+v, want none", er.Upstream)
+			case tc.wantUpStat != 0 && (er.Upstream == nil || er.Upstream.Status != tc.wantUpStat):
+				t.Errorf("upstream = %+v, want status %d", er.Upstream, tc.wantUpStat)
+			}
+			if !strings.Contains(er.Detail, "failed") {
+				t.Errorf("detail %q does not read as a sentence about the failure", er.Detail)
+			}
+		})
+	}
+	evs := e.waitEvents(t, len(tests))
+	if len(evs) != len(tests) {
+		t.Fatalf("%d events for %d calls", len(evs), len(tests))
+	}
+	for _, ev := range evs {
+		if ev.Refused {
+			t.Errorf("event %s/%s marked refused; these calls all went upstream", ev.Tool, ev.Reason)
+		}
+	}
+}
+
+// TestRefusalsNeverReachUpstream sends every kind of bad argument and checks
+// the answer, the event, and that upstream saw nothing.
+func TestRefusalsNeverReachUpstream(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	const js = "application/json"
+	tests := []struct {
+		name       string
+		method     string
+		path       string
+		ctype      string
+		body       string
+		route      string // the demo route that must see no hit
+		wantReason string
+		wantPaths  []string
+		wantDetail string
+	}{
+		{"unknown top-level argument", "GET", "/esearch?term=x&retmx=5", "", "", "GET /esearch",
+			"unknown_field", []string{"/retmx"}, "Tool 'pubmed_search' got unknown argument 'retmx'; expected one of: pmid, retmax, term"},
+		{"typo inside an object inside an array", "POST", "/v1/documents/d1:batchUpdate", js,
+			`{"requests":[{"insertText":{"txt":"Hello","index":1}}]}`, "POST /v1/documents/{doc_id}:batchUpdate",
+			"unknown_field", []string{"/requests/0/insertText/text", "/requests/0/insertText/txt"},
+			"Tool 'docs_edit' got unknown argument 'requests[0].insertText.txt'; expected one of: index, text"},
+		{"missing required", "POST", "/v1/targets/search", js, `{"organism":"human"}`, "POST /v1/targets/search",
+			"missing_field", []string{"/query"}, "Tool 'drug_targets' is missing required argument 'query'"},
+		{"wrong type", "POST", "/v1/targets/search", js, `{"query":"EGFR","limit":"ten"}`, "POST /v1/targets/search",
+			"wrong_type", []string{"/limit"}, "Tool 'drug_targets' got limit=string, expected integer"},
+		{"query string not a number", "GET", "/esearch?term=x&retmax=many", "", "", "GET /esearch",
+			"wrong_type", []string{"/retmax"}, "got retmax=string, expected integer"},
+		{"query number out of bounds", "GET", "/esearch?term=x&retmax=500", "", "", "GET /esearch",
+			"schema", []string{"/retmax"}, "retmax"},
+		{"path variable fails pattern", "GET", "/v1/structure/not-an-id", "", "", "GET /v1/structure/{uniprot_id}",
+			"schema", []string{"/uniprot_id"}, "uniprot_id"},
+		{"typo in nested object", "POST", "/v1/targets/search", js, `{"query":"EGFR","filters":{"phase":2}}`, "POST /v1/targets/search",
+			"unknown_field", []string{"/filters/phase"}, "filters.phase"},
+		{"malformed JSON", "POST", "/v1/targets/search", js, `{"query": "EGFR",`, "POST /v1/targets/search",
+			"malformed_body", nil, "not valid JSON"},
+		{"JSON that is not an object", "POST", "/v1/targets/search", js, `["EGFR"]`, "POST /v1/targets/search",
+			"malformed_body", []string{""}, "expects a JSON object"},
+		{"body over the limit", "POST", "/v1/targets/search", js, `{"query":"` + strings.Repeat("x", 4096) + `"}`, "POST /v1/targets/search",
+			"body_too_large", nil, "larger than the 2048-byte limit"},
+		{"form field typo", "POST", "/v1/notes", "application/x-www-form-urlencoded", "titel=x", "POST /v1/notes",
+			"unknown_field", []string{"/titel", "/title"}, "Tool 'notes_create' got unknown argument 'titel'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.up.Hits(tc.route)
+			// Refusals come back in the envelope even to a legacy caller.
+			a := do(t, e.viaHTTP, tc.method, e.up.URL()+tc.path, tc.ctype, tc.body, nil)
+			if a.status != http.StatusUnprocessableEntity {
+				t.Errorf("status = %d, want 422; body %s", a.status, a.body)
+			}
+			if got := a.header.Get(proxy.HeaderErrorCode); got != "validation" {
+				t.Errorf("%s = %q, want validation", proxy.HeaderErrorCode, got)
+			}
+			if a.env == nil || a.env.Error == nil {
+				t.Fatalf("no error envelope: %s", a.body)
+			}
+			er := a.env.Error
+			if er.Code != "validation" || er.Class != "user" || er.Retryable {
+				t.Errorf("error = %s/%s retryable=%v, want validation/user, not retryable", er.Code, er.Class, er.Retryable)
+			}
+			if tc.wantReason != "" && er.Reason != tc.wantReason {
+				t.Errorf("reason = %q, want %q", er.Reason, tc.wantReason)
+			}
+			var paths []string
+			for _, v := range er.Violations {
+				paths = append(paths, v.Path)
+			}
+			if strings.Join(paths, ",") != strings.Join(tc.wantPaths, ",") {
+				t.Errorf("violation paths = %q, want %q", paths, tc.wantPaths)
+			}
+			if !strings.Contains(er.Detail, tc.wantDetail) {
+				t.Errorf("detail = %q, want it to contain %q", er.Detail, tc.wantDetail)
+			}
+			if after := e.up.Hits(tc.route); after != before {
+				t.Errorf("upstream %s got %d hits; a refused call must never arrive", tc.route, after-before)
+			}
+		})
+	}
+	evs := e.readEvents(t)
+	if len(evs) != len(tests) {
+		t.Fatalf("%d events for %d calls", len(evs), len(tests))
+	}
+	for i, ev := range evs {
+		if !ev.Refused || ev.OK || ev.ErrorCode != "validation" || ev.UpstreamStatus != 0 || ev.UpstreamUS != 0 {
+			t.Errorf("event %d = %+v, want a refused validation event with no upstream", i, ev)
+		}
+		if ev.Envelope {
+			t.Errorf("event %d says the envelope was taken, but the caller did not ask", i)
+		}
+	}
+	if e.up.TotalHits() != 0 {
+		t.Errorf("upstream saw %d requests in total, want 0", e.up.TotalHits())
+	}
+}
+
+// TestSecretValuesStayOut checks a rejected value appears in no answer and
+// no event. (Argument names do appear: naming an unknown argument is the
+// point of the refusal.)
+func TestSecretValuesStayOut(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	const secret = "sk-live-SECRET-4242"
+	calls := []struct{ method, path, ctype, body string }{
+		{"GET", "/esearch?term=x&retmax=" + secret, "", ""},
+		{"POST", "/v1/targets/search", "application/json", `{"query":"x","organism":"` + secret + `"}`},
+		{"POST", "/v1/targets/search", "application/json", `{"query":"x","filters":{"phase_min":"` + secret + `"}}`},
+		{"POST", "/v1/targets/search", "application/json", `{"query":"x","limit":"` + secret + `"}`},
+		{"GET", "/v1/structure/" + secret, "", ""},
+	}
+	for _, c := range calls {
+		a := do(t, e.viaHTTP, c.method, e.up.URL()+c.path, c.ctype, c.body, wantEnvelope)
+		if a.status != 422 {
+			t.Errorf("%s %s: status %d, want 422", c.method, c.path, a.status)
+		}
+		if bytes.Contains(a.body, []byte(secret)) {
+			t.Errorf("%s %s: answer holds the rejected value: %s", c.method, c.path, a.body)
+		}
+	}
+	raw, err := os.ReadFile(e.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := e.readEvents(t); len(evs) != len(calls) {
+		t.Fatalf("%d events for %d calls", len(evs), len(calls))
+	}
+	raw, _ = os.ReadFile(e.events)
+	if bytes.Contains(raw, []byte(secret)) {
+		t.Errorf("events file holds the rejected value")
+	}
+}
+
+// TestLegacyBytesUnchanged checks a caller that never asked for the envelope
+// gets exactly what upstream would have sent it directly.
+func TestLegacyBytesUnchanged(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	paths := []string{
+		"/esearch?term=crispr&retmax=5&pmid=1&pmid=2",
+		"/v1/structure/P69905",
+		"/faults/status/503",
+		"/faults/status/400",
+		"/faults/hidden-error",
+		"/faults/binary",
+		"/faults/text",
+		"/echo?unmatched=yes",
+	}
+	for _, p := range paths {
+		t.Run(p, func(t *testing.T) {
+			direct := do(t, e.direct, "GET", e.up.URL()+p, "", "", nil)
+			via := do(t, e.viaHTTP, "GET", e.up.URL()+p, "", "", nil)
+			rev := do(t, e.direct, "GET", e.reverse+p, "", "", nil)
+			for name, a := range map[string]answer{"forward": via, "reverse": rev} {
+				if a.status != direct.status {
+					t.Errorf("%s: status %d, direct %d", name, a.status, direct.status)
+				}
+				if p == "/echo?unmatched=yes" {
+					continue // echo reflects the connection's own headers
+				}
+				if !bytes.Equal(a.body, direct.body) {
+					t.Errorf("%s: body differs from direct:\n got %q\nwant %q", name, a.body, direct.body)
+				}
+				if a.header.Get("Content-Type") != direct.header.Get("Content-Type") {
+					t.Errorf("%s: content-type %q, direct %q", name, a.header.Get("Content-Type"), direct.header.Get("Content-Type"))
+				}
+				if a.header.Get(proxy.HeaderErrorCode) != "" {
+					t.Errorf("%s: a raw answer carries %s", name, proxy.HeaderErrorCode)
+				}
+			}
+		})
+	}
+	// Each path ran once through each listener: two events per path, and the
+	// hidden error is recorded as a failure even though the caller got a 200.
+	evs := e.waitEvents(t, 2*len(paths))
+	if len(evs) != 2*len(paths) {
+		t.Fatalf("%d events for %d proxied calls", len(evs), 2*len(paths))
+	}
+	var hidden, legacy int
+	for _, ev := range evs {
+		if !ev.Envelope {
+			legacy++
+		}
+		if ev.Reason == "error_in_body" && ev.ErrorCode == "upstream" && ev.UpstreamStatus == 200 {
+			hidden++
+		}
+	}
+	if legacy != len(evs) {
+		t.Errorf("%d of %d events say the envelope was taken", len(evs)-legacy, len(evs))
+	}
+	if hidden != 2 {
+		t.Errorf("%d hidden-error events, want 2", hidden)
+	}
+}
+
+// TestLegacyCutShort checks a legacy caller sees an answer cut short as cut
+// short, on both listeners, and the event says truncated.
+func TestLegacyCutShort(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	for name, c := range map[string]struct {
+		client *http.Client
+		base   string
+	}{"forward": {e.viaHTTP, e.up.URL()}, "reverse": {e.direct, e.reverse}} {
+		resp, err := c.client.Get(c.base + "/faults/reset")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err == nil {
+			t.Errorf("%s: status %d, read error %v; want 200 then an error", name, resp.StatusCode, err)
+		}
+	}
+	evs := e.waitEvents(t, 2)
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2", len(evs))
+	}
+	for _, ev := range evs {
+		if ev.ErrorCode != "upstream" || ev.Reason != "truncated" {
+			t.Errorf("event %s = %s/%s, want upstream/truncated", ev.Listener, ev.ErrorCode, ev.Reason)
+		}
+	}
+}
+
+// TestValidCallsForwarded checks coercion, injection and enveloped data.
+func TestValidCallsForwarded(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	a := do(t, e.viaHTTP, "GET", e.up.URL()+"/esearch?term=crispr&retmax=5&pmid=7", "", "", wantEnvelope)
+	if a.status != 200 || a.env == nil || !a.env.OK {
+		t.Fatalf("esearch: %d %s", a.status, a.body)
+	}
+	last := e.up.LastRequest()
+	if got := last.Header.Get("X-Api-Key"); got != "injected-key" {
+		t.Errorf("injected header = %q, want injected-key", got)
+	}
+	if last.Header.Get(proxy.HeaderEnvelope) != "" {
+		t.Errorf("the envelope request header leaked upstream")
+	}
+	if last.RawQuery != "term=crispr&retmax=5&pmid=7" {
+		t.Errorf("upstream query = %q; toolgate must forward the query as sent", last.RawQuery)
+	}
+	var data struct {
+		ESearchResult struct{ Term string } `json:"esearchresult"`
+	}
+	if err := json.Unmarshal(a.env.Data, &data); err != nil || data.ESearchResult.Term != "crispr" {
+		t.Errorf("data = %s (%v), want upstream's JSON", a.env.Data, err)
+	}
+
+	body := `{"q": "kinase",  "n": 3}`
+	a = do(t, e.viaHTTP, "POST", e.up.URL()+"/echo", "application/json", body, nil)
+	if a.status != 200 {
+		t.Fatalf("echo: %d %s", a.status, a.body)
+	}
+	if got := string(e.up.LastRequest().Body); got != body {
+		t.Errorf("upstream got body %q, want the caller's bytes %q", got, body)
+	}
+
+	a = do(t, e.viaHTTP, "GET", e.up.URL()+"/faults/text", "", "", wantEnvelope)
+	if a.env == nil || string(a.env.Data) != `"pong\n"` {
+		t.Errorf("text answer enveloped as %s, want a JSON string", a.body)
+	}
+	a = do(t, e.viaHTTP, "GET", e.up.URL()+"/faults/binary", "", "", wantEnvelope)
+	if a.env != nil || len(a.body) != 4096 || a.header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("binary answer: type %q, %d bytes; want it untouched", a.header.Get("Content-Type"), len(a.body))
+	}
+	a = do(t, e.viaHTTP, "POST", e.up.URL()+"/v1/notes", "application/x-www-form-urlencoded", "title=Plan&tags=a&tags=b", wantEnvelope)
+	if a.status != 201 || a.env == nil || !a.env.OK {
+		t.Errorf("form call: %d %s", a.status, a.body)
+	}
+	a = do(t, e.viaHTTP, "GET", e.up.URL()+"/esearch?term=x", "", "",
+		map[string]string{"Accept": "application/json, " + bucketing.EnvelopeMediaType})
+	if a.env == nil || !a.env.OK {
+		t.Errorf("Accept negotiation: %s", a.body)
+	}
+	if got := e.up.LastRequest().Header.Get("Accept"); got != "application/json" {
+		t.Errorf("upstream Accept = %q, want the envelope media type removed", got)
+	}
+
+	evs := e.waitEvents(t, 6)
+	want := []struct {
+		tool     string
+		envelope bool
+	}{{"pubmed_search", true}, {"echo_json", false}, {"fault_misc", true}, {"fault_misc", false}, {"notes_create", true}, {"pubmed_search", true}}
+	if len(evs) != len(want) {
+		t.Fatalf("%d events, want %d", len(evs), len(want))
+	}
+	for i, w := range want {
+		ev := evs[i]
+		if ev.Tool != w.tool || ev.Envelope != w.envelope || !ev.OK || ev.ErrorCode != "" {
+			t.Errorf("event %d = tool %s envelope %v ok %v code %q; want %s envelope %v ok", i, ev.Tool, ev.Envelope, ev.OK, ev.ErrorCode, w.tool, w.envelope)
+		}
+		if ev.TraceID == "" || ev.EventID == "" || ev.ConfigVersion != "v-test" || ev.Sidecar != "test" {
+			t.Errorf("event %d lacks ids or versions: %+v", i, ev)
+		}
+	}
+}
+
+// TestUnmatched checks pass (forwarded, recorded) and deny (refused as
+// policy, never forwarded), for plain calls and CONNECT.
+func TestUnmatched(t *testing.T) {
+	pass := newEnv(t, baseConfig)
+	a := do(t, pass.viaHTTP, "GET", pass.up.URL()+"/echo?x=1", "", "", nil)
+	if a.status != 200 {
+		t.Errorf("pass: status %d", a.status)
+	}
+	deny := newEnv(t, baseConfig+"\nunmatched: deny\n")
+	a = do(t, deny.viaHTTP, "GET", deny.up.URL()+"/echo?x=1", "", "", nil)
+	if a.status != 403 || a.env == nil || a.env.Error == nil || a.env.Error.Reason != "not_allowlisted" || a.env.Error.Code != "policy" {
+		t.Errorf("deny: %d %s", a.status, a.body)
+	}
+	if deny.up.TotalHits() != 0 {
+		t.Errorf("denied call reached upstream")
+	}
+	// A matched tool still works under deny.
+	a = do(t, deny.viaHTTP, "GET", deny.up.URL()+"/esearch?term=x", "", "", nil)
+	if a.status != 200 {
+		t.Errorf("matched tool under deny: %d", a.status)
+	}
+	// CONNECT: tunnelled under pass, refused under deny.
+	for _, tc := range []struct {
+		e    *env
+		want bool
+	}{{pass, true}, {deny, false}} {
+		c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: tc.e.srv.Addr("forward", 0)})}}
+		_, err := c.Get("https://" + tc.e.up.Addr() + "/esearch?term=x")
+		// The demo upstream speaks plain HTTP, so a tunnel that opens ends
+		// in a TLS error, and a refused one in a proxy error.
+		if err == nil {
+			t.Fatalf("https through a plain upstream cannot succeed")
+		}
+		tunnelled := !strings.Contains(err.Error(), "Forbidden")
+		if tunnelled != tc.want {
+			t.Errorf("CONNECT tunnelled = %v (%v), want %v", tunnelled, err, tc.want)
+		}
+	}
+	pevs, devs := pass.readEvents(t), deny.readEvents(t)
+	if len(pevs) != 2 || pevs[0].Tool != "" || !pevs[0].OK || pevs[1].Listener != "connect" || pevs[1].Reason != "tunnel" {
+		t.Errorf("pass events = %+v", pevs)
+	}
+	if len(devs) != 3 || devs[0].ErrorCode != "policy" || !devs[0].Refused || devs[2].Listener != "connect" || devs[2].ErrorCode != "policy" {
+		t.Errorf("deny events = %+v", devs)
+	}
+}

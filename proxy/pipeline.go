@@ -1,0 +1,319 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// call is one call's state from arrival to the end of its answer's body.
+type call struct {
+	s        *Server
+	st       *state
+	t        *tool // nil when no tool matched
+	start    time.Time
+	upStart  time.Time
+	ev       sink.Event
+	envelope bool // the caller asked for (or the tool forces) the envelope
+	gone     bool // the caller went away before its answer was complete
+	cancel   context.CancelFunc
+}
+
+// handle runs the pipeline for one request whose upstream URL is target and
+// returns the answer for the caller. It never returns nil.
+func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Response {
+	st := s.state.Load()
+	host, port := splitHostPort(target)
+	c := &call{s: s, st: st, start: time.Now()}
+	c.ev = s.newEvent(st, kind, r.Method, target.Host, r)
+	var vars map[string]string
+	c.t, vars = route(st.cfg.tools, r.Method, host, port, target.EscapedPath())
+
+	if c.t == nil {
+		c.envelope = askedForEnvelope(r)
+		if st.cfg.Unmatched == UnmatchedDeny {
+			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+				fmt.Sprintf("Call %s %s matches no tool and unmatched calls are denied", r.Method, target.Host), nil))
+		}
+		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
+	}
+	t := c.t
+	c.ev.Tool = t.cfg.Name
+	c.ev.PathTemplate = t.cfg.Match.Path
+	c.envelope = t.wantsEnvelope(r)
+
+	// Read the body only when arguments come from it.
+	src := t.sources
+	if src == 0 {
+		src = bodyKind(r)
+	}
+	var body io.Reader = r.Body
+	size := r.ContentLength
+	var raw []byte
+	if src&(bitJSON|bitForm) != 0 {
+		var err error
+		raw, err = readBody(r, st.cfg.MaxBodyBytes)
+		switch {
+		case errors.Is(err, errBodyTooLarge):
+			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonBodyTooLarge,
+				fmt.Sprintf("Tool '%s' got a body larger than the %d-byte limit", t.cfg.Name, st.cfg.MaxBodyBytes), nil))
+		case err != nil:
+			return c.clientGone(r)
+		}
+		c.ev.RequestBytes = int64(len(raw))
+		body, size = bytesBody(raw), int64(len(raw))
+	}
+	args, ref := extractArgs(t, r, vars, raw)
+	if ref != nil {
+		return c.refuse(r, ref)
+	}
+	if t.schema != nil {
+		if vs := t.schema.Validate(args); len(vs) > 0 {
+			return c.refuse(r, schemaRefusal(t.cfg.Name, vs))
+		}
+	}
+	return c.dispatch(r, target, body, size, t.cfg.Timeout)
+}
+
+// dispatch sends the call upstream and shapes the answer.
+func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size int64, timeout time.Duration) *http.Response {
+	ctx := r.Context()
+	var cancel context.CancelFunc = func() {}
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	c.cancel = cancel
+	out := r.Clone(ctx)
+	out.URL = target
+	out.Host = ""
+	out.RequestURI = ""
+	out.Body = readCloserOf(body)
+	out.ContentLength = size
+	if size == 0 {
+		out.Body = nil
+	}
+	cleanRequestHeaders(out.Header, c.envelope)
+	if c.t != nil {
+		for k, v := range c.t.inject {
+			out.Header[k] = []string{v}
+		}
+	}
+	c.upStart = time.Now()
+	resp, err := c.s.transport.RoundTrip(out)
+	if err != nil {
+		cancel()
+		if r.Context().Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return c.clientGone(r)
+		}
+		res := bucketing.Classify(bucketing.Outcome{Err: err}, c.rules(), time.Now())
+		return c.fail(r, res, nil, statusForTransport(res))
+	}
+	removeHopHeaders(resp.Header)
+	if c.envelope && envelopable(r, resp) {
+		return c.envelopeAnswer(r, resp)
+	}
+	return c.passAnswer(r, resp)
+}
+
+func (c *call) rules() bucketing.Rules {
+	if c.t == nil {
+		return nil
+	}
+	return c.t.cfg.Rules
+}
+
+func (c *call) toolName() string {
+	if c.t == nil {
+		return ""
+	}
+	return c.t.cfg.Name
+}
+
+// finish completes the event from a bucketed result and hands it on.
+func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
+	now := time.Now()
+	ev := &c.ev
+	ev.UpstreamStatus = status
+	ev.OK = res.OK() && !c.gone
+	ev.ErrorCode = string(res.Code)
+	ev.ErrorClass = string(res.Class)
+	if ev.Reason == "" {
+		ev.Reason = res.Reason
+	}
+	if !ev.OK && ev.Detail == "" && res.Detail != "" {
+		ev.Detail = c.prefix() + res.Detail
+	}
+	if res.RetryAfterMS != nil {
+		ev.RetryAfterMS = *res.RetryAfterMS
+	}
+	ev.ResponseBytes = respBytes
+	ev.TotalUS = now.Sub(c.start).Microseconds()
+	if !c.upStart.IsZero() {
+		ev.UpstreamUS = now.Sub(c.upStart).Microseconds()
+	}
+	var up time.Duration
+	if !c.upStart.IsZero() {
+		up = now.Sub(c.upStart)
+	}
+	if c.t != nil {
+		c.t.metrics.observe(ev.ErrorCode, now.Sub(c.start), up)
+	} else {
+		c.s.metrics.call("", ev.ErrorCode, now.Sub(c.start))
+	}
+	c.s.rec.Record(*ev)
+}
+
+// prefix starts a detail sentence about this call.
+func (c *call) prefix() string {
+	if c.t == nil {
+		return "Call to " + c.ev.Host + " failed: "
+	}
+	return "Tool '" + c.t.cfg.Name + "' failed: "
+}
+
+// clientGone records a call whose caller went away before it was answered.
+// It is not a failure of the tool: no error code, reason client_closed.
+func (c *call) clientGone(r *http.Request) *http.Response {
+	c.gone = true
+	c.ev.Reason = "client_closed"
+	c.finish(bucketing.Result{Code: bucketing.CodeNone}, 0, 0)
+	return textResponse(r, http.StatusBadRequest, "client closed the request")
+}
+
+// newEvent starts an event with what is known on arrival.
+func (s *Server) newEvent(st *state, kind, method, host string, r *http.Request) sink.Event {
+	ev := sink.Event{
+		EventID:       uuid.NewString(),
+		Time:          time.Now().UTC(),
+		Sidecar:       s.sidecar,
+		Listener:      kind,
+		Method:        method,
+		Host:          host,
+		ConfigVersion: st.version,
+	}
+	if r != nil {
+		ev.Agent = r.Header.Get(st.cfg.Headers.Agent)
+		ev.Session = r.Header.Get(st.cfg.Headers.Session)
+		ev.TraceID = traceID(r.Header.Get("Traceparent"))
+	} else {
+		ev.TraceID = newTraceID()
+	}
+	return ev
+}
+
+// traceID takes the trace id from a W3C traceparent header
+// ("00-<32 hex>-<16 hex>-<2 hex>"), or generates one.
+func traceID(tp string) string {
+	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
+		id := tp[3:35]
+		if isHex(id) && id != "00000000000000000000000000000000" {
+			return id
+		}
+	}
+	return newTraceID()
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func splitHostPort(u *url.URL) (host, port string) {
+	host = strings.ToLower(u.Hostname())
+	port = u.Port()
+	if port == "" {
+		if u.Scheme == "https" {
+			port = "443"
+		} else {
+			port = "80"
+		}
+	}
+	return host, port
+}
+
+// hopHeaders are removed in both directions (RFC 9110 section 7.6.1).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// cleanRequestHeaders removes hop-by-hop headers and toolgate's own
+// negotiation from a request going upstream. An enveloped call also drops
+// Accept-Encoding, so the answer arrives decoded and can be rewritten.
+func cleanRequestHeaders(h http.Header, envelope bool) {
+	removeHopHeaders(h)
+	delete(h, HeaderEnvelope)
+	if vs, ok := h["Accept"]; ok {
+		kept := vs[:0:0]
+		for _, v := range vs {
+			if strings.Contains(v, bucketing.EnvelopeMediaType) {
+				v = stripMediaType(v, bucketing.EnvelopeMediaType)
+			}
+			if v != "" {
+				kept = append(kept, v)
+			}
+		}
+		if len(kept) == 0 {
+			delete(h, "Accept")
+		} else {
+			h["Accept"] = kept
+		}
+	}
+	if envelope {
+		delete(h, "Accept-Encoding")
+	}
+}
+
+// stripMediaType removes one media range from an Accept value.
+func stripMediaType(v, mt string) string {
+	parts := strings.Split(v, ",")
+	kept := parts[:0]
+	for _, p := range parts {
+		if !strings.Contains(p, mt) {
+			kept = append(kept, strings.TrimSpace(p))
+		}
+	}
+	return strings.Join(kept, ", ")
+}
+
+func statusForTransport(res bucketing.Result) int {
+	if res.Reason == bucketing.ReasonTimeout {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
+
+// isTimeout reports whether err is a deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}

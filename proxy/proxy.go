@@ -1,0 +1,325 @@
+// Package proxy is toolgate's data path: the listeners (forward, reverse),
+// routing, argument extraction, the check pipeline, dispatch upstream, and
+// the rewriting of answers into the envelope.
+//
+// Every call runs the same chain, in this order, and the first step that
+// refuses answers at once; a refused call never reaches upstream:
+//
+//  1. allowlist: the call is routed to a tool; with unmatched: deny, a call
+//     that matches no tool is refused (policy/not_allowlisted);
+//  2. extraction: arguments are read from the path, the query and the body
+//     (bounded; malformed or oversized bodies are refused as validation);
+//  3. schema: arguments are coerced and validated strictly (validation);
+//  4. injection: configured headers are added, after every check, so an
+//     injected value can never trip one;
+//  5. dispatch: the call goes upstream with the tool's timeout, and the
+//     answer is bucketed, enveloped when the caller asked, and recorded.
+//
+// Every call, refused or forwarded, hands exactly one event to the Recorder.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// HeaderEnvelope is the request header by which a caller asks for the envelope.
+const HeaderEnvelope = "X-Toolgate-Envelope"
+
+// HeaderErrorCode carries error.code on every answer toolgate made itself or
+// rewrote as a failure.
+const HeaderErrorCode = "X-Toolgate-Error-Code"
+
+// Recorder receives one event per call. Record must never block; it reports
+// whether the event was kept.
+type Recorder interface {
+	Record(e sink.Event) bool
+}
+
+// Options are the proxy's collaborators, supplied by the composition root.
+type Options struct {
+	// Recorder receives the events. Required.
+	Recorder Recorder
+	// Logger receives operational logs; it never sees argument values.
+	// Default: discard.
+	Logger *slog.Logger
+	// Sidecar names this instance in events. Default: the host name.
+	Sidecar string
+	// ConfigVersion is recorded in every event (a content hash of the config).
+	ConfigVersion string
+}
+
+// Server runs the listeners and the pipeline behind them.
+type Server struct {
+	state     atomic.Pointer[state]
+	rec       Recorder
+	log       *slog.Logger
+	sidecar   string
+	transport *http.Transport
+	metrics   *metrics
+
+	mu        sync.Mutex
+	listeners []*listener
+	servers   []*http.Server
+}
+
+// state is what one configuration compiles to; reload swaps it whole.
+type state struct {
+	cfg     *Config
+	version string
+}
+
+type listener struct {
+	kind string // "forward" or "reverse"
+	ln   net.Listener
+	h    http.Handler
+}
+
+// New returns a Server for a validated Config.
+func New(cfg *Config, opts Options) (*Server, error) {
+	if cfg.tools == nil && len(cfg.Tools) > 0 {
+		return nil, errors.New("proxy: config was not validated")
+	}
+	if opts.Recorder == nil {
+		return nil, errors.New("proxy: a recorder is required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics()}
+	s.transport = newTransport(cfg.Upstream)
+	s.Swap(cfg, opts.ConfigVersion)
+	return s, nil
+}
+
+// Swap replaces the configuration for every call that starts afterwards;
+// calls under way finish with the one they started with. Listener addresses
+// and transport settings do not change.
+func (s *Server) Swap(cfg *Config, version string) {
+	for _, t := range cfg.tools {
+		t.metrics = s.metrics.forTool(t.cfg.Name)
+	}
+	s.state.Store(&state{cfg: cfg, version: version})
+}
+
+func newTransport(tc TransportConfig) *http.Transport {
+	d := &net.Dialer{Timeout: tc.DialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil, // never chain into another proxy from the environment
+		DialContext:           d.DialContext,
+		MaxIdleConns:          tc.MaxIdleConnsPerHost * 4,
+		MaxIdleConnsPerHost:   tc.MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// Listen binds every configured listener. It fails, binding nothing, when
+// any address cannot be bound.
+func (s *Server) Listen() error {
+	cfg := s.state.Load().cfg
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ls []*listener
+	bind := func(kind, addr string, h http.Handler) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen %s on %s: %w", kind, addr, err)
+		}
+		ls = append(ls, &listener{kind: kind, ln: ln, h: h})
+		return nil
+	}
+	var err error
+	if cfg.Listen.Forward != "off" {
+		err = bind("forward", cfg.Listen.Forward, s.forwardHandler())
+	}
+	for i := 0; err == nil && i < len(cfg.Listen.Reverse); i++ {
+		err = bind("reverse", cfg.Listen.Reverse[i].Listen, s.reverseHandler(i))
+	}
+	if err != nil {
+		for _, l := range ls {
+			l.ln.Close()
+		}
+		return err
+	}
+	s.listeners = ls
+	return nil
+}
+
+// Addr returns the bound address of the first listener of kind ("forward"
+// or "reverse") after skip others of that kind, or "" when there is none.
+func (s *Server) Addr(kind string, skip int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.listeners {
+		if l.kind != kind {
+			continue
+		}
+		if skip == 0 {
+			return l.ln.Addr().String()
+		}
+		skip--
+	}
+	return ""
+}
+
+// Serve serves every bound listener and returns when they have all stopped:
+// nil after Shutdown, or the first listener's error.
+func (s *Server) Serve() error {
+	s.mu.Lock()
+	ls := s.listeners
+	errc := make(chan error, len(ls))
+	for _, l := range ls {
+		srv := &http.Server{
+			Handler:           l.h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		}
+		s.servers = append(s.servers, srv)
+		go func() { errc <- srv.Serve(l.ln) }()
+	}
+	s.mu.Unlock()
+	var first error
+	for range ls {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Shutdown stops accepting calls and waits for calls under way to finish, or
+// for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	srvs := s.servers
+	s.mu.Unlock()
+	var first error
+	for _, srv := range srvs {
+		if err := srv.Shutdown(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.transport.CloseIdleConnections()
+	return first
+}
+
+// forwardHandler is the HTTP forward proxy. Absolute-form plain-HTTP calls
+// run the pipeline and are answered by writeResponse, exactly like reverse
+// calls; CONNECT goes to goproxy, which tunnels it untouched (or refuses it
+// when unmatched calls are denied), recorded as such.
+func (s *Server) forwardHandler() http.Handler {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	gp.Tr = s.transport
+	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
+	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+		if resp := s.connect(ctx.Req, host); resp != nil {
+			ctx.Resp = resp
+			return goproxy.RejectConnect, host
+		}
+		return goproxy.OkConnect, host
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodConnect:
+			gp.ServeHTTP(w, r)
+		case !r.URL.IsAbs():
+			http.Error(w, "toolgate: this is a forward proxy; send absolute-form requests (set HTTP_PROXY) or use a reverse listener", http.StatusBadRequest)
+		default:
+			writeResponse(w, s.handle(r, "forward", r.URL))
+		}
+	})
+}
+
+// connect decides and records a CONNECT tunnel, whose bytes are not
+// inspected. It returns the refusal to send, or nil to open the tunnel.
+func (s *Server) connect(r *http.Request, hostport string) *http.Response {
+	st := s.state.Load()
+	ev := s.newEvent(st, "connect", http.MethodConnect, hostport, r)
+	defer func() { s.rec.Record(ev) }()
+	if st.cfg.Unmatched != UnmatchedDeny {
+		ev.OK, ev.Reason = true, "tunnel"
+		s.metrics.call("", "", 0)
+		return nil
+	}
+	ref := refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+		"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
+	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.code), string(bucketing.ClassOf(ref.code)), ref.reason
+	ev.Detail, ev.Refused = ref.detail, true
+	s.metrics.call("", ev.ErrorCode, 0)
+	body := bucketing.Refusal(ref.code, ref.reason, ref.detail, nil).Marshal()
+	return envelopeResponse(r, refusalStatus(ref.code), string(ref.code), nil, body)
+}
+
+func (s *Server) reverseHandler(i int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := s.state.Load().cfg.Listen.Reverse[i]
+		target := *rc.base
+		target.Path = joinPath(rc.base.Path, r.URL.Path)
+		target.RawPath = ""
+		if rc.base.RawPath != "" || r.URL.RawPath != "" {
+			target.RawPath = joinPath(rc.base.EscapedPath(), r.URL.EscapedPath())
+		}
+		target.RawQuery = r.URL.RawQuery
+		writeResponse(w, s.handle(r, "reverse", &target))
+	})
+}
+
+func joinPath(base, p string) string {
+	switch {
+	case base == "" || base == "/":
+		return p
+	case len(base) > 0 && base[len(base)-1] == '/' && len(p) > 0 && p[0] == '/':
+		return base + p[1:]
+	}
+	return base + p
+}
+
+// writeResponse copies resp to w. When upstream's body fails midway, the
+// connection is aborted so the caller sees an answer cut short, exactly as it
+// would have without toolgate.
+func writeResponse(w http.ResponseWriter, resp *http.Response) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	var err error
+	if pb, ok := resp.Body.(*passBody); ok {
+		err = pb.writeTo(w)
+	} else {
+		_, err = copyBody(w, resp.Body)
+	}
+	resp.Body.Close()
+	if err != nil {
+		// Send what arrived, then cut the connection, as upstream did.
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// newTraceID returns 16 random bytes in hex, the W3C trace-id format.
+func newTraceID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

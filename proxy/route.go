@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+)
+
+// tool is a compiled ToolConfig.
+type tool struct {
+	cfg     ToolConfig
+	host    string // lower-case, "" for any
+	port    string // "" for any
+	tmpl    *template
+	sources sourceSet // 0 means "by request"
+	schema  *policies.Schema
+	inject  map[string]string // canonical header -> value
+	metrics *toolMetrics
+}
+
+// wantsEnvelope reports whether the caller gets the envelope for this call.
+func (t *tool) wantsEnvelope(r *http.Request) bool {
+	switch t.cfg.Envelope {
+	case EnvelopeAlways:
+		return true
+	case EnvelopeNever:
+		return false
+	}
+	return askedForEnvelope(r)
+}
+
+// needsBody reports whether a rule needs upstream's body to decide.
+func (t *tool) needsBody() bool {
+	for _, r := range t.cfg.Rules {
+		if r.BodyContains != "" || r.JSONField != "" {
+			return true
+		}
+	}
+	return false
+}
+
+type sourceSet uint8
+
+const (
+	bitQuery sourceSet = 1 << iota
+	bitJSON
+	bitForm
+	bitPath
+)
+
+func sourceBit(s string) sourceSet {
+	switch s {
+	case SourceQuery:
+		return bitQuery
+	case SourceJSON:
+		return bitJSON
+	case SourceForm:
+		return bitForm
+	}
+	return bitPath
+}
+
+// template is a compiled path template. Each segment is a literal, or a
+// variable between an optional literal prefix and suffix.
+type template struct {
+	raw  string
+	segs []segment
+}
+
+type segment struct {
+	lit            string // whole-segment literal when name == ""
+	name           string // variable name
+	prefix, suffix string
+}
+
+func parseTemplate(s string) (*template, error) {
+	if !strings.HasPrefix(s, "/") {
+		return nil, fmt.Errorf("template %q must start with '/'", s)
+	}
+	t := &template{raw: s}
+	names := map[string]bool{}
+	for _, part := range strings.Split(s[1:], "/") {
+		open := strings.IndexByte(part, '{')
+		if open < 0 {
+			if strings.ContainsRune(part, '}') {
+				return nil, fmt.Errorf("template %q: unbalanced '}' in segment %q", s, part)
+			}
+			t.segs = append(t.segs, segment{lit: part})
+			continue
+		}
+		closing := strings.IndexByte(part, '}')
+		if closing < open {
+			return nil, fmt.Errorf("template %q: unbalanced braces in segment %q", s, part)
+		}
+		name := part[open+1 : closing]
+		rest := part[closing+1:]
+		if strings.ContainsAny(rest, "{}") || strings.ContainsRune(part[:open], '}') {
+			return nil, fmt.Errorf("template %q: segment %q may hold one variable only", s, part)
+		}
+		if !validVarName(name) {
+			return nil, fmt.Errorf("template %q: %q is not a valid variable name", s, name)
+		}
+		if names[name] {
+			return nil, fmt.Errorf("template %q: variable %q appears twice", s, name)
+		}
+		names[name] = true
+		t.segs = append(t.segs, segment{name: name, prefix: part[:open], suffix: rest})
+	}
+	return t, nil
+}
+
+func validVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// shape is the template with variable names erased, for conflict detection.
+func (t *template) shape() string {
+	var b strings.Builder
+	for _, s := range t.segs {
+		b.WriteByte('/')
+		if s.name == "" {
+			b.WriteString(s.lit)
+		} else {
+			b.WriteString(s.prefix + "{}" + s.suffix)
+		}
+	}
+	return b.String()
+}
+
+// match matches an escaped URL path against the template. It returns the
+// variables (unescaped) and a specificity score (literal bytes matched), or
+// ok false.
+func (t *template) match(path string) (vars map[string]string, score int, ok bool) {
+	if len(path) == 0 || path[0] != '/' {
+		return nil, 0, false
+	}
+	rest := path[1:]
+	for i, s := range t.segs {
+		var part string
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			part, rest = rest[:j], rest[j+1:]
+		} else {
+			if i != len(t.segs)-1 {
+				return nil, 0, false
+			}
+			part, rest = rest, ""
+		}
+		if s.name == "" {
+			if part != s.lit {
+				return nil, 0, false
+			}
+			score += len(s.lit) + 1
+			continue
+		}
+		if len(part) < len(s.prefix)+len(s.suffix)+1 || !strings.HasPrefix(part, s.prefix) || !strings.HasSuffix(part, s.suffix) {
+			return nil, 0, false
+		}
+		v := part[len(s.prefix) : len(part)-len(s.suffix)]
+		if uv, err := pathUnescape(v); err == nil {
+			v = uv
+		}
+		if vars == nil {
+			vars = make(map[string]string, 2)
+		}
+		vars[s.name] = v
+		score += len(s.prefix) + len(s.suffix)
+	}
+	if rest != "" {
+		return nil, 0, false
+	}
+	return vars, score, true
+}
+
+// route finds the tool for a call: the matching tool with the highest
+// specificity (literal path bytes, then a named method, then a named host),
+// the first in config order on a tie.
+func route(tools []*tool, method, host, port, path string) (*tool, map[string]string) {
+	var best *tool
+	var bestVars map[string]string
+	bestScore := -1
+	for _, t := range tools {
+		if t.host != "" && t.host != host {
+			continue
+		}
+		if t.port != "" && t.port != port {
+			continue
+		}
+		if t.cfg.Match.Method != "" && t.cfg.Match.Method != method {
+			continue
+		}
+		vars, score, ok := t.tmpl.match(path)
+		if !ok {
+			continue
+		}
+		score *= 4
+		if t.cfg.Match.Method != "" {
+			score += 2
+		}
+		if t.host != "" {
+			score++
+		}
+		if score > bestScore {
+			best, bestVars, bestScore = t, vars, score
+		}
+	}
+	return best, bestVars
+}
+
+// askedForEnvelope reports whether the request asks for the envelope, by the
+// X-Toolgate-Envelope header or by naming the envelope media type in Accept.
+func askedForEnvelope(r *http.Request) bool {
+	switch strings.ToLower(r.Header.Get(HeaderEnvelope)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	for _, a := range r.Header.Values("Accept") {
+		if strings.Contains(a, bucketing.EnvelopeMediaType) {
+			return true
+		}
+	}
+	return false
+}
+
+func canonicalHeader(k string) string { return textproto.CanonicalMIMEHeaderKey(k) }
+
+func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
