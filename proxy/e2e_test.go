@@ -643,3 +643,64 @@ func TestUnmatched(t *testing.T) {
 		t.Errorf("deny events = %+v", devs)
 	}
 }
+
+// TestConcurrentCallsOneEventEach runs a mix of valid, refused, failing and
+// unmatched calls from many goroutines at once and counts exactly one event
+// per call, with the right code for each kind.
+func TestConcurrentCallsOneEventEach(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	kinds := []struct {
+		method, path, ctype, body string
+		wantCode                  string
+	}{
+		{"GET", "/esearch?term=x&retmax=3", "", "", ""},
+		{"GET", "/esearch?term=x&retmx=3", "", "", "validation"},
+		{"POST", "/v1/targets/search", "application/json", `{"query":"EGFR"}`, ""},
+		{"POST", "/v1/targets/search", "application/json", `{"query":"EGFR","filters":{"phase":1}}`, "validation"},
+		{"GET", "/faults/status/503", "", "", "upstream"},
+		{"GET", "/faults/status/429", "", "", "rate_limit"},
+		{"GET", "/echo?unmatched=1", "", "", ""},
+	}
+	const workers, perWorker = 8, 35
+	errc := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			for i := 0; i < perWorker; i++ {
+				k := kinds[(w+i)%len(kinds)]
+				req, _ := http.NewRequest(k.method, e.up.URL()+k.path, strings.NewReader(k.body))
+				if k.ctype != "" {
+					req.Header.Set("Content-Type", k.ctype)
+				}
+				req.Header.Set("X-Toolgate-Session", k.wantCode)
+				resp, err := e.viaHTTP.Do(req)
+				if err != nil {
+					errc <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errc <- nil
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := e.waitEvents(t, workers*perWorker)
+	if len(evs) != workers*perWorker {
+		t.Fatalf("%d events for %d calls", len(evs), workers*perWorker)
+	}
+	ids := map[string]bool{}
+	for _, ev := range evs {
+		if ids[ev.EventID] {
+			t.Errorf("event id %s recorded twice", ev.EventID)
+		}
+		ids[ev.EventID] = true
+		// The session header carried the code each call should get.
+		if ev.ErrorCode != ev.Session {
+			t.Errorf("call expecting %q recorded as %q (%s)", ev.Session, ev.ErrorCode, ev.Reason)
+		}
+	}
+}

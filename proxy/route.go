@@ -150,14 +150,14 @@ func (t *template) match(path string) (vars map[string]string, score int, ok boo
 	}
 	rest := path[1:]
 	for i, s := range t.segs {
-		var part string
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
+		part := rest
+		j := strings.IndexByte(rest, '/')
+		last := i == len(t.segs)-1
+		switch {
+		case last && j >= 0, !last && j < 0:
+			return nil, 0, false // more or fewer segments than the template
+		case !last:
 			part, rest = rest[:j], rest[j+1:]
-		} else {
-			if i != len(t.segs)-1 {
-				return nil, 0, false
-			}
-			part, rest = rest, ""
 		}
 		if s.name == "" {
 			if part != s.lit {
@@ -178,9 +178,6 @@ func (t *template) match(path string) (vars map[string]string, score int, ok boo
 		}
 		vars[s.name] = v
 		score += len(s.prefix) + len(s.suffix)
-	}
-	if rest != "" {
-		return nil, 0, false
 	}
 	return vars, score, true
 }

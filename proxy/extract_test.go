@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+)
+
+const extractSchema = `{
+  "type": "object",
+  "properties": {
+    "term": {"type": "string"},
+    "retmax": {"type": "integer"},
+    "exact": {"type": "boolean"},
+    "pmid": {"type": "array", "items": {"type": "string"}},
+    "ids": {"type": "array", "items": {"type": "integer"}},
+    "id": {"type": "string"},
+    "filters": {"type": "object", "properties": {"n": {"type": "integer"}}}
+  }
+}`
+
+func testTool(t testing.TB, path string, sources ...string) *tool {
+	t.Helper()
+	cfg := Config{Tools: []ToolConfig{{
+		Name:  "t",
+		Match: MatchConfig{Path: path},
+		Args:  sources,
+	}}}
+	var schema map[string]any
+	if err := json.Unmarshal([]byte(extractSchema), &schema); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools[0].Schema = schema
+	if err := cfg.Validate(""); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.tools[0]
+}
+
+func TestExtractArgs(t *testing.T) {
+	const js, form = "application/json", "application/x-www-form-urlencoded"
+	tests := []struct {
+		name       string
+		sources    []string
+		url        string
+		ctype      string
+		body       string
+		want       string // arguments as JSON
+		wantReason string // refusal reason, "" for none
+	}{
+		{name: "query strings coerced where the schema asks", url: "/s/x1?term=a&retmax=5&exact=true",
+			want: `{"id":"x1","term":"a","retmax":5,"exact":true}`},
+		{name: "repeated key becomes an array", url: "/s/x1?pmid=1&pmid=2",
+			want: `{"id":"x1","pmid":["1","2"]}`},
+		{name: "single value where an array is wanted", url: "/s/x1?ids=7",
+			want: `{"id":"x1","ids":[7]}`},
+		{name: "number that does not parse stays a string", url: "/s/x1?retmax=ten",
+			want: `{"id":"x1","retmax":"ten"}`},
+		{name: "JSON body keeps its types (no coercion)", url: "/s/x1", ctype: js, body: `{"retmax":"5","filters":{"n":1}}`,
+			want: `{"id":"x1","retmax":"5","filters":{"n":1}}`},
+		{name: "JSON content type with parameters", url: "/s/x1", ctype: "application/json; charset=utf-8", body: `{"term":"a"}`,
+			want: `{"id":"x1","term":"a"}`},
+		{name: "vendor +json type", url: "/s/x1", ctype: "application/vnd.api+json", body: `{"term":"a"}`,
+			want: `{"id":"x1","term":"a"}`},
+		{name: "form body", url: "/s/x1", ctype: form, body: "term=a&retmax=3&pmid=1&pmid=2",
+			want: `{"id":"x1","term":"a","retmax":3,"pmid":["1","2"]}`},
+		{name: "body of another type is not read as arguments", url: "/s/x1", ctype: "text/plain", body: "hello",
+			want: `{"id":"x1"}`},
+		{name: "explicit json source ignores the content type", sources: []string{"json"}, url: "/s/x1?term=ignored", ctype: "text/plain", body: `{"term":"b"}`,
+			want: `{"term":"b"}`},
+		{name: "empty JSON body is no arguments", sources: []string{"json"}, url: "/s/x1", ctype: js, body: "  ",
+			want: `{}`},
+		{name: "path variable is unescaped", url: "/s/a%20b",
+			want: `{"id":"a b"}`},
+		{name: "malformed JSON", url: "/s/x1", ctype: js, body: `{"term":`, wantReason: "malformed_body"},
+		{name: "JSON with trailing data", url: "/s/x1", ctype: js, body: `{"term":"a"} {}`, wantReason: "malformed_body"},
+		{name: "JSON array instead of object", url: "/s/x1", ctype: js, body: `[1,2]`, wantReason: "malformed_body"},
+		{name: "malformed form", url: "/s/x1", ctype: form, body: "term=%zz", wantReason: "malformed_body"},
+		{name: "malformed query", url: "/s/x1?term=%zz", wantReason: "malformed_query"},
+		{name: "name from two sources", url: "/s/x1?term=a", ctype: js, body: `{"term":"b"}`, wantReason: "duplicate_argument"},
+		{name: "path variable repeated in query", url: "/s/x1?id=x2", wantReason: "duplicate_argument"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := testTool(t, "/s/{id}", tc.sources...)
+			r, err := http.NewRequest("POST", "http://h"+tc.url, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.ctype != "" {
+				r.Header.Set("Content-Type", tc.ctype)
+			}
+			vars, _, ok := tl.tmpl.match(r.URL.EscapedPath())
+			if !ok {
+				t.Fatalf("template did not match %s", r.URL.Path)
+			}
+			args, ref := extractArgs(tl, r, vars, []byte(tc.body))
+			if tc.wantReason != "" {
+				if ref == nil {
+					t.Fatalf("args = %v, want refusal %s", args, tc.wantReason)
+				}
+				if ref.reason != tc.wantReason || ref.code != bucketing.CodeValidation {
+					t.Errorf("refusal = %s/%s, want validation/%s", ref.code, ref.reason, tc.wantReason)
+				}
+				if tc.body != "" && len(tc.body) > 3 && strings.Contains(ref.detail, tc.body) {
+					t.Errorf("detail %q echoes the body", ref.detail)
+				}
+				return
+			}
+			if ref != nil {
+				t.Fatalf("refused: %s %s", ref.reason, ref.detail)
+			}
+			var want map[string]any
+			dec := json.NewDecoder(strings.NewReader(tc.want))
+			dec.UseNumber()
+			if err := dec.Decode(&want); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(args)
+			wantJSON, _ := json.Marshal(want)
+			if !jsonEqual(got, wantJSON) {
+				t.Errorf("args = %s, want %s", got, wantJSON)
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func TestReadBody(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		declare int64 // Content-Length to declare; -1 for unknown
+		wantErr error
+	}{
+		{"under the limit", "12345", 5, nil},
+		{"exactly the limit", "1234567890", 10, nil},
+		{"declared over the limit", "12345678901", 11, errBodyTooLarge},
+		{"unknown length over the limit", "12345678901", -1, errBodyTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest("POST", "http://h/", strings.NewReader(tc.body))
+			r.ContentLength = tc.declare
+			got, err := readBody(r, 10)
+			if err != tc.wantErr {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && string(got) != tc.body {
+				t.Errorf("body = %q, want %q", got, tc.body)
+			}
+		})
+	}
+	// A declared length over the limit is refused without reading a byte.
+	r, _ := http.NewRequest("POST", "http://h/", &countingReader{})
+	r.ContentLength = 1 << 30
+	if _, err := readBody(r, 10); err != errBodyTooLarge {
+		t.Fatalf("err = %v", err)
+	}
+	if n := r.Body.(*countingReader).n; n != 0 {
+		t.Errorf("read %d bytes of a body declared too large", n)
+	}
+}
+
+type countingReader struct{ n int }
+
+func (c *countingReader) Read(p []byte) (int, error) { c.n += len(p); return len(p), nil }
+func (c *countingReader) Close() error               { return nil }
+
+// FuzzExtractArgs feeds arbitrary queries, bodies and content types through
+// extraction and validation: nothing panics, a refusal is always a
+// validation refusal with a reason, and arguments always validate or yield
+// violations with a reason and a path.
+func FuzzExtractArgs(f *testing.F) {
+	f.Add("term=a&retmax=5", "application/json", []byte(`{"filters":{"n":1}}`))
+	f.Add("pmid=1&pmid=2&ids=3", "application/x-www-form-urlencoded", []byte("term=a&exact=yes"))
+	f.Add("%zz", "text/plain", []byte{0xff, 0xfe})
+	f.Add("", "application/json", []byte(`{"a":[{"b":{"c":[1e400]}}]}`))
+	f.Add("id=dup", "application/json", []byte(`{"id":"x"}`))
+	f.Add("retmax=99999999999999999999999", "application/json; charset=utf-8", []byte(`{"term":null}`))
+	tl := testTool(f, "/s/{id}")
+	f.Fuzz(func(t *testing.T, query, ctype string, body []byte) {
+		u := &url.URL{Scheme: "http", Host: "h", Path: "/s/x", RawQuery: query}
+		r := &http.Request{Method: "POST", URL: u, Header: http.Header{"Content-Type": {ctype}},
+			Body: http.NoBody, ContentLength: int64(len(body))}
+		args, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body)
+		if ref != nil {
+			if ref.code != bucketing.CodeValidation || ref.reason == "" || ref.detail == "" {
+				t.Fatalf("refusal without code, reason or detail: %+v", ref)
+			}
+			return
+		}
+		for _, v := range tl.schema.Validate(args) {
+			if v.Reason == "" || !strings.HasPrefix(v.Path, "/") && v.Path != "" {
+				t.Fatalf("violation without reason or pointer path: %+v", v)
+			}
+		}
+		if d := policies.Detail("t", tl.schema.Validate(args)); strings.Contains(d, "\n") {
+			t.Fatalf("detail is not one sentence: %q", d)
+		}
+	})
+}
