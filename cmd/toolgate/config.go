@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// fileConfig is the whole configuration file: each package owns its section
+// and validates it; this file only composes them.
+type fileConfig struct {
+	// The proxy's section sits at the top level: listen, unmatched, tools...
+	proxy.Config `yaml:",inline"`
+	// Admin is the admin listener (health, readiness, metrics, status).
+	Admin adminConfig `yaml:"admin"`
+	// Events says where events go.
+	Events eventsConfig `yaml:"events"`
+}
+
+// adminConfig configures the admin listener.
+type adminConfig struct {
+	// Listen is the admin address. Default "127.0.0.1:18090"; "off" disables it.
+	Listen string `yaml:"listen"`
+}
+
+const defaultAdminListen = "127.0.0.1:18090"
+
+// eventsConfig configures the event path.
+type eventsConfig struct {
+	// Sidecar names this instance in events. Default: the host name.
+	Sidecar string `yaml:"sidecar"`
+	// Queue bounds the in-memory queue between calls and the destination.
+	Queue sink.QueueConfig `yaml:"queue"`
+	// File is the NDJSON destination.
+	File sink.FileConfig `yaml:"file"`
+}
+
+// loadedConfig is a validated configuration and where it came from.
+type loadedConfig struct {
+	fileConfig
+	path    string
+	version string // content hash of the file
+}
+
+// loadConfig reads, decodes and validates a configuration file. Every error
+// names the file, the line and the field.
+func loadConfig(path string) (*loadedConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parseConfig(path, data)
+}
+
+// parseConfig decodes and validates configuration bytes; path names the
+// file in errors and is where relative files resolve.
+func parseConfig(path string, data []byte) (*loadedConfig, error) {
+	lc := &loadedConfig{path: path, version: contentVersion(data)}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
+		return nil, yamlError(path, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: the file holds more than one YAML document", path)
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	where := func(err error) error {
+		var fe *proxy.FieldError
+		field := ""
+		if errors.As(err, &fe) {
+			field = fe.Path
+		}
+		if line := lineOf(&root, field); line > 0 {
+			return fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := lc.Config.Validate(filepath.Dir(path)); err != nil {
+		return nil, where(err)
+	}
+	if lc.Admin.Listen == "" {
+		lc.Admin.Listen = defaultAdminListen
+	}
+	if lc.Admin.Listen != "off" {
+		if err := checkLoopback(lc.Admin.Listen, lc.Listen.AllowNonLoopback); err != nil {
+			return nil, where(&proxy.FieldError{Path: "admin.listen", Err: err})
+		}
+	}
+	if err := lc.Events.Queue.Validate(); err != nil {
+		return nil, where(sectionError("events", err))
+	}
+	if lc.Events.File.Path != "" && !filepath.IsAbs(lc.Events.File.Path) {
+		lc.Events.File.Path = filepath.Join(filepath.Dir(path), lc.Events.File.Path)
+	}
+	if err := lc.Events.File.Validate(); err != nil {
+		return nil, where(sectionError("events", err))
+	}
+	if lc.Events.Sidecar == "" {
+		lc.Events.Sidecar, _ = os.Hostname()
+	}
+	return lc, nil
+}
+
+// sectionError places a package's "field: message" error under its section
+// of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
+func sectionError(section string, err error) error {
+	field, msg, ok := strings.Cut(err.Error(), ": ")
+	if !ok || strings.ContainsAny(field, " ") {
+		return &proxy.FieldError{Path: section, Err: err}
+	}
+	return &proxy.FieldError{Path: section + "." + field, Err: errors.New(msg)}
+}
+
+func checkLoopback(addr string, allowWide bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not a host:port address: %v", err)
+	}
+	if allowWide || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%s is not a loopback address; set listen.allow_non_loopback to listen wider", host)
+	}
+	return nil
+}
+
+func contentVersion(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}
+
+// yamlError rewrites a decoding error as FILE:LINE: message lines.
+func yamlError(path string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = path + ":" + strings.TrimPrefix(m, "line ")
+		}
+		return errors.New(strings.Join(msgs, "\n"))
+	}
+	return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// lineOf finds the line of a field path such as "tools[2].match.path" in a
+// decoded YAML document, falling back to the deepest ancestor found.
+func lineOf(root *yaml.Node, field string) int {
+	if root == nil || len(root.Content) == 0 {
+		return 0
+	}
+	n := root.Content[0]
+	line := n.Line
+	if field == "" {
+		return 0
+	}
+	for _, part := range splitField(field) {
+		if idx, err := strconv.Atoi(part); err == nil && n.Kind == yaml.SequenceNode {
+			if idx < 0 || idx >= len(n.Content) {
+				return line
+			}
+			n = n.Content[idx]
+			line = n.Line
+			continue
+		}
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				line = n.Content[i].Line
+				n = n.Content[i+1]
+				found = true
+				break
+			}
+		}
+		if !found {
+			return line
+		}
+	}
+	return line
+}
+
+// splitField splits "tools[2].match.path" into tools, 2, match, path.
+func splitField(field string) []string {
+	field = strings.NewReplacer("[", ".", "]", "").Replace(field)
+	return strings.Split(field, ".")
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// shutdownGrace bounds a graceful stop: calls under way, then the event flush.
+const shutdownGrace = 10 * time.Second
+
+func newRunCmd() *cobra.Command {
+	var cfgPath, logLevel string
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run the sidecar with a configuration file",
+		Long: `Run starts the listeners named in the configuration (forward proxy, reverse
+listeners, admin) and serves until interrupted; SIGINT or SIGTERM stop it
+gracefully: calls under way finish and queued events are written.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			log, err := newLogger(c.ErrOrStderr(), logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			lc, err := loadConfig(cfgPath)
+			if err != nil {
+				return err
+			}
+			sc, err := startSidecar(lc, log)
+			if err != nil {
+				return err
+			}
+			log.Info("toolgate running", "version", buildVersion(), "config", lc.path, "config_version", lc.version,
+				"forward", sc.proxy.Addr("forward", 0), "admin", sc.adminAddr(), "events", lc.Events.File.Path)
+			return sc.wait(c.Context())
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return c
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("unknown log level %q; expected debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// sidecar is a running toolgate: the proxy, its event path and the admin
+// listener, wired together.
+type sidecar struct {
+	cfg     *loadedConfig
+	log     *slog.Logger
+	file    *sink.File
+	queue   *sink.Queue
+	proxy   *proxy.Server
+	admin   *http.Server
+	adminLn net.Listener
+	ready   atomic.Bool
+	errc    chan error
+	started time.Time
+}
+
+// startSidecar opens the event path, binds every listener and starts serving.
+// On error nothing is left running.
+func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
+	sc := &sidecar{cfg: lc, log: log, errc: make(chan error, 2), started: time.Now()}
+	var err error
+	if sc.file, err = sink.OpenFile(lc.Events.File); err != nil {
+		return nil, fmt.Errorf("open events file: %w", err)
+	}
+	sc.queue = sink.NewQueue(sc.file, lc.Events.Queue, log.With("component", "sink"))
+	sc.proxy, err = proxy.New(&lc.Config, proxy.Options{
+		Recorder:      sc.queue,
+		Logger:        log.With("component", "proxy"),
+		Sidecar:       lc.Events.Sidecar,
+		ConfigVersion: lc.version,
+	})
+	if err == nil {
+		err = sc.proxy.Listen()
+	}
+	if err == nil && lc.Admin.Listen != "off" {
+		sc.adminLn, err = net.Listen("tcp", lc.Admin.Listen)
+		if err != nil {
+			err = fmt.Errorf("listen admin on %s: %w", lc.Admin.Listen, err)
+			sc.proxy.Shutdown(context.Background())
+		}
+	}
+	if err != nil {
+		sc.closeEvents(context.Background())
+		return nil, err
+	}
+	go func() { sc.errc <- sc.proxy.Serve() }()
+	if sc.adminLn != nil {
+		sc.admin = &http.Server{Handler: sc.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := sc.admin.Serve(sc.adminLn); !errors.Is(err, http.ErrServerClosed) {
+				sc.errc <- err
+			}
+		}()
+	}
+	sc.ready.Store(true)
+	return sc, nil
+}
+
+func (sc *sidecar) adminAddr() string {
+	if sc.adminLn == nil {
+		return ""
+	}
+	return sc.adminLn.Addr().String()
+}
+
+// wait serves until ctx ends or a listener fails, then stops gracefully.
+func (sc *sidecar) wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+		sc.log.Info("stopping", "reason", "signal")
+	case err = <-sc.errc:
+		sc.log.Error("listener failed", "err", err)
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if serr := sc.stop(stopCtx); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// stop stops the listeners, lets calls under way finish, then flushes events.
+func (sc *sidecar) stop(ctx context.Context) error {
+	sc.ready.Store(false)
+	err := sc.proxy.Shutdown(ctx)
+	if sc.admin != nil {
+		sc.admin.Shutdown(ctx)
+	}
+	if cerr := sc.closeEvents(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (sc *sidecar) closeEvents(ctx context.Context) error {
+	var err error
+	if sc.queue != nil {
+		err = sc.queue.Close(ctx)
+	}
+	if sc.file != nil {
+		if cerr := sc.file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// adminHandler serves /healthz, /readyz, /metrics and /status.
+func (sc *sidecar) adminHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sc.proxy, sc.queue,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !sc.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(sc.status())
+	})
+	return mux
+}
+
+// status is the admin /status document.
+type status struct {
+	Version       string          `json:"version"`
+	Config        string          `json:"config"`
+	ConfigVersion string          `json:"config_version"`
+	Sidecar       string          `json:"sidecar"`
+	Started       time.Time       `json:"started"`
+	Ready         bool            `json:"ready"`
+	Listeners     map[string]any  `json:"listeners"`
+	Tools         []string        `json:"tools"`
+	Unmatched     string          `json:"unmatched"`
+	Events        sink.QueueStats `json:"events"`
+	EventsFile    string          `json:"events_file"`
+}
+
+func (sc *sidecar) status() status {
+	var reverse []string
+	for i := range sc.cfg.Listen.Reverse {
+		reverse = append(reverse, sc.proxy.Addr("reverse", i)+" -> "+sc.cfg.Listen.Reverse[i].Upstream)
+	}
+	tools := make([]string, len(sc.cfg.Tools))
+	for i, t := range sc.cfg.Tools {
+		tools[i] = t.Name
+	}
+	return status{
+		Version: buildVersion(), Config: sc.cfg.path, ConfigVersion: sc.cfg.version,
+		Sidecar: sc.cfg.Events.Sidecar, Started: sc.started, Ready: sc.ready.Load(),
+		Listeners: map[string]any{
+			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.adminAddr(),
+		},
+		Tools: tools, Unmatched: sc.cfg.Unmatched,
+		Events: sc.queue.Stats(), EventsFile: strings.TrimSpace(sc.cfg.Events.File.Path),
+	}
+}
