@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -131,13 +130,6 @@ func (c *call) rules() bucketing.Rules {
 		return nil
 	}
 	return c.t.cfg.Rules
-}
-
-func (c *call) toolName() string {
-	if c.t == nil {
-		return ""
-	}
-	return c.t.cfg.Name
 }
 
 // finish completes the event from a bucketed result and hands it on.
@@ -310,10 +302,4 @@ func statusForTransport(res bucketing.Result) int {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusBadGateway
-}
-
-// isTimeout reports whether err is a deadline.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -268,7 +269,9 @@ func (b *passBody) end(err error) {
 // stream. It returns upstream's read error, or w's write error.
 func (b *passBody) writeTo(w http.ResponseWriter) error {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := b.Read(buf)
 		if n > 0 {
@@ -288,6 +291,9 @@ func (b *passBody) writeTo(w http.ResponseWriter) error {
 		}
 	}
 }
+
+// copyBuffers holds the buffers answers are copied through.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func copyBody(w io.Writer, r io.Reader) (int64, error) { return io.Copy(w, r) }
 
