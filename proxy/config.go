@@ -217,6 +217,9 @@ func (c *Config) Validate(dir string) error {
 		}
 		rc.base = u
 	}
+	if c.Listen.Forward == "off" && len(c.Listen.Reverse) == 0 {
+		return fieldErr("listen", "no listener: the forward proxy is off and there are no reverse listeners")
+	}
 	switch c.Unmatched {
 	case "":
 		c.Unmatched = UnmatchedPass
@@ -281,22 +284,30 @@ func (c *Config) checkListen(path, addr string) error {
 	if addr == "off" && path == "listen.forward" {
 		return nil
 	}
+	if err := CheckListenAddr(addr, c.Listen.AllowNonLoopback); err != nil {
+		return &FieldError{Path: path, Err: err}
+	}
+	return nil
+}
+
+// CheckListenAddr checks a listen address: host:port with a port, and a
+// loopback host unless allowWide. The admin listener shares the rule.
+func CheckListenAddr(addr string, allowWide bool) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fieldErr(path, "not a host:port address: %v", err)
+		return fmt.Errorf("not a host:port address: %v", err)
 	}
 	if port == "" {
-		return fieldErr(path, "missing port")
+		return fmt.Errorf("missing port")
 	}
-	if c.Listen.AllowNonLoopback {
+	if allowWide || host == "localhost" {
 		return nil
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
-		return fieldErr(path, "%s is not a loopback address; set listen.allow_non_loopback to listen wider", host)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		if host == "" {
+			host = "an empty host (every interface)"
+		}
+		return fmt.Errorf("%s is not a loopback address; set listen.allow_non_loopback to listen wider", host)
 	}
 	return nil
 }

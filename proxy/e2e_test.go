@@ -703,3 +703,20 @@ func TestConcurrentCallsOneEventEach(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerGoneIsNotAFailure checks a caller that gives up before upstream
+// answers leaves an event with no error code and reason client_closed.
+func TestCallerGoneIsNotAFailure(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	impatient := &http.Client{Transport: e.viaHTTP.Transport, Timeout: 50 * time.Millisecond}
+	if _, err := impatient.Get(e.up.URL() + "/faults/slow?ms=150"); err == nil {
+		t.Fatal("the call should have timed out on the caller's side")
+	}
+	evs := e.waitEvents(t, 1)
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
+	}
+	if ev := evs[0]; ev.OK || ev.ErrorCode != "" || ev.Reason != "client_closed" {
+		t.Errorf("event = ok %v code %q reason %q, want not ok, no code, client_closed", ev.OK, ev.ErrorCode, ev.Reason)
+	}
+}

@@ -19,8 +19,9 @@ type metrics struct {
 	tools map[string]*toolMetrics
 }
 
-// codeLabels are the values of the code label, "ok" for success.
-var codeLabels = []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream", "unknown"}
+// codeLabels are the values of the code label: "ok" for success, the error
+// codes, and "client_closed" for calls whose caller went away first.
+var codeLabels = []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream", "client_closed", "unknown"}
 
 // unmatchedTool is the tool label of calls that matched no tool.
 const unmatchedTool = "_unmatched"

@@ -26,6 +26,7 @@ type call struct {
 	ev       sink.Event
 	envelope bool // the caller asked for (or the tool forces) the envelope
 	gone     bool // the caller went away before its answer was complete
+	client   context.Context
 	cancel   context.CancelFunc
 }
 
@@ -34,7 +35,7 @@ type call struct {
 func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Response {
 	st := s.state.Load()
 	host, port := splitHostPort(target)
-	c := &call{s: s, st: st, start: time.Now()}
+	c := &call{s: s, st: st, start: time.Now(), client: r.Context()}
 	c.ev = s.newEvent(st, kind, r.Method, target.Host, r)
 	var vars map[string]string
 	c.t, vars = route(st.cfg.tools, r.Method, host, port, target.EscapedPath())
@@ -132,10 +133,19 @@ func (c *call) rules() bucketing.Rules {
 	return c.t.cfg.Rules
 }
 
-// finish completes the event from a bucketed result and hands it on.
+// finish completes the event from a bucketed result and hands it on. A
+// call whose caller went away is not a failure of the tool: it gets no
+// error code, reason client_closed, and its own metric label.
 func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 	now := time.Now()
+	if res.Reason == bucketing.ReasonCanceled && c.client.Err() != nil {
+		c.gone = true
+	}
 	ev := &c.ev
+	if c.gone {
+		res = bucketing.Result{}
+		ev.Reason, ev.Detail = reasonClientClosed, ""
+	}
 	ev.UpstreamStatus = status
 	ev.OK = res.OK() && !c.gone
 	ev.ErrorCode = string(res.Code)
@@ -151,20 +161,25 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 	}
 	ev.ResponseBytes = respBytes
 	ev.TotalUS = now.Sub(c.start).Microseconds()
-	if !c.upStart.IsZero() {
-		ev.UpstreamUS = now.Sub(c.upStart).Microseconds()
-	}
 	var up time.Duration
 	if !c.upStart.IsZero() {
 		up = now.Sub(c.upStart)
+		ev.UpstreamUS = up.Microseconds()
+	}
+	label := ev.ErrorCode
+	if c.gone {
+		label = reasonClientClosed
 	}
 	if c.t != nil {
-		c.t.metrics.observe(ev.ErrorCode, now.Sub(c.start), up)
+		c.t.metrics.observe(label, now.Sub(c.start), up)
 	} else {
-		c.s.metrics.call("", ev.ErrorCode, now.Sub(c.start))
+		c.s.metrics.call("", label, now.Sub(c.start))
 	}
 	c.s.rec.Record(*ev)
 }
+
+// reasonClientClosed is the event reason of a call whose caller went away.
+const reasonClientClosed = "client_closed"
 
 // prefix starts a detail sentence about this call.
 func (c *call) prefix() string {
@@ -178,8 +193,7 @@ func (c *call) prefix() string {
 // It is not a failure of the tool: no error code, reason client_closed.
 func (c *call) clientGone(r *http.Request) *http.Response {
 	c.gone = true
-	c.ev.Reason = "client_closed"
-	c.finish(bucketing.Result{Code: bucketing.CodeNone}, 0, 0)
+	c.finish(bucketing.Result{}, 0, 0)
 	return textResponse(r, http.StatusBadRequest, "client closed the request")
 }
 

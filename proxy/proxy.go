@@ -128,6 +128,9 @@ func newTransport(tc TransportConfig) *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,
+		// Never add Accept-Encoding or decode on the caller's behalf: a raw
+		// answer passes exactly as upstream encoded it for the caller.
+		DisableCompression: true,
 	}
 }
 

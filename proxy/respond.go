@@ -167,8 +167,7 @@ func envelopeData(ct string, body []byte) (json.RawMessage, bool) {
 	if !utf8.Valid(body) {
 		return nil, false
 	}
-	s, _ := json.Marshal(string(body))
-	return s, true
+	return bucketing.TextData(body), true
 }
 
 // envelopeResponse builds an answer whose body is an encoded envelope.
@@ -258,9 +257,6 @@ func (b *passBody) end(err error) {
 	}
 	b.done = true
 	b.c.cancel()
-	if b.c.gone && err == nil {
-		b.c.ev.Reason = "client_closed"
-	}
 	res := bucketing.Classify(bucketing.Outcome{Status: b.status, Header: b.header, Body: b.capture, Err: err}, b.c.rules(), time.Now())
 	b.c.finish(res, b.status, b.n)
 }

@@ -94,26 +94,26 @@ func (c *QueueConfig) Validate() error {
 type QueueStats struct {
 	// Depth is the number of events waiting in the queue, not counting the
 	// batch the Writer is working on.
-	Depth int
+	Depth int `json:"depth"`
 	// Capacity is the configured capacity.
-	Capacity int
+	Capacity int `json:"capacity"`
 	// Recorded counts every call to Record, accepted or not.
-	Recorded uint64
+	Recorded uint64 `json:"recorded"`
 	// Written counts events the Writer stored.
-	Written uint64
+	Written uint64 `json:"written"`
 	// Dropped counts events lost for any reason; it is the sum of the three
 	// fields below.
-	Dropped uint64
+	Dropped uint64 `json:"dropped"`
 	// DroppedQueueFull counts events Record refused because the queue was full.
-	DroppedQueueFull uint64
+	DroppedQueueFull uint64 `json:"dropped_queue_full"`
 	// DroppedWriteError counts events in batches that failed every attempt.
-	DroppedWriteError uint64
+	DroppedWriteError uint64 `json:"dropped_write_error"`
 	// DroppedShutdown counts events recorded after Close began or abandoned
 	// when Close's context ended.
-	DroppedShutdown uint64
+	DroppedShutdown uint64 `json:"dropped_shutdown"`
 	// WriteErrors counts failed WriteEvents calls, retries included; a
 	// panicking Writer counts as a failed call.
-	WriteErrors uint64
+	WriteErrors uint64 `json:"write_errors"`
 }
 
 // Queue is a bounded asynchronous queue in front of a Writer. Record adds an

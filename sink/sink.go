@@ -54,8 +54,11 @@ type Event struct {
 	Detail string `json:"detail"`
 	// ViolationPaths are the JSON pointers of every violation.
 	ViolationPaths []string `json:"violation_paths"`
-	// Envelope is true when the caller got the envelope rather than
-	// upstream's raw answer.
+	// Envelope is true when the caller took the envelope: it asked for it
+	// (or its tool forces it) and its answer was enveloped. It is false for
+	// legacy callers, even when a refusal or a transport failure answered
+	// them in the envelope, and for answers that passed through raw
+	// (binary, streamed, too large). The adoption view counts it.
 	Envelope bool `json:"envelope"`
 	// Refused is true when toolgate answered itself and upstream was never called.
 	Refused bool `json:"refused"`

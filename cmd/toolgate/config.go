@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -98,14 +98,17 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 		lc.Admin.Listen = defaultAdminListen
 	}
 	if lc.Admin.Listen != "off" {
-		if err := checkLoopback(lc.Admin.Listen, lc.Listen.AllowNonLoopback); err != nil {
+		if err := proxy.CheckListenAddr(lc.Admin.Listen, lc.Listen.AllowNonLoopback); err != nil {
 			return nil, where(&proxy.FieldError{Path: "admin.listen", Err: err})
 		}
 	}
 	if err := lc.Events.Queue.Validate(); err != nil {
 		return nil, where(sectionError("events", err))
 	}
-	if lc.Events.File.Path != "" && !filepath.IsAbs(lc.Events.File.Path) {
+	if lc.Events.File.Path == "" {
+		lc.Events.File.Path = sink.DefaultFilePath
+	}
+	if !filepath.IsAbs(lc.Events.File.Path) {
 		lc.Events.File.Path = filepath.Join(filepath.Dir(path), lc.Events.File.Path)
 	}
 	if err := lc.Events.File.Validate(); err != nil {
@@ -127,20 +130,6 @@ func sectionError(section string, err error) error {
 	return &proxy.FieldError{Path: section + "." + field, Err: errors.New(msg)}
 }
 
-func checkLoopback(addr string, allowWide bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("not a host:port address: %v", err)
-	}
-	if allowWide || host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("%s is not a loopback address; set listen.allow_non_loopback to listen wider", host)
-	}
-	return nil
-}
-
 func contentVersion(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
@@ -156,8 +145,14 @@ func yamlError(path string, err error) error {
 		}
 		return errors.New(strings.Join(msgs, "\n"))
 	}
-	return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s:%s: %s", path, m[1], msg[len(m[0]):])
+	}
+	return fmt.Errorf("%s: %s", path, msg)
 }
+
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
 
 // lineOf finds the line of a field path such as "tools[2].match.path" in a
 // decoded YAML document, falling back to the deepest ancestor found.
