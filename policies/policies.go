@@ -24,4 +24,8 @@ type Violation struct {
 	// Got is the JSON type received ("string", "object"; "integer" for an
 	// integral number), never the value. Empty when nothing was received.
 	Got string `json:"got,omitempty"`
+	// Code is the envelope code a policy gives this violation: "policy"
+	// (the default for deny messages) or "validation" (argument problems a
+	// schema cannot express). Empty for schema violations.
+	Code string `json:"code,omitempty"`
 }
