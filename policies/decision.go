@@ -1,0 +1,298 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Reasons a policy step gives.
+const (
+	ReasonPolicyDenied  = "policy_denied"  // a deny rule fired, or allow was false
+	ReasonPolicyError   = "policy_error"   // evaluation failed (conflicting values, a builtin error, bad output)
+	ReasonPolicyTimeout = "policy_timeout" // evaluation ran past its deadline
+)
+
+// Codes a decision can carry; they match the envelope's codes.
+const (
+	CodePolicy     = "policy"
+	CodeValidation = "validation"
+)
+
+// Policy modes, per policy and per tool. The stricter setting loses: a tool
+// in dry_run runs its enforce policies in dry run; a policy that is off is
+// off for every tool.
+const (
+	ModeEnforce = "enforce"
+	ModeDryRun  = "dry_run"
+	ModeOff     = "off"
+)
+
+// DefaultDeadline bounds one policy evaluation.
+const DefaultDeadline = 50 * time.Millisecond
+
+// Decision is the verdict of a tool's policies on one call.
+type Decision struct {
+	// Allow is false when an enforced policy denied the call or failed
+	// closed.
+	Allow bool
+	// Code is the refusal's code when Allow is false: validation when every
+	// deny message says so, policy otherwise.
+	Code string
+	// Reason is policy_denied, policy_error or policy_timeout when Allow is
+	// false; when a policy failed open it names that failure instead.
+	Reason string
+	// Detail is one sentence naming the policy and its first message.
+	Detail string
+	// Violations are every deny message of every enforced policy.
+	Violations []Violation
+	// Inject holds headers to add upstream, merged from every policy that
+	// allowed the call, by canonical header name.
+	Inject map[string]string
+	// DryRun holds the messages of dry-run policies that would have denied.
+	DryRun []Violation
+	// FailedOpen names policies that failed and let the call through
+	// (fail_open).
+	FailedOpen []string
+}
+
+// Evaluator is one compiled policy: Rego now, WASM later.
+type Evaluator interface {
+	// Name is the policy's name in the configuration.
+	Name() string
+	// Eval decides one call. ctx carries the deadline.
+	Eval(ctx context.Context, in *Input) (Result, error)
+}
+
+// Result is what one policy said about one call.
+type Result struct {
+	// Denies are the deny messages; none means the policy did not deny.
+	Denies []Violation
+	// Allowed is false only when the policy defines allow and it is not true.
+	Allowed bool
+	// Inject are headers the policy asks to add.
+	Inject map[string]string
+}
+
+// Bound is a policy bound to a tool with its effective mode.
+type Bound struct {
+	Policy Evaluator
+	Mode   string
+}
+
+// Set is the policies that decide one tool's calls, in order: global ones
+// first, then the tool's own. It is immutable and safe for concurrent use.
+type Set struct {
+	tool     string
+	bound    []Bound
+	deadline time.Duration
+	failOpen bool
+}
+
+// NewSet returns the set for a tool. deadline 0 means DefaultDeadline.
+func NewSet(tool string, bound []Bound, deadline time.Duration, failOpen bool) *Set {
+	if deadline <= 0 {
+		deadline = DefaultDeadline
+	}
+	var active []Bound
+	for _, b := range bound {
+		if b.Mode != ModeOff {
+			active = append(active, b)
+		}
+	}
+	return &Set{tool: tool, bound: active, deadline: deadline, failOpen: failOpen}
+}
+
+// Len reports how many policies run (off ones are left out).
+func (s *Set) Len() int { return len(s.bound) }
+
+// Check evaluates every active policy and combines their results: any
+// enforced denial refuses the call, with every enforced message; dry-run
+// denials are only reported; an evaluation that fails or runs past the
+// deadline refuses the call unless the tool fails open.
+func (s *Set) Check(ctx context.Context, in *Input) Decision {
+	d := Decision{Allow: true}
+	var denied []string
+	allValidation := true
+	for _, b := range s.bound {
+		ectx, cancel := context.WithTimeout(ctx, s.deadline)
+		res, err := safeEval(ectx, b.Policy, in)
+		timedOut := ectx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil {
+			reason, what := ReasonPolicyError, "failed: "+err.Error()
+			if timedOut || errors.Is(err, context.DeadlineExceeded) {
+				reason, what = ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
+			}
+			if s.failOpen || b.Mode == ModeDryRun {
+				d.FailedOpen = append(d.FailedOpen, b.Policy.Name()+": "+reason)
+				continue
+			}
+			return Decision{Code: CodePolicy, Reason: reason,
+				Detail: fmt.Sprintf("Tool '%s' refused: policy '%s' %s", s.tool, b.Policy.Name(), what),
+				Violations: []Violation{{Reason: reason, Message: "policy '" + b.Policy.Name() + "' " + what}}}
+		}
+		if len(res.Denies) == 0 && !res.Allowed {
+			res.Denies = []Violation{{Reason: ReasonPolicyDenied, Message: "not allowed by policy '" + b.Policy.Name() + "'", Code: CodePolicy}}
+		}
+		if len(res.Denies) > 0 {
+			if b.Mode == ModeDryRun {
+				d.DryRun = append(d.DryRun, res.Denies...)
+				continue
+			}
+			d.Allow = false
+			denied = append(denied, b.Policy.Name())
+			for _, v := range res.Denies {
+				if v.Code != CodeValidation {
+					allValidation = false
+				}
+			}
+			d.Violations = append(d.Violations, res.Denies...)
+			continue
+		}
+		for k, v := range res.Inject {
+			if d.Inject == nil {
+				d.Inject = map[string]string{}
+			}
+			d.Inject[k] = v
+		}
+	}
+	if !d.Allow {
+		d.Inject = nil
+		d.Code, d.Reason = CodePolicy, ReasonPolicyDenied
+		if allValidation {
+			d.Code = CodeValidation
+		}
+		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message)
+		if n := len(d.Violations) - 1; n > 0 {
+			d.Detail += fmt.Sprintf(" (and %d more)", n)
+		}
+	}
+	return d
+}
+
+// safeEval runs one policy, turning a panic into an error: a broken policy
+// never takes the sidecar down.
+func safeEval(ctx context.Context, p Evaluator, in *Input) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic during evaluation: %v", r)
+		}
+	}()
+	return p.Eval(ctx, in)
+}
+
+// decodeResult reads a policy's decision document: deny (a set of strings,
+// or of objects {msg, path, code}), allow (optional boolean) and inject
+// (optional object of header names to strings).
+func decodeResult(policy string, doc map[string]any) (Result, error) {
+	res := Result{Allowed: true}
+	if a, ok := doc["allow"]; ok {
+		b, isBool := a.(bool)
+		if !isBool {
+			return res, fmt.Errorf("allow must be a boolean, got %s", typeName(a))
+		}
+		res.Allowed = b
+	}
+	if raw, ok := doc["deny"]; ok {
+		items, isArr := raw.([]any)
+		if !isArr {
+			return res, fmt.Errorf("deny must be a set, got %s", typeName(raw))
+		}
+		for _, it := range items {
+			v, err := denyViolation(it)
+			if err != nil {
+				return res, err
+			}
+			res.Denies = append(res.Denies, v)
+		}
+		sort.SliceStable(res.Denies, func(i, j int) bool {
+			if res.Denies[i].Path != res.Denies[j].Path {
+				return res.Denies[i].Path < res.Denies[j].Path
+			}
+			return res.Denies[i].Message < res.Denies[j].Message
+		})
+	}
+	if raw, ok := doc["inject"]; ok {
+		m, isObj := raw.(map[string]any)
+		if !isObj {
+			return res, fmt.Errorf("inject must be an object of header names to strings, got %s", typeName(raw))
+		}
+		res.Inject = make(map[string]string, len(m))
+		for k, v := range m {
+			s, isStr := v.(string)
+			if !isStr || !validHeaderName(k) || strings.ContainsAny(s, "\r\n") {
+				return res, fmt.Errorf("inject[%q] must be a valid header name with a one-line string value", k)
+			}
+			res.Inject[textproto.CanonicalMIMEHeaderKey(k)] = s
+		}
+	}
+	return res, nil
+}
+
+func denyViolation(it any) (Violation, error) {
+	switch x := it.(type) {
+	case string:
+		return Violation{Reason: ReasonPolicyDenied, Message: x, Code: CodePolicy}, nil
+	case map[string]any:
+		msg, _ := x["msg"].(string)
+		if msg == "" {
+			return Violation{}, errors.New("a deny object needs a non-empty string msg")
+		}
+		v := Violation{Reason: ReasonPolicyDenied, Message: msg, Code: CodePolicy}
+		if p, ok := x["path"]; ok {
+			ps, isStr := p.(string)
+			if !isStr || (ps != "" && ps[0] != '/') {
+				return Violation{}, errors.New("a deny object's path must be a JSON pointer string such as \"/query\"")
+			}
+			v.Path = ps
+		}
+		if c, ok := x["code"]; ok {
+			cs, _ := c.(string)
+			switch cs {
+			case CodePolicy, CodeValidation:
+				v.Code = cs
+			default:
+				return Violation{}, fmt.Errorf("a deny object's code must be \"policy\" or \"validation\", got %v", c)
+			}
+		}
+		if e, ok := x["expected"].(string); ok {
+			v.Expected = e
+		}
+		return v, nil
+	}
+	return Violation{}, fmt.Errorf("deny members must be strings or objects, got %s", typeName(it))
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "number"
+}
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

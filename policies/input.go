@@ -1,0 +1,82 @@
+package policies
+
+// Input is the document every policy sees as `input`, for Rego and WASM
+// alike. It is built once per call, after schema validation and coercion.
+// Policies must treat it as read-only.
+type Input struct {
+	// Tool is the matched tool's name.
+	Tool string `json:"tool"`
+	// Arguments are the call's arguments after validation and coercion:
+	// numbers from JSON bodies are json.Number, numbers coerced from query
+	// strings too.
+	Arguments map[string]any `json:"arguments"`
+	// Request describes the HTTP request.
+	Request Request `json:"request"`
+	// Caller identifies who made the call.
+	Caller Caller `json:"caller"`
+	// TraceID is the W3C trace id of the call.
+	TraceID string `json:"trace_id"`
+}
+
+// Request is the part of the HTTP request a policy may see.
+type Request struct {
+	// Method is the HTTP method, upper case.
+	Method string `json:"method"`
+	// Host is the upstream host, with the port when one was given.
+	Host string `json:"host"`
+	// Path is the request path as sent (escaped).
+	Path string `json:"path"`
+	// PathVars are the path template's variables.
+	PathVars map[string]string `json:"path_vars"`
+	// Query is the decoded query string.
+	Query map[string][]string `json:"query"`
+	// Headers holds only the allow-listed request headers, by lower-case
+	// name; repeated headers are joined with ", ".
+	Headers map[string]string `json:"headers"`
+}
+
+// Caller identifies the calling agent and its session, from the headers
+// the configuration names.
+type Caller struct {
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
+}
+
+// toValue turns the input into plain JSON-shaped Go values (maps, slices,
+// strings), which policy engines convert without reflection.
+func (in *Input) toValue() map[string]any {
+	pv := make(map[string]any, len(in.Request.PathVars))
+	for k, v := range in.Request.PathVars {
+		pv[k] = v
+	}
+	q := make(map[string]any, len(in.Request.Query))
+	for k, vs := range in.Request.Query {
+		arr := make([]any, len(vs))
+		for i, v := range vs {
+			arr[i] = v
+		}
+		q[k] = arr
+	}
+	h := make(map[string]any, len(in.Request.Headers))
+	for k, v := range in.Request.Headers {
+		h[k] = v
+	}
+	args := in.Arguments
+	if args == nil {
+		args = map[string]any{}
+	}
+	return map[string]any{
+		"tool":      in.Tool,
+		"arguments": args,
+		"request": map[string]any{
+			"method":    in.Request.Method,
+			"host":      in.Request.Host,
+			"path":      in.Request.Path,
+			"path_vars": pv,
+			"query":     q,
+			"headers":   h,
+		},
+		"caller":   map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
+		"trace_id": in.TraceID,
+	}
+}

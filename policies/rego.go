@@ -1,0 +1,246 @@
+package policies
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/tester"
+)
+
+// deniedBuiltins are the Rego builtins a toolgate policy may not call: they
+// reach the network, the environment or the clock of the host, and a policy
+// that can wait on the network can stall calls.
+var deniedBuiltins = map[string]bool{
+	"http.send":          true,
+	"net.lookup_ip_addr": true,
+	"opa.runtime":        true,
+}
+
+// capabilities is this OPA's builtins minus deniedBuiltins.
+var capabilities = func() *ast.Capabilities {
+	c := ast.CapabilitiesForThisVersion()
+	kept := c.Builtins[:0]
+	for _, b := range c.Builtins {
+		if !deniedBuiltins[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	c.Builtins = kept
+	return c
+}()
+
+// Rego is one compiled Rego policy: its modules parsed, compiled and its
+// decision query prepared once; Eval never compiles. It is immutable and
+// safe for concurrent use.
+type Rego struct {
+	name    string
+	pkg     string // the decision package, e.g. "toolgate.bounds"
+	query   rego.PreparedEvalQuery
+	modules map[string]*ast.Module // every module, tests included
+	tests   int
+	version string
+}
+
+var _ Evaluator = (*Rego)(nil)
+
+// LoadRego reads a policy from a .rego file or a folder of them (searched
+// recursively); files ending in _test.rego hold its unit tests.
+func LoadRego(name, path string) (*Rego, error) {
+	files := map[string][]byte{}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", name, err)
+	}
+	if !info.IsDir() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", name, err)
+		}
+		files[path] = b
+	} else {
+		err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".rego") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			files[p] = b
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", name, err)
+		}
+	}
+	return CompileRego(name, files)
+}
+
+// CompileRego compiles a policy from its files (name to Rego v1 source).
+// Every non-test file must declare the same package: that package is the
+// decision document, read for deny, allow and inject. Builtins that reach
+// the network or the environment (http.send, net.lookup_ip_addr,
+// opa.runtime) are refused at compile time.
+func CompileRego(name string, files map[string][]byte) (*Rego, error) {
+	if len(files) == 0 {
+		return nil, fmt.Errorf("policy %q: no .rego files", name)
+	}
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	p := &Rego{name: name, modules: map[string]*ast.Module{}}
+	decision := map[string]*ast.Module{}
+	for _, f := range names {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+		h.Write(files[f])
+		h.Write([]byte{0})
+		m, err := ast.ParseModuleWithOpts(f, string(files[f]), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", name, err)
+		}
+		p.modules[f] = m
+		if strings.HasSuffix(f, "_test.rego") {
+			p.tests++
+			continue
+		}
+		decision[f] = m
+		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
+		switch {
+		case p.pkg == "":
+			p.pkg = pkg
+		case p.pkg != pkg:
+			return nil, fmt.Errorf("policy %q: %s declares package %s, but another file declares %s; one policy is one package", name, f, pkg, p.pkg)
+		}
+	}
+	if p.pkg == "" {
+		return nil, fmt.Errorf("policy %q: only test files; add the policy's own .rego file", name)
+	}
+	p.version = hex.EncodeToString(h.Sum(nil))[:12]
+	// Compile everything (tests included) once to report every error with
+	// its location, with the restricted builtins.
+	all := ast.NewCompiler().WithCapabilities(capabilities).WithEnablePrintStatements(false)
+	if all.Compile(p.modules); all.Failed() {
+		return nil, fmt.Errorf("policy %q: %w", name, all.Errors)
+	}
+	opts := []func(*rego.Rego){
+		rego.Query("data." + p.pkg),
+		rego.Capabilities(capabilities),
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+		rego.Store(inmem.New()),
+	}
+	for _, f := range names {
+		if m, ok := decision[f]; ok {
+			opts = append(opts, rego.ParsedModule(m))
+		}
+	}
+	q, err := rego.New(opts...).PrepareForEval(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", name, err)
+	}
+	p.query = q
+	return p, nil
+}
+
+// Name is the policy's name.
+func (p *Rego) Name() string { return p.name }
+
+// Package is the decision package, such as "toolgate.bounds".
+func (p *Rego) Package() string { return p.pkg }
+
+// Version is a content hash of the policy's files.
+func (p *Rego) Version() string { return p.version }
+
+// Tests is how many test files the policy has.
+func (p *Rego) Tests() int { return p.tests }
+
+// Eval evaluates the prepared decision query against one input.
+func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
+	rs, err := p.query.Eval(ctx, rego.EvalInput(in.toValue()))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		return Result{}, regoError(err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return Result{Allowed: true}, nil // the package defines nothing: no opinion
+	}
+	doc, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return Result{}, fmt.Errorf("the decision document data.%s is not an object", p.pkg)
+	}
+	res, err := decodeResult(p.name, doc)
+	if err != nil {
+		return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
+	}
+	return res, nil
+}
+
+// regoError shortens OPA's evaluation errors to one line without input
+// values where OPA provides a code.
+func regoError(err error) error {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return errors.New(msg)
+}
+
+// TestResult is the outcome of one Rego unit test (a test_ rule).
+type TestResult struct {
+	// Name is package and rule, as in "toolgate.bounds.test_retmax_over".
+	Name string
+	// Location is file:line of the rule.
+	Location string
+	// Pass is true when the rule evaluated to true.
+	Pass bool
+	// Err holds an evaluation error, if any.
+	Err string
+	// Duration is how long the test took.
+	Duration time.Duration
+}
+
+// RunTests runs the policy's test_ rules through OPA's tester.
+func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
+	if p.tests == 0 {
+		return nil, nil
+	}
+	compiler := ast.NewCompiler().WithCapabilities(capabilities).WithEnablePrintStatements(true)
+	ch, err := tester.NewRunner().
+		SetCompiler(compiler).
+		SetStore(inmem.New()).
+		SetTimeout(10*time.Second).
+		SetParallel(1).
+		CapturePrintOutput(true).
+		RaiseBuiltinErrors(true).
+		Run(ctx, p.modules)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.name, err)
+	}
+	var out []TestResult
+	for r := range ch {
+		tr := TestResult{Name: r.Package + "." + r.Name, Pass: r.Pass(), Duration: r.Duration}
+		if r.Location != nil {
+			tr.Location = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
+		}
+		if r.Error != nil {
+			tr.Err = r.Error.Error()
+		}
+		out = append(out, tr)
+	}
+	return out, nil
+}

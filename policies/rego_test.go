@@ -1,0 +1,206 @@
+package policies
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustRego(t testing.TB, name, src string) *Rego {
+	t.Helper()
+	p, err := CompileRego(name, map[string][]byte{name + ".rego": []byte(src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCompileRegoErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"syntax error", map[string]string{"a.rego": "package p\ndeny contains x if {"}, "a.rego:"},
+		{"rego v0 syntax", map[string]string{"a.rego": "package p\ndeny[msg] { msg := \"x\" }"}, "a.rego:"},
+		{"network builtin refused", map[string]string{"a.rego": `package p
+deny contains "x" if { http.send({"method": "get", "url": "http://127.0.0.1"}) }`}, "http.send"},
+		{"environment builtin refused", map[string]string{"a.rego": `package p
+deny contains "x" if { opa.runtime().env.SECRET }`}, "opa.runtime"},
+		{"two packages", map[string]string{"a.rego": "package p\n", "b.rego": "package q\n"}, "one policy is one package"},
+		{"only tests", map[string]string{"a_test.rego": "package p_test\ntest_x if { true }"}, "only test files"},
+		{"no files", map[string]string{}, "no .rego files"},
+		{"unsafe variable", map[string]string{"a.rego": "package p\ndeny contains x if { y == 1 }"}, "unsafe"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string][]byte{}
+			for k, v := range tc.files {
+				files[k] = []byte(v)
+			}
+			_, err := CompileRego(tc.name, files)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetCheck(t *testing.T) {
+	deny := mustRego(t, "deny_big", `package t.deny_big
+deny contains {"msg": "n too big", "path": "/n", "code": "validation"} if input.arguments.n > 10
+deny contains "no weekends" if input.arguments.weekend
+`)
+	allowOnly := mustRego(t, "allow_only", `package t.allow_only
+default allow := false
+allow if input.caller.agent == "good"
+`)
+	inject := mustRego(t, "inject", `package t.inject
+inject["x-session-id"] := input.caller.session
+`)
+	conflict := mustRego(t, "conflict", `package t.conflict
+x := 1 if input.arguments.n > 0
+x := 2 if input.arguments.n > 1
+deny contains "never" if x == 3
+`)
+	builtinErr := mustRego(t, "builtin_err", `package t.builtin_err
+deny contains "bad" if to_number(input.arguments.s) > 1
+`)
+	slow := mustRego(t, "slow", `package t.slow
+deny contains "slow" if {
+	count([x | some x in numbers.range(1, 50000000); x % 7 == 0]) < 0
+}
+`)
+	badOutput := mustRego(t, "bad_output", `package t.bad_output
+deny := 7
+`)
+	in := func(n int, agent string, extra map[string]any) *Input {
+		args := map[string]any{"n": json.Number(strings.TrimSpace(jsonInt(n)))}
+		for k, v := range extra {
+			args[k] = v
+		}
+		return &Input{Tool: "tool", Arguments: args, Caller: Caller{Agent: agent, Session: "s-9"}}
+	}
+	tests := []struct {
+		name       string
+		bound      []Bound
+		failOpen   bool
+		in         *Input
+		wantAllow  bool
+		wantCode   string
+		wantReason string
+		wantMsgs   []string
+		wantDryRun int
+		wantInject string
+		wantOpen   int
+	}{
+		{"allowed", []Bound{{deny, ModeEnforce}}, false, in(1, "", nil), true, "", "", nil, 0, "", 0},
+		{"validation deny", []Bound{{deny, ModeEnforce}}, false, in(11, "", nil), false, "validation", "policy_denied", []string{"n too big"}, 0, "", 0},
+		{"mixed codes become policy", []Bound{{deny, ModeEnforce}}, false, in(11, "", map[string]any{"weekend": true}), false, "policy", "policy_denied",
+			[]string{"no weekends", "n too big"}, 0, "", 0},
+		{"allow false without deny", []Bound{{allowOnly, ModeEnforce}}, false, in(1, "bad", nil), false, "policy", "policy_denied",
+			[]string{"not allowed by policy 'allow_only'"}, 0, "", 0},
+		{"allow true", []Bound{{allowOnly, ModeEnforce}}, false, in(1, "good", nil), true, "", "", nil, 0, "", 0},
+		{"dry run reports, allows", []Bound{{deny, ModeDryRun}}, false, in(11, "", nil), true, "", "", nil, 1, "", 0},
+		{"every enforced policy's messages", []Bound{{deny, ModeEnforce}, {allowOnly, ModeEnforce}}, false, in(11, "bad", nil), false, "policy", "policy_denied",
+			[]string{"n too big", "not allowed by policy 'allow_only'"}, 0, "", 0},
+		{"inject after allow", []Bound{{deny, ModeEnforce}, {inject, ModeEnforce}}, false, in(1, "", nil), true, "", "", nil, 0, "s-9", 0},
+		{"no inject when denied", []Bound{{deny, ModeEnforce}, {inject, ModeEnforce}}, false, in(11, "", nil), false, "validation", "policy_denied", []string{"n too big"}, 0, "", 0},
+		{"off is skipped", []Bound{{deny, ModeOff}}, false, in(11, "", nil), true, "", "", nil, 0, "", 0},
+		{"conflict fails closed", []Bound{{conflict, ModeEnforce}}, false, in(5, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
+		{"conflict fails open", []Bound{{conflict, ModeEnforce}}, true, in(5, "", nil), true, "", "", nil, 0, "", 1},
+		{"builtin error fails closed", []Bound{{builtinErr, ModeEnforce}}, false, in(1, "", map[string]any{"s": "abc"}), false, "policy", "policy_error", nil, 0, "", 0},
+		{"deadline fails closed", []Bound{{slow, ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_timeout", nil, 0, "", 0},
+		{"deadline fails open", []Bound{{slow, ModeEnforce}}, true, in(1, "", nil), true, "", "", nil, 0, "", 1},
+		{"bad decision document fails closed", []Bound{{badOutput, ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			set := NewSet("tool", tc.bound, 30*time.Millisecond, tc.failOpen)
+			start := time.Now()
+			d := set.Check(context.Background(), tc.in)
+			if el := time.Since(start); el > 2*time.Second {
+				t.Errorf("check took %v; the deadline must stop it", el)
+			}
+			if d.Allow != tc.wantAllow || d.Code != tc.wantCode || d.Reason != tc.wantReason {
+				t.Fatalf("decision = allow %v %s/%s (%s), want allow %v %s/%s", d.Allow, d.Code, d.Reason, d.Detail, tc.wantAllow, tc.wantCode, tc.wantReason)
+			}
+			if tc.wantMsgs != nil {
+				var msgs []string
+				for _, v := range d.Violations {
+					msgs = append(msgs, v.Message)
+				}
+				if strings.Join(msgs, "|") != strings.Join(tc.wantMsgs, "|") {
+					t.Errorf("messages = %q, want %q", msgs, tc.wantMsgs)
+				}
+			}
+			if !d.Allow && !strings.HasPrefix(d.Detail, "Tool 'tool' refused") {
+				t.Errorf("detail = %q", d.Detail)
+			}
+			if len(d.DryRun) != tc.wantDryRun {
+				t.Errorf("dry-run denials = %d, want %d", len(d.DryRun), tc.wantDryRun)
+			}
+			if got := d.Inject["X-Session-Id"]; got != tc.wantInject {
+				t.Errorf("inject X-Session-Id = %q, want %q", got, tc.wantInject)
+			}
+			if len(d.FailedOpen) != tc.wantOpen {
+				t.Errorf("failed open = %v, want %d", d.FailedOpen, tc.wantOpen)
+			}
+		})
+	}
+}
+
+func jsonInt(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestRegoTests runs every example policy's own unit tests.
+func TestExamplePoliciesPassTheirTests(t *testing.T) {
+	for _, name := range []string{"bounds", "allowlist", "pii_guard", "approval", "session_inject"} {
+		t.Run(name, func(t *testing.T) {
+			p, err := LoadRego(name, "../examples/policies/"+name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.RunTests(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) == 0 {
+				t.Fatal("no tests ran")
+			}
+			for _, r := range res {
+				if !r.Pass {
+					t.Errorf("%s (%s) failed: %s", r.Name, r.Location, r.Err)
+				}
+			}
+		})
+	}
+}
+
+func TestRegoFailingTestReported(t *testing.T) {
+	p, err := CompileRego("p", map[string][]byte{
+		"p.rego":      []byte("package p\ndeny contains \"x\" if input.a == 1\n"),
+		"p_test.rego": []byte("package p_test\nimport data.p\ntest_wrong if { count(p.deny) == 0 with input as {\"a\": 1} }\ntest_right if { count(p.deny) == 1 with input as {\"a\": 1} }\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.RunTests(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range res {
+		got[r.Name] = r.Pass
+		if !strings.Contains(r.Location, "p_test.rego:") {
+			t.Errorf("location %q does not name the file and line", r.Location)
+		}
+	}
+	if got["data.p_test.test_wrong"] || !got["data.p_test.test_right"] || len(got) != 2 {
+		t.Errorf("results = %v", got)
+	}
+}
