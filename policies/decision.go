@@ -133,7 +133,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 				continue
 			}
 			return Decision{Code: CodePolicy, Reason: reason,
-				Detail: fmt.Sprintf("Tool '%s' refused: policy '%s' %s", s.tool, b.Policy.Name(), what),
+				Detail:     fmt.Sprintf("Tool '%s' refused: policy '%s' %s", s.tool, b.Policy.Name(), what),
 				Violations: []Violation{{Reason: reason, Message: "policy '" + b.Policy.Name() + "' " + what}}}
 		}
 		if len(res.Denies) == 0 && !res.Allowed {

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"hash"
 	"net"
 	"net/url"
 	"os"
@@ -51,8 +53,9 @@ type Config struct {
 	// Tools are the routes toolgate inspects, tried most specific first.
 	Tools []ToolConfig `yaml:"tools"`
 
-	dir   string  // where relative schema files resolve
-	tools []*tool // compiled by Validate
+	dir    string    // where relative schema files resolve
+	tools  []*tool   // compiled by Validate
+	digest hash.Hash // of every schema file read
 }
 
 // ListenConfig says which listeners run. Every address must be a loopback
@@ -152,6 +155,18 @@ type ToolConfig struct {
 	InjectHeaders map[string]string `yaml:"inject_headers"`
 	// Rules override the status table for this tool, first match wins.
 	Rules bucketing.Rules `yaml:"rules"`
+	// Policies names the policies (from the policies section) that decide
+	// this tool's calls after the schema, run after the global ones.
+	Policies []string `yaml:"policies"`
+	// PolicyMode applies to every policy of this tool: "enforce" (the
+	// default), "dry_run" (evaluate, forward anyway, record the would-be
+	// denial) or "off". The stricter of the tool's and a policy's own mode
+	// loses: either one in dry_run means dry run.
+	PolicyMode string `yaml:"policy_mode"`
+	// FailOpen lets a call through when a policy fails or runs past its
+	// deadline; the event records the failure. Default false: such calls
+	// are refused as policy/policy_error or policy/policy_timeout.
+	FailOpen bool `yaml:"fail_open"`
 }
 
 // MatchConfig selects calls by host, method and path template.
@@ -188,6 +203,7 @@ var toolName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,127}$`)
 // the folder relative schema files resolve against (the config file's).
 func (c *Config) Validate(dir string) error {
 	c.dir = dir
+	c.digest = sha256.New()
 	if c.Listen.Forward == "" {
 		c.Listen.Forward = DefaultForwardListen
 	}
@@ -362,6 +378,13 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	default:
 		return nil, fieldErr(p+".envelope", "unknown mode %q; expected on_request, always or never", tc.Envelope)
 	}
+	switch tc.PolicyMode {
+	case "":
+		t.cfg.PolicyMode = policies.ModeEnforce
+	case policies.ModeEnforce, policies.ModeDryRun, policies.ModeOff:
+	default:
+		return nil, fieldErr(p+".policy_mode", "unknown mode %q; expected enforce, dry_run or off", tc.PolicyMode)
+	}
 	if err := tc.Rules.Validate(); err != nil {
 		return nil, &FieldError{Path: p + ".rules", Err: err}
 	}
@@ -395,6 +418,8 @@ func (c *Config) compileTool(i int) (*tool, error) {
 			return nil, fieldErr(p+".schema_file", "%v", err)
 		}
 		doc, schemaDir = b, filepath.Dir(f)
+		fmt.Fprintf(c.digest, "%s\x00%d\x00", f, len(b))
+		c.digest.Write(b)
 	}
 	if doc != nil {
 		s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tc.Name, Strict: strict, Dir: schemaDir})
@@ -408,6 +433,15 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		t.schema = s
 	}
 	return t, nil
+}
+
+// SchemaDigest is a hash of every schema file Validate read, so a change to
+// a schema file changes the configuration's version.
+func (c *Config) SchemaDigest() []byte {
+	if c.digest == nil {
+		return nil
+	}
+	return c.digest.Sum(nil)
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

@@ -102,7 +102,7 @@ func newEnv(t testing.TB, cfgYAML string) *env {
 		t.Fatal(err)
 	}
 	q := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
-	srv, err := proxy.New(&cfg, proxy.Options{Recorder: q, Sidecar: "test", ConfigVersion: "v-test"})
+	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "v-test"}, proxy.Options{Recorder: q, Sidecar: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

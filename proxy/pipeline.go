@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -27,6 +28,7 @@ type call struct {
 	envelope bool // the caller asked for (or the tool forces) the envelope
 	gone     bool // the caller went away before its answer was complete
 	client   context.Context
+	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
 }
 
@@ -83,7 +85,51 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 			return c.refuse(r, schemaRefusal(t.cfg.Name, vs))
 		}
 	}
+	if chk := st.Checkers[t.cfg.Name]; chk != nil {
+		d := chk.Check(r.Context(), c.input(r, target, vars, args))
+		if ref := c.policyOutcome(d); ref != nil {
+			return c.refuse(r, ref)
+		}
+	}
 	return c.dispatch(r, target, body, size, t.cfg.Timeout)
+}
+
+// input builds the document policies see.
+func (c *call) input(r *http.Request, target *url.URL, vars map[string]string, args map[string]any) *policies.Input {
+	h := make(map[string]string, len(c.st.PolicyHeaders))
+	for _, name := range c.st.PolicyHeaders {
+		if vs := r.Header.Values(name); len(vs) > 0 {
+			h[name] = strings.Join(vs, ", ")
+		}
+	}
+	q, _ := url.ParseQuery(target.RawQuery)
+	return &policies.Input{
+		Tool:      c.t.cfg.Name,
+		Arguments: args,
+		Request: policies.Request{
+			Method: r.Method, Host: target.Host, Path: target.EscapedPath(),
+			PathVars: vars, Query: q, Headers: h,
+		},
+		Caller:  policies.Caller{Agent: c.ev.Agent, Session: c.ev.Session},
+		TraceID: c.ev.TraceID,
+	}
+}
+
+// policyOutcome records what the policies said in the event and returns
+// the refusal, if they refused.
+func (c *call) policyOutcome(d policies.Decision) *refusal {
+	for _, v := range d.DryRun {
+		c.ev.DryRunDenied = true
+		c.ev.DryRunViolations = append(c.ev.DryRunViolations, v.Message)
+	}
+	if len(d.FailedOpen) > 0 {
+		c.ev.PolicyError = strings.Join(d.FailedOpen, "; ")
+	}
+	if !d.Allow {
+		return refuse(bucketing.Code(d.Code), d.Reason, d.Detail, d.Violations)
+	}
+	c.inject = d.Inject
+	return nil
 }
 
 // dispatch sends the call upstream and shapes the answer.
@@ -108,6 +154,9 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		for k, v := range c.t.inject {
 			out.Header[k] = []string{v}
 		}
+	}
+	for k, v := range c.inject {
+		out.Header[k] = []string{v}
 	}
 	c.upStart = time.Now()
 	resp, err := c.s.transport.RoundTrip(out)
@@ -206,7 +255,8 @@ func (s *Server) newEvent(st *state, kind, method, host string, r *http.Request)
 		Listener:      kind,
 		Method:        method,
 		Host:          host,
-		ConfigVersion: st.version,
+		ConfigVersion: st.Version,
+		PolicyVersion: st.PolicyVersion,
 	}
 	if r != nil {
 		ev.Agent = r.Header.Get(st.cfg.Headers.Agent)

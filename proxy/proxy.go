@@ -34,6 +34,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -50,6 +51,32 @@ type Recorder interface {
 	Record(e sink.Event) bool
 }
 
+// Checker is the policy step: it decides a call whose arguments passed the
+// schema. policies.Set satisfies it.
+type Checker interface {
+	Check(ctx context.Context, in *policies.Input) policies.Decision
+}
+
+// Snapshot is one compiled configuration: everything a call is decided by.
+// Reload swaps it whole; a call runs start to end on the snapshot it
+// started with.
+type Snapshot struct {
+	// Config is the validated proxy configuration.
+	Config *Config
+	// Checkers holds each tool's policy step by tool name; a tool without
+	// an entry has no policies.
+	Checkers map[string]Checker
+	// PolicyHeaders are the request headers (lower-case names) policies may
+	// see in input.request.headers. Default: content-type and user-agent.
+	PolicyHeaders []string
+	// Version is the content hash of the configuration and its schemas,
+	// recorded in every event.
+	Version string
+	// PolicyVersion is the content hash of every policy loaded, recorded in
+	// every event.
+	PolicyVersion string
+}
+
 // Options are the proxy's collaborators, supplied by the composition root.
 type Options struct {
 	// Recorder receives the events. Required.
@@ -59,8 +86,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Sidecar names this instance in events. Default: the host name.
 	Sidecar string
-	// ConfigVersion is recorded in every event (a content hash of the config).
-	ConfigVersion string
 }
 
 // Server runs the listeners and the pipeline behind them.
@@ -77,10 +102,10 @@ type Server struct {
 	servers   []*http.Server
 }
 
-// state is what one configuration compiles to; reload swaps it whole.
+// state is the snapshot in force, with per-call lookups precomputed.
 type state struct {
-	cfg     *Config
-	version string
+	Snapshot
+	cfg *Config
 }
 
 type listener struct {
@@ -89,9 +114,9 @@ type listener struct {
 	h    http.Handler
 }
 
-// New returns a Server for a validated Config.
-func New(cfg *Config, opts Options) (*Server, error) {
-	if cfg.tools == nil && len(cfg.Tools) > 0 {
+// New returns a Server for a snapshot whose Config was validated.
+func New(snap Snapshot, opts Options) (*Server, error) {
+	if snap.Config == nil || (snap.Config.tools == nil && len(snap.Config.Tools) > 0) {
 		return nil, errors.New("proxy: config was not validated")
 	}
 	if opts.Recorder == nil {
@@ -102,19 +127,48 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics()}
-	s.transport = newTransport(cfg.Upstream)
-	s.Swap(cfg, opts.ConfigVersion)
+	s.transport = newTransport(snap.Config.Upstream)
+	if err := s.Swap(snap); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
-// Swap replaces the configuration for every call that starts afterwards;
+// Swap puts a new snapshot in force for every call that starts afterwards;
 // calls under way finish with the one they started with. Listener addresses
-// and transport settings do not change.
-func (s *Server) Swap(cfg *Config, version string) {
+// and transport settings are fixed at start: a snapshot that changes them is
+// refused (restart to change them).
+func (s *Server) Swap(snap Snapshot) error {
+	cfg := snap.Config
+	if cfg == nil || (cfg.tools == nil && len(cfg.Tools) > 0) {
+		return errors.New("proxy: config was not validated")
+	}
+	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
+		return errors.New("listen and upstream settings changed: they take effect only on restart")
+	}
+	if snap.PolicyHeaders == nil {
+		snap.PolicyHeaders = []string{"content-type", "user-agent"}
+	}
 	for _, t := range cfg.tools {
 		t.metrics = s.metrics.forTool(t.cfg.Name)
 	}
-	s.state.Store(&state{cfg: cfg, version: version})
+	s.state.Store(&state{Snapshot: snap, cfg: cfg})
+	return nil
+}
+
+// sameListeners reports whether two configs bind the same listeners with
+// the same transport.
+func sameListeners(a, b *Config) bool {
+	if a.Listen.Forward != b.Listen.Forward || a.Listen.AllowNonLoopback != b.Listen.AllowNonLoopback ||
+		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) {
+		return false
+	}
+	for i := range a.Listen.Reverse {
+		if a.Listen.Reverse[i].Listen != b.Listen.Reverse[i].Listen || a.Listen.Reverse[i].Upstream != b.Listen.Reverse[i].Upstream {
+			return false
+		}
+	}
+	return true
 }
 
 func newTransport(tc TransportConfig) *http.Transport {

@@ -74,8 +74,20 @@ type Event struct {
 	RequestBytes int64 `json:"request_bytes"`
 	// ResponseBytes is the size of the body sent back to the caller.
 	ResponseBytes int64 `json:"response_bytes"`
-	// ConfigVersion is the content hash of the configuration that decided the call.
+	// ConfigVersion is the content hash of the configuration (and its
+	// schemas) that decided the call.
 	ConfigVersion string `json:"config_version"`
+	// PolicyVersion is the content hash of the policy set that decided the
+	// call.
+	PolicyVersion string `json:"policy_version"`
+	// DryRunDenied is true when a dry-run policy would have refused the
+	// call; it went upstream anyway.
+	DryRunDenied bool `json:"dry_run_denied"`
+	// DryRunViolations are the would-be denial messages of dry-run policies.
+	DryRunViolations []string `json:"dry_run_violations"`
+	// PolicyError names policies that failed or ran past their deadline
+	// while the tool fails open ("name: policy_timeout"); "" when none did.
+	PolicyError string `json:"policy_error"`
 }
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is

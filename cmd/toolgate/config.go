@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -28,6 +31,8 @@ type fileConfig struct {
 	Admin adminConfig `yaml:"admin"`
 	// Events says where events go.
 	Events eventsConfig `yaml:"events"`
+	// Policies are the Rego policies tools bind by name.
+	Policies policies.Config `yaml:"policies"`
 }
 
 // adminConfig configures the admin listener.
@@ -51,8 +56,10 @@ type eventsConfig struct {
 // loadedConfig is a validated configuration and where it came from.
 type loadedConfig struct {
 	fileConfig
-	path    string
-	version string // content hash of the file
+	path     string
+	version  string // content hash of the file and its schemas
+	policies *policies.Loaded
+	snapshot proxy.Snapshot
 }
 
 // loadConfig reads, decodes and validates a configuration file. Every error
@@ -82,9 +89,13 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 	_ = yaml.Unmarshal(data, &root)
 	where := func(err error) error {
 		var fe *proxy.FieldError
+		var pe *policies.FieldError
 		field := ""
-		if errors.As(err, &fe) {
+		switch {
+		case errors.As(err, &fe):
 			field = fe.Path
+		case errors.As(err, &pe):
+			field = pe.Path
 		}
 		if line := lineOf(&root, field); line > 0 {
 			return fmt.Errorf("%s:%d: %w", path, line, err)
@@ -114,10 +125,69 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 	if err := lc.Events.File.Validate(); err != nil {
 		return nil, where(sectionError("events", err))
 	}
+	if err := lc.bindPolicies(filepath.Dir(path)); err != nil {
+		return nil, where(err)
+	}
 	if lc.Events.Sidecar == "" {
 		lc.Events.Sidecar, _ = os.Hostname()
 	}
 	return lc, nil
+}
+
+// bindPolicies compiles the policies section, runs every policy's unit
+// tests (a policy whose tests fail never takes effect), and builds each
+// tool's policy set into the snapshot.
+func (lc *loadedConfig) bindPolicies(dir string) error {
+	pol, err := lc.Policies.Load(dir)
+	if err != nil {
+		var pe *policies.FieldError
+		if errors.As(err, &pe) {
+			return &policies.FieldError{Path: "policies." + pe.Path, Err: pe.Err}
+		}
+		return err
+	}
+	rep, err := pol.RunTests(context.Background())
+	if err != nil {
+		return &policies.FieldError{Path: "policies", Err: err}
+	}
+	if rep.Failed > 0 {
+		return &policies.FieldError{Path: "policies", Err: fmt.Errorf("%d policy test(s) failed: %s", rep.Failed, failedTests(rep))}
+	}
+	checkers := map[string]proxy.Checker{}
+	for i, t := range lc.Tools {
+		set, err := pol.SetFor(t.Name, t.Policies, t.PolicyMode, t.FailOpen)
+		if err != nil {
+			var pe *policies.FieldError
+			if errors.As(err, &pe) {
+				return &policies.FieldError{Path: fmt.Sprintf("tools[%d].%s", i, pe.Path), Err: pe.Err}
+			}
+			return err
+		}
+		if set != nil {
+			checkers[t.Name] = set
+		}
+	}
+	lc.version = contentVersion(append([]byte(lc.version), lc.Config.SchemaDigest()...))
+	lc.policies = pol
+	lc.snapshot = proxy.Snapshot{
+		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
+		Version: lc.version, PolicyVersion: pol.Version(),
+	}
+	return nil
+}
+
+// failedTests names the failed tests of a report, at most five.
+func failedTests(rep policies.TestReport) string {
+	var names []string
+	for _, res := range rep.Results {
+		for _, r := range res {
+			if !r.Pass && len(names) < 5 {
+				names = append(names, r.Name+" ("+r.Location+")")
+			}
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // sectionError places a package's "field: message" error under its section

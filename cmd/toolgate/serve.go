@@ -89,11 +89,10 @@ func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
 		return nil, fmt.Errorf("open events file: %w", err)
 	}
 	sc.queue = sink.NewQueue(sc.file, lc.Events.Queue, log.With("component", "sink"))
-	sc.proxy, err = proxy.New(&lc.Config, proxy.Options{
-		Recorder:      sc.queue,
-		Logger:        log.With("component", "proxy"),
-		Sidecar:       lc.Events.Sidecar,
-		ConfigVersion: lc.version,
+	sc.proxy, err = proxy.New(lc.snapshot, proxy.Options{
+		Recorder: sc.queue,
+		Logger:   log.With("component", "proxy"),
+		Sidecar:  lc.Events.Sidecar,
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
