@@ -77,21 +77,28 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 		body, size = bytesBody(raw), int64(len(raw))
 	}
 	args, ref := extractArgs(t, r, vars, raw)
+	if ref == nil {
+		ref = c.check(r, target, vars, args)
+	}
 	if ref != nil {
 		return c.refuse(r, ref)
 	}
+	return c.dispatch(r, target, body, size, t.cfg.Timeout)
+}
+
+// check runs the steps that decide extracted arguments: the schema, then
+// the tool's policies. Evaluate runs exactly this too.
+func (c *call) check(r *http.Request, target *url.URL, vars map[string]string, args map[string]any) *refusal {
+	t := c.t
 	if t.schema != nil {
 		if vs := t.schema.Validate(args); len(vs) > 0 {
-			return c.refuse(r, schemaRefusal(t.cfg.Name, vs))
+			return schemaRefusal(t.cfg.Name, vs)
 		}
 	}
-	if chk := st.Checkers[t.cfg.Name]; chk != nil {
-		d := chk.Check(r.Context(), c.input(r, target, vars, args))
-		if ref := c.policyOutcome(d); ref != nil {
-			return c.refuse(r, ref)
-		}
+	if chk := c.st.Checkers[t.cfg.Name]; chk != nil {
+		return c.policyOutcome(chk.Check(r.Context(), c.input(r, target, vars, args)))
 	}
-	return c.dispatch(r, target, body, size, t.cfg.Timeout)
+	return nil
 }
 
 // input builds the document policies see.

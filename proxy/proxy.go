@@ -147,7 +147,7 @@ func (s *Server) Swap(snap Snapshot) error {
 		return errors.New("listen and upstream settings changed: they take effect only on restart")
 	}
 	if snap.PolicyHeaders == nil {
-		snap.PolicyHeaders = []string{"content-type", "user-agent"}
+		snap.PolicyHeaders = defaultPolicyHeaders
 	}
 	for _, t := range cfg.tools {
 		t.metrics = s.metrics.forTool(t.cfg.Name)
@@ -155,6 +155,10 @@ func (s *Server) Swap(snap Snapshot) error {
 	s.state.Store(&state{Snapshot: snap, cfg: cfg})
 	return nil
 }
+
+// defaultPolicyHeaders are the request headers policies see when the
+// snapshot names none.
+var defaultPolicyHeaders = []string{"content-type", "user-agent"}
 
 // sameListeners reports whether two configs bind the same listeners with
 // the same transport.

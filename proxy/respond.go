@@ -28,6 +28,15 @@ func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation)
 	return &refusal{code: code, reason: reason, detail: detail, violations: vs}
 }
 
+// envelope is the encoded envelope a refused caller gets.
+func (ref *refusal) envelope() []byte {
+	vs := make([]bucketing.Violation, len(ref.violations))
+	for i, v := range ref.violations {
+		vs[i] = bucketing.Violation{Path: v.Path, Message: v.Message, Expected: v.Expected, Got: v.Got}
+	}
+	return bucketing.Refusal(ref.code, ref.reason, ref.detail, vs).Marshal()
+}
+
 func schemaRefusal(tool string, vs []policies.Violation) *refusal {
 	return refuse(bucketing.CodeValidation, policies.Reason(vs), policies.Detail(tool, vs), vs)
 }
@@ -43,14 +52,11 @@ func refusalStatus(code bucketing.Code) int {
 // refuse answers a refused call: always the envelope, a 4xx status, and the
 // error code header. Upstream is never called.
 func (c *call) refuse(r *http.Request, ref *refusal) *http.Response {
-	vs := make([]bucketing.Violation, len(ref.violations))
+	body := ref.envelope()
 	paths := make([]string, len(ref.violations))
 	for i, v := range ref.violations {
-		vs[i] = bucketing.Violation{Path: v.Path, Message: v.Message, Expected: v.Expected, Got: v.Got}
 		paths[i] = v.Path
 	}
-	env := bucketing.Refusal(ref.code, ref.reason, ref.detail, vs)
-	body := env.Marshal()
 	c.ev.Refused = true
 	c.ev.Envelope = c.envelope
 	c.ev.Detail = ref.detail
