@@ -49,16 +49,16 @@ type runningLine struct {
 
 // sidecarRun is `toolgate run --config FILE` running in a goroutine.
 type sidecarRun struct {
-	path   string // the configuration file
-	data   []byte // its content
+	path string // the configuration file
+	data []byte // its content
 	// version is the configuration's version as loadConfig computes it
 	// (file and schemas), or "" when the file does not load.
 	version string
-	stdout *syncBuffer
-	stderr *syncBuffer
-	cancel context.CancelFunc // SIGINT, as run sees it
-	done   chan struct{}      // closed when run has returned
-	code   int                // run's exit code, once done is closed
+	stdout  *syncBuffer
+	stderr  *syncBuffer
+	cancel  context.CancelFunc // SIGINT, as run sees it
+	done    chan struct{}      // closed when run has returned
+	code    int                // run's exit code, once done is closed
 }
 
 // startRun writes config as toolgate.yaml in dir and calls run on it in a
