@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -386,6 +388,10 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		return nil, fieldErr(p+".policy_mode", "unknown mode %q; expected enforce, dry_run or off", tc.PolicyMode)
 	}
 	if err := tc.Rules.Validate(); err != nil {
+		var re *bucketing.RuleError
+		if errors.As(err, &re) {
+			return nil, fieldErr(fmt.Sprintf("%s.rules[%d]", p, re.Index), "%s", re.Problem)
+		}
 		return nil, &FieldError{Path: p + ".rules", Err: err}
 	}
 	t.inject = make(map[string]string, len(tc.InjectHeaders))
@@ -413,7 +419,7 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(c.dir, f)
 		}
-		b, err := os.ReadFile(f)
+		b, err := readLimited(f, policies.MaxSchemaFileBytes)
 		if err != nil {
 			return nil, fieldErr(p+".schema_file", "%v", err)
 		}
@@ -435,6 +441,23 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	return t, nil
 }
 
+// readLimited reads a whole file of at most max bytes.
+func readLimited(name string, max int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
+	}
+	return b, nil
+}
+
 // SchemaDigest is a hash of every schema file Validate read, so a change to
 // a schema file changes the configuration's version.
 func (c *Config) SchemaDigest() []byte {
@@ -453,13 +476,13 @@ func expandEnv(v string) (string, error) {
 	out := envRef.ReplaceAllStringFunc(v, func(m string) string {
 		name := m[2 : len(m)-1]
 		val, ok := os.LookupEnv(name)
-		if !ok {
+		if !ok || val == "" {
 			missing = append(missing, name)
 		}
 		return val
 	})
 	if len(missing) > 0 {
-		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+		return "", fmt.Errorf("environment variable %s is not set or empty", strings.Join(missing, ", "))
 	}
 	return out, nil
 }

@@ -221,6 +221,14 @@ func (s *Server) Listen() error {
 		return err
 	}
 	s.listeners = ls
+	for _, l := range ls {
+		s.servers = append(s.servers, &http.Server{
+			Handler:           l.h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		})
+	}
 	return nil
 }
 
@@ -242,22 +250,16 @@ func (s *Server) Addr(kind string, skip int) string {
 }
 
 // Serve serves every bound listener and returns when they have all stopped:
-// nil after Shutdown, or the first listener's error.
+// nil after Shutdown, or the first listener's error. After Shutdown it
+// returns at once.
 func (s *Server) Serve() error {
 	s.mu.Lock()
-	ls := s.listeners
-	errc := make(chan error, len(ls))
-	for _, l := range ls {
-		srv := &http.Server{
-			Handler:           l.h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		}
-		s.servers = append(s.servers, srv)
-		go func() { errc <- srv.Serve(l.ln) }()
-	}
+	ls, srvs := s.listeners, s.servers
 	s.mu.Unlock()
+	errc := make(chan error, len(ls))
+	for i, l := range ls {
+		go func() { errc <- srvs[i].Serve(l.ln) }()
+	}
 	var first error
 	for range ls {
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
@@ -268,16 +270,20 @@ func (s *Server) Serve() error {
 }
 
 // Shutdown stops accepting calls and waits for calls under way to finish, or
-// for ctx to end.
+// for ctx to end. It also closes listeners that were bound but never
+// served, so a start that failed halfway leaves nothing bound.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	srvs := s.servers
+	ls, srvs := s.listeners, s.servers
 	s.mu.Unlock()
 	var first error
 	for _, srv := range srvs {
 		if err := srv.Shutdown(ctx); err != nil && first == nil {
 			first = err
 		}
+	}
+	for _, l := range ls {
+		l.ln.Close() // a no-op error for listeners Serve already closed
 	}
 	s.transport.CloseIdleConnections()
 	return first
