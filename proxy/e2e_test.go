@@ -81,6 +81,13 @@ tools:
 
 func newEnv(t testing.TB, cfgYAML string) *env {
 	t.Helper()
+	return newEnvWith(t, cfgYAML, nil, nil)
+}
+
+// newEnvWith is newEnv with policy checkers per tool and the headers
+// policies may see.
+func newEnvWith(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, policyHeaders []string) *env {
+	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +109,8 @@ func newEnv(t testing.TB, cfgYAML string) *env {
 		t.Fatal(err)
 	}
 	q := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
-	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "v-test"}, proxy.Options{Recorder: q, Sidecar: "test"})
+	snap := proxy.Snapshot{Config: &cfg, Version: "v-test", PolicyVersion: "p-test", Checkers: checkers, PolicyHeaders: policyHeaders}
+	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

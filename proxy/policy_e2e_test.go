@@ -1,0 +1,189 @@
+package proxy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// policyConfig binds policies to pubmed_search (query args) and
+// drug_targets (JSON body) over the demo upstream.
+const policyConfig = `
+listen:
+  forward: 127.0.0.1:0
+tools:
+  - name: pubmed_search
+    match: {host: 127.0.0.1, method: GET, path: /esearch}
+    schema_file: schemas/pubmed_search.json
+  - name: drug_targets
+    match: {host: 127.0.0.1, method: POST, path: /v1/targets/search}
+    schema_file: schemas/drug_targets.json
+`
+
+const policySrc = `package t.guard
+deny contains {"msg": "retmax must be at most 20", "path": "/retmax", "code": "validation"} if input.arguments.retmax > 20
+deny contains {"msg": "no searches for secret projects", "path": "/term"} if contains(input.arguments.term, "project-x")
+deny contains "searches need an X-Approved-By header" if {
+	input.arguments.term == "needs-approval"
+	not input.request.headers["x-approved-by"]
+}
+deny contains "the secret header must not be visible" if input.request.headers["x-secret"]
+inject["X-Session-Id"] := input.caller.session if input.caller.session != ""
+`
+
+const slowSrc = `package t.slow
+deny contains "slow" if {
+	count([x | some x in numbers.range(1, 50000000); x % 7 == 0]) < 0
+}
+`
+
+func compile(t *testing.T, name, src string) *policies.Rego {
+	t.Helper()
+	p, err := policies.CompileRego(name, map[string][]byte{name + ".rego": []byte(src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPolicyModesThroughProxy checks enforce, dry_run and off through the
+// real listener: a denial never reaches upstream and carries every message;
+// a dry-run denial goes upstream and is recorded; off does nothing.
+func TestPolicyModesThroughProxy(t *testing.T) {
+	guard := compile(t, "guard", policySrc)
+	slow := compile(t, "slow", slowSrc)
+	set := func(mode string, pols ...*policies.Rego) proxy.Checker {
+		var b []policies.Bound
+		for _, p := range pols {
+			b = append(b, policies.Bound{Policy: p, Mode: mode})
+		}
+		return policies.NewSet("pubmed_search", b, 30*time.Millisecond, false)
+	}
+	tests := []struct {
+		name        string
+		checker     proxy.Checker
+		query       string
+		headers     map[string]string
+		wantStatus  int
+		wantCode    string
+		wantReason  string
+		wantMsgs    []string
+		wantHits    int64
+		wantDryRun  bool
+		wantInject  string
+		wantPolicyE string
+	}{
+		{name: "enforce allows", checker: set(policies.ModeEnforce, guard), query: "term=crispr&retmax=5",
+			headers: map[string]string{"X-Toolgate-Session": "s-1"}, wantStatus: 200, wantHits: 1, wantInject: "s-1"},
+		{name: "enforce refuses with validation code", checker: set(policies.ModeEnforce, guard), query: "term=crispr&retmax=50",
+			wantStatus: 422, wantCode: "validation", wantReason: "policy_denied", wantMsgs: []string{"retmax must be at most 20"}},
+		{name: "enforce refuses with every message", checker: set(policies.ModeEnforce, guard), query: "term=project-x&retmax=50",
+			wantStatus: 403, wantCode: "policy", wantReason: "policy_denied",
+			wantMsgs: []string{"retmax must be at most 20", "no searches for secret projects"}},
+		{name: "allow-listed header seen", checker: set(policies.ModeEnforce, guard), query: "term=needs-approval",
+			headers: map[string]string{"X-Approved-By": "dana"}, wantStatus: 200, wantHits: 1},
+		{name: "missing approval refused", checker: set(policies.ModeEnforce, guard), query: "term=needs-approval",
+			wantStatus: 403, wantCode: "policy", wantReason: "policy_denied", wantMsgs: []string{"searches need an X-Approved-By header"}},
+		{name: "headers off the allow-list are not seen", checker: set(policies.ModeEnforce, guard), query: "term=x",
+			headers: map[string]string{"X-Secret": "1"}, wantStatus: 200, wantHits: 1},
+		{name: "dry run forwards and records", checker: set(policies.ModeDryRun, guard), query: "term=crispr&retmax=50",
+			wantStatus: 200, wantHits: 1, wantDryRun: true},
+		{name: "off does nothing", checker: set(policies.ModeOff, guard), query: "term=crispr&retmax=50",
+			wantStatus: 200, wantHits: 1},
+		{name: "deadline fails closed", checker: set(policies.ModeEnforce, slow), query: "term=x",
+			wantStatus: 403, wantCode: "policy", wantReason: "policy_timeout"},
+		{name: "deadline fails open when the tool says so",
+			checker: policies.NewSet("pubmed_search", []policies.Bound{{Policy: slow, Mode: policies.ModeEnforce}}, 30*time.Millisecond, true),
+			query:   "term=x", wantStatus: 200, wantHits: 1, wantPolicyE: "slow: policy_timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvWith(t, policyConfig, map[string]proxy.Checker{"pubmed_search": tc.checker},
+				[]string{"x-approved-by", "user-agent"})
+			a := do(t, e.viaHTTP, "GET", e.up.URL()+"/esearch?"+tc.query, "", "", tc.headers)
+			if a.status != tc.wantStatus {
+				t.Fatalf("status = %d, want %d; body %s", a.status, tc.wantStatus, a.body)
+			}
+			if got := e.up.Hits("GET /esearch"); got != tc.wantHits {
+				t.Errorf("upstream hits = %d, want %d", got, tc.wantHits)
+			}
+			if tc.wantCode != "" {
+				if a.env == nil || a.env.Error == nil {
+					t.Fatalf("no error envelope: %s", a.body)
+				}
+				er := a.env.Error
+				if string(er.Code) != tc.wantCode || er.Reason != tc.wantReason || a.header.Get(proxy.HeaderErrorCode) != tc.wantCode {
+					t.Errorf("error = %s/%s (header %q), want %s/%s", er.Code, er.Reason, a.header.Get(proxy.HeaderErrorCode), tc.wantCode, tc.wantReason)
+				}
+				var msgs []string
+				for _, v := range er.Violations {
+					msgs = append(msgs, v.Message)
+				}
+				if tc.wantMsgs != nil && strings.Join(msgs, "|") != strings.Join(tc.wantMsgs, "|") {
+					t.Errorf("violation messages = %q, want %q", msgs, tc.wantMsgs)
+				}
+			}
+			if tc.wantInject != "" {
+				if got := e.up.LastRequest().Header.Get("X-Session-Id"); got != tc.wantInject {
+					t.Errorf("injected X-Session-Id = %q, want %q", got, tc.wantInject)
+				}
+			}
+			evs := e.waitEvents(t, 1)
+			if len(evs) != 1 {
+				t.Fatalf("%d events, want 1", len(evs))
+			}
+			ev := evs[0]
+			if ev.DryRunDenied != tc.wantDryRun || (tc.wantDryRun && len(ev.DryRunViolations) == 0) {
+				t.Errorf("event dry run = %v %q, want %v", ev.DryRunDenied, ev.DryRunViolations, tc.wantDryRun)
+			}
+			if ev.PolicyError != tc.wantPolicyE {
+				t.Errorf("event policy_error = %q, want %q", ev.PolicyError, tc.wantPolicyE)
+			}
+			if ev.PolicyVersion != "p-test" {
+				t.Errorf("event policy_version = %q", ev.PolicyVersion)
+			}
+			if tc.wantCode != "" && (ev.ErrorCode != tc.wantCode || ev.Reason != tc.wantReason || !ev.Refused) {
+				t.Errorf("event = %s/%s refused %v, want %s/%s refused", ev.ErrorCode, ev.Reason, ev.Refused, tc.wantCode, tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestPolicySeesJSONArguments checks a policy on a JSON-body tool sees
+// arguments after validation, and the schema runs first: a schema refusal
+// is never handed to the policy.
+func TestPolicySeesJSONArguments(t *testing.T) {
+	limit := compile(t, "limit", `package t.limit
+deny contains {"msg": "limit over 10", "path": "/limit"} if input.arguments.limit > 10
+deny contains "filters seen" if input.arguments.filters.phase_min == 3
+`)
+	e := newEnvWith(t, policyConfig, map[string]proxy.Checker{
+		"drug_targets": policies.NewSet("drug_targets", []policies.Bound{{Policy: limit, Mode: policies.ModeEnforce}}, 0, false),
+	}, nil)
+	for _, tc := range []struct {
+		body       string
+		wantStatus int
+		wantReason string
+	}{
+		{`{"query":"EGFR","limit":5}`, 200, ""},
+		{`{"query":"EGFR","limit":11}`, 403, "policy_denied"},
+		{`{"query":"EGFR","filters":{"phase_min":3}}`, 403, "policy_denied"},
+		{`{"query":"EGFR","limit":11,"lmit":1}`, 422, "unknown_field"},
+	} {
+		a := do(t, e.viaHTTP, "POST", e.up.URL()+"/v1/targets/search", "application/json", tc.body, wantEnvelope)
+		if a.status != tc.wantStatus {
+			t.Errorf("%s: status %d, want %d (%s)", tc.body, a.status, tc.wantStatus, a.body)
+			continue
+		}
+		if tc.wantReason != "" && (a.env == nil || a.env.Error == nil || a.env.Error.Reason != tc.wantReason) {
+			t.Errorf("%s: %s, want reason %s", tc.body, a.body, tc.wantReason)
+		}
+	}
+	if got := e.up.Hits("POST /v1/targets/search"); got != 1 {
+		t.Errorf("upstream hits = %d, want 1", got)
+	}
+}
+
