@@ -186,4 +186,3 @@ deny contains "filters seen" if input.arguments.filters.phase_min == 3
 		t.Errorf("upstream hits = %d, want 1", got)
 	}
 }
-
