@@ -136,7 +136,7 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 		return nil, fmt.Errorf("policy %q: %w", name, all.Errors)
 	}
 	opts := []func(*rego.Rego){
-		rego.Query("data." + p.pkg),
+		rego.Query(decisionQuery(p.pkg, decision)),
 		rego.Capabilities(capabilities),
 		rego.StrictBuiltinErrors(true),
 		rego.SetRegoVersion(ast.RegoV1),
@@ -149,10 +149,68 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	}
 	q, err := rego.New(opts...).PrepareForEval(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("policy %q: %w", name, err)
+		return nil, fmt.Errorf("policy %q: the decision rules have the wrong shape (deny must be a set, allow a boolean, inject an object): %w", name, err)
 	}
 	p.query = q
 	return p, nil
+}
+
+// decisionQuery reads only the decision rules the package defines (deny,
+// allow, inject) rather than the whole package document, so helper rules
+// are evaluated only as far as the decision needs them. A partial rule
+// (deny contains ..., inject[k] := ...) is always defined, empty when no
+// rule fires, and is read directly; a rule that may be undefined (allow
+// without a default, a complete deny or inject) is read through a
+// comprehension that is defined either way.
+func decisionQuery(pkg string, modules map[string]*ast.Module) string {
+	type kind struct{ defined, partial, hasDefault bool }
+	rules := map[string]*kind{}
+	for _, m := range modules {
+		for _, r := range m.Rules {
+			ref := r.Head.Ref()
+			if len(ref) == 0 {
+				continue
+			}
+			name := strings.Trim(ref[0].Value.String(), `"`)
+			k := rules[name]
+			if k == nil {
+				k = &kind{partial: true}
+				rules[name] = k
+			}
+			k.defined = true
+			k.hasDefault = k.hasDefault || r.Default
+			if r.Head.RuleKind() != ast.MultiValue && len(ref) < 2 {
+				k.partial = false
+			}
+		}
+	}
+	ref := "data." + pkg
+	var parts []string
+	if k := rules["deny"]; k != nil {
+		if k.partial {
+			parts = append(parts, "deny := "+ref+".deny")
+		} else {
+			parts = append(parts, "deny := [m | some m in "+ref+".deny]")
+		}
+	}
+	if k := rules["allow"]; k != nil {
+		if k.hasDefault {
+			parts = append(parts, "allow := ["+ref+".allow]")
+		} else {
+			parts = append(parts, "allow := [a | a := "+ref+".allow]")
+		}
+	}
+	if k := rules["inject"]; k != nil {
+		if k.partial {
+			parts = append(parts, "inject := "+ref+".inject")
+		} else {
+			parts = append(parts, "inject := {k: v | some k, v in "+ref+".inject}")
+		}
+	}
+	if len(parts) == 0 {
+		return "true"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Name is the policy's name.
@@ -169,19 +227,26 @@ func (p *Rego) Tests() int { return p.tests }
 
 // Eval evaluates the prepared decision query against one input.
 func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
-	rs, err := p.query.Eval(ctx, rego.EvalInput(in.toValue()))
+	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(in.toAST()))
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
 		return Result{}, regoError(err)
 	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+	if len(rs) == 0 {
 		return Result{Allowed: true}, nil // the package defines nothing: no opinion
 	}
-	doc, ok := rs[0].Expressions[0].Value.(map[string]any)
-	if !ok {
-		return Result{}, fmt.Errorf("the decision document data.%s is not an object", p.pkg)
+	doc := make(map[string]any, 3)
+	for k, v := range rs[0].Bindings {
+		if k == "allow" {
+			// [] when allow is undefined, [value] otherwise.
+			if arr, ok := v.([]any); ok && len(arr) == 1 {
+				doc[k] = arr[0]
+			}
+			continue
+		}
+		doc[k] = v
 	}
 	res, err := decodeResult(p.name, doc)
 	if err != nil {

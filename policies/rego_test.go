@@ -33,6 +33,7 @@ deny contains "x" if { opa.runtime().env.SECRET }`}, "opa.runtime"},
 		{"only tests", map[string]string{"a_test.rego": "package p_test\ntest_x if { true }"}, "only test files"},
 		{"no files", map[string]string{}, "no .rego files"},
 		{"unsafe variable", map[string]string{"a.rego": "package p\ndeny contains x if { y == 1 }"}, "unsafe"},
+		{"deny that is not a set", map[string]string{"a.rego": "package p\ndeny := 7\n"}, "deny must be a set"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ deny contains "slow" if {
 }
 `)
 	badOutput := mustRego(t, "bad_output", `package t.bad_output
-deny := 7
+deny contains 7 if input.arguments.n > 0
 `)
 	in := func(n int, agent string, extra map[string]any) *Input {
 		args := map[string]any{"n": json.Number(strings.TrimSpace(jsonInt(n)))}
