@@ -1,12 +1,5 @@
 package policies
 
-import (
-	"encoding/json"
-	"strconv"
-
-	"github.com/open-policy-agent/opa/v1/ast"
-)
-
 // Input is the document every policy sees as `input`, for Rego and WASM
 // alike. It is built once per call, after schema validation and coercion.
 // Policies must treat it as read-only.
@@ -49,80 +42,41 @@ type Caller struct {
 	Session string `json:"session"`
 }
 
-// toAST converts the input straight into OPA's value type, without the
-// generic conversion's reflection and round trip: this is most of what a
-// decision costs besides the rules themselves.
-func (in *Input) toAST() ast.Value {
-	pv := make([][2]*ast.Term, 0, len(in.Request.PathVars))
+// toValue turns the input into plain JSON-shaped Go values; wrapped in
+// ast.LazyObject, only the parts a policy reads are converted.
+func (in *Input) toValue() map[string]any {
+	pv := make(map[string]any, len(in.Request.PathVars))
 	for k, v := range in.Request.PathVars {
-		pv = append(pv, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
+		pv[k] = v
 	}
-	q := make([][2]*ast.Term, 0, len(in.Request.Query))
+	q := make(map[string]any, len(in.Request.Query))
 	for k, vs := range in.Request.Query {
-		arr := make([]*ast.Term, len(vs))
+		arr := make([]any, len(vs))
 		for i, v := range vs {
-			arr[i] = ast.StringTerm(v)
+			arr[i] = v
 		}
-		q = append(q, ast.Item(ast.StringTerm(k), ast.ArrayTerm(arr...)))
+		q[k] = arr
 	}
-	h := make([][2]*ast.Term, 0, len(in.Request.Headers))
+	h := make(map[string]any, len(in.Request.Headers))
 	for k, v := range in.Request.Headers {
-		h = append(h, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
+		h[k] = v
 	}
-	args := ast.NewObject()
-	for k, v := range in.Arguments {
-		args.Insert(ast.StringTerm(k), ast.NewTerm(toAST(v)))
+	args := in.Arguments
+	if args == nil {
+		args = map[string]any{}
 	}
-	return ast.NewObject(
-		ast.Item(ast.StringTerm("tool"), ast.StringTerm(in.Tool)),
-		ast.Item(ast.StringTerm("arguments"), ast.NewTerm(args)),
-		ast.Item(ast.StringTerm("request"), ast.ObjectTerm(
-			ast.Item(ast.StringTerm("method"), ast.StringTerm(in.Request.Method)),
-			ast.Item(ast.StringTerm("host"), ast.StringTerm(in.Request.Host)),
-			ast.Item(ast.StringTerm("path"), ast.StringTerm(in.Request.Path)),
-			ast.Item(ast.StringTerm("path_vars"), ast.ObjectTerm(pv...)),
-			ast.Item(ast.StringTerm("query"), ast.ObjectTerm(q...)),
-			ast.Item(ast.StringTerm("headers"), ast.ObjectTerm(h...)),
-		)),
-		ast.Item(ast.StringTerm("caller"), ast.ObjectTerm(
-			ast.Item(ast.StringTerm("agent"), ast.StringTerm(in.Caller.Agent)),
-			ast.Item(ast.StringTerm("session"), ast.StringTerm(in.Caller.Session)),
-		)),
-		ast.Item(ast.StringTerm("trace_id"), ast.StringTerm(in.TraceID)),
-	)
-}
-
-// toAST converts one decoded JSON value (json.Number or float64 numbers).
-func toAST(v any) ast.Value {
-	switch x := v.(type) {
-	case nil:
-		return ast.NullValue
-	case bool:
-		return ast.Boolean(x)
-	case string:
-		return ast.String(x)
-	case json.Number:
-		return ast.Number(x)
-	case float64:
-		return ast.Number(strconv.FormatFloat(x, 'g', -1, 64))
-	case int:
-		return ast.Number(strconv.Itoa(x))
-	case []any:
-		terms := make([]*ast.Term, len(x))
-		for i, e := range x {
-			terms[i] = ast.NewTerm(toAST(e))
-		}
-		return ast.NewArray(terms...)
-	case map[string]any:
-		obj := ast.NewObject()
-		for k, e := range x {
-			obj.Insert(ast.StringTerm(k), ast.NewTerm(toAST(e)))
-		}
-		return obj
+	return map[string]any{
+		"tool":      in.Tool,
+		"arguments": args,
+		"request": map[string]any{
+			"method":    in.Request.Method,
+			"host":      in.Request.Host,
+			"path":      in.Request.Path,
+			"path_vars": pv,
+			"query":     q,
+			"headers":   h,
+		},
+		"caller":   map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
+		"trace_id": in.TraceID,
 	}
-	// Not produced by JSON decoding; fall back to OPA's own conversion.
-	if val, err := ast.InterfaceToValue(v); err == nil {
-		return val
-	}
-	return ast.NullValue
 }

@@ -227,7 +227,7 @@ func (p *Rego) Tests() int { return p.tests }
 
 // Eval evaluates the prepared decision query against one input.
 func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(in.toAST()))
+	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(in.toValue())))
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
