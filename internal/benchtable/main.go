@@ -16,10 +16,14 @@ import (
 	"strings"
 )
 
-// Budget targets for the validated route, from the sidecar core issue.
+// Budget targets: the validated route's, from the sidecar core issue, and
+// the policy route's against the validated (schema-only) route, from the
+// Rego issue.
 const (
 	minThroughputRatio = 0.30
 	maxAddedP50US      = 250.0
+	maxPolicyCPUUS     = 20.0
+	maxPolicyLoss      = 0.10
 )
 
 var line = regexp.MustCompile(`^BenchmarkProxy/(throughput|latency)/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
@@ -70,25 +74,32 @@ func run(in io.Reader, out io.Writer) int {
 	dRPS := med("throughput", "direct", "req/s")
 	dP50 := med("latency", "direct", "p50-us")
 	dP99 := med("latency", "direct", "p99-us")
-	fmt.Fprintf(out, "\n%-12s %12s %8s %9s %10s %9s %10s %8s\n", "route", "req/s@32", "ratio", "p50 us", "added p50", "p99 us", "added p99", "runs")
+	fmt.Fprintf(out, "\n%-12s %12s %8s %9s %10s %9s %10s %11s %6s\n", "route", "req/s@32", "ratio", "p50 us", "added p50", "p99 us", "added p99", "cpu us/call", "runs")
 	for _, r := range order {
 		rps := med("throughput", r, "req/s")
 		p50, p99 := med("latency", r, "p50-us"), med("latency", r, "p99-us")
-		fmt.Fprintf(out, "%-12s %12.0f %7.2fx %9.0f %10.0f %9.0f %10.0f %8d\n",
-			r, rps, rps/dRPS, p50, p50-dP50, p99, p99-dP99, len(samples["throughput/"+r]["req/s"]))
+		fmt.Fprintf(out, "%-12s %12.0f %7.2fx %9.0f %10.0f %9.0f %10.0f %11.1f %6d\n",
+			r, rps, rps/dRPS, p50, p50-dP50, p99, p99-dP99, med("throughput", r, "cpu-us/op"), len(samples["throughput/"+r]["req/s"]))
 	}
 	ok := true
-	if rps := med("throughput", "validated", "req/s"); rps > 0 {
-		ratio, added := rps/dRPS, med("latency", "validated", "p50-us")-dP50
-		verdict := func(pass bool) string {
-			if pass {
-				return "met"
-			}
-			ok = false
-			return "MISSED"
+	verdict := func(pass bool) string {
+		if pass {
+			return "met"
 		}
+		ok = false
+		return "MISSED"
+	}
+	vRPS := med("throughput", "validated", "req/s")
+	if vRPS > 0 {
+		ratio, added := vRPS/dRPS, med("latency", "validated", "p50-us")-dP50
 		fmt.Fprintf(out, "\nvalidated route: throughput %.2fx direct (target >= %.2fx): %s; added p50 %.0f us (target <= %.0f us): %s\n",
 			ratio, minThroughputRatio, verdict(ratio >= minThroughputRatio), added, maxAddedP50US, verdict(added <= maxAddedP50US))
+	}
+	if pRPS := med("throughput", "policy", "req/s"); pRPS > 0 && vRPS > 0 {
+		cpu := med("throughput", "policy", "cpu-us/op") - med("throughput", "validated", "cpu-us/op")
+		loss := 1 - pRPS/vRPS
+		fmt.Fprintf(out, "policy route vs validated: added CPU %.1f us per call (target <= %.0f us): %s; throughput lost %.0f%% (target <= %.0f%%): %s\n",
+			cpu, maxPolicyCPUUS, verdict(cpu <= maxPolicyCPUUS), loss*100, maxPolicyLoss*100, verdict(loss <= maxPolicyLoss))
 	}
 	if !ok {
 		return 1

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestTable(t *testing.T) {
+	in := `goos: linux
+BenchmarkProxy/throughput/direct-2     100  1 ns/op  50.0 cpu-us/op  30000 req/s
+BenchmarkProxy/throughput/direct-2     100  1 ns/op  52.0 cpu-us/op  10000 req/s
+BenchmarkProxy/throughput/direct-2     100  1 ns/op  51.0 cpu-us/op  20000 req/s
+BenchmarkProxy/throughput/validated-2  100  1 ns/op  100.0 cpu-us/op  8000 req/s
+BenchmarkProxy/throughput/policy-2     100  1 ns/op  130.0 cpu-us/op  6000 req/s
+BenchmarkProxy/latency/direct-2        100  1 ns/op  40.00 p50-us  150.0 p99-us
+BenchmarkProxy/latency/validated-2     100  1 ns/op  140.0 p50-us  450.0 p99-us
+BenchmarkProxy/latency/policy-2        100  1 ns/op  170.0 p50-us  500.0 p99-us
+`
+	var out bytes.Buffer
+	code := run(strings.NewReader(in), &out)
+	got := out.String()
+	for _, want := range []string{
+		"direct              20000    1.00x", // the median of three runs
+		"validated            8000    0.40x",
+		"added p50 100 us (target <= 250 us): met",
+		"added CPU 30.0 us per call (target <= 20 us): MISSED",
+		"throughput lost 25% (target <= 10%): MISSED",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if code != 1 {
+		t.Errorf("exit code %d with missed targets, want 1", code)
+	}
+	if code := run(strings.NewReader("PASS\n"), &out); code != 1 {
+		t.Errorf("exit code %d without results, want 1", code)
+	}
+}
