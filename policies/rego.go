@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -307,5 +308,19 @@ func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 		}
 		out = append(out, tr)
 	}
+	// OPA reports tests in no fixed order; report them in file order.
+	sort.Slice(out, func(i, j int) bool { return lessLocation(out[i].Location, out[j].Location) })
 	return out, nil
+}
+
+// lessLocation orders "file:line" locations by file, then line number.
+func lessLocation(a, b string) bool {
+	fa, la, _ := strings.Cut(a, ":")
+	fb, lb, _ := strings.Cut(b, ":")
+	if fa != fb {
+		return fa < fb
+	}
+	na, _ := strconv.Atoi(la)
+	nb, _ := strconv.Atoi(lb)
+	return na < nb
 }

@@ -239,7 +239,7 @@ func yamlError(path string, data []byte, err error) error {
 var (
 	yamlLine      = regexp.MustCompile(`^line (\d+): `)
 	unknownField  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
-	wrongType     = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) .* into (\\S+)$")
+	wrongType     = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+) .* into (\S+)$`)
 	yamlTypeNames = map[string]string{"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
 		"map": "a mapping", "seq": "a list", "null": "null", "timestamp": "a timestamp"}
 )

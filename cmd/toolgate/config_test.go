@@ -437,7 +437,7 @@ func TestExampleConfig(t *testing.T) {
 		{
 			name:      "PUBMED_API_KEY missing",
 			unset:     []string{"PUBMED_API_KEY"},
-			wantField: "tools[0].inject_headers.api_key",
+			wantField: "tools[0].inject_headers.X-Api-Key",
 			wantLine:  lineOfText("${PUBMED_API_KEY}"),
 			wantVar:   "PUBMED_API_KEY",
 		},
@@ -451,7 +451,7 @@ func TestExampleConfig(t *testing.T) {
 		{
 			name:      "both missing: the first is named",
 			unset:     []string{"PUBMED_API_KEY", "DOCS_TOKEN"},
-			wantField: "tools[0].inject_headers.api_key",
+			wantField: "tools[0].inject_headers.X-Api-Key",
 			wantLine:  lineOfText("${PUBMED_API_KEY}"),
 			wantVar:   "PUBMED_API_KEY",
 		},

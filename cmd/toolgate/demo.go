@@ -27,7 +27,7 @@ starts the sidecar with the embedded demo configuration, plays a script of
 calls as a legacy client would (through HTTP_PROXY or a base URL; some asking
 for the envelope, some not; some with typos, missing fields and wrong types),
 and prints what came back and where the events went. Nothing else is needed.`,
-		Args: cobra.NoArgs,
+		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runDemo(c.Context(), c.OutOrStdout(), dir)
 		},

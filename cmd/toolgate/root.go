@@ -34,6 +34,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var st exitStatus
+	if errors.As(err, &st) {
+		return int(st) // the command has said why
+	}
 	fmt.Fprintln(stderr, "toolgate:", err)
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -49,18 +53,36 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// An unknown command is a usage error; the bare command prints help.
+	root.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q (see '%s --help')", args[0], c.CommandPath())}
+		}
+		return nil
+	}
+	root.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd(), newPolicyCmd())
 	return root
+}
+
+// exactArgs is cobra.ExactArgs whose failure is a usage error (exit 2).
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(c, args); err != nil {
+			return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+		}
+		return nil
+	}
 }
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			fmt.Fprintln(c.OutOrStdout(), "toolgate", buildVersion())
 			return nil

@@ -1,0 +1,845 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// exitRefused is the exit code of `toolgate policy eval` when the checks
+// refuse the call: not an error, an answer a script can branch on.
+const exitRefused = 3
+
+// exitStatus ends a command with an exit code and nothing more on stderr:
+// the command has already said everything on stdout.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// caseFileSuffix names the case files `toolgate policy test` runs.
+const caseFileSuffix = ".cases.yaml"
+
+// regoTestTimeout bounds one policy's unit tests in `toolgate policy test`.
+const regoTestTimeout = 30 * time.Second
+
+func newPolicyCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "policy",
+		Short: "Test, evaluate and check Rego policies and the checks they take part in",
+		Long: `Policy is the command line for working on policies without running the
+sidecar: test runs policies' Rego unit tests and case files, eval shows what
+the checks decide for one call, check loads a configuration as the sidecar
+would and reports whether it would start.
+
+Configurations load exactly as 'toolgate run' loads them: "${NAME}" in
+inject_headers needs the environment variable NAME set (to any non-empty
+value; nothing is sent), and every bound policy's unit tests run first.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("missing subcommand: test, eval or check (see '%s --help')", c.CommandPath())}
+			}
+			return usageError{fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())}
+		},
+	}
+	c.AddCommand(newPolicyTestCmd(), newPolicyEvalCmd(), newPolicyCheckCmd())
+	return c
+}
+
+
+func newPolicyTestCmd() *cobra.Command {
+	var cfgPath string
+	c := &cobra.Command{
+		Use:   "test DIR",
+		Short: "Run policies' Rego unit tests and case files",
+		Long: `Test runs everything under DIR (or the one .rego or .cases.yaml file DIR
+names) and prints one PASS or FAIL line per test, then "N passed, M failed".
+It exits 0 when at least one test ran and none failed, 1 otherwise, and 2 on
+a usage error.
+
+Rego unit tests: every folder holding .rego files (DIR itself included) is
+one policy, named after the folder, with every .rego file below it; its
+test_ rules in *_test.rego files run through OPA's tester. A policy that
+does not compile is one failure, with the compiler's message.
+
+  PASS bounds/test_over_bounds_denied (210µs)
+  FAIL bounds/test_within_bounds_allowed (policies/bounds/bounds_test.rego:5)
+
+Case files: every *.cases.yaml file under DIR lists calls and what the
+checks must decide for each. A case runs the same checks the sidecar runs
+for a call (the tool's schema, then its policies, in their configured
+modes) through a configuration loaded as 'toolgate run' loads it, without
+sending anything. Arguments are given as YAML and reach the checks as a
+JSON body's would (numbers as JSON numbers).
+
+  config: ../toolgate.yaml   # relative to the case file; --config overrides it;
+                             # required when --config is not given
+  cases:
+    - name: retmax over the bound        # required, unique in the file
+      tool: pubmed_search                # required: a tool of the config
+      arguments: {term: x, retmax: 500}  # the call's arguments (default {})
+      headers:                           # request headers, such as the agent
+        X-Approved-By: dana              # and session headers (optional)
+      expect:
+        outcome: refused                 # required: refused | allowed
+        code: validation                 # the envelope's code (refused only)
+        reason: too_large                # the envelope's reason (refused only)
+        message: at most 100             # a fragment of the detail or of one
+                                         # violation's message (refused only)
+        paths: [/retmax]                 # exactly these violation paths, in
+                                         # any order; [] for none (refused only)
+        dry_run: looks like              # a fragment of a dry-run denial
+        inject: {X-Session-Id: s-1}      # headers injected upstream, with these
+                                         # values; secrets show as "(set)"
+
+Keys are checked: an unknown or misspelt key is an error naming the file and
+line. A case that does not match prints what it wanted and what it got:
+
+  FAIL cases/examples.cases.yaml: retmax over the bound
+    outcome  want refused      got allowed
+    code     want validation   got (none)`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPolicyTest(c.Context(), c.OutOrStdout(), args[0], cfgPath)
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "", "configuration for every case file, instead of each file's config key")
+	return c
+}
+
+func newPolicyEvalCmd() *cobra.Command {
+	var cfgPath, tool, args string
+	var headers []string
+	c := &cobra.Command{
+		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...]",
+		Short: "Show what the checks decide for one call",
+		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
+arguments exactly as the sidecar would for a call, without sending anything,
+and prints the decision: allowed or refused, the code, reason and detail,
+each violation's path and message, the denials of dry-run policies, the
+headers that would be injected upstream (secrets show as "(set)"), and, for
+a refusal, the exact envelope the caller would get.
+
+--args is the JSON object of arguments, as a JSON body would carry them.
+--header adds a request header, such as the agent and session headers or
+a header policies may see (policies.headers); repeat it for more.
+
+Exit codes: 0 when the call would be allowed, 3 when it would be refused,
+1 on an error (a configuration that does not load, --args that is not a JSON
+object, a tool the configuration does not have), 2 on a usage error.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if tool == "" {
+				return usageError{fmt.Errorf("--tool is required (see '%s --help')", c.CommandPath())}
+			}
+			h, err := parseHeaderFlags(headers)
+			if err != nil {
+				return usageError{err}
+			}
+			return runPolicyEval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration (required)")
+	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
+	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
+	return c
+}
+
+func newPolicyCheckCmd() *cobra.Command {
+	var cfgPath string
+	c := &cobra.Command{
+		Use:   "check --config FILE",
+		Short: "Load a configuration, its schemas and policies, and report",
+		Long: `Check loads a configuration as 'toolgate run' does (the file, its schemas,
+its policies, every policy's unit tests) without starting anything, and
+prints "ok: N tools, M policies, config version V, policy version W", or the
+first error as FILE:LINE: field: message. It exits 0 or 1: a step for the CI
+of a policy repository.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			lc, err := loadConfig(cfgPath)
+			if err != nil {
+				return err
+			}
+			pv := lc.policies.Version()
+			if pv == "" {
+				pv = "(none)"
+			}
+			fmt.Fprintf(c.OutOrStdout(), "ok: %d tools, %d policies, config version %s, policy version %s\n",
+				len(lc.Tools), len(lc.policies.Names()), lc.version, pv)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	return c
+}
+
+// parseHeaderFlags turns --header NAME=VALUE flags into request headers.
+func parseHeaderFlags(flags []string) (http.Header, error) {
+	h := http.Header{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t:") {
+			return nil, fmt.Errorf("--header %q: expected NAME=VALUE", f)
+		}
+		h.Add(k, v)
+	}
+	return h, nil
+}
+
+// decodeArguments decodes a call's arguments as the sidecar decodes a JSON
+// body: one object, numbers as json.Number, nothing after it.
+func decodeArguments(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("not valid JSON: %v (at byte %d)", err, se.Offset)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errors.New("not valid JSON: it ends early")
+		}
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("not valid JSON: data after the object (at byte %d)", dec.InputOffset())
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("must be a JSON object of arguments, got %s", jsonKind(v))
+	}
+	return obj, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	}
+	return "an object"
+}
+
+func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header) error {
+	args, err := decodeArguments([]byte(rawArgs))
+	if err != nil {
+		return fmt.Errorf("--args: %w", err)
+	}
+	lc, err := loadConfig(cfgPath)
+	if err != nil {
+		return err
+	}
+	v, err := proxy.Evaluate(ctx, lc.snapshot, tool, args, h)
+	if err != nil {
+		return err
+	}
+	printVerdict(out, tool, v)
+	if !v.Allowed {
+		return exitStatus(exitRefused)
+	}
+	return nil
+}
+
+// printVerdict prints a decision for people, then, for a refusal, the
+// envelope exactly as a caller gets it (indented).
+func printVerdict(out io.Writer, tool string, v proxy.Verdict) {
+	row := func(k, format string, a ...any) {
+		fmt.Fprintf(out, "%-12s %s\n", k, fmt.Sprintf(format, a...))
+	}
+	row("tool", "%s", tool)
+	if v.Allowed {
+		row("outcome", "allowed")
+	} else {
+		row("outcome", "refused (HTTP %d)", v.Status)
+		row("code", "%s", v.Code)
+		row("reason", "%s", v.Reason)
+		row("detail", "%s", v.Detail)
+		for i, p := range v.Paths {
+			row("violation", "%s: %s", pointerText(p), v.Messages[i])
+		}
+	}
+	for _, m := range v.DryRun {
+		row("dry run", "%s", m)
+	}
+	if v.PolicyError != "" {
+		row("policy error", "%s (failed open)", v.PolicyError)
+	}
+	keys := make([]string, 0, len(v.Inject))
+	for k := range v.Inject {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		val := v.Inject[k]
+		if val == "" {
+			val = `""`
+		}
+		row("inject", "%s: %s", k, val)
+	}
+	if v.Allowed {
+		return
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, v.Envelope, "", "  "); err != nil {
+		buf.Reset()
+		buf.Write(v.Envelope)
+	}
+	fmt.Fprintf(out, "\nenvelope (HTTP %d, X-Toolgate-Error: %s):\n%s\n", v.Status, v.Code, buf.Bytes())
+}
+
+// pointerText shows a JSON pointer; the empty pointer is the whole
+// arguments object.
+func pointerText(p string) string {
+	if p == "" {
+		return "(arguments)"
+	}
+	return p
+}
+
+// caseFile is a file of policy cases, NAME.cases.yaml, that `toolgate
+// policy test` runs: calls, each with what the checks (schema, then
+// policies) must decide for it. Decoding is strict: an unknown key is an
+// error naming the file and the line.
+//
+//	config: ../toolgate.yaml        # relative to this file; --config overrides;
+//	                                # required when --config is not given
+//	cases:
+//	  - name: retmax over the bound # required, unique in the file
+//	    tool: pubmed_search         # required: a tool of the configuration
+//	    arguments: {term: x, retmax: 500}   # default {}; numbers reach the
+//	                                        # checks as json.Number, as from a JSON body
+//	    headers: {X-Approved-By: dana}      # request headers (agent, session,
+//	                                        # headers policies may see); optional
+//	    expect:
+//	      outcome: refused          # required: refused | allowed
+//	      code: validation          # the envelope's code (refused only)
+//	      reason: too_large         # the envelope's reason (refused only)
+//	      message: at most 100      # a fragment of the detail or of one
+//	                                # violation message (refused only)
+//	      paths: [/retmax]          # exactly these violation paths, any order;
+//	                                # [] for none (refused only)
+//	      dry_run: looks like       # a fragment of one dry-run denial message
+//	      inject: {X-Session-Id: s-1}   # headers injected upstream with these
+//	                                    # values; secrets show as "(set)"
+//
+// Fields left out are not checked.
+type caseFile struct {
+	// Config is the configuration the cases run against, relative to the
+	// case file. Required unless --config is given, which overrides it.
+	Config string `yaml:"config"`
+	// Cases are the calls, run in order.
+	Cases []policyCase `yaml:"cases"`
+}
+
+// policyCase is one call and what the checks must decide for it.
+type policyCase struct {
+	// Name names the case in the output. Required and unique in the file.
+	Name string `yaml:"name"`
+	// Tool is the tool's name in the configuration. Required.
+	Tool string `yaml:"tool"`
+	// Arguments are the call's arguments. Default: none ({}).
+	Arguments map[string]any `yaml:"arguments"`
+	// Headers are request headers the call carries. Default: none.
+	Headers map[string]string `yaml:"headers"`
+	// Expect is what the checks must decide.
+	Expect caseExpect `yaml:"expect"`
+}
+
+// caseExpect is what a case expects; an empty field is not checked.
+type caseExpect struct {
+	// Outcome is "refused" or "allowed". Required.
+	Outcome string `yaml:"outcome"`
+	// Code is the envelope's code, such as validation or policy.
+	Code string `yaml:"code"`
+	// Reason is the envelope's reason, such as policy_denied.
+	Reason string `yaml:"reason"`
+	// Message must appear in the detail or in one violation's message.
+	Message string `yaml:"message"`
+	// Paths are exactly the violations' paths, in any order; nil is not
+	// checked, an empty list means no violation paths.
+	Paths *[]string `yaml:"paths"`
+	// DryRun must appear in one dry-run denial's message.
+	DryRun string `yaml:"dry_run"`
+	// Inject are headers that must be injected upstream with these values.
+	Inject map[string]string `yaml:"inject"`
+}
+
+// Outcomes a case expects.
+const (
+	outcomeAllowed = "allowed"
+	outcomeRefused = "refused"
+)
+
+// policyTest is one run of `toolgate policy test`: it prints as it goes
+// and counts.
+type policyTest struct {
+	out       io.Writer
+	root      string // DIR as given
+	configArg string // --config; "" when each case file names its own
+	passed    int
+	failed    int
+	configs   map[string]loadResult // by absolute path
+}
+
+type loadResult struct {
+	lc  *loadedConfig
+	err error
+}
+
+func runPolicyTest(ctx context.Context, out io.Writer, dir, configArg string) error {
+	regoDirs, caseFiles, err := findPolicyWork(dir)
+	if err != nil {
+		return err
+	}
+	pt := &policyTest{out: out, root: dir, configArg: configArg, configs: map[string]loadResult{}}
+	for _, d := range regoDirs {
+		pt.regoTests(ctx, d)
+	}
+	for _, f := range caseFiles {
+		pt.caseFile(ctx, f)
+	}
+	fmt.Fprintf(out, "%d passed, %d failed\n", pt.passed, pt.failed)
+	switch {
+	case pt.failed > 0:
+		return exitStatus(exitError)
+	case pt.passed == 0:
+		return fmt.Errorf("no Rego tests and no cases (*%s) under %s", caseFileSuffix, dir)
+	}
+	return nil
+}
+
+// findPolicyWork lists the policies (folders holding .rego files, each
+// taking every .rego file below it) and the case files under dir, which
+// may also name one .rego or case file.
+func findPolicyWork(dir string) (regoDirs, caseFiles []string, err error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !info.IsDir() {
+		switch {
+		case strings.HasSuffix(dir, caseFileSuffix):
+			return nil, []string{dir}, nil
+		case strings.HasSuffix(dir, ".rego"):
+			return []string{dir}, nil, nil
+		}
+		return nil, nil, usageError{fmt.Errorf("%s is not a folder, a .rego file or a %s file", dir, caseFileSuffix)}
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			has, err := holdsRego(p)
+			if err != nil {
+				return err
+			}
+			if has && !slices.ContainsFunc(regoDirs, func(r string) bool { return within(r, p) }) {
+				regoDirs = append(regoDirs, p)
+			}
+			return nil
+		}
+		if strings.HasSuffix(d.Name(), caseFileSuffix) {
+			caseFiles = append(caseFiles, p)
+		}
+		return nil
+	})
+	return regoDirs, caseFiles, err
+}
+
+// holdsRego reports whether dir itself holds a .rego file.
+func holdsRego(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".rego") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+func (pt *policyTest) pass(name string, d time.Duration) {
+	pt.passed++
+	fmt.Fprintf(pt.out, "PASS %s (%s)\n", name, roundDuration(d))
+}
+
+// fail prints a FAIL line and its indented explanation.
+func (pt *policyTest) fail(head string, lines ...string) {
+	pt.failed++
+	fmt.Fprintf(pt.out, "FAIL %s\n", head)
+	for _, l := range lines {
+		for _, s := range strings.Split(strings.TrimRight(l, "\n"), "\n") {
+			fmt.Fprintf(pt.out, "  %s\n", s)
+		}
+	}
+}
+
+// regoTests runs one policy's Rego unit tests.
+func (pt *policyTest) regoTests(ctx context.Context, path string) {
+	name := filepath.Base(path)
+	if abs, err := filepath.Abs(path); err == nil {
+		name = filepath.Base(abs)
+	}
+	name = strings.TrimSuffix(name, ".rego")
+	pol, err := policies.LoadRego(name, path)
+	if err != nil {
+		pt.fail(name+" (does not compile)", err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, regoTestTimeout)
+	defer cancel()
+	results, err := pol.RunTests(ctx)
+	if err != nil {
+		pt.fail(name+" (tests did not run)", err.Error())
+		return
+	}
+	sortBySource(results)
+	for _, r := range results {
+		test := name + "/" + r.Name[strings.LastIndexByte(r.Name, '.')+1:]
+		switch {
+		case r.Pass:
+			pt.pass(test, r.Duration)
+		case r.Err != "":
+			pt.fail(test+" ("+r.Location+")", r.Err)
+		default:
+			pt.fail(test+" ("+r.Location+")", "the rule is false or undefined")
+		}
+	}
+}
+
+// sortBySource orders test results as their rules appear in the files
+// (OPA's tester reports them in no fixed order).
+func sortBySource(results []policies.TestResult) {
+	at := func(r policies.TestResult) (string, int) {
+		i := strings.LastIndexByte(r.Location, ':')
+		if i < 0 {
+			return r.Location, 0
+		}
+		n, _ := strconv.Atoi(r.Location[i+1:])
+		return r.Location[:i], n
+	}
+	slices.SortStableFunc(results, func(a, b policies.TestResult) int {
+		fa, la := at(a)
+		fb, lb := at(b)
+		if c := strings.Compare(fa, fb); c != 0 {
+			return c
+		}
+		if c := la - lb; c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// caseFile runs one case file; a file that does not decode, or whose
+// configuration does not load, is one failure.
+func (pt *policyTest) caseFile(ctx context.Context, path string) {
+	label := path
+	if rel, err := filepath.Rel(pt.root, path); err == nil && rel != "." {
+		label = rel
+	} else {
+		label = filepath.Base(path)
+	}
+	cf, err := readCaseFile(path)
+	if err != nil {
+		pt.fail(label, err.Error())
+		return
+	}
+	cfgPath := pt.configArg
+	if cfgPath == "" {
+		if cf.Config == "" {
+			pt.fail(label, path+": no configuration: set config: in the file or pass --config")
+			return
+		}
+		cfgPath = cf.Config
+		if !filepath.IsAbs(cfgPath) {
+			cfgPath = filepath.Join(filepath.Dir(path), cfgPath)
+		}
+	}
+	lc, err := pt.config(cfgPath)
+	if err != nil {
+		pt.fail(label, "config: "+err.Error())
+		return
+	}
+	for _, c := range cf.Cases {
+		start := time.Now()
+		v, err := proxy.Evaluate(ctx, lc.snapshot, c.Tool, c.jsonArguments, c.header())
+		if err != nil {
+			pt.fail(label+": "+c.Name, err.Error())
+			continue
+		}
+		if diff := c.Expect.diff(v); len(diff) > 0 {
+			pt.fail(label+": "+c.Name, diff...)
+			continue
+		}
+		pt.pass(label+": "+c.Name, time.Since(start))
+	}
+}
+
+// config loads a configuration once per run.
+func (pt *policyTest) config(path string) (*loadedConfig, error) {
+	key, err := filepath.Abs(path)
+	if err != nil {
+		key = path
+	}
+	if r, ok := pt.configs[key]; ok {
+		return r.lc, r.err
+	}
+	lc, err := loadConfig(path)
+	pt.configs[key] = loadResult{lc, err}
+	return lc, err
+}
+
+// decodedCase is a case with its arguments as a JSON body would give them.
+type decodedCase struct {
+	policyCase
+	jsonArguments map[string]any
+}
+
+func (c *decodedCase) header() http.Header {
+	h := http.Header{}
+	for k, v := range c.Headers {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// decodedCaseFile is a case file checked and ready to run.
+type decodedCaseFile struct {
+	Config string
+	Cases  []decodedCase
+}
+
+// readCaseFile reads and checks a case file.
+func readCaseFile(path string) (*decodedCaseFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseCaseFile(path, data)
+}
+
+// parseCaseFile decodes and checks a case file's bytes; path names the
+// file in errors, each of which names the line too.
+func parseCaseFile(path string, data []byte) (*decodedCaseFile, error) {
+	var cf caseFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cf); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: no cases", path)
+		}
+		return nil, yamlError(path, data, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if extra.Line > 0 {
+			return nil, fmt.Errorf("%s:%d: the file holds more than one YAML document", path, extra.Line)
+		}
+		return nil, fmt.Errorf("%s: the file holds more than one YAML document", path)
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	at := func(field, format string, a ...any) error {
+		return fmt.Errorf("%s:%d: %s: %s", path, lineOf(&root, field), field, fmt.Sprintf(format, a...))
+	}
+	if len(cf.Cases) == 0 {
+		return nil, at("cases", "no cases")
+	}
+	out := &decodedCaseFile{Config: cf.Config}
+	seen := map[string]bool{}
+	for i, c := range cf.Cases {
+		p := fmt.Sprintf("cases[%d]", i)
+		switch {
+		case c.Name == "":
+			return nil, at(p+".name", "required")
+		case seen[c.Name]:
+			return nil, at(p+".name", "another case is named %q", c.Name)
+		case c.Tool == "":
+			return nil, at(p+".tool", "required")
+		}
+		seen[c.Name] = true
+		e := c.Expect
+		switch e.Outcome {
+		case outcomeRefused:
+		case outcomeAllowed:
+			for _, f := range []struct {
+				name string
+				set  bool
+			}{{"code", e.Code != ""}, {"reason", e.Reason != ""}, {"message", e.Message != ""}, {"paths", e.Paths != nil}} {
+				if f.set {
+					return nil, at(p+".expect."+f.name, "only a refused case has one; the outcome is allowed")
+				}
+			}
+		case "":
+			return nil, at(p+".expect.outcome", "required: refused or allowed")
+		default:
+			return nil, at(p+".expect.outcome", "%q: expected refused or allowed", e.Outcome)
+		}
+		for k := range c.Headers {
+			if k == "" || strings.ContainsAny(k, " \t:\r\n") {
+				return nil, at(p+".headers", "%q is not a header name", k)
+			}
+		}
+		args, err := jsonArguments(c.Arguments)
+		if err != nil {
+			return nil, at(p+".arguments", "%v", err)
+		}
+		out.Cases = append(out.Cases, decodedCase{policyCase: c, jsonArguments: args})
+	}
+	return out, nil
+}
+
+// jsonArguments turns YAML arguments into what a JSON body with the same
+// content decodes to: numbers become json.Number.
+func jsonArguments(args map[string]any) (map[string]any, error) {
+	if args == nil {
+		return map[string]any{}, nil
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("not expressible as JSON: %v", err)
+	}
+	return decodeArguments(b)
+}
+
+// diff compares what a case wanted with what the checks decided, one line
+// per mismatch; nil when everything matches.
+func (e caseExpect) diff(v proxy.Verdict) []string {
+	type row struct{ field, want, got string }
+	var rows []row
+	outcome := outcomeAllowed
+	if !v.Allowed {
+		outcome = outcomeRefused
+	}
+	none := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return s
+	}
+	if e.Outcome != outcome {
+		rows = append(rows, row{"outcome", e.Outcome, outcome})
+	}
+	if e.Code != "" && e.Code != v.Code {
+		rows = append(rows, row{"code", e.Code, none(v.Code)})
+	}
+	if e.Reason != "" && e.Reason != v.Reason {
+		rows = append(rows, row{"reason", e.Reason, none(v.Reason)})
+	}
+	if e.Message != "" && !strings.Contains(v.Detail, e.Message) &&
+		!slices.ContainsFunc(v.Messages, func(m string) bool { return strings.Contains(m, e.Message) }) {
+		got := "(none)"
+		if !v.Allowed {
+			got = quoteAll(append([]string{v.Detail}, v.Messages...))
+		}
+		rows = append(rows, row{"message", fmt.Sprintf("%q", e.Message), got})
+	}
+	if e.Paths != nil {
+		want, got := slices.Clone(*e.Paths), slices.Clone(v.Paths)
+		sort.Strings(want)
+		sort.Strings(got)
+		if !slices.Equal(want, got) {
+			rows = append(rows, row{"paths", quoteList(*e.Paths), quoteList(v.Paths)})
+		}
+	}
+	if e.DryRun != "" && !slices.ContainsFunc(v.DryRun, func(m string) bool { return strings.Contains(m, e.DryRun) }) {
+		rows = append(rows, row{"dry_run", fmt.Sprintf("%q", e.DryRun), none(quoteAll(v.DryRun))})
+	}
+	keys := make([]string, 0, len(e.Inject))
+	for k := range e.Inject {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		got, ok := v.Inject[ck]
+		if !ok {
+			got, ok = v.Inject[k]
+		}
+		if !ok || got != e.Inject[k] {
+			g := "(not injected)"
+			if ok {
+				g = fmt.Sprintf("%q", got)
+			}
+			rows = append(rows, row{"inject", fmt.Sprintf("%s: %q", ck, e.Inject[k]), g})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	width := 20
+	for _, r := range rows {
+		width = max(width, len(r.want)+2)
+	}
+	lines := make([]string, 0, len(rows)+1)
+	for _, r := range rows {
+		lines = append(lines, fmt.Sprintf("%-8s want %-*s got %s", r.field, width, r.want, r.got))
+	}
+	if !v.Allowed && e.Outcome != outcome {
+		lines = append(lines, fmt.Sprintf("%-8s %s", "detail", v.Detail))
+	}
+	return lines
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func quoteList(ss []string) string { return "[" + quoteAll(ss) + "]" }
+
+// roundDuration shortens a test's duration for the output: 12µs, 1.25ms.
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
