@@ -64,7 +64,6 @@ value; nothing is sent), and every bound policy's unit tests run first.`,
 	return c
 }
 
-
 func newPolicyTestCmd() *cobra.Command {
 	var cfgPath string
 	c := &cobra.Command{
