@@ -19,7 +19,8 @@ all: build
 build: ## Build the toolgate binary into bin/
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/toolgate
 
-test: ## Run every test with the race detector (fuzz seeds included)
+test: ## Run every test with the race detector (fuzz seeds included); installs ClickHouse when missing
+	bash scripts/clickhouse.sh install
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/sink"
+)
+
+func newSchemaCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "schema",
+		Short: "The ClickHouse schema toolgate owns",
+		Args:  exactArgs(0),
+		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	c.AddCommand(newSchemaPrintCmd())
+	return c
+}
+
+func newSchemaPrintCmd() *cobra.Command {
+	var db, server string
+	c := &cobra.Command{
+		Use:   "print",
+		Short: "Print the DDL that creates toolgate's ClickHouse tables, for DBAs who apply it by hand",
+		Long: `Print writes every statement toolgate's migrations run, in order, each ending
+with ';'. Apply it by hand and set events.clickhouse.migrate: false.
+
+--server picks the column types: a version before 19.9 (such as Debian's 18.16)
+gets DateTime with a microsecond column and plain String; 19.9 and later get
+LowCardinality(String).`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			var major, minor uint64
+			if _, err := fmt.Sscanf(server, "%d.%d", &major, &minor); err != nil {
+				return usageError{fmt.Errorf("--server %q: want a version such as 18.16 or 24.3", server)}
+			}
+			if strings.ContainsAny(db, "`\\ .") || db == "" {
+				return usageError{fmt.Errorf("--database %q is not a plain database name", db)}
+			}
+			for _, stmt := range sink.SchemaDDL(db, sink.FlavorFor(major, minor)) {
+				fmt.Fprintf(c.OutOrStdout(), "%s;\n\n", stmt)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&db, "database", sink.DefaultCHDatabase, "database name")
+	c.Flags().StringVar(&server, "server", "18.16", "ClickHouse server version the DDL is for")
+	return c
+}

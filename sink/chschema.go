@@ -1,0 +1,164 @@
+package sink
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Flavor says which column types the ClickHouse server has. The schema is
+// written once for both: Debian's 18.16 server (no DateTime64, no
+// LowCardinality without a setting) and newer servers.
+type Flavor int
+
+// The flavors.
+const (
+	// FlavorLegacy is for servers before 19.9: DateTime with a separate
+	// microsecond column, plain String for low-cardinality columns.
+	FlavorLegacy Flavor = iota
+	// FlavorModern is for 19.9 and later: LowCardinality(String) columns.
+	FlavorModern
+)
+
+// FlavorFor picks the flavor for a server version.
+func FlavorFor(major, minor uint64) Flavor {
+	if major > 19 || (major == 19 && minor >= 9) {
+		return FlavorModern
+	}
+	return FlavorLegacy
+}
+
+// Migration is one numbered schema step. Every statement is idempotent (IF
+// NOT EXISTS), so two sidecars migrating at the same time do no harm.
+type Migration struct {
+	Version    int
+	Name       string
+	Statements []string
+}
+
+// eventColumns is the events table's column list, in insert order: the
+// explicit list every INSERT names.
+var eventColumns = []string{
+	"event_id", "time", "time_us", "sidecar", "listener", "tool", "agent", "session", "trace_id",
+	"method", "host", "path_template", "upstream_status", "ok", "error_code", "error_class", "reason",
+	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
+	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
+	"dry_run_violations", "policy_error",
+}
+
+// Migrations returns the schema steps for a database, in order.
+//
+//   - events: one row per call, partitioned by day, ordered for "one tool
+//     over a time range"; a ReplacingMergeTree keyed on (tool, time,
+//     event_id), so a replayed event collapses into the original.
+//   - events_per_minute (+ its materialized view): per minute, tool and
+//     error_code, the calls as a uniqExact state of event ids, so a replayed
+//     batch cannot inflate the counts.
+//   - envelope_adoption (+ view): per tool and day, envelope and legacy
+//     calls (again as uniqExact states) and the time of the last legacy call.
+func Migrations(db string, f Flavor) []Migration {
+	lc := "String"
+	if f == FlavorModern {
+		lc = "LowCardinality(String)"
+	}
+	q := func(s string) string {
+		return strings.NewReplacer("{db}", quoteIdent(db), "{lc}", lc).Replace(s)
+	}
+	return []Migration{
+		{Version: 1, Name: "events", Statements: []string{q(`CREATE TABLE IF NOT EXISTS {db}.events (
+    event_id String,
+    time DateTime,
+    time_us UInt32,
+    sidecar {lc},
+    listener {lc},
+    tool {lc},
+    agent {lc},
+    session String,
+    trace_id String,
+    method {lc},
+    host {lc},
+    path_template {lc},
+    upstream_status UInt16,
+    ok UInt8,
+    error_code {lc},
+    error_class {lc},
+    reason {lc},
+    detail String,
+    violation_paths Array(String),
+    envelope UInt8,
+    refused UInt8,
+    retry_after_ms Int64,
+    total_us Int64,
+    upstream_us Int64,
+    request_bytes Int64,
+    response_bytes Int64,
+    config_version {lc},
+    policy_version {lc},
+    dry_run_denied UInt8,
+    dry_run_violations Array(String),
+    policy_error String
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMMDD(time)
+ORDER BY (tool, time, event_id)`)}},
+		{Version: 2, Name: "events_per_minute", Statements: []string{
+			q(`CREATE TABLE IF NOT EXISTS {db}.events_per_minute (
+    minute DateTime,
+    tool {lc},
+    error_code {lc},
+    calls AggregateFunction(uniqExact, String)
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (tool, error_code, minute)`),
+			q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.events_per_minute_mv TO {db}.events_per_minute AS
+SELECT toStartOfMinute(time) AS minute, tool, error_code, uniqExactState(event_id) AS calls
+FROM {db}.events
+GROUP BY minute, tool, error_code`),
+		}},
+		{Version: 3, Name: "envelope_adoption", Statements: []string{
+			q(`CREATE TABLE IF NOT EXISTS {db}.envelope_adoption (
+    day Date,
+    tool {lc},
+    envelope_calls AggregateFunction(uniqExactIf, String, UInt8),
+    legacy_calls AggregateFunction(uniqExactIf, String, UInt8),
+    last_legacy AggregateFunction(maxIf, DateTime, UInt8)
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMMDD(day)
+ORDER BY (tool, day)`),
+			q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.envelope_adoption_mv TO {db}.envelope_adoption AS
+SELECT toDate(time) AS day, tool,
+    uniqExactIfState(event_id, envelope = 1) AS envelope_calls,
+    uniqExactIfState(event_id, envelope = 0) AS legacy_calls,
+    maxIfState(time, envelope = 0) AS last_legacy
+FROM {db}.events
+WHERE tool != ''
+GROUP BY day, tool`),
+		}},
+	}
+}
+
+// migrationsTable records applied migrations; duplicates from concurrent
+// sidecars collapse.
+func migrationsTable(db string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.toolgate_schema_migrations (
+    version UInt32,
+    name String,
+    applied_at DateTime
+) ENGINE = ReplacingMergeTree()
+ORDER BY version`, quoteIdent(db))
+}
+
+// SchemaDDL is every statement that creates the schema from nothing, for
+// DBAs who apply it by hand (`toolgate schema print`).
+func SchemaDDL(db string, f Flavor) []string {
+	out := []string{fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s", quoteIdent(db)), migrationsTable(db)}
+	for _, m := range Migrations(db, f) {
+		out = append(out, m.Statements...)
+		out = append(out, fmt.Sprintf("INSERT INTO %s.toolgate_schema_migrations (version, name, applied_at) VALUES (%d, '%s', now())",
+			quoteIdent(db), m.Version, m.Name))
+	}
+	return out
+}
+
+// quoteIdent quotes a database or table name for ClickHouse.
+func quoteIdent(s string) string {
+	return "`" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "`", "\\`") + "`"
+}

@@ -1,0 +1,227 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/chtest"
+	"github.com/toolgate/toolgate/sink"
+)
+
+func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
+
+// openCH connects a ClickHouse writer to a fresh database on the shared
+// test server, migrating the schema.
+func openCH(t *testing.T, srv *chtest.Server) (*sink.ClickHouse, string) {
+	t.Helper()
+	db := srv.Database(t)
+	cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return ch, db
+}
+
+func chEvents(n int, tool, code string) []sink.Event {
+	base := time.Date(2026, 11, 20, 10, 0, 0, 123456000, time.UTC)
+	evs := make([]sink.Event, n)
+	for i := range evs {
+		evs[i] = sink.Event{
+			EventID: fmt.Sprintf("%s-%s-%05d", tool, code, i), Time: base.Add(time.Duration(i) * time.Second),
+			Sidecar: "sc-1", Listener: "forward", Tool: tool, Method: "GET", Host: "h", PathTemplate: "/p",
+			UpstreamStatus: 200, OK: code == "", ErrorCode: code, ViolationPaths: []string{"/a"},
+			Envelope: i%2 == 0, TotalUS: 100, ConfigVersion: "c1",
+		}
+	}
+	return evs
+}
+
+func one(t *testing.T, srv *chtest.Server, sql string) string {
+	t.Helper()
+	rows := srv.Query(t, sql)
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		t.Fatalf("%s: rows %v, want one value", sql, rows)
+	}
+	return rows[0][0]
+}
+
+func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	srv := chtest.Shared(t)
+	db := srv.Database(t)
+	cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Two sidecars starting at the same time, then one restarting.
+	errc := make(chan error, 3)
+	for i := 0; i < 2; i++ {
+		go func() {
+			ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+			if err == nil {
+				err = ch.Migrate(context.Background())
+				ch.Close()
+			}
+			errc <- err
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	if got := one(t, srv, "SELECT count(DISTINCT version) FROM `"+db+"`.toolgate_schema_migrations"); got != fmt.Sprint(len(sink.Migrations(db, sink.FlavorLegacy))) {
+		t.Errorf("recorded migrations = %s", got)
+	}
+	tables := srv.Query(t, "SELECT name FROM system.tables WHERE database = '"+db+"' ORDER BY name")
+	var names []string
+	for _, r := range tables {
+		names = append(names, r[0])
+	}
+	want := "envelope_adoption envelope_adoption_mv events events_per_minute events_per_minute_mv toolgate_schema_migrations"
+	if strings.Join(names, " ") != want {
+		t.Errorf("tables = %v, want %s", names, want)
+	}
+}
+
+func TestClickHouseWriteAndRollups(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	ctx := context.Background()
+	batch := append(chEvents(30, "pubmed_search", ""), chEvents(12, "pubmed_search", "validation")...)
+	batch = append(batch, chEvents(5, "docs_edit", "rate_limit")...)
+	if err := ch.WriteEvents(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	// A replay of the same batch (an ambiguous failure retried) must not
+	// change what analysts count.
+	if err := ch.WriteEvents(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	q := "`" + db + "`"
+	if got := one(t, srv, "SELECT count() FROM "+q+".events FINAL"); got != "47" {
+		t.Errorf("events FINAL = %s, want 47", got)
+	}
+	if got := one(t, srv, "SELECT uniqExact(event_id) FROM "+q+".events"); got != "47" {
+		t.Errorf("distinct events = %s, want 47", got)
+	}
+	rows := srv.Query(t, "SELECT tool, error_code, uniqExactMerge(calls) FROM "+q+".events_per_minute GROUP BY tool, error_code ORDER BY tool, error_code")
+	got := fmt.Sprint(rows)
+	if want := "[[docs_edit rate_limit 5] [pubmed_search  30] [pubmed_search validation 12]]"; got != want {
+		t.Errorf("per-minute rollup = %s, want %s", got, want)
+	}
+	rows = srv.Query(t, "SELECT tool, uniqExactIfMerge(envelope_calls), uniqExactIfMerge(legacy_calls) FROM "+q+".envelope_adoption GROUP BY tool ORDER BY tool")
+	if got, want := fmt.Sprint(rows), "[[docs_edit 3 2] [pubmed_search 21 21]]"; got != want {
+		t.Errorf("adoption = %s, want %s", got, want)
+	}
+	// Sub-second time survives in time_us.
+	if got := one(t, srv, "SELECT any(time_us) FROM "+q+".events WHERE event_id = 'pubmed_search--00000'"); got != "123456" {
+		t.Errorf("time_us = %s, want 123456", got)
+	}
+}
+
+func TestClickHouseSanitizesBadValues(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	evs := chEvents(3, "t", "upstream")
+	evs[0].Detail = strings.Repeat("é", 10000)   // over-long
+	evs[1].Agent = "bad\xff\xfeutf8\x00agent"    // invalid UTF-8 and NUL
+	evs[2].ErrorCode = "not-a-known-code"        // an unknown enum value
+	evs[2].ViolationPaths = make([]string, 1000) // too many paths
+	if err := ch.WriteEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	q := "`" + db + "`"
+	if got := one(t, srv, "SELECT count() FROM "+q+".events"); got != "3" {
+		t.Fatalf("stored %s of 3", got)
+	}
+	if got := one(t, srv, "SELECT max(length(detail)) FROM "+q+".events"); got == "0" || len(got) > 4 {
+		t.Errorf("detail length = %s, want bounded", got)
+	}
+	if got := one(t, srv, "SELECT agent FROM "+q+".events WHERE event_id = 't-upstream-00001'"); got != "bad\uFFFDutf8agent" {
+		t.Errorf("agent = %q", got)
+	}
+	if ch.Rejected() != 0 {
+		t.Errorf("rejected = %d; sanitized values must store", ch.Rejected())
+	}
+}
+
+func TestClickHouseErrorsKeepData(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	srv.Exec(t, "DROP TABLE `"+db+"`.events")
+	err := ch.WriteEvents(context.Background(), chEvents(2, "t", ""))
+	if err == nil {
+		t.Fatal("a batch into a dropped table must fail (so the spool keeps it)")
+	}
+	if ch.Rejected() != 0 {
+		t.Errorf("a missing table must not be treated as bad rows; rejected = %d", ch.Rejected())
+	}
+}
+
+// TestClickHouseIsolatesBadRows makes the server refuse one row (a
+// materialized column that throws on it) and checks the batch is split
+// until that row alone is dropped and counted, and every other row stored.
+func TestClickHouseIsolatesBadRows(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	q := "`" + db + "`"
+	srv.Exec(t, "ALTER TABLE "+q+".events ADD COLUMN poison UInt8 MATERIALIZED throwIf(tool = 'poison')")
+	evs := chEvents(40, "good", "")
+	evs[17].Tool = "poison"
+	if err := ch.WriteEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	if got := one(t, srv, "SELECT count() FROM "+q+".events"); got != "39" {
+		t.Errorf("stored %s, want the 39 good rows", got)
+	}
+	if ch.Rejected() != 1 {
+		t.Errorf("rejected = %d, want 1", ch.Rejected())
+	}
+}
+
+func TestClickHouseRetentionDropsOldPartitions(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	ctx := context.Background()
+	old := chEvents(3, "t", "")
+	for i := range old {
+		old[i].Time = time.Date(2026, 10, 1, 9, 0, i, 0, time.UTC)
+	}
+	if err := ch.WriteEvents(ctx, append(old, chEvents(4, "t", "")...)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ch.DropPartitionsBefore(ctx, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 { // one old day in each of the three day-partitioned tables
+		t.Errorf("dropped %d partitions, want 3", n)
+	}
+	q := "`" + db + "`"
+	if got := one(t, srv, "SELECT count() FROM "+q+".events"); got != "4" {
+		t.Errorf("events left = %s, want the 4 recent ones", got)
+	}
+	if got := one(t, srv, "SELECT uniqExactMerge(calls) FROM "+q+".events_per_minute"); got != "4" {
+		t.Errorf("rollup calls left = %s, want 4", got)
+	}
+}
