@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,8 +35,14 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the sidecar with a configuration file",
 		Long: `Run starts the listeners named in the configuration (forward proxy, reverse
 listeners, admin) and serves until interrupted; SIGINT or SIGTERM stop it
-gracefully: calls under way finish and queued events are written.`,
-		Args: cobra.NoArgs,
+gracefully: calls under way finish and queued events are written.
+
+The configuration reloads while traffic flows when the file or a schema or
+policy file it names changes, on SIGHUP, and on POST /reload to the admin
+listener. A reload that fails (a YAML, schema or Rego error, a failing
+policy test, a listener change) leaves the configuration in force as it
+was; /status, the metrics and the log say why.`,
+		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			log, err := newLogger(c.ErrOrStderr(), logLevel)
 			if err != nil {
@@ -43,10 +52,14 @@ gracefully: calls under way finish and queued events are written.`,
 			if err != nil {
 				return err
 			}
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			sc, err := startSidecar(lc, log)
 			if err != nil {
 				return err
 			}
+			sc.reload.start(hup)
 			log.Info("toolgate running", "version", buildVersion(), "config", lc.path, "config_version", lc.version,
 				"forward", sc.proxy.Addr("forward", 0), "admin", sc.adminAddr(), "events", lc.Events.File.Path)
 			return sc.wait(c.Context())
@@ -68,7 +81,8 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // sidecar is a running toolgate: the proxy, its event path and the admin
 // listener, wired together.
 type sidecar struct {
-	cfg     *loadedConfig
+	cfg     atomic.Pointer[loadedConfig] // the configuration in force
+	reload  *reloader
 	log     *slog.Logger
 	file    *sink.File
 	queue   *sink.Queue
@@ -83,7 +97,9 @@ type sidecar struct {
 // startSidecar opens the event path, binds every listener and starts serving.
 // On error nothing is left running.
 func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
-	sc := &sidecar{cfg: lc, log: log, errc: make(chan error, 2), started: time.Now()}
+	sc := &sidecar{log: log, errc: make(chan error, 2), started: time.Now()}
+	sc.cfg.Store(lc)
+	sc.reload = newReloader(sc, lc)
 	var err error
 	if sc.file, err = sink.OpenFile(lc.Events.File); err != nil {
 		return nil, fmt.Errorf("open events file: %w", err)
@@ -145,9 +161,11 @@ func (sc *sidecar) wait(ctx context.Context) error {
 	return err
 }
 
-// stop stops the listeners, lets calls under way finish, then flushes events.
+// stop stops reloading and the listeners, lets calls under way finish, then
+// flushes events.
 func (sc *sidecar) stop(ctx context.Context) error {
 	sc.ready.Store(false)
+	sc.reload.stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
 		sc.admin.Shutdown(ctx)
@@ -171,10 +189,10 @@ func (sc *sidecar) closeEvents(ctx context.Context) error {
 	return err
 }
 
-// adminHandler serves /healthz, /readyz, /metrics and /status.
+// adminHandler serves /healthz, /readyz, /metrics, /status and POST /reload.
 func (sc *sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(sc.proxy, sc.queue,
+	reg.MustRegister(sc.proxy, sc.queue, sc.reload,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -194,6 +212,7 @@ func (sc *sidecar) adminHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(sc.status())
 	})
+	mux.Handle("POST /reload", sc.reload)
 	return mux
 }
 
@@ -210,24 +229,27 @@ type status struct {
 	Unmatched     string          `json:"unmatched"`
 	Events        sink.QueueStats `json:"events"`
 	EventsFile    string          `json:"events_file"`
+	Reload        reloadStatus    `json:"reload"`
 }
 
 func (sc *sidecar) status() status {
+	cfg := sc.cfg.Load()
 	var reverse []string
-	for i := range sc.cfg.Listen.Reverse {
-		reverse = append(reverse, sc.proxy.Addr("reverse", i)+" -> "+sc.cfg.Listen.Reverse[i].Upstream)
+	for i := range cfg.Listen.Reverse {
+		reverse = append(reverse, sc.proxy.Addr("reverse", i)+" -> "+cfg.Listen.Reverse[i].Upstream)
 	}
-	tools := make([]string, len(sc.cfg.Tools))
-	for i, t := range sc.cfg.Tools {
+	tools := make([]string, len(cfg.Tools))
+	for i, t := range cfg.Tools {
 		tools[i] = t.Name
 	}
 	return status{
-		Version: buildVersion(), Config: sc.cfg.path, ConfigVersion: sc.cfg.version,
-		Sidecar: sc.cfg.Events.Sidecar, Started: sc.started, Ready: sc.ready.Load(),
+		Version: buildVersion(), Config: cfg.path, ConfigVersion: cfg.version,
+		Sidecar: cfg.Events.Sidecar, Started: sc.started, Ready: sc.ready.Load(),
 		Listeners: map[string]any{
 			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.adminAddr(),
 		},
-		Tools: tools, Unmatched: sc.cfg.Unmatched,
-		Events: sc.queue.Stats(), EventsFile: strings.TrimSpace(sc.cfg.Events.File.Path),
+		Tools: tools, Unmatched: cfg.Unmatched,
+		Events: sc.queue.Stats(), EventsFile: strings.TrimSpace(cfg.Events.File.Path),
+		Reload: sc.reload.status(),
 	}
 }

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
+)
+
+// Hot reload. A reload reads the configuration file again (loadConfig:
+// schemas compiled, policies compiled and their unit tests run) and puts
+// the resulting snapshot in force with proxy.Server.Swap. Calls under way
+// finish on the snapshot they started with; a reload that fails for any
+// reason (YAML, schema, Rego, a failing policy test, a listener change
+// Swap refuses) changes nothing, and says so in /status, the metrics and
+// the log.
+//
+// Three things trigger one: a change to the configuration file or to a
+// file it names (schema files, policy files and folders), SIGHUP, and
+// POST /reload on the admin listener. File changes and signals are
+// debounced (reloadQuiet); reloads never overlap.
+//
+// Files are watched through fsnotify on their folders, and decided by
+// digests of their content, by path: an in-place write, an editor's
+// write-then-rename and a Kubernetes ConfigMap's symlink swap all count,
+// and nothing else in their folders does. The files are also read every
+// reloadPoll, for file systems that do not notify.
+
+const (
+	// reloadQuiet is how long file changes and signals must stay quiet
+	// before the reload they ask for starts, so a burst (an editor's
+	// write-rename, a checkout) reloads once.
+	reloadQuiet = 100 * time.Millisecond
+	// reloadPoll is how often the watched files are read for changes even
+	// without a notification.
+	reloadPoll = 2 * time.Second
+)
+
+// errReloadStopping is the outcome of a reload abandoned because the
+// sidecar is stopping.
+var errReloadStopping = errors.New("the sidecar is stopping")
+
+// reloader re-reads the configuration of a running sidecar and swaps its
+// proxy's snapshot. It is a prometheus.Collector of the toolgate_config_*
+// series.
+type reloader struct {
+	sc    *sidecar
+	path  string // the configuration file
+	log   *slog.Logger
+	quiet time.Duration // debounce; default reloadQuiet
+	poll  time.Duration // file check interval; default reloadPoll
+
+	mu    sync.Mutex // held for a whole reload: one at a time
+	state atomic.Pointer[reloadStatus]
+
+	wmu     sync.Mutex
+	inForce []string          // the files the configuration in force depends on
+	seen    map[string]string // each watched path: digest of its content when last read
+
+	ctx    context.Context // ends when the sidecar stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	reloadsDesc, successDesc, infoDesc *prometheus.Desc
+}
+
+// reloadStatus is the "reload" object of /status. Values are replaced
+// whole, never changed in place.
+type reloadStatus struct {
+	// OK is false when the last reload failed; the configuration in force
+	// is then older than the file. True before any reload.
+	OK bool `json:"ok"`
+	// Error is why the last reload failed; "" when it did not.
+	Error string `json:"error"`
+	// LastAttempt is when the last reload finished; null before any.
+	LastAttempt *time.Time `json:"last_attempt"`
+	// LastSuccess is when the last successful reload finished; null before any.
+	LastSuccess *time.Time `json:"last_success"`
+	// ConfigVersion is the version of the configuration in force.
+	ConfigVersion string `json:"config_version"`
+	// PolicyVersion is the version of the policies in force.
+	PolicyVersion string `json:"policy_version"`
+	// Reloads counts reloads by outcome since start.
+	Reloads reloadCounts `json:"reloads"`
+}
+
+// reloadCounts counts reloads by outcome.
+type reloadCounts struct {
+	OK     uint64 `json:"ok"`
+	Failed uint64 `json:"failed"`
+}
+
+// reloadAnswer is the answer to POST /reload.
+type reloadAnswer struct {
+	// OK is true when the file's configuration is now in force.
+	OK bool `json:"ok"`
+	// Error is why the reload failed; the configuration in force is unchanged.
+	Error string `json:"error,omitempty"`
+	// ConfigVersion and PolicyVersion are the versions in force after the attempt.
+	ConfigVersion string `json:"config_version"`
+	PolicyVersion string `json:"policy_version"`
+	// RestartNeeded names the sections that changed but take effect only on
+	// restart (admin, events).
+	RestartNeeded []string `json:"restart_needed,omitempty"`
+}
+
+// newReloader returns the reloader of a sidecar started with lc. It
+// reloads only on POST /reload until start is called.
+func newReloader(sc *sidecar, lc *loadedConfig) *reloader {
+	r := &reloader{
+		sc: sc, path: lc.path, log: sc.log.With("component", "reload"),
+		quiet: reloadQuiet, poll: reloadPoll,
+		reloadsDesc: prometheus.NewDesc("toolgate_config_reloads_total",
+			"Configuration reloads by result (ok, error).", []string{"result"}, nil),
+		successDesc: prometheus.NewDesc("toolgate_config_last_reload_successful",
+			"1 when the last configuration reload succeeded (or none was tried), 0 when it failed.", nil, nil),
+		infoDesc: prometheus.NewDesc("toolgate_config_info",
+			"The configuration and policy versions in force; always 1.", []string{"config_version", "policy_version"}, nil),
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.state.Store(&reloadStatus{OK: true, ConfigVersion: lc.version, PolicyVersion: lc.snapshot.PolicyVersion})
+	return r
+}
+
+// start watches the configuration's files and signals (each value
+// received asks for a reload) until stop.
+func (r *reloader) start(signals <-chan os.Signal) {
+	files, cfgDigest := dependencies(r.path)
+	r.wmu.Lock()
+	r.inForce = files
+	r.seen = digests(files, r.path, cfgDigest)
+	r.wmu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.loop(signals)
+	}()
+}
+
+// stop ends the watching and the signal handling, and waits for a reload
+// the watcher started to end; its outcome is dropped.
+func (r *reloader) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// loop turns file changes and signals into reloads, once they have been
+// quiet for r.quiet.
+func (r *reloader) loop(signals <-chan os.Signal) {
+	tick := time.NewTicker(r.poll)
+	defer tick.Stop()
+	// fsnotify tells at once that something in a watched folder changed;
+	// the content hashes decide whether it matters. The slow poll is the
+	// safety net for file systems that do not notify (NFS, some volumes).
+	var events <-chan fsnotify.Event
+	var werrs <-chan error
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		r.log.Warn("file notifications unavailable; polling only", "err", err, "every", r.poll)
+	} else {
+		defer w.Close()
+		events, werrs = w.Events, w.Errors
+	}
+	watched := map[string]bool{}
+	sync := func() {
+		if w == nil {
+			return
+		}
+		for _, d := range r.watchDirs() {
+			if !watched[d] {
+				if err := w.Add(d); err == nil {
+					watched[d] = true
+				}
+			}
+		}
+	}
+	sync()
+	quiet := time.NewTimer(r.quiet)
+	quiet.Stop()
+	defer quiet.Stop()
+	trigger := "" // what asked for the pending reload; "" when none is pending
+	ask := func(what string) {
+		if trigger == "" {
+			trigger = what
+		} else if !strings.Contains(trigger, what) {
+			trigger += "+" + what
+		}
+		quiet.Reset(r.quiet)
+	}
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-signals:
+			ask("signal")
+		case <-events:
+			if r.changed() {
+				ask("file")
+			}
+		case err := <-werrs:
+			r.log.Warn("file notification error", "err", err)
+		case <-tick.C:
+			sync()
+			if r.changed() {
+				ask("file")
+			}
+		case <-quiet.C:
+			what := trigger
+			trigger = ""
+			r.reload(r.ctx, what)
+			sync()
+		}
+	}
+}
+
+// watchDirs are the folders to watch: each watched file's folder (editors
+// and Kubernetes replace files by rename or symlink swap), and every folder
+// inside a watched policy folder.
+func (r *reloader) watchDirs() []string {
+	r.wmu.Lock()
+	paths := make([]string, 0, len(r.seen))
+	for p := range r.seen {
+		paths = append(paths, p)
+	}
+	r.wmu.Unlock()
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		dirs[filepath.Dir(p)] = true
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			filepath.WalkDir(p, func(d string, e fs.DirEntry, err error) error {
+				if err == nil && e.IsDir() {
+					dirs[d] = true
+				}
+				return nil
+			})
+		}
+	}
+	out := make([]string, 0, len(dirs))
+	for d := range dirs {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// changed reads the watched files and reports whether any differs from
+// when it was last read.
+func (r *reloader) changed() bool {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	changed := false
+	for p, d := range r.seen {
+		if now := digestPath(p); now != d {
+			r.seen[p] = now
+			changed = true
+		}
+	}
+	return changed
+}
+
+// reload reads the configuration file and puts it in force, or leaves the
+// configuration in force as it is and reports why. trigger names what asked
+// for it in the log.
+func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ctx.Err() != nil {
+		return r.answer(nil), errReloadStopping
+	}
+	files := r.rewatch()
+	lc, err := loadConfig(r.path)
+	if ctx.Err() != nil {
+		return r.answer(nil), errReloadStopping
+	}
+	if err == nil {
+		err = r.sc.proxy.Swap(lc.snapshot)
+	}
+	now := time.Now()
+	st := *r.state.Load()
+	st.LastAttempt = &now
+	if err != nil {
+		st.OK, st.Error = false, err.Error()
+		st.Reloads.Failed++
+		// Logged first: whoever sees the outcome in /status finds it in the log.
+		r.log.Error("reload failed; the configuration in force is unchanged", "trigger", trigger, "err", err,
+			"config_version", st.ConfigVersion, "policy_version", st.PolicyVersion)
+		r.state.Store(&st)
+		return r.answer(nil), err
+	}
+
+	// The event path and the admin listener were built at start: a change
+	// to them waits for a restart, and what is in force stays on record.
+	prev := r.sc.cfg.Load()
+	var restart []string
+	if lc.Admin != prev.Admin {
+		restart = append(restart, "admin")
+	}
+	if lc.Events != prev.Events {
+		restart = append(restart, "events")
+	}
+	lc.Admin, lc.Events = prev.Admin, prev.Events
+	r.sc.cfg.Store(lc)
+	r.wmu.Lock()
+	r.inForce = files
+	for p := range r.seen {
+		if !slices.Contains(files, p) {
+			delete(r.seen, p)
+		}
+	}
+	r.wmu.Unlock()
+
+	st.OK, st.Error, st.LastSuccess = true, "", &now
+	st.ConfigVersion, st.PolicyVersion = lc.version, lc.snapshot.PolicyVersion
+	st.Reloads.OK++
+	if len(restart) > 0 {
+		r.log.Warn("configuration sections changed that take effect only on restart; the rest is in force",
+			"sections", restart)
+	}
+	r.log.Info("configuration reloaded", "trigger", trigger,
+		"config_version", st.ConfigVersion, "policy_version", st.PolicyVersion)
+	r.state.Store(&st)
+	return r.answer(restart), nil
+}
+
+// rewatch derives the files to watch from the configuration file as it is
+// now, before the reload reads them, so a change made while it runs is
+// seen afterwards. Until a reload succeeds, the files of the configuration
+// in force stay watched too: fixing either the file or what it names
+// reloads. It returns the files the file names now.
+func (r *reloader) rewatch() []string {
+	files, cfgDigest := dependencies(r.path)
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.seen = digests(union(files, r.inForce), r.path, cfgDigest)
+	return files
+}
+
+func (r *reloader) answer(restart []string) reloadAnswer {
+	st := r.state.Load()
+	return reloadAnswer{OK: st.OK, Error: st.Error, ConfigVersion: st.ConfigVersion,
+		PolicyVersion: st.PolicyVersion, RestartNeeded: restart}
+}
+
+// status is the "reload" object of /status.
+func (r *reloader) status() reloadStatus { return *r.state.Load() }
+
+// ServeHTTP answers POST /reload once the reload it runs has ended: 200
+// with the versions in force, 422 with the error (the configuration in
+// force is unchanged), or 503 when the sidecar is stopping.
+func (r *reloader) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	a, err := r.reload(r.ctx, "admin")
+	code := http.StatusOK
+	switch {
+	case errors.Is(err, errReloadStopping):
+		code, a.OK, a.Error = http.StatusServiceUnavailable, false, err.Error()
+	case err != nil:
+		code = http.StatusUnprocessableEntity
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(a)
+}
+
+// Describe implements prometheus.Collector.
+func (r *reloader) Describe(ch chan<- *prometheus.Desc) {
+	ch <- r.reloadsDesc
+	ch <- r.successDesc
+	ch <- r.infoDesc
+}
+
+// Collect implements prometheus.Collector.
+func (r *reloader) Collect(ch chan<- prometheus.Metric) {
+	st := r.state.Load()
+	ok := 0.0
+	if st.OK {
+		ok = 1
+	}
+	ch <- prometheus.MustNewConstMetric(r.reloadsDesc, prometheus.CounterValue, float64(st.Reloads.OK), "ok")
+	ch <- prometheus.MustNewConstMetric(r.reloadsDesc, prometheus.CounterValue, float64(st.Reloads.Failed), "error")
+	ch <- prometheus.MustNewConstMetric(r.successDesc, prometheus.GaugeValue, ok)
+	ch <- prometheus.MustNewConstMetric(r.infoDesc, prometheus.GaugeValue, 1, st.ConfigVersion, st.PolicyVersion)
+}
+
+var _ prometheus.Collector = (*reloader)(nil)
+
+// dependencies reads the configuration file at path and returns the files
+// it depends on, itself included: each tool's schema_file and each Rego
+// policy's path (a file, or a folder whose .rego files count), resolved as
+// loadConfig resolves them; and the digest of the bytes it read. It reads
+// the file leniently: a file that does not decode still names what it can.
+func dependencies(path string) (files []string, digest string) {
+	files = []string{path}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return files, digestErr(err)
+	}
+	var doc struct {
+		Tools []struct {
+			SchemaFile string `yaml:"schema_file"`
+		} `yaml:"tools"`
+		Policies struct {
+			Rego []struct {
+				Path string `yaml:"path"`
+			} `yaml:"rego"`
+		} `yaml:"policies"`
+	}
+	_ = yaml.Unmarshal(data, &doc)
+	dir := filepath.Dir(path)
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		files = append(files, p)
+	}
+	for _, t := range doc.Tools {
+		add(t.SchemaFile)
+	}
+	for _, p := range doc.Policies.Rego {
+		add(p.Path)
+	}
+	return union(files, nil), digestBytes(data)
+}
+
+// digests reads every file and returns its digest by path; cfg, already
+// read, has cfgDigest.
+func digests(files []string, cfg, cfgDigest string) map[string]string {
+	m := make(map[string]string, len(files))
+	for _, p := range files {
+		if p == cfg {
+			m[p] = cfgDigest
+		} else {
+			m[p] = digestPath(p)
+		}
+	}
+	return m
+}
+
+// digestPath is a digest of a file's content or, for a folder, of the
+// names and contents of the .rego files below it, as policies.LoadRego
+// reads them.
+func digestPath(p string) string {
+	info, err := os.Stat(p)
+	if err != nil {
+		return digestErr(err)
+	}
+	h := sha256.New()
+	if !info.IsDir() {
+		if err := hashFile(h, p); err != nil {
+			return digestErr(err)
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	err = filepath.WalkDir(p, func(f string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(f, ".rego") {
+			return err
+		}
+		io.WriteString(h, f+"\x00")
+		return hashFile(h, f)
+	})
+	if err != nil {
+		return digestErr(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func hashFile(w io.Writer, p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func digestBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// digestErr stands for a file that could not be read; it changes when the
+// file appears.
+func digestErr(err error) string { return "error: " + err.Error() }
+
+// union returns the paths of a and b, sorted, each once.
+func union(a, b []string) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, p := range append(append([]string(nil), a...), b...) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
