@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/sink"
 )
 
 // benchConfig has the two routes the budget is measured on: a passthrough
@@ -159,6 +162,58 @@ func BenchmarkProxy(b *testing.B) {
 				if err := call(c, r.path); err != nil {
 					b.Fatal(err)
 				}
+				lat = append(lat, time.Since(t0))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
+		})
+	}
+}
+
+// BenchmarkSinkOverhead compares proxied calls (the validated route) with
+// events going to the NDJSON file and to a real ClickHouse through the
+// spool, in one run: the ClickHouse path must stay out of the request's way
+// (target: p50 and p99 within 10%).
+func BenchmarkSinkOverhead(b *testing.B) {
+	srv := chtest.Start(b)
+	for _, dest := range []string{"file", "clickhouse"} {
+		b.Run("latency/"+dest, func(b *testing.B) {
+			var w sink.Writer
+			if dest == "clickhouse" {
+				cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: "bench_sink"}
+				if err := cfg.Validate(); err != nil {
+					b.Fatal(err)
+				}
+				ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				scfg := sink.SpoolConfig{Dir: b.TempDir()}
+				if err := scfg.Validate(); err != nil {
+					b.Fatal(err)
+				}
+				sp, err := sink.OpenSpool(scfg, ch, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer func() { sp.Close(context.Background()); ch.Close() }()
+				w = sp
+			}
+			e := newEnvTo(b, benchConfig, nil, nil, w)
+			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)})}}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				req, _ := http.NewRequest("POST", e.up.URL()+"/bench/validated", bytes.NewReader([]byte(benchBody)))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
 				lat = append(lat, time.Since(t0))
 			}
 			slices.Sort(lat)

@@ -88,6 +88,13 @@ func newEnv(t testing.TB, cfgYAML string) *env {
 // policies may see.
 func newEnvWith(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, policyHeaders []string) *env {
 	t.Helper()
+	return newEnvTo(t, cfgYAML, checkers, policyHeaders, nil)
+}
+
+// newEnvTo is newEnvWith with the events going to dest instead of an
+// NDJSON file (readEvents then reads nothing).
+func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, policyHeaders []string, dest sink.Writer) *env {
+	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +115,11 @@ func newEnvWith(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker,
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
+	var w sink.Writer = f
+	if dest != nil {
+		w = dest
+	}
+	q := sink.NewQueue(w, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
 	snap := proxy.Snapshot{Config: &cfg, Version: "v-test", PolicyVersion: "p-test", Checkers: checkers, PolicyHeaders: policyHeaders}
 	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
 	if err != nil {

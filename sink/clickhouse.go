@@ -102,6 +102,9 @@ type ClickHouse struct {
 	insert string
 
 	rejected atomic.Uint64 // rows the server refused on their own
+	migrated atomic.Bool   // the schema is known to be in place
+
+	beforeSend func() // tests: runs between preparing an insert and sending it
 }
 
 var _ Writer = (*ClickHouse)(nil)
@@ -128,13 +131,15 @@ func OpenClickHouse(ctx context.Context, cfg ClickHouseConfig, log *slog.Logger)
 	}
 	c := &ClickHouse{cfg: cfg, conn: conn, log: log}
 	c.insert = fmt.Sprintf("INSERT INTO %s.events (%s)", quoteIdent(cfg.Database), strings.Join(eventColumns, ", "))
-	if cfg.Migrate == nil || *cfg.Migrate {
-		if err := c.Migrate(ctx); err != nil {
-			log.Warn("clickhouse schema not ready; events wait in the spool", "err", err)
-		}
+	if !c.migrates() {
+		c.migrated.Store(true) // a DBA owns the schema
+	} else if err := c.Migrate(ctx); err != nil {
+		log.Warn("clickhouse not ready; the schema is created when it answers, and events wait in the spool meanwhile", "err", err)
 	}
 	return c, nil
 }
+
+func (c *ClickHouse) migrates() bool { return c.cfg.Migrate == nil || *c.cfg.Migrate }
 
 // Migrate detects the server's flavor, creates the database and applies
 // every migration not yet recorded. It is safe to run from several
@@ -188,6 +193,7 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 		}
 		c.log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name)
 	}
+	c.migrated.Store(true)
 	return nil
 }
 
@@ -243,6 +249,12 @@ func (c *ClickHouse) WriteEvents(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
+	if !c.migrated.Load() {
+		// The server was away at start: create the schema now.
+		if err := c.Migrate(ctx); err != nil {
+			return err
+		}
+	}
 	return c.write(ctx, events)
 }
 
@@ -289,6 +301,9 @@ func (c *ClickHouse) send(ctx context.Context, events []Event) error {
 			b.Abort()
 			return fmt.Errorf("clickhouse: append: %w", err)
 		}
+	}
+	if c.beforeSend != nil {
+		c.beforeSend()
 	}
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("clickhouse: insert %d events: %w", len(events), err)

@@ -80,8 +80,7 @@ type File struct {
 	mu     sync.Mutex
 	f      *os.File // nil after a failed rotation; reopened by the next write
 	size   int64
-	buf    bytes.Buffer
-	enc    *json.Encoder
+	enc    *eventEncoder
 	closed bool
 }
 
@@ -94,9 +93,7 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	fl := &File{cfg: cfg}
-	fl.enc = json.NewEncoder(&fl.buf)
-	fl.enc.SetEscapeHTML(false)
+	fl := &File{cfg: cfg, enc: newEventEncoder()}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), dirMode); err != nil {
 		return nil, fmt.Errorf("sink: open %s: %w", cfg.Path, err)
 	}
@@ -141,13 +138,13 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 	if fl.closed {
 		return ErrClosed
 	}
-	defer fl.resetBuffer()
+	defer fl.enc.reset()
 	for i := range events {
-		if err := fl.enc.Encode(&events[i]); err != nil {
+		if err := fl.enc.encode(&events[i]); err != nil {
 			return fmt.Errorf("sink: encode event %d of %d: %w", i+1, len(events), err)
 		}
 	}
-	if fl.f != nil && fl.size > 0 && fl.size+int64(fl.buf.Len()) > fl.cfg.MaxBytes {
+	if fl.f != nil && fl.size > 0 && fl.size+int64(fl.enc.buf.Len()) > fl.cfg.MaxBytes {
 		if err := fl.rotate(); err != nil {
 			return err
 		}
@@ -157,7 +154,7 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 			return err
 		}
 	}
-	n, err := fl.f.Write(fl.buf.Bytes())
+	n, err := fl.f.Write(fl.enc.buf.Bytes())
 	if err != nil {
 		fl.rollback(n)
 		return fmt.Errorf("sink: write %s: %w", fl.cfg.Path, err)
@@ -178,14 +175,37 @@ func (fl *File) rollback(n int) {
 	}
 }
 
-func (fl *File) resetBuffer() {
-	if fl.buf.Cap() > maxKeptBuffer {
-		fl.buf = bytes.Buffer{}
-		fl.enc = json.NewEncoder(&fl.buf)
-		fl.enc.SetEscapeHTML(false)
+// eventEncoder is the one event encoding of the package: one JSON object
+// per line, HTML characters left as they are. File writes it, and a Spool
+// stores it in its records, so both hold the same bytes for an event.
+type eventEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+func newEventEncoder() *eventEncoder {
+	e := &eventEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}
+
+// encode appends ev and its line break to the buffer. When ev cannot be
+// encoded nothing is appended.
+func (e *eventEncoder) encode(ev *Event) error {
+	return e.enc.Encode(ev)
+}
+
+// reset empties the buffer, and lets it go when it grew beyond
+// maxKeptBuffer.
+func (e *eventEncoder) reset() {
+	if e.buf.Cap() > maxKeptBuffer {
+		e.buf = bytes.Buffer{}
+		e.enc = json.NewEncoder(&e.buf)
+		e.enc.SetEscapeHTML(false)
 		return
 	}
-	fl.buf.Reset()
+	e.buf.Reset()
 }
 
 // backup returns the name of rotated file number i.

@@ -49,8 +49,14 @@ type eventsConfig struct {
 	Sidecar string `yaml:"sidecar"`
 	// Queue bounds the in-memory queue between calls and the destination.
 	Queue sink.QueueConfig `yaml:"queue"`
-	// File is the NDJSON destination.
+	// File is the NDJSON destination, used unless ClickHouse is configured.
 	File sink.FileConfig `yaml:"file"`
+	// ClickHouse sends events to ClickHouse, through the spool, when its
+	// addr is set.
+	ClickHouse sink.ClickHouseConfig `yaml:"clickhouse"`
+	// Spool is the disk spool in front of ClickHouse: events are written
+	// there first and deleted only once ClickHouse has them.
+	Spool sink.SpoolConfig `yaml:"spool"`
 }
 
 // loadedConfig is a validated configuration and where it came from.
@@ -125,16 +131,7 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 			}
 		}
 	}
-	if err := lc.Events.Queue.Validate(); err != nil {
-		return nil, where(sectionError("events", err))
-	}
-	if lc.Events.File.Path == "" {
-		lc.Events.File.Path = sink.DefaultFilePath
-	}
-	if !filepath.IsAbs(lc.Events.File.Path) {
-		lc.Events.File.Path = filepath.Join(filepath.Dir(path), lc.Events.File.Path)
-	}
-	if err := lc.Events.File.Validate(); err != nil {
+	if err := validateEvents(&lc.Events, filepath.Dir(path)); err != nil {
 		return nil, where(sectionError("events", err))
 	}
 	if err := lc.bindPolicies(filepath.Dir(path)); err != nil {

@@ -74,7 +74,7 @@ func runDemo(ctx context.Context, out io.Writer, dir string) error {
 	if err := sc.stop(stopCtx); err != nil {
 		return err
 	}
-	stats := sc.queue.Stats()
+	stats := sc.events.queue.Stats()
 	f, err := os.Open(events)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -312,7 +313,7 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 	if lc.Admin != prev.Admin {
 		restart = append(restart, "admin")
 	}
-	if lc.Events != prev.Events {
+	if !reflect.DeepEqual(lc.Events, prev.Events) {
 		restart = append(restart, "events")
 	}
 	lc.Admin, lc.Events = prev.Admin, prev.Events

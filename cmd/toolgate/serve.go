@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // shutdownGrace bounds a graceful stop: calls under way, then the event flush.
@@ -61,7 +59,7 @@ was; /status, the metrics and the log say why.`,
 			}
 			sc.reload.start(hup)
 			log.Info("toolgate running", "version", buildVersion(), "config", lc.path, "config_version", lc.version,
-				"forward", sc.proxy.Addr("forward", 0), "admin", sc.adminAddr(), "events", lc.Events.File.Path)
+				"forward", sc.proxy.Addr("forward", 0), "admin", sc.adminAddr(), "events", sc.events.where(lc.Events))
 			return sc.wait(c.Context())
 		},
 	}
@@ -84,8 +82,7 @@ type sidecar struct {
 	cfg     atomic.Pointer[loadedConfig] // the configuration in force
 	reload  *reloader
 	log     *slog.Logger
-	file    *sink.File
-	queue   *sink.Queue
+	events  *eventPath
 	proxy   *proxy.Server
 	admin   *http.Server
 	adminLn net.Listener
@@ -101,12 +98,11 @@ func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
 	sc.cfg.Store(lc)
 	sc.reload = newReloader(sc, lc)
 	var err error
-	if sc.file, err = sink.OpenFile(lc.Events.File); err != nil {
-		return nil, fmt.Errorf("open events file: %w", err)
+	if sc.events, err = openEvents(lc.Events, log); err != nil {
+		return nil, err
 	}
-	sc.queue = sink.NewQueue(sc.file, lc.Events.Queue, log.With("component", "sink"))
 	sc.proxy, err = proxy.New(lc.snapshot, proxy.Options{
-		Recorder: sc.queue,
+		Recorder: sc.events.queue,
 		Logger:   log.With("component", "proxy"),
 		Sidecar:  lc.Events.Sidecar,
 	})
@@ -121,7 +117,7 @@ func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
 		}
 	}
 	if err != nil {
-		sc.closeEvents(context.Background())
+		sc.events.close(context.Background())
 		return nil, err
 	}
 	go func() { sc.errc <- sc.proxy.Serve() }()
@@ -170,21 +166,8 @@ func (sc *sidecar) stop(ctx context.Context) error {
 	if sc.admin != nil {
 		sc.admin.Shutdown(ctx)
 	}
-	if cerr := sc.closeEvents(ctx); err == nil {
+	if cerr := sc.events.close(ctx); err == nil {
 		err = cerr
-	}
-	return err
-}
-
-func (sc *sidecar) closeEvents(ctx context.Context) error {
-	var err error
-	if sc.queue != nil {
-		err = sc.queue.Close(ctx)
-	}
-	if sc.file != nil {
-		if cerr := sc.file.Close(); err == nil {
-			err = cerr
-		}
 	}
 	return err
 }
@@ -192,7 +175,8 @@ func (sc *sidecar) closeEvents(ctx context.Context) error {
 // adminHandler serves /healthz, /readyz, /metrics, /status and POST /reload.
 func (sc *sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(sc.proxy, sc.queue, sc.reload,
+	reg.MustRegister(sc.events.collectors()...)
+	reg.MustRegister(sc.proxy, sc.reload,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -218,18 +202,17 @@ func (sc *sidecar) adminHandler() http.Handler {
 
 // status is the admin /status document.
 type status struct {
-	Version       string          `json:"version"`
-	Config        string          `json:"config"`
-	ConfigVersion string          `json:"config_version"`
-	Sidecar       string          `json:"sidecar"`
-	Started       time.Time       `json:"started"`
-	Ready         bool            `json:"ready"`
-	Listeners     map[string]any  `json:"listeners"`
-	Tools         []string        `json:"tools"`
-	Unmatched     string          `json:"unmatched"`
-	Events        sink.QueueStats `json:"events"`
-	EventsFile    string          `json:"events_file"`
-	Reload        reloadStatus    `json:"reload"`
+	Version       string         `json:"version"`
+	Config        string         `json:"config"`
+	ConfigVersion string         `json:"config_version"`
+	Sidecar       string         `json:"sidecar"`
+	Started       time.Time      `json:"started"`
+	Ready         bool           `json:"ready"`
+	Listeners     map[string]any `json:"listeners"`
+	Tools         []string       `json:"tools"`
+	Unmatched     string         `json:"unmatched"`
+	Events        eventsStatus   `json:"events"`
+	Reload        reloadStatus   `json:"reload"`
 }
 
 func (sc *sidecar) status() status {
@@ -249,7 +232,7 @@ func (sc *sidecar) status() status {
 			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.adminAddr(),
 		},
 		Tools: tools, Unmatched: cfg.Unmatched,
-		Events: sc.queue.Stats(), EventsFile: strings.TrimSpace(cfg.Events.File.Path),
+		Events: sc.events.status(cfg.Events),
 		Reload: sc.reload.status(),
 	}
 }

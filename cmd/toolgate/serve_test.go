@@ -239,9 +239,13 @@ type statusDoc struct {
 		Admin   string   `json:"admin"`
 	} `json:"listeners"`
 	Events struct {
-		Recorded, Written, Dropped uint64
+		Queue struct {
+			Recorded uint64 `json:"recorded"`
+			Written  uint64 `json:"written"`
+			Dropped  uint64 `json:"dropped"`
+		} `json:"queue"`
+		Destination string `json:"destination"`
 	} `json:"events"`
-	EventsFile string `json:"events_file"`
 }
 
 func getStatus(t *testing.T, c *http.Client, admin string) statusDoc {
@@ -324,7 +328,7 @@ func TestRunEndToEnd(t *testing.T) {
 		{"listeners.forward", st.Listeners.Forward, l.Forward},
 		{"listeners.admin", st.Listeners.Admin, l.Admin},
 		{"listeners.reverse upstream", upstream, up.URL()},
-		{"events_file", st.EventsFile, filepath.Join(dir, "events.ndjson")},
+		{"events.destination", st.Events.Destination, filepath.Join(dir, "events.ndjson")},
 	}
 	for _, c := range statusChecks {
 		if c.got != c.want {
@@ -363,11 +367,11 @@ func TestRunEndToEnd(t *testing.T) {
 	// Both events are recorded at once but, with a 1h flush interval, not
 	// yet written: only the graceful stop below can write them.
 	deadline := time.Now().Add(5 * time.Second)
-	for st = getStatus(t, admin, l.Admin); st.Events.Recorded < 2 && time.Now().Before(deadline); st = getStatus(t, admin, l.Admin) {
+	for st = getStatus(t, admin, l.Admin); st.Events.Queue.Recorded < 2 && time.Now().Before(deadline); st = getStatus(t, admin, l.Admin) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st.Events.Recorded != 2 || st.Events.Written != 0 {
-		t.Errorf("/status events recorded, written = %d, %d; want 2, 0", st.Events.Recorded, st.Events.Written)
+	if st.Events.Queue.Recorded != 2 || st.Events.Queue.Written != 0 {
+		t.Errorf("/status events recorded, written = %d, %d; want 2, 0", st.Events.Queue.Recorded, st.Events.Queue.Written)
 	}
 
 	endpoints := []struct {

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/chtest"
+	"github.com/toolgate/toolgate/internal/demotools"
+)
+
+// TestRunIntoClickHouse runs the sidecar with events going to a real
+// ClickHouse through the spool: calls through the forward proxy, a
+// graceful stop, and every event in ClickHouse exactly once with its code,
+// in the tables the analysts query.
+func TestRunIntoClickHouse(t *testing.T) {
+	ch := chtest.Start(t)
+	up, err := demotools.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	dir := t.TempDir()
+	writeFile(t, dir+"/s.json", `{"type":"object","properties":{"term":{"type":"string"},"retmax":{"type":"integer"}},"required":["term"]}`)
+	cfg := `
+listen: {forward: 127.0.0.1:0}
+admin: {listen: 127.0.0.1:0}
+events:
+  queue: {flush_interval: 20ms}
+  spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}
+  clickhouse:
+    addr: [` + ch.Addr() + `]
+    database: e2e
+tools:
+  - name: pubmed_search
+    match: {host: 127.0.0.1, method: GET, path: /esearch}
+    schema_file: s.json
+`
+	r := startRun(t, dir, cfg)
+	l := r.running(t)
+	if !strings.Contains(l.Events, "clickhouse") {
+		t.Errorf("running line says events go to %q", l.Events)
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Forward})}}
+	for _, q := range []string{"term=a&retmax=3", "term=b", "trem=c", "term=d&retmax=x"} {
+		resp, err := client.Get(up.URL() + "/esearch?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("run exited %d; stderr:\n%s", code, r.stderr)
+	}
+	rows := ch.Query(t, "SELECT error_code, reason, count() FROM e2e.events FINAL GROUP BY error_code, reason ORDER BY error_code, reason")
+	got := ""
+	for _, row := range rows {
+		got += strings.Join(row, " ") + ";"
+	}
+	if want := "  2;validation unknown_field 1;validation wrong_type 1;"; got != want {
+		t.Errorf("events by code = %q, want %q", got, want)
+	}
+	if n := ch.Query(t, "SELECT uniqExactMerge(calls) FROM e2e.events_per_minute")[0][0]; n != "4" {
+		t.Errorf("rollup calls = %s, want 4", n)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/sink"
+)
+
+// retentionEvery is how often old ClickHouse partitions are looked for.
+const retentionEvery = time.Hour
+
+// eventPath is where events go: the bounded queue in front of either the
+// NDJSON file, or the disk spool in front of ClickHouse (when
+// events.clickhouse.addr is set). Nothing on it ever blocks a call.
+type eventPath struct {
+	queue *sink.Queue
+	file  *sink.File
+	spool *sink.Spool
+	ch    *sink.ClickHouse
+	stop  context.CancelFunc // the retention loop
+	done  chan struct{}
+}
+
+// validateEvents applies the events section's defaults; dir is the config
+// file's folder, where relative paths resolve.
+func validateEvents(ec *eventsConfig, dir string) error {
+	if err := ec.Queue.Validate(); err != nil {
+		return err
+	}
+	if ec.File.Path == "" {
+		ec.File.Path = sink.DefaultFilePath
+	}
+	if !filepath.IsAbs(ec.File.Path) {
+		ec.File.Path = filepath.Join(dir, ec.File.Path)
+	}
+	if err := ec.File.Validate(); err != nil {
+		return err
+	}
+	if len(ec.ClickHouse.Addr) == 0 {
+		return nil
+	}
+	if err := ec.ClickHouse.Validate(); err != nil {
+		return err
+	}
+	if ec.Spool.Dir == "" {
+		ec.Spool.Dir = defaultSpoolDir
+	}
+	if !filepath.IsAbs(ec.Spool.Dir) {
+		ec.Spool.Dir = filepath.Join(dir, ec.Spool.Dir)
+	}
+	return ec.Spool.Validate()
+}
+
+// defaultSpoolDir is the spool's folder, beside the configuration file.
+const defaultSpoolDir = "toolgate-spool"
+
+// openEvents opens the destination and starts the queue in front of it.
+func openEvents(ec eventsConfig, log *slog.Logger) (*eventPath, error) {
+	ep := &eventPath{}
+	var w sink.Writer
+	if len(ec.ClickHouse.Addr) > 0 {
+		ch, err := sink.OpenClickHouse(context.Background(), ec.ClickHouse, log.With("component", "clickhouse"))
+		if err != nil {
+			return nil, err
+		}
+		sp, err := sink.OpenSpool(ec.Spool, ch, log.With("component", "spool"))
+		if err != nil {
+			ch.Close()
+			return nil, fmt.Errorf("open spool: %w", err)
+		}
+		ep.ch, ep.spool, w = ch, sp, sp
+		if ec.ClickHouse.RetentionDays > 0 {
+			ep.startRetention(ec.ClickHouse.RetentionDays, log)
+		}
+	} else {
+		f, err := sink.OpenFile(ec.File)
+		if err != nil {
+			return nil, fmt.Errorf("open events file: %w", err)
+		}
+		ep.file, w = f, f
+	}
+	ep.queue = sink.NewQueue(w, ec.Queue, log.With("component", "sink"))
+	return ep, nil
+}
+
+// startRetention drops ClickHouse partitions older than days, at start and
+// then every retentionEvery.
+func (ep *eventPath) startRetention(days int, log *slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ep.stop, ep.done = cancel, make(chan struct{})
+	go func() {
+		defer close(ep.done)
+		t := time.NewTicker(retentionEvery)
+		defer t.Stop()
+		for {
+			cutoff := time.Now().UTC().AddDate(0, 0, -days)
+			if _, err := ep.ch.DropPartitionsBefore(ctx, cutoff); err != nil && ctx.Err() == nil {
+				log.Warn("retention: dropping old partitions failed; will try again", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// where names the destination for the log and /status.
+func (ep *eventPath) where(ec eventsConfig) string {
+	if ep.ch != nil {
+		return fmt.Sprintf("clickhouse %v database %s (spool %s)", ec.ClickHouse.Addr, ec.ClickHouse.Database, ec.Spool.Dir)
+	}
+	return ec.File.Path
+}
+
+// collectors are the event path's metrics.
+func (ep *eventPath) collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{ep.queue}
+	if ep.spool != nil {
+		cs = append(cs, ep.spool)
+	}
+	return cs
+}
+
+// eventsStatus is the events part of /status.
+type eventsStatus struct {
+	Queue       sink.QueueStats   `json:"queue"`
+	Destination string            `json:"destination"`
+	Spool       *sink.SpoolStatus `json:"spool,omitempty"`
+	// Rejected counts events ClickHouse refused on their own and dropped.
+	Rejected uint64 `json:"clickhouse_rejected,omitempty"`
+}
+
+func (ep *eventPath) status(ec eventsConfig) eventsStatus {
+	st := eventsStatus{Queue: ep.queue.Stats(), Destination: ep.where(ec)}
+	if ep.spool != nil {
+		s := ep.spool.Status()
+		st.Spool = &s
+		st.Rejected = ep.ch.Rejected()
+	}
+	return st
+}
+
+// close flushes the queue into the destination, then closes it: the spool
+// ships what it can within ctx and keeps the rest on disk for the next start.
+func (ep *eventPath) close(ctx context.Context) error {
+	if ep.stop != nil {
+		ep.stop()
+		<-ep.done
+	}
+	err := ep.queue.Close(ctx)
+	if ep.file != nil {
+		err = errors.Join(err, ep.file.Close())
+	}
+	if ep.spool != nil {
+		err = errors.Join(err, ep.spool.Close(ctx), ep.ch.Close())
+	}
+	return err
+}
