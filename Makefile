@@ -26,8 +26,11 @@ test: ## Run every test with the race detector (fuzz seeds included); installs C
 demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls
 	$(GO) run ./cmd/toolgate demo
 
-bench: ## Direct vs through toolgate, one run; prints the comparison table
-	$(GO) test -run '^$$' -bench 'BenchmarkProxy' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./proxy/ | tee bench.out
+bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHouse costs; prints the comparison table
+	bash scripts/clickhouse.sh install
+	$(GO) test -run '^$$' -bench 'BenchmarkProxy|BenchmarkSinkOverhead' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./proxy/ | tee bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
 lint: ## go vet and staticcheck

@@ -174,7 +174,8 @@ func BenchmarkProxy(b *testing.B) {
 // BenchmarkSinkOverhead compares proxied calls (the validated route) with
 // events going to the NDJSON file and to a real ClickHouse through the
 // spool, in one run: the ClickHouse path must stay out of the request's way
-// (target: p50 and p99 within 10%).
+// (target: p50 and p99 within 10%). Both use the production queue and
+// spool settings (1s flush, 1s segment age).
 func BenchmarkSinkOverhead(b *testing.B) {
 	srv := chtest.Start(b)
 	for _, dest := range []string{"file", "clickhouse"} {
@@ -200,7 +201,7 @@ func BenchmarkSinkOverhead(b *testing.B) {
 				defer func() { sp.Close(context.Background()); ch.Close() }()
 				w = sp
 			}
-			e := newEnvTo(b, benchConfig, nil, nil, w)
+			e := newEnvTo(b, benchConfig, nil, nil, w, sink.DefaultFlushInterval)
 			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)})}}
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()

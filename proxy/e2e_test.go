@@ -88,12 +88,13 @@ func newEnv(t testing.TB, cfgYAML string) *env {
 // policies may see.
 func newEnvWith(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, policyHeaders []string) *env {
 	t.Helper()
-	return newEnvTo(t, cfgYAML, checkers, policyHeaders, nil)
+	return newEnvTo(t, cfgYAML, checkers, policyHeaders, nil, 10*time.Millisecond)
 }
 
 // newEnvTo is newEnvWith with the events going to dest instead of an
-// NDJSON file (readEvents then reads nothing).
-func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, policyHeaders []string, dest sink.Writer) *env {
+// NDJSON file (readEvents then reads nothing), and the queue flushing every
+// flush (tests use 10ms to read events at once; benchmarks the default).
+func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, policyHeaders []string, dest sink.Writer, flush time.Duration) *env {
 	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
@@ -119,7 +120,7 @@ func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, p
 	if dest != nil {
 		w = dest
 	}
-	q := sink.NewQueue(w, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
+	q := sink.NewQueue(w, sink.QueueConfig{FlushInterval: flush}, nil)
 	snap := proxy.Snapshot{Config: &cfg, Version: "v-test", PolicyVersion: "p-test", Checkers: checkers, PolicyHeaders: policyHeaders}
 	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
 	if err != nil {

@@ -29,6 +29,10 @@ var (
 		prometheus.BuildFQName("toolgate", "sink", "write_errors_total"),
 		"Failed writes to the sink destination, retries included.",
 		nil, nil)
+	descEventsSpilled = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "events_spilled_total"),
+		"Events a full queue handed straight to the spool instead of dropping them.",
+		nil, nil)
 )
 
 // Queue is a prometheus.Collector; register it in the binary's registry.
@@ -43,13 +47,14 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descEventsWritten
 	ch <- descEventsDropped
 	ch <- descWriteErrors
+	ch <- descEventsSpilled
 }
 
 // Collect sends the queue's current metrics: toolgate_sink_queue_depth and
 // toolgate_sink_queue_capacity (gauges), and the counters
 // toolgate_sink_events_recorded_total, toolgate_sink_events_written_total,
-// toolgate_sink_events_dropped_total{reason} (every reason, zero or not) and
-// toolgate_sink_write_errors_total.
+// toolgate_sink_events_dropped_total{reason} (every reason, zero or not),
+// toolgate_sink_write_errors_total and toolgate_sink_events_spilled_total.
 func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	s := q.Stats()
 	ch <- prometheus.MustNewConstMetric(descQueueDepth, prometheus.GaugeValue, float64(s.Depth))
@@ -60,4 +65,5 @@ func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEventsDropped, prometheus.CounterValue, float64(s.DroppedWriteError), DropWriteError)
 	ch <- prometheus.MustNewConstMetric(descEventsDropped, prometheus.CounterValue, float64(s.DroppedShutdown), DropShutdown)
 	ch <- prometheus.MustNewConstMetric(descWriteErrors, prometheus.CounterValue, float64(s.WriteErrors))
+	ch <- prometheus.MustNewConstMetric(descEventsSpilled, prometheus.CounterValue, float64(s.Spilled))
 }

@@ -47,6 +47,9 @@ toolgate_sink_events_dropped_total{reason="write_error"} 1
 # HELP toolgate_sink_events_recorded_total Events passed to the sink queue, accepted or dropped.
 # TYPE toolgate_sink_events_recorded_total counter
 toolgate_sink_events_recorded_total 6
+# HELP toolgate_sink_events_spilled_total Events a full queue handed straight to the spool instead of dropping them.
+# TYPE toolgate_sink_events_spilled_total counter
+toolgate_sink_events_spilled_total 0
 # HELP toolgate_sink_events_written_total Events the sink destination stored.
 # TYPE toolgate_sink_events_written_total counter
 toolgate_sink_events_written_total 3
@@ -63,8 +66,8 @@ toolgate_sink_write_errors_total 3
 	if err := testutil.CollectAndCompare(q, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if got := testutil.CollectAndCount(q); got != 8 {
-		t.Errorf("CollectAndCount = %d, want 8", got)
+	if got := testutil.CollectAndCount(q); got != 9 {
+		t.Errorf("CollectAndCount = %d, want 9", got)
 	}
 	problems, err := testutil.CollectAndLint(q)
 	if err != nil {

@@ -114,6 +114,9 @@ type QueueStats struct {
 	// WriteErrors counts failed WriteEvents calls, retries included; a
 	// panicking Writer counts as a failed call.
 	WriteErrors uint64 `json:"write_errors"`
+	// Spilled counts events a full queue handed straight to its spill
+	// writer (see SpillTo); they are included in Written.
+	Spilled uint64 `json:"spilled"`
 }
 
 // Queue is a bounded asynchronous queue in front of a Writer. Record adds an
@@ -157,6 +160,9 @@ type Queue struct {
 	droppedWriteError atomic.Uint64
 	droppedShutdown   atomic.Uint64
 	writeErrors       atomic.Uint64
+
+	spill   Writer        // takes an event when the queue is full (SpillTo)
+	spilled atomic.Uint64 // events spill took
 
 	lastDropLog atomic.Int64  // unix nanoseconds of the last "queue full" warning
 	dropsLogged atomic.Uint64 // droppedQueueFull at the last warning
@@ -233,9 +239,23 @@ func (q *Queue) Record(e Event) bool {
 	default:
 	}
 	q.mu.RUnlock()
+	if q.spill != nil {
+		if err := q.spill.WriteEvents(q.runCtx, []Event{e}); err == nil {
+			q.spilled.Add(1)
+			q.written.Add(1)
+			return true
+		}
+	}
 	q.dropFull()
 	return false
 }
+
+// SpillTo makes a full queue hand an event straight to w (the disk spool)
+// instead of dropping it: the call that records it waits for that one
+// append, which is the price of losing nothing when the queue cannot keep
+// up. Spilled events count as written, and in Stats().Spilled. Call it
+// before the first Record.
+func (q *Queue) SpillTo(w Writer) { q.spill = w }
 
 // dropFull counts one event dropped because the queue is full and logs a
 // warning unless one was logged within dropLogEvery.
@@ -328,6 +348,7 @@ func (q *Queue) Stats() QueueStats {
 		DroppedWriteError: q.droppedWriteError.Load(),
 		DroppedShutdown:   q.droppedShutdown.Load(),
 		WriteErrors:       q.writeErrors.Load(),
+		Spilled:           q.spilled.Load(),
 	}
 	s.Dropped = s.DroppedQueueFull + s.DroppedWriteError + s.DroppedShutdown
 	// Loaded last, so that Recorded >= Written + Dropped in every snapshot.

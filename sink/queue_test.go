@@ -699,3 +699,43 @@ func BenchmarkQueueRecord(b *testing.B) {
 	s := q.Stats()
 	b.ReportMetric(float64(s.Dropped)/float64(s.Recorded), "dropped/op")
 }
+
+// TestQueueFullSpillsToSpool blocks the queue's writer, fills the queue,
+// and checks the calls past capacity go to a real spool on disk instead of
+// being dropped: nothing is lost, and the accounting stays exact.
+func TestQueueFullSpillsToSpool(t *testing.T) {
+	dest := &memWriter{}
+	cfg := SpoolConfig{Dir: t.TempDir(), SegmentAge: 10 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := OpenSpool(cfg, dest, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := newStuckWriter(false)
+	q := newQueue(stuck, QueueConfig{Capacity: 4, BatchSize: 1, FlushInterval: time.Hour}, nil, fastRetry())
+	q.SpillTo(sp)
+	const n = 40
+	for i := range n {
+		if !q.Record(ev(i)) {
+			t.Fatalf("event %d was not kept", i)
+		}
+	}
+	st := q.Stats()
+	if st.Dropped != 0 || st.Spilled == 0 || st.Spilled > n {
+		t.Fatalf("stats = %+v; want spills and no drops", st)
+	}
+	close(stuck.release)
+	closeQueue(t, q)
+	if err := sp.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	st = q.Stats()
+	if st.Recorded != n || st.Written+st.Dropped != n || st.Dropped != 0 {
+		t.Errorf("after close: %+v; want all %d written, none dropped", st, n)
+	}
+	if got := uint64(len(dest.snapshot())) + st.Written - st.Spilled; got != n {
+		t.Errorf("spool shipped %d, queue wrote %d more: %d of %d events", len(dest.snapshot()), st.Written-st.Spilled, got, n)
+	}
+}

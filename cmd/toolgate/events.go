@@ -87,6 +87,9 @@ func openEvents(ec eventsConfig, log *slog.Logger) (*eventPath, error) {
 		ep.file, w = f, f
 	}
 	ep.queue = sink.NewQueue(w, ec.Queue, log.With("component", "sink"))
+	if ep.spool != nil {
+		ep.queue.SpillTo(ep.spool) // a full queue spills to disk rather than dropping
+	}
 	return ep, nil
 }
 
