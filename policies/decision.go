@@ -194,14 +194,14 @@ func decodeResult(policy string, doc map[string]any) (Result, error) {
 	if a, ok := doc["allow"]; ok {
 		b, isBool := a.(bool)
 		if !isBool {
-			return res, fmt.Errorf("allow must be a boolean, got %s", typeName(a))
+			return res, fmt.Errorf("allow must be a boolean, got %s", jsonTypeName(a))
 		}
 		res.Allowed = b
 	}
 	if raw, ok := doc["deny"]; ok {
 		items, isArr := raw.([]any)
 		if !isArr {
-			return res, fmt.Errorf("deny must be a set, got %s", typeName(raw))
+			return res, fmt.Errorf("deny must be a set, got %s", jsonTypeName(raw))
 		}
 		for _, it := range items {
 			v, err := denyViolation(it)
@@ -220,7 +220,7 @@ func decodeResult(policy string, doc map[string]any) (Result, error) {
 	if raw, ok := doc["inject"]; ok {
 		m, isObj := raw.(map[string]any)
 		if !isObj {
-			return res, fmt.Errorf("inject must be an object of header names to strings, got %s", typeName(raw))
+			return res, fmt.Errorf("inject must be an object of header names to strings, got %s", jsonTypeName(raw))
 		}
 		res.Inject = make(map[string]string, len(m))
 		for k, v := range m {
@@ -265,23 +265,7 @@ func denyViolation(it any) (Violation, error) {
 		}
 		return v, nil
 	}
-	return Violation{}, fmt.Errorf("deny members must be strings or objects, got %s", typeName(it))
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "number"
+	return Violation{}, fmt.Errorf("deny members must be strings or objects, got %s", jsonTypeName(it))
 }
 
 func validHeaderName(k string) bool {

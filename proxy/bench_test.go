@@ -33,7 +33,7 @@ tools:
   - name: bench_validated
     match: {host: 127.0.0.1, method: POST, path: /bench/validated}
     envelope: always
-    schema:
+    schema: &bench_schema
       type: object
       properties:
         query: {type: string, maxLength: 200}
@@ -49,31 +49,7 @@ tools:
   - name: bench_policy
     match: {host: 127.0.0.1, method: POST, path: /bench/policy}
     envelope: always
-    schema:
-      type: object
-      properties:
-        query: {type: string, maxLength: 200}
-        organism: {enum: [human, mouse, rat]}
-        limit: {type: integer, minimum: 1, maximum: 100}
-        filters:
-          type: object
-          properties:
-            phase_min: {type: integer}
-            modality: {type: string}
-        ids: {type: array, items: {type: string}}
-      required: [query]
-`
-
-// benchPolicy is a 5-rule policy of the kinds platform teams write: a
-// bound, an allow-list, a PII pattern, a header requirement and an
-// injection.
-const benchPolicy = `package bench.policy
-organisms := {"human", "mouse", "rat"}
-deny contains {"msg": "limit must be at most 50", "path": "/limit"} if input.arguments.limit > 50
-deny contains {"msg": "organism not allowed", "path": "/organism"} if not input.arguments.organism in organisms
-deny contains {"msg": "query holds an e-mail address", "path": "/query"} if regex.match("[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}", input.arguments.query)
-deny contains "too many ids" if count(input.arguments.ids) > 20
-inject["X-Trace-Id"] := input.trace_id
+    schema: *bench_schema
 `
 
 const benchBody = `{"query":"EGFR kinase inhibitors","organism":"human","limit":20,"filters":{"phase_min":2,"modality":"small_molecule"},"ids":["P00533","P04626"]}`
@@ -90,7 +66,7 @@ func cpuTime() time.Duration {
 // percentiles at one connection. `make bench` turns its output into the
 // ratio table in docs/performance.md.
 func BenchmarkProxy(b *testing.B) {
-	pol, err := policies.CompileRego("bench", map[string][]byte{"bench.rego": []byte(benchPolicy)})
+	pol, err := policies.LoadRego("bench", "../policies/testdata/bench")
 	if err != nil {
 		b.Fatal(err)
 	}
