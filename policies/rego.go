@@ -293,7 +293,8 @@ func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 		SetParallel(1).
 		CapturePrintOutput(true).
 		RaiseBuiltinErrors(true).
-		Run(ctx, p.modules)
+		SetModules(p.modules).
+		RunTests(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.name, err)
 	}
