@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
 // deniedBuiltins are the Rego builtins a toolgate policy may not call: they
@@ -41,6 +43,9 @@ var capabilities = func() *ast.Capabilities {
 	c.Builtins = kept
 	return c
 }()
+
+// noMetrics is shared by every evaluation: toolgate reads no OPA metrics.
+var noMetrics = metrics.NoOp()
 
 // Rego is one compiled Rego policy: its modules parsed, compiled and its
 // decision query prepared once; Eval never compiles. It is immutable and
@@ -228,7 +233,14 @@ func (p *Rego) Tests() int { return p.tests }
 
 // Eval evaluates the prepared decision query against one input.
 func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(in.toValue())))
+	// Cancellation through a callback on ctx rather than OPA's goroutine per
+	// evaluation, and no per-evaluation metrics: both cost more than small
+	// policies do.
+	c := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, c.Cancel)
+	defer stop()
+	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(in.toValue())),
+		rego.EvalExternalCancel(c), rego.EvalMetrics(noMetrics))
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
