@@ -82,17 +82,8 @@ func loadConfig(path string) (*loadedConfig, error) {
 // file in errors and is where relative files resolve.
 func parseConfig(path string, data []byte) (*loadedConfig, error) {
 	lc := &loadedConfig{path: path, version: contentVersion(data)}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(path, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if extra.Line > 0 {
-			return nil, fmt.Errorf("%s:%d: the file holds more than one YAML document", path, extra.Line)
-		}
-		return nil, fmt.Errorf("%s: the file holds more than one YAML document", path)
+	if err := decodeYAML(path, data, &lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
@@ -212,6 +203,28 @@ func sectionError(section string, err error) error {
 func contentVersion(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
+}
+
+// decodeYAML decodes the one YAML document of a file strictly (unknown keys
+// are errors) into v. Errors name the file and line; an empty file returns
+// io.EOF.
+func decodeYAML(path string, data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return err
+		}
+		return yamlError(path, data, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if extra.Line > 0 {
+			return fmt.Errorf("%s:%d: the file holds more than one YAML document", path, extra.Line)
+		}
+		return fmt.Errorf("%s: the file holds more than one YAML document", path)
+	}
+	return nil
 }
 
 // yamlError rewrites a decoding error as FILE:LINE: message lines.

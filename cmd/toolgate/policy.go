@@ -663,20 +663,11 @@ func readCaseFile(path string) (*decodedCaseFile, error) {
 // file in errors, each of which names the line too.
 func parseCaseFile(path string, data []byte) (*decodedCaseFile, error) {
 	var cf caseFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cf); err != nil {
+	if err := decodeYAML(path, data, &cf); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: no cases", path)
 		}
-		return nil, yamlError(path, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if extra.Line > 0 {
-			return nil, fmt.Errorf("%s:%d: the file holds more than one YAML document", path, extra.Line)
-		}
-		return nil, fmt.Errorf("%s: the file holds more than one YAML document", path)
+		return nil, err
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
