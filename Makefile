@@ -19,15 +19,15 @@ all: build
 build: ## Build the toolgate binary into bin/
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/toolgate
 
-test: ## Run every test with the race detector (fuzz seeds included); installs ClickHouse when missing
-	bash scripts/clickhouse.sh install
+test: ## Run every test with the race detector (fuzz seeds included); installs the Debian packages tests need when missing
+	bash scripts/testdeps.sh
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls
 	$(GO) run ./cmd/toolgate demo
 
 bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHouse costs; prints the comparison table
-	bash scripts/clickhouse.sh install
+	bash scripts/testdeps.sh
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy|BenchmarkSinkOverhead' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./proxy/ | tee bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# testdeps.sh — installs the Debian packages toolgate's tests use, when any is
+# missing. `make test` and `make bench` run it first, so a fresh machine needs
+# only Go.
+#
+#   clickhouse-server, clickhouse-client  events tests (private servers, scripts/clickhouse.sh)
+#   chromium                              the dashboard's browser test
+#   wabt                                  wat2wasm, for `make wasm-fixtures`
+#   iproute2, iptables, curl, python3-requests
+#                                         the transparent-mode test in network namespaces
+#
+# Already-installed packages are left alone; nothing is upgraded.
+set -euo pipefail
+
+die() {
+	echo "testdeps.sh: $*" >&2
+	exit 1
+}
+
+# Each entry: package:command-or-path that proves it is installed.
+readonly WANTED=(
+	clickhouse-server:/usr/sbin/clickhouse-server
+	clickhouse-client:/usr/bin/clickhouse-client
+	chromium:/usr/bin/chromium
+	wabt:/usr/bin/wat2wasm
+	iproute2:/usr/sbin/ip
+	iptables:/usr/sbin/iptables
+	curl:/usr/bin/curl
+	python3-requests:/usr/lib/python3/dist-packages/requests/__init__.py
+)
+
+missing=()
+for w in "${WANTED[@]}"; do
+	[[ -e ${w#*:} ]] || missing+=("${w%%:*}")
+done
+if ((${#missing[@]} == 0)); then
+	echo "testdeps.sh: every test dependency is installed" >&2
+	exit 0
+fi
+echo "testdeps.sh: installing ${missing[*]} with apt-get" >&2
+command -v apt-get >/dev/null ||
+	die "apt-get not found; install these (or their equivalents) by hand: ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then
+	command -v sudo >/dev/null || die "not root and no sudo; run as root: apt-get install -y ${missing[*]}"
+	sudo=(sudo)
+fi
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+	die "apt-get update failed; see its output above"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+	die "apt-get install ${missing[*]} failed; see its output above"
+for w in "${WANTED[@]}"; do
+	[[ -e ${w#*:} ]] || die "apt-get finished but ${w#*:} (package ${w%%:*}) is still missing"
+done
+echo "testdeps.sh: installed ${missing[*]}" >&2
