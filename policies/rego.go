@@ -87,8 +87,19 @@ func readRego(path string) (map[string][]byte, error) {
 		return files, nil
 	}
 	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".rego") {
+		if err != nil {
 			return err
+		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			// Hidden entries are skipped: a Kubernetes ConfigMap volume shows
+			// every file twice, once in a hidden "..2026_..." folder.
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".rego") {
+			return nil
 		}
 		b, err := os.ReadFile(p)
 		files[p] = b
