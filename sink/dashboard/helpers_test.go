@@ -59,7 +59,7 @@ func genEvents(n int) []sink.Event {
 		case "unknown":
 			reason = "unexpected_status"
 		}
-		env := i%10 != 0
+		env := (i/4)%10 != 0 // 90% for pubmed_search
 		if tool != "pubmed_search" {
 			env = i%2 == 0
 		}

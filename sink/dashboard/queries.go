@@ -13,7 +13,7 @@ import (
 // server-side parameters. Values reach the SQL only as clickhouse-go `?`
 // binds, which the driver writes as quoted, escaped literals (strings) or
 // numbers (times as Unix seconds, bucket widths): and every value bound has
-// been validated by ParseFilter first. Counts are uniqExact(event_id), so a
+// been validated by ParseFilter first. Counts are uniqExact(cityHash64(event_id)), so a
 // replayed batch never inflates them, without FINAL.
 
 // Series is one error code's failures per bucket.
@@ -49,7 +49,9 @@ type ToolRow struct {
 	SparkFailures []uint64 `json:"spark_failures"`
 }
 
-// Message is one of the most frequent validation or policy details.
+// Message is one of the most frequent validation or policy details, per
+// tool; SampleTraceID is the smallest trace id among its calls (a stable
+// pick, so a shared link shows the same sample).
 type Message struct {
 	Code          string `json:"error_code"`
 	Reason        string `json:"reason"`
@@ -159,7 +161,7 @@ func bucketStart(t time.Time, w time.Duration) time.Time {
 }
 
 // failuresSQL is the stacked chart's query.
-const failuresSQL = `SELECT toUInt32(intDiv(toUInt32(time), ?) * ?) AS b, error_code, toUInt64(uniqExact(event_id)) AS n
+const failuresSQL = `SELECT toUInt32(intDiv(toUInt32(time), ?) * ?) AS b, error_code, toUInt64(uniqExact(cityHash64(event_id))) AS n
 FROM {db}.events
 WHERE %s AND error_code != ''
 GROUP BY b, error_code
@@ -226,9 +228,9 @@ func orderedCodes[V any](m map[string]V) []string {
 	return append(out, rest...)
 }
 
-const toolsSQL = `SELECT tool, toUInt64(uniqExact(event_id)) AS calls, toUInt64(uniqExactIf(event_id, %s)) AS failures,
+const toolsSQL = `SELECT tool, toUInt64(uniqExact(cityHash64(event_id))) AS calls, toUInt64(uniqExactIf(cityHash64(event_id), %s)) AS failures,
     topKIf(1)(error_code, error_code != '') AS top,
-    toFloat64(quantile(0.5)(total_us)) AS p50, toFloat64(quantile(0.95)(total_us)) AS p95
+    quantiles(0.5, 0.95)(total_us) AS q
 FROM {db}.events
 WHERE %s AND tool != ''
 GROUP BY tool
@@ -236,7 +238,7 @@ ORDER BY failures DESC, calls DESC, tool
 LIMIT 200`
 
 const sparkSQL = `SELECT tool, toUInt32(intDiv(toUInt32(time), ?) * ?) AS b,
-    toUInt64(uniqExact(event_id)) AS calls, toUInt64(uniqExactIf(event_id, %s)) AS failures
+    toUInt64(uniqExact(cityHash64(event_id))) AS calls, toUInt64(uniqExactIf(cityHash64(event_id), %s)) AS failures
 FROM {db}.events
 WHERE %s AND tool != ''
 GROUP BY tool, b
@@ -254,10 +256,11 @@ func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
 	idx := map[string]int{}
 	var r ToolRow
 	var top []string
+	var qs []float64
 	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(toolsSQL, pred, where)), append(pargs, wargs...)...)
 	err = collect(rows, err, func() error {
 		r = ToolRow{}
-		if err := rows.Scan(&r.Tool, &r.Calls, &r.Failures, &top, &r.P50MS, &r.P95MS); err != nil {
+		if err := rows.Scan(&r.Tool, &r.Calls, &r.Failures, &top, &qs); err != nil {
 			return err
 		}
 		if len(top) > 0 {
@@ -266,7 +269,9 @@ func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
 		if r.Calls > 0 {
 			r.FailureRate = float64(r.Failures) / float64(r.Calls)
 		}
-		r.P50MS, r.P95MS = r.P50MS/1000, r.P95MS/1000
+		if len(qs) == 2 {
+			r.P50MS, r.P95MS = qs[0]/1000, qs[1]/1000
+		}
 		idx[r.Tool] = len(out)
 		out = append(out, r)
 		return nil
@@ -307,11 +312,11 @@ func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
 	return out, nil
 }
 
-const messagesSQL = `SELECT error_code, reason, detail, toUInt64(uniqExact(event_id)) AS calls, any(tool), any(trace_id)
+const messagesSQL = `SELECT error_code, reason, detail, toUInt64(uniqExact(cityHash64(event_id))) AS calls, tool, min(trace_id)
 FROM {db}.events
 WHERE %s AND error_code IN ('validation', 'policy')
-GROUP BY error_code, reason, detail
-ORDER BY calls DESC, detail
+GROUP BY error_code, reason, detail, tool
+ORDER BY calls DESC, detail, tool
 LIMIT 20`
 
 func (s store) messages(ctx context.Context, f Filter) ([]Message, error) {
@@ -332,7 +337,7 @@ func (s store) messages(ctx context.Context, f Filter) ([]Message, error) {
 	return out, nil
 }
 
-const adoptionSQL = `SELECT tool, toUInt64(uniqExactIf(event_id, envelope = 1)) AS env, toUInt64(uniqExactIf(event_id, envelope = 0)) AS legacy,
+const adoptionSQL = `SELECT tool, toUInt64(uniqExactIf(cityHash64(event_id), envelope = 1)) AS env, toUInt64(uniqExactIf(cityHash64(event_id), envelope = 0)) AS legacy,
     toUInt32(maxIf(time, envelope = 0)) AS last_legacy
 FROM {db}.events
 WHERE %s AND tool != ''
@@ -368,7 +373,7 @@ func (s store) adoption(ctx context.Context, f Filter) ([]Adoption, error) {
 	return out, nil
 }
 
-const freshnessSQL = `SELECT sidecar, toUInt32(max(time)) AS last, toUInt64(uniqExact(event_id)) AS events
+const freshnessSQL = `SELECT sidecar, toUInt32(max(time)) AS last, toUInt64(uniqExact(cityHash64(event_id))) AS events
 FROM {db}.events
 WHERE %s
 GROUP BY sidecar
