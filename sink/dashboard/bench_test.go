@@ -40,7 +40,6 @@ FROM (SELECT number, arrayElement(['', '', '', 'validation', 'policy', 'rate_lim
 	return db
 }
 
-
 // BenchmarkDashboard times each of the page's queries (through its JSON
 // panel, over real HTTP, as the read-only user) and the whole page, on one
 // million events; each must finish within a second.

@@ -28,10 +28,22 @@ type truth struct {
 	calls, failures map[string]uint64 // per tool
 	byCode          map[string]uint64 // failures per code
 	env, legacy     map[string]uint64
+	perCode         map[string]map[string]uint64 // tool -> failing code -> failures
+}
+
+// topCode is the tool's most frequent failing code, ties to the smallest.
+func (tr truth) topCode(tool string) string {
+	best, top := uint64(0), ""
+	for c, n := range tr.perCode[tool] {
+		if n > best || n == best && c < top {
+			best, top = n, c
+		}
+	}
+	return top
 }
 
 func count(evs []sink.Event, from, to time.Time, tool, agent, code string) truth {
-	tr := truth{map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}}
+	tr := truth{map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, map[string]map[string]uint64{}}
 	for _, e := range evs {
 		if e.Time.Before(from) || !e.Time.Before(to) || (tool != "" && e.Tool != tool) || (agent != "" && e.Agent != agent) {
 			continue
@@ -46,6 +58,10 @@ func count(evs []sink.Event, from, to time.Time, tool, agent, code string) truth
 		if failed {
 			tr.failures[e.Tool]++
 			tr.byCode[e.ErrorCode]++
+			if tr.perCode[e.Tool] == nil {
+				tr.perCode[e.Tool] = map[string]uint64{}
+			}
+			tr.perCode[e.Tool][e.ErrorCode]++
 		}
 	}
 	return tr
@@ -91,6 +107,9 @@ func TestPanels(t *testing.T) {
 				got.calls[r.Tool], got.failures[r.Tool] = r.Calls, r.Failures
 				if r.Calls > 0 && r.FailureRate != float64(r.Failures)/float64(r.Calls) {
 					t.Errorf("%s: failure rate %v", r.Tool, r.FailureRate)
+				}
+				if r.TopCode != want.topCode(r.Tool) {
+					t.Errorf("%s: top code %q, want %q", r.Tool, r.TopCode, want.topCode(r.Tool))
 				}
 				if r.P50MS <= 0 || r.P95MS < r.P50MS {
 					t.Errorf("%s: p50 %v p95 %v", r.Tool, r.P50MS, r.P95MS)

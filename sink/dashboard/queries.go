@@ -229,7 +229,6 @@ func orderedCodes[V any](m map[string]V) []string {
 }
 
 const toolsSQL = `SELECT tool, toUInt64(uniqExact(cityHash64(event_id))) AS calls, toUInt64(uniqExactIf(cityHash64(event_id), %s)) AS failures,
-    topKIf(1)(error_code, error_code != '') AS top,
     quantiles(0.5, 0.95)(total_us) AS q
 FROM {db}.events
 WHERE %s AND tool != ''
@@ -255,16 +254,12 @@ func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
 	var out []ToolRow
 	idx := map[string]int{}
 	var r ToolRow
-	var top []string
 	var qs []float64
 	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(toolsSQL, pred, where)), append(pargs, wargs...)...)
 	err = collect(rows, err, func() error {
 		r = ToolRow{}
-		if err := rows.Scan(&r.Tool, &r.Calls, &r.Failures, &top, &qs); err != nil {
+		if err := rows.Scan(&r.Tool, &r.Calls, &r.Failures, &qs); err != nil {
 			return err
-		}
-		if len(top) > 0 {
-			r.TopCode = top[0]
 		}
 		if r.Calls > 0 {
 			r.FailureRate = float64(r.Failures) / float64(r.Calls)
@@ -281,6 +276,9 @@ func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
 	}
 	if len(out) == 0 {
 		return out, nil
+	}
+	if err := s.topCodes(ctx, f, out, idx); err != nil {
+		return nil, err
 	}
 	sw := f.sparkBucket()
 	w := int64(sw / time.Second)
@@ -310,6 +308,36 @@ func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
 		return nil, fmt.Errorf("sparklines: %w", err)
 	}
 	return out, nil
+}
+
+const topCodesSQL = `SELECT tool, error_code, toUInt64(uniqExact(cityHash64(event_id))) AS n
+FROM {db}.events
+WHERE %s AND tool != '' AND %s
+GROUP BY tool, error_code`
+
+// topCodes sets each row's most frequent failing code; a tie goes to the
+// code first in alphabetical order, so the pick is stable.
+func (s store) topCodes(ctx context.Context, f Filter, out []ToolRow, idx map[string]int) error {
+	pred, pargs := f.failPred()
+	where, wargs := f.where(false, true)
+	best := make([]uint64, len(out))
+	var tool, code string
+	var n uint64
+	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(topCodesSQL, where, pred)), append(wargs, pargs...)...)
+	err = collect(rows, err, func() error {
+		if err := rows.Scan(&tool, &code, &n); err != nil {
+			return err
+		}
+		j, ok := idx[tool]
+		if ok && (n > best[j] || n == best[j] && code < out[j].TopCode) {
+			best[j], out[j].TopCode = n, code
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("top error codes: %w", err)
+	}
+	return nil
 }
 
 const messagesSQL = `SELECT error_code, reason, detail, toUInt64(uniqExact(cityHash64(event_id))) AS calls, tool, min(trace_id)
