@@ -142,7 +142,7 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", p)
 	}
-	from, to := now.Add(-6*time.Hour).Format("2006-01-02 15:04:05"), now.Format("2006-01-02 15:04:05")
+	from, to := now.Add(-6*time.Hour).Format("2006-01-02 15:04:05"), now.Add(time.Second).Format("2006-01-02 15:04:05")
 	inRange := fmt.Sprintf("time >= toDateTime('%s') AND time < toDateTime('%s')", from, to)
 	// check compares the chart and the table with direct SQL for tool ("" = all).
 	check := func(tool string) {

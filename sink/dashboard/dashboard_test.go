@@ -83,11 +83,11 @@ func TestPanels(t *testing.T) {
 		from, to          time.Time
 		tool, agent, code string
 	}{
-		{name: "default 24h", query: "", from: now.Add(-24 * time.Hour), to: now},
-		{name: "last 2h", query: "last=2h", from: now.Add(-2 * time.Hour), to: now},
-		{name: "tool", query: "last=6h&tool=docs_edit", from: now.Add(-6 * time.Hour), to: now, tool: "docs_edit"},
-		{name: "agent", query: "last=24h&agent=agent-b", from: now.Add(-24 * time.Hour), to: now, agent: "agent-b"},
-		{name: "code", query: "error_code=rate_limit", from: now.Add(-24 * time.Hour), to: now, code: "rate_limit"},
+		{name: "default 24h", query: "", from: now.Add(-24 * time.Hour), to: now.Add(time.Second)},
+		{name: "last 2h", query: "last=2h", from: now.Add(-2 * time.Hour), to: now.Add(time.Second)},
+		{name: "tool", query: "last=6h&tool=docs_edit", from: now.Add(-6 * time.Hour), to: now.Add(time.Second), tool: "docs_edit"},
+		{name: "agent", query: "last=24h&agent=agent-b", from: now.Add(-24 * time.Hour), to: now.Add(time.Second), agent: "agent-b"},
+		{name: "code", query: "error_code=rate_limit", from: now.Add(-24 * time.Hour), to: now.Add(time.Second), code: "rate_limit"},
 		{name: "absolute", query: "from=2026-11-20T08:30&to=2026-11-20T10:00:00&bucket=1m&tool=pubmed_search&agent=agent-a",
 			from: time.Date(2026, 11, 20, 8, 30, 0, 0, time.UTC), to: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC), tool: "pubmed_search", agent: "agent-a"},
 	}

@@ -113,7 +113,7 @@ func ParseFilter(rawQuery string, now time.Time) (Filter, error) {
 		if f.From, err = parseTime("from", from, time.Time{}); err != nil {
 			return Filter{}, err
 		}
-		if f.To, err = parseTime("to", to, now); err != nil {
+		if f.To, err = parseTime("to", to, now.Add(time.Second)); err != nil {
 			return Filter{}, err
 		}
 		if f.From.IsZero() {
@@ -135,7 +135,8 @@ func ParseFilter(rawQuery string, now time.Time) (Filter, error) {
 		} else {
 			last = "24h"
 		}
-		f.Last, f.To, f.From = last, now, now.Add(-d)
+		// To is exclusive: the current second is in the view.
+		f.Last, f.To, f.From = last, now.Add(time.Second), now.Add(-d)
 	}
 	if err := f.setBucket(get("bucket")); err != nil {
 		return Filter{}, err
