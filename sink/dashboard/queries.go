@@ -124,15 +124,6 @@ func (f Filter) where(withCode, withToolAgent bool) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// failPred is what counts as a failure in the per-tool table: any error
-// code, or the filtered one.
-func (f Filter) failPred() (string, []any) {
-	if f.ErrorCode != "" {
-		return "error_code = ?", []any{f.ErrorCode}
-	}
-	return "error_code != ''", nil
-}
-
 // store runs the panels' queries on one database.
 type store struct {
 	q  querier
@@ -161,9 +152,10 @@ func bucketStart(t time.Time, w time.Duration) time.Time {
 }
 
 // failuresSQL is the stacked chart's query.
-const failuresSQL = `SELECT toUInt32(intDiv(toUInt32(time), ?) * ?) AS b, error_code, toUInt64(uniqExact(cityHash64(event_id))) AS n
+const failuresSQL = `/* dashboard: failures */ SELECT toUInt32(intDiv(toUInt32(time), ?) * ?) AS b, error_code, toUInt64(uniqExact(cityHash64(event_id))) AS n
 FROM {db}.events
-WHERE %s AND error_code != ''
+PREWHERE error_code != ''
+WHERE %s
 GROUP BY b, error_code
 ORDER BY b, error_code`
 
@@ -228,121 +220,126 @@ func orderedCodes[V any](m map[string]V) []string {
 	return append(out, rest...)
 }
 
-const toolsSQL = `SELECT tool, toUInt64(uniqExact(cityHash64(event_id))) AS calls, toUInt64(uniqExactIf(cityHash64(event_id), %s)) AS failures,
-    quantiles(0.5, 0.95)(total_us) AS q
+// toolsSQL counts calls per tool, sparkline bucket and error code in one
+// pass: an event has one tool, time and code (a replay too), so these
+// distinct counts add up exactly to per-tool calls, failures and codes.
+const toolsSQL = `/* dashboard: tools */ SELECT tool, toUInt32(intDiv(toUInt32(time), ?) * ?) AS b, error_code,
+    toUInt64(uniqExact(cityHash64(event_id))) AS n
 FROM {db}.events
 WHERE %s AND tool != ''
-GROUP BY tool
-ORDER BY failures DESC, calls DESC, tool
-LIMIT 200`
+GROUP BY tool, b, error_code`
 
-const sparkSQL = `SELECT tool, toUInt32(intDiv(toUInt32(time), ?) * ?) AS b,
-    toUInt64(uniqExact(cityHash64(event_id))) AS calls, toUInt64(uniqExactIf(cityHash64(event_id), %s)) AS failures
+// latencySQL is the per-tool latency quantiles.
+const latencySQL = `/* dashboard: latency */ SELECT tool, quantiles(0.5, 0.95)(total_us) AS q
 FROM {db}.events
 WHERE %s AND tool != ''
-GROUP BY tool, b
-ORDER BY tool, b`
+GROUP BY tool`
 
 // sparkBucket is the sparklines' bucket: at most SparkBuckets per range.
 func (f Filter) sparkBucket() time.Duration {
 	return Buckets[pickBucket(f.To.Sub(f.From), SparkBuckets, 0)].Width
 }
 
+// maxTools bounds the per-tool table.
+const maxTools = 200
+
+// tools builds the per-tool table: calls, failures (any code, or the
+// filtered one), the most frequent failing code (a tie goes to the code
+// first in alphabetical order, so the pick is stable), latency quantiles and
+// the sparkline, most failures first.
 func (s store) tools(ctx context.Context, f Filter) ([]ToolRow, error) {
-	pred, pargs := f.failPred()
 	where, wargs := f.where(false, true)
-	var out []ToolRow
-	idx := map[string]int{}
-	var r ToolRow
-	var qs []float64
-	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(toolsSQL, pred, where)), append(pargs, wargs...)...)
+	sw := f.sparkBucket()
+	w := int64(sw / time.Second)
+	start := bucketStart(f.From, sw)
+	n := int((f.To.Add(-time.Second).Unix()-start.Unix())/w) + 1
+	rowsBy := map[string]*ToolRow{}
+	codes := map[string]map[string]uint64{}
+	var tool, code string
+	var b uint32
+	var c uint64
+	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(toolsSQL, where)), append([]any{w, w}, wargs...)...)
 	err = collect(rows, err, func() error {
-		r = ToolRow{}
-		if err := rows.Scan(&r.Tool, &r.Calls, &r.Failures, &qs); err != nil {
+		if err := rows.Scan(&tool, &b, &code, &c); err != nil {
 			return err
 		}
-		if r.Calls > 0 {
-			r.FailureRate = float64(r.Failures) / float64(r.Calls)
+		r := rowsBy[tool]
+		if r == nil {
+			r = &ToolRow{Tool: tool, SparkCalls: make([]uint64, n), SparkFailures: make([]uint64, n)}
+			rowsBy[tool], codes[tool] = r, map[string]uint64{}
 		}
-		if len(qs) == 2 {
-			r.P50MS, r.P95MS = qs[0]/1000, qs[1]/1000
+		failed := code != "" && (f.ErrorCode == "" || code == f.ErrorCode)
+		r.Calls += c
+		i := int((int64(b) - start.Unix()) / w)
+		if i >= 0 && i < n {
+			r.SparkCalls[i] += c
 		}
-		idx[r.Tool] = len(out)
-		out = append(out, r)
+		if failed {
+			r.Failures += c
+			codes[tool][code] += c
+			if i >= 0 && i < n {
+				r.SparkFailures[i] += c
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("per-tool table: %w", err)
 	}
+	out := make([]ToolRow, 0, len(rowsBy))
+	for t, r := range rowsBy {
+		if r.Calls > 0 {
+			r.FailureRate = float64(r.Failures) / float64(r.Calls)
+		}
+		var best uint64
+		for k, v := range codes[t] {
+			if v > best || v == best && k < r.TopCode {
+				best, r.TopCode = v, k
+			}
+		}
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Failures != b.Failures {
+			return a.Failures > b.Failures
+		}
+		if a.Calls != b.Calls {
+			return a.Calls > b.Calls
+		}
+		return a.Tool < b.Tool
+	})
+	if len(out) > maxTools {
+		out = out[:maxTools]
+	}
 	if len(out) == 0 {
 		return out, nil
 	}
-	if err := s.topCodes(ctx, f, out, idx); err != nil {
-		return nil, err
+	idx := make(map[string]int, len(out))
+	for i, r := range out {
+		idx[r.Tool] = i
 	}
-	sw := f.sparkBucket()
-	w := int64(sw / time.Second)
-	start := bucketStart(f.From, sw)
-	n := int((f.To.Add(-time.Second).Unix()-start.Unix())/w) + 1
-	for i := range out {
-		out[i].SparkCalls, out[i].SparkFailures = make([]uint64, n), make([]uint64, n)
-	}
-	var tool string
-	var b uint32
-	var calls, fails uint64
-	args := append([]any{w, w}, pargs...)
-	rows, err = s.q.query(ctx, s.sql(fmt.Sprintf(sparkSQL, pred, where)), append(args, wargs...)...)
+	var qs []float64
+	rows, err = s.q.query(ctx, s.sql(fmt.Sprintf(latencySQL, where)), wargs...)
 	err = collect(rows, err, func() error {
-		if err := rows.Scan(&tool, &b, &calls, &fails); err != nil {
+		if err := rows.Scan(&tool, &qs); err != nil {
 			return err
 		}
-		j, ok := idx[tool]
-		i := int((int64(b) - start.Unix()) / w)
-		if ok && i >= 0 && i < n {
-			out[j].SparkCalls[i] += calls
-			out[j].SparkFailures[i] += fails
+		if i, ok := idx[tool]; ok && len(qs) == 2 {
+			out[i].P50MS, out[i].P95MS = qs[0]/1000, qs[1]/1000
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sparklines: %w", err)
+		return nil, fmt.Errorf("latency: %w", err)
 	}
 	return out, nil
 }
 
-const topCodesSQL = `SELECT tool, error_code, toUInt64(uniqExact(cityHash64(event_id))) AS n
+const messagesSQL = `/* dashboard: messages */ SELECT error_code, reason, detail, toUInt64(uniqExact(cityHash64(event_id))) AS calls, tool, min(trace_id)
 FROM {db}.events
-WHERE %s AND tool != '' AND %s
-GROUP BY tool, error_code`
-
-// topCodes sets each row's most frequent failing code; a tie goes to the
-// code first in alphabetical order, so the pick is stable.
-func (s store) topCodes(ctx context.Context, f Filter, out []ToolRow, idx map[string]int) error {
-	pred, pargs := f.failPred()
-	where, wargs := f.where(false, true)
-	best := make([]uint64, len(out))
-	var tool, code string
-	var n uint64
-	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(topCodesSQL, where, pred)), append(wargs, pargs...)...)
-	err = collect(rows, err, func() error {
-		if err := rows.Scan(&tool, &code, &n); err != nil {
-			return err
-		}
-		j, ok := idx[tool]
-		if ok && (n > best[j] || n == best[j] && code < out[j].TopCode) {
-			best[j], out[j].TopCode = n, code
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("top error codes: %w", err)
-	}
-	return nil
-}
-
-const messagesSQL = `SELECT error_code, reason, detail, toUInt64(uniqExact(cityHash64(event_id))) AS calls, tool, min(trace_id)
-FROM {db}.events
-WHERE %s AND error_code IN ('validation', 'policy')
+PREWHERE error_code IN ('validation', 'policy')
+WHERE %s
 GROUP BY error_code, reason, detail, tool
 ORDER BY calls DESC, detail, tool
 LIMIT 20`
@@ -365,7 +362,7 @@ func (s store) messages(ctx context.Context, f Filter) ([]Message, error) {
 	return out, nil
 }
 
-const adoptionSQL = `SELECT tool, toUInt64(uniqExactIf(cityHash64(event_id), envelope = 1)) AS env, toUInt64(uniqExactIf(cityHash64(event_id), envelope = 0)) AS legacy,
+const adoptionSQL = `/* dashboard: adoption */ SELECT tool, toUInt64(uniqExactIf(cityHash64(event_id), envelope = 1)) AS env, toUInt64(uniqExactIf(cityHash64(event_id), envelope = 0)) AS legacy,
     toUInt32(maxIf(time, envelope = 0)) AS last_legacy
 FROM {db}.events
 WHERE %s AND tool != ''
@@ -401,7 +398,7 @@ func (s store) adoption(ctx context.Context, f Filter) ([]Adoption, error) {
 	return out, nil
 }
 
-const freshnessSQL = `SELECT sidecar, toUInt32(max(time)) AS last, toUInt64(uniqExact(cityHash64(event_id))) AS events
+const freshnessSQL = `/* dashboard: freshness */ SELECT sidecar, toUInt32(max(time)) AS last, toUInt64(uniqExact(cityHash64(event_id))) AS events
 FROM {db}.events
 WHERE %s
 GROUP BY sidecar
@@ -435,7 +432,7 @@ func (s store) freshness(ctx context.Context, f Filter, now time.Time) ([]Freshn
 	return out, nil
 }
 
-const optionsSQL = `SELECT %[1]s, count() AS n
+const optionsSQL = `/* dashboard: options */ SELECT %[1]s, count() AS n
 FROM {db}.events
 WHERE %[2]s AND %[1]s != ''
 GROUP BY %[1]s
