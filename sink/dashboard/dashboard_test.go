@@ -3,7 +3,9 @@ package dashboard_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strings"
@@ -307,5 +309,50 @@ func TestHostileFilters(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", resp.StatusCode)
+	}
+}
+
+// TestClickHouseAway: with no server behind the address, the page and the
+// panels answer 502 with a message that names no internals; a bad filter is
+// still a 400 (it is refused before any query).
+func TestClickHouseAway(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	d, err := dashboard.Open(dashboard.Config{Addr: []string{addr}, DialTimeout: time.Second, QueryTimeout: 3 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	hs := httptest.NewServer(d)
+	defer hs.Close()
+	var a answer[any]
+	if st := getJSON(t, hs.URL+"/api/tools", &a); st != http.StatusBadGateway || strings.Contains(a.Error, addr) {
+		t.Errorf("tools: %d %q", st, a.Error)
+	}
+	if st := getJSON(t, hs.URL+"/api/tools?tool=%27", &a); st != http.StatusBadRequest {
+		t.Errorf("bad filter: %d %q", st, a.Error)
+	}
+	resp, err := http.Get(hs.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "ClickHouse did not answer") {
+		t.Errorf("page: %d", resp.StatusCode)
+	}
+	for _, p := range []string{"/static/style.css", "/static/favicon.svg", "/favicon.ico"} {
+		resp, err := http.Get(hs.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", p, resp.StatusCode)
+		}
 	}
 }
