@@ -30,7 +30,7 @@ func TestDashboardUsage(t *testing.T) {
 		{"nothing to read", []string{"dashboard"}, exitUsage, "--config FILE, or --clickhouse ADDR"},
 		{"both", []string{"dashboard", "--config", "x.yaml", "--clickhouse", "127.0.0.1:9000"}, exitUsage, "not both"},
 		{"wide", []string{"dashboard", "--clickhouse", "127.0.0.1:9000", "--listen", "0.0.0.0:18091"}, exitUsage, "--listen: 0.0.0.0 is not a loopback address"},
-		{"bad database", []string{"dashboard", "--clickhouse", "127.0.0.1:9000", "--database", "a`b"}, exitUsage, "not a plain name"},
+		{"bad database", []string{"dashboard", "--clickhouse", "127.0.0.1:9000", "--database", "a`b"}, exitUsage, "not a plain database name"},
 		{"config without clickhouse", []string{"dashboard", "--config", dir + "/nochs.yaml"}, exitError, "events.clickhouse.addr is not set"},
 	}
 	for _, tc := range tests {

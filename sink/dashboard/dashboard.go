@@ -30,6 +30,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -46,7 +47,9 @@ const (
 type Config struct {
 	// Addr lists native-protocol addresses (host:9000). Required.
 	Addr []string
-	// Database holds toolgate's tables. Default "toolgate".
+	// Database holds toolgate's tables. Default "toolgate". Like
+	// events.clickhouse.database, a plain name: no backquote, backslash,
+	// space, dot or control character; it is quoted as an identifier.
 	Database string
 	// Username to connect as; a read-only user is enough. Default "default".
 	Username string
@@ -69,10 +72,8 @@ func (c *Config) Validate() error {
 	if c.Database == "" {
 		c.Database = DefaultDatabase
 	}
-	for _, r := range c.Database {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
-			return fmt.Errorf("dashboard: database %q is not a plain name (letters, digits, _)", c.Database)
-		}
+	if len(c.Database) > 128 || strings.ContainsAny(c.Database, "`\\ .") || strings.IndexFunc(c.Database, unicode.IsControl) >= 0 {
+		return fmt.Errorf("dashboard: database %q is not a plain database name", c.Database)
 	}
 	if c.Username == "" {
 		c.Username = "default"
@@ -147,7 +148,7 @@ func Open(cfg Config, log *slog.Logger) (*Dashboard, error) {
 		return nil, fmt.Errorf("dashboard: clickhouse: %w", err)
 	}
 	d := &Dashboard{cfg: cfg, conn: conn, log: log, mux: http.NewServeMux()}
-	d.store = store{q: chQuerier{conn}, db: "`" + cfg.Database + "`"}
+	d.store = store{q: chQuerier{conn}, db: "`" + cfg.Database + "`"} // Validate refused backquotes
 	static, _ := fs.Sub(assets, "assets/static")
 	d.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	d.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,15 @@ func FuzzParseFilter(f *testing.F) {
 			t.Fatalf("link %q parses to %+v, %v; want %+v", fl.Query().Encode(), back, err, fl)
 		}
 	})
+}
+
+func ExampleParseFilter() {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	f, err := ParseFilter("last=6h&tool=docs_edit&error_code=rate_limit", now)
+	fmt.Println(f.From.Format(time.RFC3339), f.To.Format(time.RFC3339), f.Bucket, f.Tool, f.ErrorCode, err)
+	_, err = ParseFilter("tool=x'%20OR%201=1", now)
+	fmt.Println(err)
+	// Output:
+	// 2026-11-20T06:00:00Z 2026-11-20T12:00:01Z 5m0s docs_edit rate_limit <nil>
+	// filter tool: may hold only letters, digits and . _ - : / @ +
 }
