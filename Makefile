@@ -12,7 +12,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 3s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo bench lint fmt check fuzz clean
+.PHONY: all build test demo demo-dashboard bench lint fmt check fuzz clean
 
 all: build
 
@@ -23,8 +23,11 @@ test: ## Run every test with the race detector (fuzz seeds included); installs t
 	bash scripts/testdeps.sh
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls
+demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls (TOOLGATE_DEMO_CLICKHOUSE=host:9000 also fills the dashboard)
 	$(GO) run ./cmd/toolgate demo
+
+demo-dashboard: ## The demo, then its events in a private ClickHouse and the failure dashboard until Ctrl-C (needs clickhouse-server)
+	$(GO) run ./cmd/toolgate demo --clickhouse local
 
 bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHouse costs; prints the comparison table
 	bash scripts/testdeps.sh

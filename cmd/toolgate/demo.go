@@ -1,23 +1,33 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/demo"
 	"github.com/toolgate/toolgate/internal/demotools"
+	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/dashboard"
 )
+
+// demoDatabase is the ClickHouse database the demo's events go to, apart
+// from a real deployment's "toolgate".
+const demoDatabase = "toolgate_demo"
 
 func newDemoCmd() *cobra.Command {
 	var dir string
+	var dash demoDashboard
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the sidecar in front of bundled demo tools and play a legacy client's calls",
@@ -26,14 +36,104 @@ drug targets, document edits, and every failure the status table buckets),
 starts the sidecar with the embedded demo configuration, plays a script of
 calls as a legacy client would (through HTTP_PROXY or a base URL; some asking
 for the envelope, some not; some with typos, missing fields and wrong types),
-and prints what came back and where the events went. Nothing else is needed.`,
+and prints what came back and where the events went. Nothing else is needed.
+
+With --clickhouse (or TOOLGATE_DEMO_CLICKHOUSE) the demo's events are also
+written to ClickHouse, database ` + demoDatabase + `, and the failure dashboard
+serves them until Ctrl-C. "--clickhouse local" starts a private server
+with scripts/clickhouse.sh (needs clickhouse-server; run from the
+repository) and stops it at the end.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runDemo(c.Context(), c.OutOrStdout(), dir)
+			if dir == "" {
+				var err error
+				if dir, err = os.MkdirTemp("", "toolgate-demo-"); err != nil {
+					return err
+				}
+			}
+			if err := runDemo(c.Context(), c.OutOrStdout(), dir); err != nil {
+				return err
+			}
+			if dash.addr == "" {
+				fmt.Fprintln(c.OutOrStdout(), "\nto see these events in the failure dashboard: make demo-dashboard (starts a private ClickHouse), or toolgate demo --clickhouse HOST:9000")
+				return nil
+			}
+			return dash.run(c.Context(), c.OutOrStdout(), dir)
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events (default: a new temporary folder, kept)")
+	c.Flags().StringVar(&dash.addr, "clickhouse", os.Getenv("TOOLGATE_DEMO_CLICKHOUSE"), "also write the events to this ClickHouse (host:9000, or \"local\" to start a private one) and serve the dashboard; default $TOOLGATE_DEMO_CLICKHOUSE")
+	c.Flags().StringVar(&dash.listen, "dashboard-listen", defaultDashboardListen, "address of the demo's dashboard (loopback)")
 	return c
+}
+
+// demoDashboard is the demo's optional ClickHouse and dashboard.
+type demoDashboard struct {
+	addr   string // host:port, or "local"
+	listen string
+}
+
+// run writes the events the demo recorded (dir/events.ndjson) into
+// ClickHouse and serves the dashboard over them until ctx ends.
+func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) error {
+	if err := proxy.CheckListenAddr(dd.listen, false); err != nil {
+		return usageError{fmt.Errorf("--dashboard-listen: %w", err)}
+	}
+	addr := dd.addr
+	if addr == "local" {
+		chDir := filepath.Join(dir, "clickhouse")
+		a, stop, err := startLocalClickHouse(chDir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addr = a
+		fmt.Fprintf(out, "\nclickhouse     %s   (private server in %s, stopped at the end)\n", addr, chDir)
+	}
+	f, err := os.Open(filepath.Join(dir, "events.ndjson"))
+	if err != nil {
+		return err
+	}
+	evs, err := sink.ReadEvents(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	ch, err := sink.OpenClickHouse(ctx, sink.ClickHouseConfig{Addr: []string{addr}, Database: demoDatabase, Username: "default",
+		DialTimeout: sink.DefaultCHDialTimeout, WriteTimeout: sink.DefaultCHWriteTimeout, RetentionDays: -1}, nil)
+	if err != nil {
+		return err
+	}
+	err = ch.WriteEvents(ctx, evs)
+	ch.Close()
+	if err != nil {
+		return fmt.Errorf("demo: write events to ClickHouse %s: %w", addr, err)
+	}
+	fmt.Fprintf(out, "%d events also written to ClickHouse %s, database %s\n", len(evs), addr, demoDatabase)
+	cfg := dashboard.Config{Addr: []string{addr}, Database: demoDatabase}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out)
+}
+
+// startLocalClickHouse starts a private ClickHouse in dir with
+// scripts/clickhouse.sh and returns its address and how to stop it.
+func startLocalClickHouse(dir string) (string, func(), error) {
+	script := filepath.Join("scripts", "clickhouse.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", nil, fmt.Errorf("--clickhouse local needs %s: run the demo from the repository's root (make demo-dashboard)", script)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command("bash", script, "start", dir)
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("start a private ClickHouse (%s start %s): %v: %s", script, dir, err, strings.TrimSpace(stderr.String()))
+	}
+	addr := strings.TrimSpace(string(b))
+	stop := func() { _ = exec.Command("bash", script, "stop", dir).Run() }
+	return addr, stop, nil
 }
 
 func runDemo(ctx context.Context, out io.Writer, dir string) error {

@@ -824,7 +824,7 @@ func checkSidecar(t *testing.T, o *objects, spec *corev1.PodSpec, side *corev1.C
 
 	// Policies: compiled from the laid-out ConfigMap, their tests run, and
 	// bound to the tools that name them.
-	pol, err := cfg.Policies.Load(dir)
+	pol, err := cfg.Policies.Load(dir, policies.LoadOptions{})
 	if err != nil {
 		t.Fatalf("%s: policies.%v", cfgPath, err)
 	}
