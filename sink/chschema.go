@@ -42,7 +42,7 @@ var eventColumns = []string{
 	"method", "host", "path_template", "upstream_status", "ok", "error_code", "error_class", "reason",
 	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
-	"dry_run_violations", "policy_error",
+	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -55,6 +55,8 @@ var eventColumns = []string{
 //     batch cannot inflate the counts.
 //   - envelope_adoption (+ view): per tool and day, envelope and legacy
 //     calls (again as uniqExact states) and the time of the last legacy call.
+//   - mcp columns: the MCP server, JSON-RPC method and id, whether the call
+//     was inspected, and the tools/call outcome, added to events.
 func Migrations(db string, f Flavor) []Migration {
 	lc := "String"
 	if f == FlavorModern {
@@ -131,6 +133,13 @@ SELECT toDate(time) AS day, tool,
 FROM {db}.events
 WHERE tool != ''
 GROUP BY day, tool`),
+		}},
+		{Version: 4, Name: "events_mcp", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS mcp_server String`),
+			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS rpc_method {lc}`),
+			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS rpc_id String`),
+			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS inspected UInt8`),
+			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS outcome {lc}`),
 		}},
 	}
 }

@@ -296,6 +296,8 @@ func (c *ClickHouse) send(ctx context.Context, events []Event) error {
 			e.RetryAfterMS, e.TotalUS, e.UpstreamUS, e.RequestBytes, e.ResponseBytes,
 			clean(e.ConfigVersion, maxCHShort), clean(e.PolicyVersion, maxCHShort), b2u(e.DryRunDenied),
 			cleanAll(e.DryRunViolations), clean(e.PolicyError, maxCHString),
+			clean(e.MCPServer, maxCHShort), clean(e.RPCMethod, maxCHShort), clean(e.RPCID, maxCHShort),
+			b2u(e.Inspected), clean(e.Outcome, maxCHShort),
 		)
 		if err != nil {
 			b.Abort()
