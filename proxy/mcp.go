@@ -521,6 +521,12 @@ func rpcErrorResult(code int64) bucketing.Result {
 // answer) gets the plain refusal.
 func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []*refusal, first int) *http.Response {
 	ref := refs[first]
+	c.ev.Outcome = OutcomeRefused
+	if batch {
+		// The event is the refused call's.
+		tc, _ := parseToolCall(msgs[first].Params)
+		c.ev.Tool, c.ev.RPCID = tc.name, idText(msgs[first].ID)
+	}
 	if !batch && !msgs[0].isRequest() {
 		return c.refuse(r, ref)
 	}
@@ -550,7 +556,6 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	c.ev.Refused = true
 	c.ev.Detail = ref.detail
 	c.ev.ViolationPaths = paths
-	c.ev.Outcome = OutcomeRefused
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, 0, int64(len(body)))
 	resp := mcpAnswer(r, http.StatusOK, string(ref.code), body)
 	if sid := r.Header.Get(headerMCPSession); sid != "" {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -50,6 +52,7 @@ const reportSchema = `{"type": "object", "properties": {"pages": {"type": "integ
 // mcpUpstream is a real MCP server over streamable HTTP, built with the
 // official SDK, whose handlers count their invocations.
 type mcpUpstream struct {
+	mcp     *mcp.Server
 	srv     *httptest.Server
 	created atomic.Int64 // create_issue invocations
 	reports atomic.Int64 // slow_report invocations
@@ -80,6 +83,7 @@ func startMCPUpstream(t *testing.T) *mcpUpstream {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "report done"}}}, nil
 		})
+	u.mcp = s
 	u.srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(u.srv.Close)
 	return u
@@ -324,4 +328,318 @@ func (e *env) waitEventsWhere(t *testing.T, ok func([]sink.Event) bool) []sink.E
 	}
 }
 
-var _ = policies.Input{}
+
+// mcpEnv is an SDK client session through toolgate's forward proxy with
+// extra route settings.
+func mcpEnv(t *testing.T, routeExtra string, checkers map[string]proxy.Checker) (*mcpUpstream, *env, *mcp.ClientSession) {
+	t.Helper()
+	up := startMCPUpstream(t)
+	cfg := strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL) + routeExtra
+	e := newEnvTo(t, cfg, checkers, nil, nil, 10*time.Millisecond)
+	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
+	cs := connect(t, up.srv.URL+"/mcp", &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}, "2025-11-25", nil)
+	return up, e, cs
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func refusalOf(t *testing.T, res *mcp.CallToolResult) *bucketing.Error {
+	t.Helper()
+	if !res.IsError {
+		return nil
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	var env bucketing.Envelope
+	if err := json.Unmarshal(sc, &env); err != nil || env.Error == nil {
+		return nil
+	}
+	return env.Error
+}
+
+// TestMCPSchemaSources covers where a tools/call's schema comes from: a
+// tools/list of toolgate's own when the client never listed, a changed
+// list, a configured override, strict and dry-run per tool, and
+// unknown_tool: pass.
+func TestMCPSchemaSources(t *testing.T) {
+	typo := map[string]any{"title": "x", "assignee": map[string]any{"login": "ada", "lgoin": "b"}}
+	t.Run("fetched when never listed", func(t *testing.T) {
+		up, e, cs := mcpEnv(t, "", nil)
+		if er := refusalOf(t, callTool(t, cs, "create_issue", typo)); er == nil || er.Violations[0].Path != "/assignee/lgoin" {
+			t.Fatalf("typo not refused after a fetch: %+v", er)
+		}
+		er := refusalOf(t, callTool(t, cs, "delete_everything", map[string]any{}))
+		if er == nil || er.Reason != "unknown_tool" || !strings.Contains(er.Detail, "create_issue, slow_report") {
+			t.Fatalf("unknown tool: %+v", er)
+		}
+		if n := up.created.Load(); n != 0 {
+			t.Errorf("handler ran %d times", n)
+		}
+		evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "delete_everything") == 1 })
+		for _, ev := range evs {
+			if ev.RPCMethod == "tools/call" && (!ev.Refused || !ev.Inspected) {
+				t.Errorf("event %+v", ev)
+			}
+		}
+	})
+	t.Run("refreshed when the list changes", func(t *testing.T) {
+		up, _, cs := mcpEnv(t, "", nil)
+		ctx := context.Background()
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		newer := map[string]any{"title": "x", "priority": 2}
+		if refusalOf(t, callTool(t, cs, "create_issue", newer)) == nil {
+			t.Fatal("priority accepted before the server listed it")
+		}
+		up.mcp.AddTool(&mcp.Tool{Name: "create_issue", InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"},"priority":{"type":"integer"}}}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				up.created.Add(1)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created"}}}, nil
+			})
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if res := callTool(t, cs, "create_issue", newer); res.IsError {
+			t.Fatalf("after the new list: %q", resultText(res))
+		}
+		if n := up.created.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+	})
+	t.Run("config overrides, strict and dry run per tool", func(t *testing.T) {
+		up, e, cs := mcpEnv(t, `    mcp:
+      tools:
+        create_issue:
+          schema: {type: object, properties: {title: {type: string, maxLength: 5}, assignee: {type: object}}, required: [title]}
+        slow_report:
+          dry_run: true
+`, nil)
+		er := refusalOf(t, callTool(t, cs, "create_issue", map[string]any{"title": "far too long"}))
+		if er == nil || er.Violations[0].Path != "/title" {
+			t.Fatalf("configured schema not applied: %+v", er)
+		}
+		// assignee is a bare object in the override: strict leaves it open.
+		if res := callTool(t, cs, "create_issue", map[string]any{"title": "ok", "assignee": map[string]any{"any": 1}}); res.IsError {
+			t.Fatalf("override: %q", resultText(res))
+		}
+		close(up.release)
+		if res := callTool(t, cs, "slow_report", map[string]any{"pagez": 1}); res.IsError {
+			t.Fatalf("dry run refused: %q", resultText(res))
+		}
+		if up.reports.Load() != 1 {
+			t.Error("dry-run call did not reach the handler")
+		}
+		evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "slow_report") == 1 })
+		for _, ev := range evs {
+			if ev.Tool == "slow_report" && (!ev.DryRunDenied || len(ev.DryRunViolations) != 1 || !strings.Contains(ev.DryRunViolations[0], "/pagez")) {
+				t.Errorf("dry-run event %+v", ev)
+			}
+		}
+	})
+	t.Run("strict false for a tool", func(t *testing.T) {
+		up, _, cs := mcpEnv(t, `    mcp:
+      tools:
+        create_issue: {strict: false}
+`, nil)
+		if res := callTool(t, cs, "create_issue", typo); res.IsError {
+			t.Fatalf("strict false refused a field the schema leaves open: %q", resultText(res))
+		}
+		if res := callTool(t, cs, "create_issue", map[string]any{"title": 5}); !res.IsError {
+			t.Fatal("strict false stopped checking types")
+		}
+		if up.created.Load() != 1 {
+			t.Errorf("handler ran %d times, want 1", up.created.Load())
+		}
+	})
+	t.Run("unknown tools pass uninspected", func(t *testing.T) {
+		up, e, cs := mcpEnv(t, `    mcp: {unknown_tool: pass}
+`, nil)
+		if res := callTool(t, cs, "create_issue", typo); res.IsError {
+			t.Fatalf("pass mode refused: %q", resultText(res))
+		}
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if refusalOf(t, callTool(t, cs, "create_issue", typo)) == nil {
+			t.Fatal("typo accepted after the list passed through")
+		}
+		if up.created.Load() != 1 {
+			t.Errorf("handler ran %d times, want 1", up.created.Load())
+		}
+		evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "create_issue") == 2 })
+		var inspected []bool
+		sort.Slice(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
+		for _, ev := range evs {
+			if ev.Tool == "create_issue" {
+				inspected = append(inspected, ev.Inspected)
+			}
+		}
+		if !reflect.DeepEqual(inspected, []bool{false, true}) {
+			t.Errorf("inspected = %v, want [false true]", inspected)
+		}
+	})
+}
+
+// TestMCPPolicies checks that Rego policies see the MCP tool name, its
+// arguments and the server, and that a denial is an isError result.
+func TestMCPPolicies(t *testing.T) {
+	guard := compile(t, "mcpguard", `package t.mcpguard
+deny contains {"msg": "no issues about secrets", "path": "/title"} if {
+	input.protocol == "mcp"
+	input.tool == "create_issue"
+	endswith(input.server, "/mcp")
+	contains(input.arguments.title, "secret")
+}
+`)
+	up, e, cs := mcpEnv(t, "", map[string]proxy.Checker{
+		"issues_mcp": policies.NewSet("issues_mcp", []policies.Bound{{Policy: guard, Mode: policies.ModeEnforce}}, 0, false),
+	})
+	er := refusalOf(t, callTool(t, cs, "create_issue", map[string]any{"title": "the secret plan"}))
+	if er == nil || er.Code != bucketing.CodePolicy || er.Violations[0].Path != "/title" {
+		t.Fatalf("policy denial: %+v", er)
+	}
+	if res := callTool(t, cs, "create_issue", map[string]any{"title": "a plain bug"}); res.IsError {
+		t.Fatalf("allowed call: %q", resultText(res))
+	}
+	if up.created.Load() != 1 {
+		t.Errorf("handler ran %d times, want 1", up.created.Load())
+	}
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "create_issue") == 2 })
+	codes := map[string]int{}
+	for _, ev := range evs {
+		if ev.Tool == "create_issue" {
+			codes[ev.ErrorCode+"/"+ev.Outcome]++
+		}
+	}
+	if codes["policy/refused"] != 1 || codes["/ok"] != 1 {
+		t.Errorf("events by code/outcome: %v", codes)
+	}
+}
+
+// TestMCPRefusalOnTheWire checks the bytes of refusals a raw client gets:
+// HTTP 200, the JSON-RPC id echoed, isError with the envelope, the error
+// code header and the session header; an SSE-only caller gets one event;
+// a batch is answered whole and never sent; a tools/call notification gets
+// the plain refusal; an unreachable server is the tool's error.
+func TestMCPRefusalOnTheWire(t *testing.T) {
+	up := startMCPUpstream(t)
+	cfg := strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL) + `    mcp:
+      tools:
+        create_issue:
+          schema_file: ` + writeSchema(t, issueSchema) + `
+  - name: dead_mcp
+    protocol: mcp
+    match: {host: 127.0.0.1, path: /dead}
+    timeout: 2s
+    mcp:
+      tools:
+        create_issue: {schema: {type: object, properties: {title: {type: string}}}}
+`
+	e := newEnvTo(t, cfg, nil, nil, nil, 10*time.Millisecond)
+	hdr := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": "sess-42", "Mcp-Protocol-Version": "2025-11-25"}
+	bad := `{"jsonrpc":"2.0","id":"abc-1","method":"tools/call","params":{"name":"create_issue","arguments":{"title":"x","lables":["bug"],"steps":[{"action":"a","count":"2"}]}}}`
+
+	a := do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", bad, hdr)
+	if a.status != 200 || a.header.Get("Content-Type") != "application/json" || a.header.Get(proxy.HeaderErrorCode) != "validation" || a.header.Get("Mcp-Session-Id") != "sess-42" {
+		t.Fatalf("refusal: %d %v %s", a.status, a.header, a.body)
+	}
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  struct {
+			Content []struct {
+				Type, Text string
+			} `json:"content"`
+			StructuredContent bucketing.Envelope `json:"structuredContent"`
+			IsError           bool               `json:"isError"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(a.body, &msg); err != nil {
+		t.Fatalf("%s: %v", a.body, err)
+	}
+	r := msg.Result
+	if msg.JSONRPC != "2.0" || string(msg.ID) != `"abc-1"` || !r.IsError || len(r.Content) != 1 || r.Content[0].Type != "text" {
+		t.Fatalf("refusal message: %s", a.body)
+	}
+	for _, want := range []string{"/lables: unknown argument", "/steps/0/count", "expected integer, got string"} {
+		if !strings.Contains(r.Content[0].Text, want) {
+			t.Errorf("text %q lacks %q", r.Content[0].Text, want)
+		}
+	}
+	if r.StructuredContent.Error == nil || len(r.StructuredContent.Error.Violations) != 2 {
+		t.Errorf("structuredContent: %+v", r.StructuredContent)
+	}
+
+	// A caller that accepts only an event stream gets one event.
+	a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", bad, map[string]string{"Accept": "text/event-stream"})
+	if a.status != 200 || a.header.Get("Content-Type") != "text/event-stream" || !strings.HasPrefix(string(a.body), "event: message\ndata: {") || !strings.HasSuffix(string(a.body), "}\n\n") {
+		t.Errorf("SSE refusal: %d %v %q", a.status, a.header, a.body)
+	}
+
+	// A batch holding a bad call is answered whole and never sent.
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_issue","arguments":{"title":"ok"}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_issue","arguments":{"titel":"x"}}},` +
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}]`
+	a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", batch, hdr)
+	var answers []struct {
+		ID     int `json:"id"`
+		Result *struct {
+			IsError bool `json:"isError"`
+		} `json:"result"`
+		Error *struct{ Code int } `json:"error"`
+	}
+	if err := json.Unmarshal(a.body, &answers); err != nil || a.status != 200 || len(answers) != 2 {
+		t.Fatalf("batch: %d %s", a.status, a.body)
+	}
+	if answers[0].ID != 1 || answers[0].Error == nil || answers[1].ID != 2 || answers[1].Result == nil || !answers[1].Result.IsError {
+		t.Errorf("batch answers: %s", a.body)
+	}
+
+	// A tools/call without an id cannot be answered in JSON-RPC.
+	a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"create_issue","arguments":{"titel":"x"}}}`, hdr)
+	if a.status != 422 || a.env == nil || a.env.Error.Reason != "unknown_field" {
+		t.Errorf("notification: %d %s", a.status, a.body)
+	}
+	if n := up.created.Load(); n != 0 {
+		t.Errorf("handler ran %d times", n)
+	}
+
+	// A server that cannot be reached: the tool's error, not a 502.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	a = do(t, e.viaHTTP, "POST", deadURL+"/dead", "application/json", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"create_issue","arguments":{"title":"x"}}}`, hdr)
+	if a.status != 200 || !strings.Contains(string(a.body), `"isError":true`) || !strings.Contains(string(a.body), `"id":9`) || a.header.Get(proxy.HeaderErrorCode) != "upstream" {
+		t.Errorf("unreachable: %d %v %s", a.status, a.header, a.body)
+	}
+
+	evs := e.waitEvents(t, 5)
+	var got []string
+	sort.Slice(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
+	for _, ev := range evs {
+		got = append(got, ev.RPCMethod+" "+ev.RPCID+" "+ev.Outcome+" "+ev.ErrorCode)
+	}
+	want := []string{`tools/call "abc-1" refused validation`, `tools/call "abc-1" refused validation`, `batch 2 refused validation`,
+		`tools/call  refused validation`, `tools/call 9 no_answer upstream`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events:\n%q\nwant\n%q", got, want)
+	}
+}
+
+func writeSchema(t *testing.T, doc string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

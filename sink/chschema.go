@@ -28,7 +28,9 @@ func FlavorFor(major, minor uint64) Flavor {
 }
 
 // Migration is one numbered schema step. Every statement is idempotent (IF
-// NOT EXISTS), so two sidecars migrating at the same time do no harm.
+// NOT EXISTS), so two sidecars migrating at the same time do no harm; an
+// ADD COLUMN, which 18.16 cannot qualify with IF NOT EXISTS, is applied
+// once and a second attempt's "column already exists" is taken as done.
 type Migration struct {
 	Version    int
 	Name       string
@@ -58,12 +60,12 @@ var eventColumns = []string{
 //   - mcp columns: the MCP server, JSON-RPC method and id, whether the call
 //     was inspected, and the tools/call outcome, added to events.
 func Migrations(db string, f Flavor) []Migration {
-	lc := "String"
+	lc, ine := "String", ""
 	if f == FlavorModern {
-		lc = "LowCardinality(String)"
+		lc, ine = "LowCardinality(String)", "IF NOT EXISTS "
 	}
 	q := func(s string) string {
-		return strings.NewReplacer("{db}", quoteIdent(db), "{lc}", lc).Replace(s)
+		return strings.NewReplacer("{db}", quoteIdent(db), "{lc}", lc, "{ine}", ine).Replace(s)
 	}
 	return []Migration{
 		{Version: 1, Name: "events", Statements: []string{q(`CREATE TABLE IF NOT EXISTS {db}.events (
@@ -135,11 +137,11 @@ WHERE tool != ''
 GROUP BY day, tool`),
 		}},
 		{Version: 4, Name: "events_mcp", Statements: []string{
-			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS mcp_server String`),
-			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS rpc_method {lc}`),
-			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS rpc_id String`),
-			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS inspected UInt8`),
-			q(`ALTER TABLE {db}.events ADD COLUMN IF NOT EXISTS outcome {lc}`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}mcp_server String`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}rpc_method {lc}`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}rpc_id String`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}inspected UInt8`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}outcome {lc}`),
 		}},
 	}
 }
