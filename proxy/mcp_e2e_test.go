@@ -328,7 +328,6 @@ func (e *env) waitEventsWhere(t *testing.T, ok func([]sink.Event) bool) []sink.E
 	}
 }
 
-
 // mcpEnv is an SDK client session through toolgate's forward proxy with
 // extra route settings.
 func mcpEnv(t *testing.T, routeExtra string, checkers map[string]proxy.Checker) (*mcpUpstream, *env, *mcp.ClientSession) {
