@@ -59,7 +59,7 @@ type mcpUpstream struct {
 	release chan struct{}
 }
 
-func startMCPUpstream(t *testing.T) *mcpUpstream {
+func startMCPUpstream(t testing.TB) *mcpUpstream {
 	t.Helper()
 	u := &mcpUpstream{release: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "issues", Version: "1.0.0"}, nil)
