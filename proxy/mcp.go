@@ -93,10 +93,10 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	c.ev.RequestBytes = int64(len(raw))
 	msgs, batch, err := parseRPC(raw)
 	if err != nil {
-		// Not JSON-RPC: the server answers it (with a parse error); the
-		// event says nothing was inspected.
-		c.ev.Inspected = false
-		return c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
+		// What toolgate cannot read is never sent: a lenient server could
+		// find a tools/call in it that no check has seen.
+		return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			fmt.Sprintf("MCP server %s got a message toolgate cannot read as JSON-RPC 2.0 (%s)", m.server, strings.TrimPrefix(err.Error(), errNotRPC.Error()+": ")), nil))
 	}
 	if batch {
 		c.ev.RPCMethod = "batch"
@@ -373,14 +373,14 @@ func decodeMessages(data []byte) []rpcMessage {
 		out := make([]rpcMessage, 0, len(raws))
 		for _, raw := range raws {
 			var m rpcMessage
-			if json.Unmarshal(raw, &m) == nil {
+			if decodeRPC(raw, &m) == nil {
 				out = append(out, m)
 			}
 		}
 		return out
 	}
 	var m rpcMessage
-	if json.Unmarshal(data, &m) != nil {
+	if decodeRPC(data, &m) != nil {
 		return nil
 	}
 	return []rpcMessage{m}
@@ -577,7 +577,7 @@ func refusalText(ref *refusal) string {
 		switch {
 		case v.Expected != "" && v.Got != "":
 			fmt.Fprintf(&b, " (expected %s, got %s)", v.Expected, v.Got)
-		case v.Expected != "":
+		case v.Expected != "" && v.Expected != "absent":
 			fmt.Fprintf(&b, " (expected %s)", v.Expected)
 		}
 	}

@@ -279,7 +279,9 @@ func testMCPThroughProxy(t *testing.T, mode, version string) {
 
 	// Events: one per call, with the MCP fields.
 	var calls []sink.Event
-	for _, ev := range e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "slow_report") == 1 }) {
+	for _, ev := range e.waitEventsWhere(t, func(evs []sink.Event) bool {
+		return countTool(evs, "slow_report") == 1 && countTool(evs, "create_issue") == 5
+	}) {
 		if ev.RPCMethod == "tools/call" {
 			calls = append(calls, ev)
 		}
@@ -608,6 +610,23 @@ func TestMCPRefusalOnTheWire(t *testing.T) {
 	if a.status != 422 || a.env == nil || a.env.Error.Reason != "unknown_field" {
 		t.Errorf("notification: %d %s", a.status, a.body)
 	}
+	// What toolgate cannot read is never sent; members are read by their
+	// exact names, so a second spelling cannot hide the arguments.
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"create_issue","arguments":{"title":"x"}}} trailing`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"tools/call","params":{"name":"create_issue","arguments":{"titel":"x"}}}`,
+		"[" + strings.Repeat(`{"jsonrpc":"2.0","method":"notifications/x"},`, 100) + `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"create_issue","arguments":{"titel":"x"}}}]`,
+	} {
+		a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", body, hdr)
+		if a.status != 422 || a.env == nil || a.env.Error.Reason != "malformed_body" {
+			t.Errorf("%.50s: %d %s", body, a.status, a.body)
+		}
+	}
+	a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json",
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_issue","arguments":{"titel":"x"},"Arguments":{"title":"x"}}}`, hdr)
+	if !strings.Contains(string(a.body), `"isError":true`) || !strings.Contains(string(a.body), "/titel") {
+		t.Errorf("case-folded member: %d %s", a.status, a.body)
+	}
 	if n := up.created.Load(); n != 0 {
 		t.Errorf("handler ran %d times", n)
 	}
@@ -621,14 +640,14 @@ func TestMCPRefusalOnTheWire(t *testing.T) {
 		t.Errorf("unreachable: %d %v %s", a.status, a.header, a.body)
 	}
 
-	evs := e.waitEvents(t, 5)
+	evs := e.waitEvents(t, 9)
 	var got []string
 	sort.Slice(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
 	for _, ev := range evs {
 		got = append(got, ev.RPCMethod+" "+ev.RPCID+" "+ev.Outcome+" "+ev.ErrorCode)
 	}
 	want := []string{`tools/call "abc-1" refused validation`, `tools/call "abc-1" refused validation`, `batch 2 refused validation`,
-		`tools/call  refused validation`, `tools/call 9 no_answer upstream`}
+		`tools/call  refused validation`, `   validation`, `   validation`, `   validation`, `tools/call 7 refused validation`, `tools/call 9 no_answer upstream`}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("events:\n%q\nwant\n%q", got, want)
 	}

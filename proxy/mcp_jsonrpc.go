@@ -90,16 +90,31 @@ func parseRPC(body []byte) (msgs []rpcMessage, batch bool, err error) {
 	return []rpcMessage{m}, false, nil
 }
 
+// decodeRPC decodes one message. Members are matched by their exact names,
+// unlike encoding/json's case-insensitive matching, so a message cannot
+// carry an "Arguments" that toolgate reads and an "arguments" a server
+// reads.
 func decodeRPC(raw []byte, m *rpcMessage) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return fmt.Errorf("%w: not an object", errNotRPC)
 	}
-	if err := json.Unmarshal(raw, m); err != nil {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
 		return fmt.Errorf("%w: %v", errNotRPC, err)
 	}
-	if m.JSONRPC != "2.0" {
+	*m = rpcMessage{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
+	if err := unmarshalExact(obj["jsonrpc"], &m.JSONRPC); err != nil || m.JSONRPC != "2.0" {
 		return fmt.Errorf("%w: jsonrpc is not \"2.0\"", errNotRPC)
+	}
+	if err := unmarshalExact(obj["method"], &m.Method); err != nil {
+		return fmt.Errorf("%w: method is not a string", errNotRPC)
+	}
+	if e := obj["error"]; e != nil && !bytes.Equal(e, []byte("null")) {
+		m.Error = new(rpcError)
+		if err := json.Unmarshal(e, m.Error); err != nil {
+			return fmt.Errorf("%w: error: %v", errNotRPC, err)
+		}
 	}
 	if len(m.ID) > 0 {
 		switch m.ID[0] {
@@ -109,6 +124,14 @@ func decodeRPC(raw []byte, m *rpcMessage) error {
 		}
 	}
 	return nil
+}
+
+// unmarshalExact decodes an optional string member.
+func unmarshalExact(raw json.RawMessage, s *string) error {
+	if raw == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, s)
 }
 
 // idText is a JSON-RPC id as recorded in events: its JSON text, bounded.
@@ -135,18 +158,15 @@ type toolCall struct {
 // arguments object (numbers kept as json.Number). A refusal is returned for
 // params that do not name a tool or whose arguments are not an object.
 func parseToolCall(params json.RawMessage) (toolCall, *refusal) {
-	var p struct {
-		Name      *string         `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      json.RawMessage `json:"_meta"`
-	}
-	if len(params) == 0 || json.Unmarshal(params, &p) != nil || p.Name == nil || *p.Name == "" {
+	var p map[string]json.RawMessage // exact member names, as in decodeRPC
+	var name string
+	if len(params) == 0 || json.Unmarshal(params, &p) != nil || p["name"] == nil || json.Unmarshal(p["name"], &name) != nil || name == "" {
 		return toolCall{}, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			"A tools/call must name its tool in params.name", []policies.Violation{{Path: "", Reason: bucketing.ReasonMissingField,
 				Message: "params.name is missing", Expected: "string"}})
 	}
-	tc := toolCall{name: *p.Name, meta: p.Meta}
-	args := bytes.TrimSpace(p.Arguments)
+	tc := toolCall{name: name, meta: p["_meta"]}
+	args := bytes.TrimSpace(p["arguments"])
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		tc.args = map[string]any{}
 		return tc, nil

@@ -93,8 +93,8 @@ type Event struct {
 	MCPServer string `json:"mcp_server"`
 	// RPCMethod is an MCP request's JSON-RPC method ("tools/call",
 	// "tools/list", "initialize", "notifications/initialized"), "batch" for
-	// a batch, or "" for plain HTTP calls, MCP GET streams and bodies that
-	// are not JSON-RPC.
+	// a batch, or "" for plain HTTP calls, MCP GET and DELETE requests and
+	// bodies that are not JSON-RPC.
 	RPCMethod string `json:"rpc_method"`
 	// RPCID is the JSON-RPC id as its JSON text (7, "a1"), at most 128
 	// bytes; "" for notifications and plain HTTP calls.
@@ -102,9 +102,9 @@ type Event struct {
 	// Inspected is true when toolgate read the call and ran every check
 	// that applies to it: a call matched to a plain tool, an MCP message
 	// it parsed, a tools/call whose arguments were checked against a
-	// schema. It is false for unmatched calls, CONNECT tunnels, MCP bodies
-	// it could not parse, and tools/call it passed without a schema
-	// (mcp.unknown_tool: pass, a schema too large or not compilable).
+	// schema. It is false for unmatched calls, CONNECT tunnels, and
+	// tools/call it passed without a schema (mcp.unknown_tool: pass, a
+	// schema too large or not compilable).
 	Inspected bool `json:"inspected"`
 	// Outcome is what an MCP server answered to a tools/call: ok,
 	// tool_error (a result with isError true), rpc_error (a JSON-RPC
