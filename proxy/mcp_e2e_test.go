@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
@@ -660,4 +661,20 @@ func writeSchema(t *testing.T, doc string) string {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestMCPEvaluate checks that `policy eval` says an MCP route's schemas
+// are learned at run time rather than evaluating without them.
+func TestMCPEvaluate(t *testing.T) {
+	var cfg proxy.Config
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(mcpConfig, "MCPUP", "http://127.0.0.1:1")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := proxy.Evaluate(context.Background(), proxy.Snapshot{Config: &cfg}, "issues_mcp", map[string]any{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "MCP route") {
+		t.Errorf("Evaluate on an MCP route: %v", err)
+	}
 }
