@@ -19,29 +19,36 @@ import (
 // and reverse listener; the arguments checked against the schema learned
 // from the server, strictly), in one run: throughput with 16 sessions
 // calling at once, and latency percentiles with one session calling in turn.
+// Each measurement gets a fresh server and sidecar, so sessions left by one
+// do not weigh on the next.
 func BenchmarkMCP(b *testing.B) {
-	up := startMCPUpstream(b)
-	e := newEnvTo(b, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), nil, nil, nil, time.Second)
-	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
-	routes := []struct {
-		name     string
+	type target struct {
 		endpoint string
-		proxy    bool
-	}{
-		{"direct", up.srv.URL + "/mcp", false},
-		{"forward", up.srv.URL + "/mcp", true},
-		{"reverse", e.reverse + "/mcp", false},
+		proxyURL *url.URL
 	}
+	// setup starts a server and a sidecar and returns where a route calls.
+	setup := func(b *testing.B, route string) target {
+		up := startMCPUpstream(b)
+		e := newEnvTo(b, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), nil, nil, nil, time.Second)
+		switch route {
+		case "forward":
+			return target{up.srv.URL + "/mcp", &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}}
+		case "reverse":
+			return target{e.reverse + "/mcp", nil}
+		}
+		return target{up.srv.URL + "/mcp", nil}
+	}
+	routes := []string{"direct", "forward", "reverse"}
 	args := map[string]any{"title": "Crash on save", "labels": []any{"bug", "p1"},
 		"assignee": map[string]any{"login": "ada", "team": map[string]any{"id": 7, "name": "core"}},
 		"steps":    []any{map[string]any{"action": "open", "count": 1}, map[string]any{"action": "save", "count": 2}}}
-	session := func(b *testing.B, endpoint string, viaProxy bool) *mcp.ClientSession {
+	session := func(b *testing.B, tg target) *mcp.ClientSession {
 		tr := &http.Transport{MaxIdleConnsPerHost: 64}
-		if viaProxy {
-			tr.Proxy = http.ProxyURL(proxyURL)
+		if tg.proxyURL != nil {
+			tr.Proxy = http.ProxyURL(tg.proxyURL)
 		}
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}, DisableStandaloneSSE: true},
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: tg.endpoint, HTTPClient: &http.Client{Transport: tr}, DisableStandaloneSSE: true},
 			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			b.Fatal(err)
@@ -57,11 +64,12 @@ func BenchmarkMCP(b *testing.B) {
 		return err
 	}
 	for _, r := range routes {
-		b.Run("throughput/"+r.name, func(b *testing.B) {
+		b.Run("throughput/"+r, func(b *testing.B) {
 			const sessions = 16
+			tg := setup(b, r)
 			pool := make(chan *mcp.ClientSession, sessions)
 			for range sessions {
-				pool <- session(b, r.endpoint, r.proxy)
+				pool <- session(b, tg)
 			}
 			b.SetParallelism(max(1, sessions/runtime.GOMAXPROCS(0)))
 			var failed atomic.Int64
@@ -84,8 +92,8 @@ func BenchmarkMCP(b *testing.B) {
 		})
 	}
 	for _, r := range routes {
-		b.Run("latency/"+r.name, func(b *testing.B) {
-			cs := session(b, r.endpoint, r.proxy)
+		b.Run("latency/"+r, func(b *testing.B) {
+			cs := session(b, setup(b, r))
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
