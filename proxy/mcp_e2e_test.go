@@ -335,11 +335,18 @@ func (e *env) waitEventsWhere(t *testing.T, ok func([]sink.Event) bool) []sink.E
 // extra route settings.
 func mcpEnv(t *testing.T, routeExtra string, checkers map[string]proxy.Checker) (*mcpUpstream, *env, *mcp.ClientSession) {
 	t.Helper()
+	return mcpEnvVersion(t, routeExtra, checkers, "2025-11-25")
+}
+
+// mcpEnvVersion is mcpEnv with the client asking for a protocol version
+// ("" for the SDK's latest).
+func mcpEnvVersion(t *testing.T, routeExtra string, checkers map[string]proxy.Checker, version string) (*mcpUpstream, *env, *mcp.ClientSession) {
+	t.Helper()
 	up := startMCPUpstream(t)
 	cfg := strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL) + routeExtra
 	e := newEnvTo(t, cfg, checkers, nil, nil, 10*time.Millisecond)
 	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
-	cs := connect(t, up.srv.URL+"/mcp", &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}, "2025-11-25", nil)
+	cs := connect(t, up.srv.URL+"/mcp", &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}}, version, nil)
 	return up, e, cs
 }
 
@@ -373,6 +380,18 @@ func refusalOf(t *testing.T, res *mcp.CallToolResult) *bucketing.Error {
 // unknown_tool: pass.
 func TestMCPSchemaSources(t *testing.T) {
 	typo := map[string]any{"title": "x", "assignee": map[string]any{"login": "ada", "lgoin": "b"}}
+	t.Run("fetched when never listed, latest protocol", func(t *testing.T) {
+		up, _, cs := mcpEnvVersion(t, "", nil, "")
+		if er := refusalOf(t, callTool(t, cs, "create_issue", typo)); er == nil || er.Violations[0].Path != "/assignee/lgoin" {
+			t.Fatalf("typo not refused after a fetch: %+v", er)
+		}
+		if res := callTool(t, cs, "create_issue", map[string]any{"title": "x"}); res.IsError {
+			t.Fatalf("valid call: %q", resultText(res))
+		}
+		if n := up.created.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+	})
 	t.Run("fetched when never listed", func(t *testing.T) {
 		up, e, cs := mcpEnv(t, "", nil)
 		if er := refusalOf(t, callTool(t, cs, "create_issue", typo)); er == nil || er.Violations[0].Path != "/assignee/lgoin" {
@@ -441,6 +460,12 @@ func TestMCPSchemaSources(t *testing.T) {
 			t.Error("dry-run call did not reach the handler")
 		}
 		evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "slow_report") == 1 })
+		if countTool(evs, "slow_report") != 1 {
+			for _, ev := range evs {
+				t.Logf("event %+v", ev)
+			}
+			t.Fatal("no event for the dry-run call")
+		}
 		for _, ev := range evs {
 			if ev.Tool == "slow_report" && (!ev.DryRunDenied || len(ev.DryRunViolations) != 1 || !strings.Contains(ev.DryRunViolations[0], "/pagez")) {
 				t.Errorf("dry-run event %+v", ev)
