@@ -217,3 +217,54 @@ func TestLearnedSchemasBounded(t *testing.T) {
 		t.Error("progressToken kept")
 	}
 }
+
+// TestLearnedSchemasHammer runs lookups, relearning with changing schemas
+// and forgetting from many goroutines at once (run with -race): every
+// lookup sees a whole schema, old or new, never a torn one.
+func TestLearnedSchemasHammer(t *testing.T) {
+	var m mcpSchemas
+	schemas := []json.RawMessage{
+		json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`),
+		json.RawMessage(`{"type":"object","properties":{"b":{"type":"string"}}}`),
+	}
+	const workers, rounds = 8, 200
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range rounds {
+				s := m.server(fmt.Sprintf("http://s%d/mcp", i%3))
+				switch (w + i) % 4 {
+				case 0:
+					s.learn([]listedTool{{Name: "t", InputSchema: schemas[i%2]}}, true, 10, 1<<10)
+				case 1:
+					m.forget(fmt.Sprintf("http://s%d/mcp", i%3))
+				default:
+					sch, known, why := s.lookup("t", i%2 == 0)
+					if why != nil {
+						t.Errorf("lookup: %v", why)
+						return
+					}
+					if known && sch == nil {
+						t.Error("a known tool without a schema")
+						return
+					}
+					if sch != nil {
+						// Strict, exactly one of a and b is accepted.
+						va, vb := len(sch.Validate(map[string]any{"a": "x"})), len(sch.Validate(map[string]any{"b": "x"}))
+						strict := i%2 == 0
+						if sch.Validate(map[string]any{}) != nil || (strict && (va == 0) == (vb == 0)) {
+							t.Errorf("torn schema: a %d, b %d", va, vb)
+							return
+						}
+					}
+					_ = s.names()
+					_ = s.isListed()
+				}
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+}
