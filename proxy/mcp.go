@@ -64,6 +64,7 @@ type mcpCall struct {
 	over     bool  // the JSON answer was larger than the limit
 	read     bool  // the JSON answer was read
 	found    bool  // the call's response was seen
+	listed   bool  // the tools/list response was seen
 	response rpcMessage
 }
 
@@ -441,12 +442,20 @@ func (m *mcpCall) onMessage(data []byte) {
 		case m.callID != nil && bytes.Equal(msg.ID, m.callID):
 			m.found, m.response = true, msg
 		case m.listID != nil && bytes.Equal(msg.ID, m.listID) && msg.Result != nil:
+			m.listed = true
 			var res toolsListResult
 			if json.Unmarshal(msg.Result, &res) == nil {
 				m.srv.learn(res.Tools, !m.listCursor && res.NextCursor == "", m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes)
 			}
 		}
 	}
+}
+
+// answered reports whether the answer held the response the request
+// waited for, so the caller closing the stream afterwards is not a caller
+// that went away.
+func (m *mcpCall) answered() bool {
+	return (m.callID != nil && m.found) || (m.callID == nil && m.listID != nil && m.listed)
 }
 
 // settle completes the bucketed result of an answer with what its

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -83,6 +84,10 @@ func startMCPUpstream(t testing.TB) *mcpUpstream {
 				return nil, ctx.Err()
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "report done"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "flaky", Description: "Always fails", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend down"}}}, nil
 		})
 	u.mcp = s
 	u.srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
@@ -398,7 +403,7 @@ func TestMCPSchemaSources(t *testing.T) {
 			t.Fatalf("typo not refused after a fetch: %+v", er)
 		}
 		er := refusalOf(t, callTool(t, cs, "delete_everything", map[string]any{}))
-		if er == nil || er.Reason != "unknown_tool" || !strings.Contains(er.Detail, "create_issue, slow_report") {
+		if er == nil || er.Reason != "unknown_tool" || !strings.Contains(er.Detail, "create_issue, flaky, slow_report") {
 			t.Fatalf("unknown tool: %+v", er)
 		}
 		if n := up.created.Load(); n != 0 {
@@ -514,6 +519,37 @@ func TestMCPSchemaSources(t *testing.T) {
 			t.Errorf("inspected = %v, want [false true]", inspected)
 		}
 	})
+}
+
+// TestMCPOutcomes checks that what the server answered is read from its
+// event stream and recorded: a tool's isError result, a JSON-RPC error.
+func TestMCPOutcomes(t *testing.T) {
+	_, e, cs := mcpEnv(t, `    mcp: {unknown_tool: pass}
+`, nil)
+	if res := callTool(t, cs, "flaky", nil); !res.IsError || resultText(res) != "backend down" {
+		t.Fatalf("flaky: %+v", res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"}); err == nil {
+		t.Fatal("a call to a tool the server lacks succeeded")
+	}
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool {
+		return countTool(evs, "flaky") == 1 && countTool(evs, "no_such_tool") == 1
+	})
+	got := map[string]string{}
+	for _, ev := range evs {
+		if ev.Tool != "" {
+			got[ev.Tool] = fmt.Sprintf("%s %s/%s ok=%v inspected=%v", ev.Outcome, ev.ErrorCode, ev.Reason, ev.OK, ev.Inspected)
+		}
+	}
+	want := map[string]string{
+		"flaky":        "tool_error upstream/tool_error ok=false inspected=false",
+		"no_such_tool": "rpc_error validation/rpc_invalid_params ok=false inspected=false",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("events:\n%v\nwant\n%v", got, want)
+	}
 }
 
 // TestMCPPolicies checks that Rego policies see the MCP tool name, its

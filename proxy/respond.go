@@ -270,6 +270,11 @@ func (b *passBody) end(err error) {
 	}
 	b.done = true
 	b.c.cancel()
+	if b.c.mcp != nil && b.c.mcp.answered() {
+		// Once its response has passed, an MCP client may close the stream
+		// (and the server end it) any way it likes.
+		err, b.c.gone = nil, false
+	}
 	res := bucketing.Classify(bucketing.Outcome{Status: b.status, Header: b.header, Body: b.capture, Err: err}, b.c.rules(), time.Now())
 	if b.c.mcp != nil {
 		res = b.c.mcp.settle(res)
