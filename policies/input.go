@@ -4,7 +4,8 @@ package policies
 // alike. It is built once per call, after schema validation and coercion.
 // Policies must treat it as read-only.
 type Input struct {
-	// Tool is the matched tool's name.
+	// Tool is the matched tool's name; for a tools/call on an MCP route,
+	// the MCP tool name (params.name).
 	Tool string `json:"tool"`
 	// Arguments are the call's arguments after validation and coercion:
 	// numbers from JSON bodies are json.Number, numbers coerced from query
