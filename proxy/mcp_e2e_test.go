@@ -59,6 +59,7 @@ type mcpUpstream struct {
 	created atomic.Int64 // create_issue invocations
 	reports atomic.Int64 // slow_report invocations
 	release chan struct{}
+	headers atomic.Value // http.Header of the last request
 }
 
 func startMCPUpstream(t testing.TB) *mcpUpstream {
@@ -90,7 +91,11 @@ func startMCPUpstream(t testing.TB) *mcpUpstream {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend down"}}}, nil
 		})
 	u.mcp = s
-	u.srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.headers.Store(r.Header.Clone())
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(u.srv.Close)
 	return u
 }
@@ -608,10 +613,25 @@ func TestMCPRefusalOnTheWire(t *testing.T) {
         create_issue: {schema: {type: object, properties: {title: {type: string}}}}
 `
 	e := newEnvTo(t, cfg, nil, nil, nil, 10*time.Millisecond)
+	// Session headers pass both ways.
+	a := do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json",
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		map[string]string{"Accept": "application/json, text/event-stream"})
+	sid := a.header.Get("Mcp-Session-Id")
+	if a.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %v %s", a.status, a.header, a.body)
+	}
+	a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+	seen := up.headers.Load().(http.Header)
+	if a.status != 202 || seen.Get("Mcp-Session-Id") != sid || seen.Get("Mcp-Protocol-Version") != "2025-11-25" {
+		t.Errorf("initialized: %d; the server saw session %q, version %q", a.status, seen.Get("Mcp-Session-Id"), seen.Get("Mcp-Protocol-Version"))
+	}
+
 	hdr := map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Session-Id": "sess-42", "Mcp-Protocol-Version": "2025-11-25"}
 	bad := `{"jsonrpc":"2.0","id":"abc-1","method":"tools/call","params":{"name":"create_issue","arguments":{"title":"x","lables":["bug"],"steps":[{"action":"a","count":"2"}]}}}`
 
-	a := do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", bad, hdr)
+	a = do(t, e.viaHTTP, "POST", up.srv.URL+"/mcp", "application/json", bad, hdr)
 	if a.status != 200 || a.header.Get("Content-Type") != "application/json" || a.header.Get(proxy.HeaderErrorCode) != "validation" || a.header.Get("Mcp-Session-Id") != "sess-42" {
 		t.Fatalf("refusal: %d %v %s", a.status, a.header, a.body)
 	}
@@ -702,10 +722,14 @@ func TestMCPRefusalOnTheWire(t *testing.T) {
 		t.Errorf("unreachable: %d %v %s", a.status, a.header, a.body)
 	}
 
-	evs := e.waitEvents(t, 9)
+	evs := e.waitEvents(t, 11)
 	var got []string
 	sort.Slice(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
-	for _, ev := range evs {
+	if len(evs) < 2 || evs[0].RPCMethod != "initialize" || evs[0].RPCID != "0" || evs[0].Tool != "" || !evs[0].OK ||
+		evs[1].RPCMethod != "notifications/initialized" || evs[1].RPCID != "" || evs[1].UpstreamStatus != 202 {
+		t.Fatalf("protocol messages' events: %+v", evs[:min(2, len(evs))])
+	}
+	for _, ev := range evs[2:] {
 		got = append(got, ev.RPCMethod+" "+ev.RPCID+" "+ev.Outcome+" "+ev.ErrorCode)
 	}
 	want := []string{`tools/call "abc-1" refused validation`, `tools/call "abc-1" refused validation`, `batch 2 refused validation`,
