@@ -173,9 +173,13 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 				if len(names) == 0 {
 					offers = "(no tools)"
 				}
-				return refuse(bucketing.CodeValidation, reasonUnknownTool,
-					fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", tc.name, m.server, offers),
-					[]policies.Violation{{Path: "", Reason: reasonUnknownTool, Message: "unknown tool", Expected: "one of: " + offers}})
+				if !rule.dryRun {
+					return refuse(bucketing.CodeValidation, reasonUnknownTool,
+						fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", tc.name, m.server, offers),
+						[]policies.Violation{{Path: "", Reason: reasonUnknownTool, Message: "unknown tool", Expected: "one of: " + offers}})
+				}
+				c.ev.DryRunDenied = true
+				c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: (arguments): unknown tool")
 			}
 		}
 		if why != nil {

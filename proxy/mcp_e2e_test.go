@@ -482,6 +482,29 @@ func TestMCPSchemaSources(t *testing.T) {
 			}
 		}
 	})
+	t.Run("dry run for the route", func(t *testing.T) {
+		up, e, cs := mcpEnv(t, `    mcp: {dry_run: true}
+`, nil)
+		if res := callTool(t, cs, "create_issue", typo); res.IsError {
+			t.Fatalf("dry run refused: %q", resultText(res))
+		}
+		if up.created.Load() != 1 {
+			t.Errorf("handler ran %d times, want 1", up.created.Load())
+		}
+		evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "create_issue") == 1 })
+		var dry []string
+		for _, ev := range evs {
+			if ev.Tool == "create_issue" {
+				dry = ev.DryRunViolations
+				if !ev.DryRunDenied || ev.Refused || !ev.Inspected || ev.Outcome != "ok" {
+					t.Errorf("dry-run event %+v", ev)
+				}
+			}
+		}
+		if !reflect.DeepEqual(dry, []string{"schema: /assignee/lgoin: unknown argument; expected one of: login, team"}) {
+			t.Errorf("dry-run violations %q", dry)
+		}
+	})
 	t.Run("strict false for a tool", func(t *testing.T) {
 		up, _, cs := mcpEnv(t, `    mcp:
       tools:
