@@ -47,8 +47,8 @@ type MCPConfig struct {
 	// recording the would-be refusal in the event (dry_run_denied,
 	// dry_run_violations). Default false.
 	DryRun bool `yaml:"dry_run"`
-	// MaxTools bounds the tools remembered per server; tools past it are
-	// not learned (their calls are fetched or passed as unknown). Default 1000.
+	// MaxTools bounds the tools remembered per server; calls to tools past
+	// it pass unchecked (inspected=false). Default 1000.
 	MaxTools int `yaml:"max_tools"`
 	// MaxSchemaBytes bounds one learned inputSchema; a larger schema is
 	// not compiled and the tool's calls pass unchecked (inspected=false).

@@ -184,9 +184,12 @@ func TestLearnedSchemasBounded(t *testing.T) {
 	if s.size() != 10 {
 		t.Errorf("kept %d tools, want the bound of 10", s.size())
 	}
+	if s.isListed() {
+		t.Error("a list cut at the bound counts as complete: a dropped tool would be refused as unknown")
+	}
 	s.learn(tools[:1], true, 10, 100)
-	if got := s.names(); !reflect.DeepEqual(got, []string{"t00"}) {
-		t.Errorf("a complete list keeps %v, want [t00]", got)
+	if got := s.names(); !reflect.DeepEqual(got, []string{"t00"}) || !s.isListed() {
+		t.Errorf("a complete list keeps %v (listed %v), want [t00]", got, s.isListed())
 	}
 	s.learn([]listedTool{{Name: "big", InputSchema: tools[12].InputSchema}}, false, 10, 100)
 	if sch, known, why := s.lookup("big", true); !known || sch != nil || why != errSchemaTooLarge {

@@ -36,6 +36,7 @@ type mcpServer struct {
 	tools    map[string]*learnedTool
 	bytes    int  // schema text held
 	listed   bool // a complete list was learned
+	dropped  bool // tools past max_tools were not kept: absence proves nothing
 	seen     time.Time
 	fetching chan struct{} // closed when a fetch under way ends; nil when none
 }
@@ -92,7 +93,7 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 	var named map[string]bool
 	if complete {
 		named = make(map[string]bool, len(tools))
-		s.listed = true
+		s.listed, s.dropped = true, false
 	}
 	for _, lt := range tools {
 		if lt.Name == "" {
@@ -107,6 +108,7 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 			continue
 		}
 		if _, known := s.tools[lt.Name]; !known && len(s.tools) >= maxTools {
+			s.dropped = true
 			continue
 		}
 		if old := s.tools[lt.Name]; old != nil {
@@ -171,12 +173,12 @@ func (s *mcpServer) names() []string {
 	return out
 }
 
-// isListed reports whether a complete list was learned, so a tool it does
-// not name is unknown to the server.
+// isListed reports whether a complete list was learned and kept whole, so
+// a tool it does not name is unknown to the server.
 func (s *mcpServer) isListed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.listed
+	return s.listed && !s.dropped
 }
 
 // size is how many tools the server listed.
