@@ -161,7 +161,7 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 	sch := rule.schema
 	if sch == nil {
 		s, known, why := m.srv.lookup(tc.name, rule.strict)
-		if !known && m.route.cfg.UnknownTool == UnknownToolFetch {
+		if !known && m.route.cfg.UnknownTool == UnknownToolFetch && !m.srv.isCut() {
 			if err := c.fetchTools(r, target, tc.meta); err != nil {
 				c.s.log.Warn("mcp: listing the server's tools failed; the call passes unchecked", "server", m.server, "tool", tc.name, "err", err)
 			}

@@ -181,6 +181,14 @@ func (s *mcpServer) isListed() bool {
 	return s.listed && !s.dropped
 }
 
+// isCut reports whether the last complete list was cut at max_tools: a
+// tool it lacks may be one it dropped, and fetching again would not help.
+func (s *mcpServer) isCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listed && s.dropped
+}
+
 // size is how many tools the server listed.
 func (s *mcpServer) size() int {
 	s.mu.Lock()
