@@ -505,6 +505,23 @@ func TestMCPSchemaSources(t *testing.T) {
 			t.Errorf("dry-run violations %q", dry)
 		}
 	})
+	t.Run("tools past max_tools pass uninspected", func(t *testing.T) {
+		up, e, cs := mcpEnv(t, `    mcp: {max_tools: 1}
+`, nil)
+		close(up.release)
+		if refusalOf(t, callTool(t, cs, "create_issue", typo)) == nil {
+			t.Fatal("the kept tool's typo was accepted")
+		}
+		if res := callTool(t, cs, "slow_report", map[string]any{"pagez": 1}); res.IsError {
+			t.Fatalf("a tool past the bound was refused: %q", resultText(res))
+		}
+		evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "slow_report") == 1 })
+		for _, ev := range evs {
+			if ev.Tool == "slow_report" && (ev.Inspected || ev.Refused) {
+				t.Errorf("event %+v, want uninspected and forwarded", ev)
+			}
+		}
+	})
 	t.Run("strict false for a tool", func(t *testing.T) {
 		up, _, cs := mcpEnv(t, `    mcp:
       tools:
