@@ -34,6 +34,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy|BenchmarkSinkOverhead' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./proxy/ | tee bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkMCP' -benchtime 1s -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
 lint: ## go vet and staticcheck

@@ -4,7 +4,8 @@ package policies
 // alike. It is built once per call, after schema validation and coercion.
 // Policies must treat it as read-only.
 type Input struct {
-	// Tool is the matched tool's name.
+	// Tool is the matched tool's name; for a tools/call on an MCP route,
+	// the MCP tool name (params.name).
 	Tool string `json:"tool"`
 	// Arguments are the call's arguments after validation and coercion:
 	// numbers from JSON bodies are json.Number, numbers coerced from query
@@ -16,6 +17,13 @@ type Input struct {
 	Caller Caller `json:"caller"`
 	// TraceID is the W3C trace id of the call.
 	TraceID string `json:"trace_id"`
+	// Protocol is what the call speaks: "http" for plain tool routes, "mcp"
+	// for tools/call on an MCP route (then Tool is the MCP tool name and
+	// Arguments are params.arguments).
+	Protocol string `json:"protocol"`
+	// Server is the MCP server a tools/call goes to: its host (and port)
+	// and path, such as "mcp.example.com/mcp". "" for plain HTTP calls.
+	Server string `json:"server"`
 }
 
 // Request is the part of the HTTP request a policy may see.
@@ -78,5 +86,7 @@ func (in *Input) toValue() map[string]any {
 		},
 		"caller":   map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
 		"trace_id": in.TraceID,
+		"protocol": in.Protocol,
+		"server":   in.Server,
 	}
 }

@@ -169,6 +169,13 @@ type ToolConfig struct {
 	// deadline; the event records the failure. Default false: such calls
 	// are refused as policy/policy_error or policy/policy_timeout.
 	FailOpen bool `yaml:"fail_open"`
+	// Protocol is what the matched calls speak: "http" (the default: plain
+	// HTTP calls whose arguments come from Args) or "mcp" (Model Context
+	// Protocol JSON-RPC over streamable HTTP; see MCP and docs/mcp.md).
+	Protocol string `yaml:"protocol"`
+	// MCP configures a route whose protocol is "mcp". Default: learned
+	// schemas, strict, enforced, unknown tools fetched.
+	MCP MCPConfig `yaml:"mcp"`
 }
 
 // MatchConfig selects calls by host, method and path template.
@@ -437,6 +444,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 			return nil, &FieldError{Path: path, Err: err}
 		}
 		t.schema = s
+	}
+	if err := c.compileMCP(t, p); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -8,4 +8,7 @@ import "errors"
 var (
 	errBodyTooLarge = errors.New("request body exceeds the limit")
 	errClientBody   = errors.New("reading the caller's body failed")
+	// errSchemaTooLarge marks a learned MCP schema past its bounds: the
+	// tool's calls pass unchecked, recorded as inspected=false.
+	errSchemaTooLarge = errors.New("the listed schema is larger than the limit")
 )

@@ -57,6 +57,9 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 		sort.Strings(names)
 		return Verdict{}, fmt.Errorf("no tool named %q; the config has: %s", toolName, strings.Join(names, ", "))
 	}
+	if t.mcp != nil {
+		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists, learned at run time (see docs/mcp.md)", toolName)
+	}
 	method := t.cfg.Match.Method
 	if method == "" {
 		method = http.MethodPost

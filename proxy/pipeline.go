@@ -30,6 +30,7 @@ type call struct {
 	client   context.Context
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
+	mcp      *mcpCall // nil unless the tool's protocol is mcp
 }
 
 // handle runs the pipeline for one request whose upstream URL is target and
@@ -54,6 +55,10 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	c.ev.Tool = t.cfg.Name
 	c.ev.PathTemplate = t.cfg.Match.Path
 	c.envelope = t.wantsEnvelope(r)
+	if t.mcp != nil {
+		return c.handleMCP(r, target)
+	}
+	c.ev.Inspected = true
 
 	// Read the body only when arguments come from it.
 	src := t.sources
@@ -117,8 +122,9 @@ func (c *call) input(r *http.Request, target *url.URL, vars map[string]string, a
 			Method: r.Method, Host: target.Host, Path: target.EscapedPath(),
 			PathVars: vars, Query: q, Headers: h,
 		},
-		Caller:  policies.Caller{Agent: c.ev.Agent, Session: c.ev.Session},
-		TraceID: c.ev.TraceID,
+		Caller:   policies.Caller{Agent: c.ev.Agent, Session: c.ev.Session},
+		TraceID:  c.ev.TraceID,
+		Protocol: ProtocolHTTP,
 	}
 }
 

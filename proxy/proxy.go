@@ -96,6 +96,7 @@ type Server struct {
 	sidecar   string
 	transport *http.Transport
 	metrics   *metrics
+	mcp       mcpSchemas // tool schemas learned from MCP servers
 
 	mu        sync.Mutex
 	listeners []*listener

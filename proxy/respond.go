@@ -213,6 +213,10 @@ func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 		pb.capture = make([]byte, 0, 512)
 		pb.capturing = true
 	}
+	if c.mcp != nil {
+		c.mcp.begin(resp)
+		pb.stream = pb.stream || c.mcp.sse != nil
+	}
 	resp.Body = pb
 	return resp
 }
@@ -233,6 +237,9 @@ type passBody struct {
 func (b *passBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
+	if b.c.mcp != nil && n > 0 {
+		b.c.mcp.observe(p[:n])
+	}
 	if b.capturing && n > 0 {
 		room := bucketing.MaxRuleBody - len(b.capture)
 		b.capture = append(b.capture, p[:min(n, room)]...)
@@ -263,7 +270,15 @@ func (b *passBody) end(err error) {
 	}
 	b.done = true
 	b.c.cancel()
+	if b.c.mcp != nil && b.c.mcp.answered() {
+		// Once its response has passed, an MCP client may close the stream
+		// (and the server end it) any way it likes.
+		err, b.c.gone = nil, false
+	}
 	res := bucketing.Classify(bucketing.Outcome{Status: b.status, Header: b.header, Body: b.capture, Err: err}, b.c.rules(), time.Now())
+	if b.c.mcp != nil {
+		res = b.c.mcp.settle(res)
+	}
 	b.c.finish(res, b.status, b.n)
 }
 

@@ -19,6 +19,7 @@ type tool struct {
 	tmpl    *template
 	sources sourceSet // 0 means "by request"
 	schema  *policies.Schema
+	mcp     *mcpRoute         // nil unless the protocol is mcp
 	inject  map[string]string // canonical header -> value
 	metrics *toolMetrics
 }

@@ -28,7 +28,9 @@ func FlavorFor(major, minor uint64) Flavor {
 }
 
 // Migration is one numbered schema step. Every statement is idempotent (IF
-// NOT EXISTS), so two sidecars migrating at the same time do no harm.
+// NOT EXISTS), so two sidecars migrating at the same time do no harm; an
+// ADD COLUMN, which 18.16 cannot qualify with IF NOT EXISTS, is applied
+// once and a second attempt's "column already exists" is taken as done.
 type Migration struct {
 	Version    int
 	Name       string
@@ -42,7 +44,7 @@ var eventColumns = []string{
 	"method", "host", "path_template", "upstream_status", "ok", "error_code", "error_class", "reason",
 	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
-	"dry_run_violations", "policy_error",
+	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -55,13 +57,15 @@ var eventColumns = []string{
 //     batch cannot inflate the counts.
 //   - envelope_adoption (+ view): per tool and day, envelope and legacy
 //     calls (again as uniqExact states) and the time of the last legacy call.
+//   - mcp columns: the MCP server, JSON-RPC method and id, whether the call
+//     was inspected, and the tools/call outcome, added to events.
 func Migrations(db string, f Flavor) []Migration {
-	lc := "String"
+	lc, ine := "String", ""
 	if f == FlavorModern {
-		lc = "LowCardinality(String)"
+		lc, ine = "LowCardinality(String)", "IF NOT EXISTS "
 	}
 	q := func(s string) string {
-		return strings.NewReplacer("{db}", quoteIdent(db), "{lc}", lc).Replace(s)
+		return strings.NewReplacer("{db}", quoteIdent(db), "{lc}", lc, "{ine}", ine).Replace(s)
 	}
 	return []Migration{
 		{Version: 1, Name: "events", Statements: []string{q(`CREATE TABLE IF NOT EXISTS {db}.events (
@@ -131,6 +135,13 @@ SELECT toDate(time) AS day, tool,
 FROM {db}.events
 WHERE tool != ''
 GROUP BY day, tool`),
+		}},
+		{Version: 4, Name: "events_mcp", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}mcp_server String`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}rpc_method {lc}`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}rpc_id String`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}inspected UInt8`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}outcome {lc}`),
 		}},
 	}
 }

@@ -176,7 +176,7 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 			continue
 		}
 		for _, stmt := range m.Statements {
-			if err := c.conn.Exec(ctx, stmt); err != nil {
+			if err := c.conn.Exec(ctx, stmt); err != nil && !columnExists(stmt, err) {
 				return fmt.Errorf("clickhouse: migration %d (%s): %w", m.Version, m.Name, err)
 			}
 		}
@@ -195,6 +195,16 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 	}
 	c.migrated.Store(true)
 	return nil
+}
+
+// columnExists reports whether err says an ADD COLUMN statement's column
+// is already there (another sidecar, or an earlier try, added it).
+func columnExists(stmt string, err error) bool {
+	var ex *clickhouse.Exception
+	if !strings.Contains(stmt, " ADD COLUMN ") || !errors.As(err, &ex) {
+		return false
+	}
+	return ex.Code == 15 || ex.Code == 44 // DUPLICATE_COLUMN, ILLEGAL_COLUMN
 }
 
 // partitionedTables are the tables partitioned by day (YYYYMMDD).
@@ -296,6 +306,8 @@ func (c *ClickHouse) send(ctx context.Context, events []Event) error {
 			e.RetryAfterMS, e.TotalUS, e.UpstreamUS, e.RequestBytes, e.ResponseBytes,
 			clean(e.ConfigVersion, maxCHShort), clean(e.PolicyVersion, maxCHShort), b2u(e.DryRunDenied),
 			cleanAll(e.DryRunViolations), clean(e.PolicyError, maxCHString),
+			clean(e.MCPServer, maxCHShort), clean(e.RPCMethod, maxCHShort), clean(e.RPCID, maxCHShort),
+			b2u(e.Inspected), clean(e.Outcome, maxCHShort),
 		)
 		if err != nil {
 			b.Abort()

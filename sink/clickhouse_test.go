@@ -225,3 +225,26 @@ func TestClickHouseRetentionDropsOldPartitions(t *testing.T) {
 		t.Errorf("rollup calls left = %s, want 4", got)
 	}
 }
+
+// TestClickHouseMCPColumns checks migration 4 (the MCP columns, added with
+// ALTER TABLE on an existing table): applied again after its record is
+// lost, it succeeds, and the columns round-trip.
+func TestClickHouseMCPColumns(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	q := "`" + db + "`"
+	srv.Exec(t, "TRUNCATE TABLE "+q+".toolgate_schema_migrations")
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrating again over existing columns: %v", err)
+	}
+	evs := chEvents(2, "create_issue", "")
+	evs[0].MCPServer, evs[0].RPCMethod, evs[0].RPCID, evs[0].Inspected, evs[0].Outcome = "mcp.example/mcp", "tools/call", `"a-1"`, true, "tool_error"
+	if err := ch.WriteEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.Query(t, "SELECT mcp_server, rpc_method, rpc_id, inspected, outcome FROM "+q+".events ORDER BY event_id")
+	want := [][]string{{"mcp.example/mcp", "tools/call", `"a-1"`, "1", "tool_error"}, {"", "", "", "0", ""}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mcp columns = %q, want %q", got, want)
+	}
+}

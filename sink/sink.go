@@ -88,6 +88,30 @@ type Event struct {
 	// PolicyError names policies that failed or ran past their deadline
 	// while the tool fails open ("name: policy_timeout"); "" when none did.
 	PolicyError string `json:"policy_error"`
+	// MCPServer is the MCP server of a call on an MCP route: its host (and
+	// port) and path, such as "mcp.example.com/mcp". "" for plain HTTP calls.
+	MCPServer string `json:"mcp_server"`
+	// RPCMethod is an MCP request's JSON-RPC method ("tools/call",
+	// "tools/list", "initialize", "notifications/initialized"), "batch" for
+	// a batch, or "" for plain HTTP calls, MCP GET and DELETE requests and
+	// bodies that are not JSON-RPC.
+	RPCMethod string `json:"rpc_method"`
+	// RPCID is the JSON-RPC id as its JSON text (7, "a1"), at most 128
+	// bytes; "" for notifications and plain HTTP calls.
+	RPCID string `json:"rpc_id"`
+	// Inspected is true when toolgate read the call and ran every check
+	// that applies to it: a call matched to a plain tool, an MCP message
+	// it parsed, a tools/call whose arguments were checked against a
+	// schema. It is false for unmatched calls, CONNECT tunnels, and
+	// tools/call it passed without a schema (mcp.unknown_tool: pass, a
+	// schema too large or not compilable).
+	Inspected bool `json:"inspected"`
+	// Outcome is what an MCP server answered to a tools/call: ok,
+	// tool_error (a result with isError true), rpc_error (a JSON-RPC
+	// error), refused (toolgate answered itself), no_answer (the answer
+	// ended without a response to the call) or unread (the answer could not
+	// be read: too large, or not JSON-RPC). "" for everything else.
+	Outcome string `json:"outcome"`
 }
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is

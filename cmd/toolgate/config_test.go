@@ -346,6 +346,64 @@ admin:
 			field: "tools[0].schema_file",
 			want:  []string{"nowhere.json"},
 		},
+		{
+			name: "unknown protocol",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    protocol: grpc # <-
+`,
+			field: "tools[0].protocol",
+			want:  []string{`unknown protocol "grpc"; expected http or mcp`},
+		},
+		{
+			name: "mcp route with argument sources",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    protocol: mcp
+    args: [json] # <-
+`,
+			field: "tools[0].args",
+			want:  []string{"reads its arguments from tools/call"},
+		},
+		{
+			name: "unknown mcp.unknown_tool mode",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    protocol: mcp
+    mcp:
+      unknown_tool: deny # <-
+`,
+			field: "tools[0].mcp.unknown_tool",
+			want:  []string{`unknown mode "deny"; expected fetch or pass`},
+		},
+		{
+			name: "mcp section on a plain route",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    mcp: # <-
+      dry_run: true
+`,
+			field: "tools[0].mcp",
+			want:  []string{"set only for protocol: mcp"},
+		},
+		{
+			name: "mcp tool override schema that does not compile",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    protocol: mcp
+    mcp:
+      tools:
+        create_issue:
+          schema: {type: objekt} # <-
+`,
+			field: "tools[0].mcp.tools.create_issue.schema",
+			want:  []string{`schema for tool "create_issue"`, "/type"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

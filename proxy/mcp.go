@@ -1,0 +1,378 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+)
+
+// Event outcomes of an MCP tools/call (sink.Event.Outcome).
+const (
+	OutcomeOK       = "ok"
+	OutcomeToolErr  = "tool_error"
+	OutcomeRPCError = "rpc_error"
+	OutcomeRefused  = "refused"
+	OutcomeNoAnswer = "no_answer"
+	OutcomeUnread   = "unread"
+)
+
+// Reasons of MCP outcomes and refusals.
+const (
+	reasonUnknownTool = "unknown_tool"
+	reasonToolError   = "tool_error"
+)
+
+// maxFetchPages bounds the pages of toolgate's own tools/list.
+const maxFetchPages = 20
+
+// Headers of the MCP streamable HTTP transport toolgate reads or keeps.
+const (
+	headerMCPSession = "Mcp-Session-Id"
+	headerMCPMethod  = "Mcp-Method"
+	headerMCPName    = "Mcp-Name"
+)
+
+// mcpCall is the MCP side of one exchange on an MCP route: what the
+// request asked, and what is read from the answer as it streams past.
+type mcpCall struct {
+	c      *call
+	route  *mcpRoute
+	server string // host + path, for events and policies
+	key    string // scheme://host/path, for the schema cache
+	srv    *mcpServer
+
+	callID     json.RawMessage // the tools/call whose outcome is recorded
+	listID     json.RawMessage // a tools/list whose answer is learned
+	listCursor bool            // that tools/list asked for a later page
+
+	// The answer.
+	sse      *sseReader
+	capture  bool // a JSON answer is captured to be read at its end
+	buf      []byte
+	want     int64 // the JSON answer's declared length, or -1
+	over     bool  // the JSON answer was larger than the limit
+	read     bool  // the JSON answer was read
+	found    bool  // the call's response was seen
+	listed   bool  // the tools/list response was seen
+	response rpcMessage
+}
+
+// handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
+// carry JSON-RPC messages; GET (the server's stream) and DELETE (the end
+// of a session) pass through, watched for tools/list_changed.
+func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
+	t := c.t
+	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
+		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
+	m.srv = c.s.mcp.server(m.key)
+	c.mcp = m
+	c.ev.Tool = ""
+	c.ev.MCPServer = m.server
+	c.ev.Inspected = true
+	if r.Method != http.MethodPost {
+		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
+	}
+	raw, err := readBody(r, c.st.cfg.MaxBodyBytes)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonBodyTooLarge,
+			fmt.Sprintf("MCP server %s got a message larger than the %d-byte limit", m.server, c.st.cfg.MaxBodyBytes), nil))
+	case err != nil:
+		return c.clientGone(r)
+	}
+	c.ev.RequestBytes = int64(len(raw))
+	msgs, batch, err := parseRPC(raw)
+	if err != nil {
+		// What toolgate cannot read is never sent: a lenient server could
+		// find a tools/call in it that no check has seen.
+		return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			fmt.Sprintf("MCP server %s got a message toolgate cannot read as JSON-RPC 2.0 (%s)", m.server, strings.TrimPrefix(err.Error(), errNotRPC.Error()+": ")), nil))
+	}
+	if batch {
+		c.ev.RPCMethod = "batch"
+	} else {
+		c.ev.RPCMethod, c.ev.RPCID = msgs[0].Method, idText(msgs[0].ID)
+	}
+	refs := make([]*refusal, len(msgs))
+	refused := -1
+	for i := range msgs {
+		msg := &msgs[i]
+		switch msg.Method {
+		case methodToolsCall:
+			if m.callID == nil && c.ev.Tool == "" {
+				m.callID = msg.ID
+				c.ev.RPCID = idText(msg.ID)
+				c.ev.Outcome = OutcomeNoAnswer
+			}
+			refs[i] = c.checkToolCall(r, target, msg)
+			if refs[i] != nil && refused < 0 {
+				refused = i
+			}
+		case methodToolsList:
+			if msg.isRequest() && m.listID == nil {
+				m.listID = msg.ID
+				var p struct {
+					Cursor *string `json:"cursor"`
+				}
+				_ = json.Unmarshal(msg.Params, &p)
+				m.listCursor = p.Cursor != nil && *p.Cursor != ""
+			}
+		}
+	}
+	if refused >= 0 {
+		return c.mcpRefuse(r, msgs, batch, refs, refused)
+	}
+	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
+	if _, passed := resp.Body.(*passBody); !passed && m.callID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
+		// toolgate's own failure (upstream unreachable, timed out): the
+		// caller gets it as the tool's error, not as a transport error.
+		env, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text := "The call did not complete: " + c.ev.Detail
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env))
+	}
+	return resp
+}
+
+// checkToolCall runs the checks of one tools/call: its params, the schema
+// (configured, else learned, else fetched), then the route's policies. It
+// records the tool name and whether the call was inspected.
+func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) *refusal {
+	m := c.mcp
+	tc, ref := parseToolCall(msg.Params)
+	first := c.ev.Tool == "" && (m.callID == nil || bytes.Equal(m.callID, msg.ID))
+	if first && tc.name != "" {
+		c.ev.Tool = tc.name
+	}
+	if ref != nil {
+		return ref
+	}
+	rule := m.route.rule(tc.name)
+	sch := rule.schema
+	if sch == nil {
+		s, known, why := m.srv.lookup(tc.name, rule.strict)
+		if !known && m.route.cfg.UnknownTool == UnknownToolFetch && !m.srv.isCut() {
+			if err := c.fetchTools(r, target, tc.meta); err != nil {
+				c.s.log.Warn("mcp: listing the server's tools failed; the call passes unchecked", "server", m.server, "tool", tc.name, "err", err)
+			}
+			s, known, why = m.srv.lookup(tc.name, rule.strict)
+			if !known && m.srv.isListed() {
+				names := m.srv.names()
+				offers := strings.Join(names, ", ")
+				if len(names) == 0 {
+					offers = "(no tools)"
+				}
+				if !rule.dryRun {
+					return refuse(bucketing.CodeValidation, reasonUnknownTool,
+						fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", tc.name, m.server, offers),
+						[]policies.Violation{{Path: "", Reason: reasonUnknownTool, Message: "unknown tool", Expected: "one of: " + offers}})
+				}
+				c.ev.DryRunDenied = true
+				c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: (arguments): unknown tool")
+			}
+		}
+		if why != nil {
+			c.s.log.Warn("mcp: the listed schema cannot be used; the call passes unchecked", "server", m.server, "tool", tc.name, "err", why)
+		}
+		if s == nil {
+			c.ev.Inspected = false
+		}
+		sch = s
+	}
+	if sch != nil {
+		if vs := sch.Validate(tc.args); len(vs) > 0 {
+			if !rule.dryRun {
+				return schemaRefusal(tc.name, vs)
+			}
+			c.ev.DryRunDenied = true
+			for _, v := range vs {
+				c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: "+pathOrArgs(v.Path)+": "+v.Message)
+			}
+		}
+	}
+	if chk := c.st.Checkers[c.t.cfg.Name]; chk != nil {
+		in := c.input(r, target, nil, tc.args)
+		in.Tool, in.Protocol, in.Server = tc.name, ProtocolMCP, m.server
+		return c.policyOutcome(chk.Check(r.Context(), in))
+	}
+	return nil
+}
+
+func pathOrArgs(p string) string {
+	if p == "" {
+		return "(arguments)"
+	}
+	return p
+}
+
+// decodeMessages decodes one message or a batch; what does not decode is
+// skipped.
+func decodeMessages(data []byte) []rpcMessage {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil
+	}
+	if data[0] == '[' {
+		var raws []json.RawMessage
+		if json.Unmarshal(data, &raws) != nil {
+			return nil
+		}
+		out := make([]rpcMessage, 0, len(raws))
+		for _, raw := range raws {
+			var m rpcMessage
+			if decodeRPC(raw, &m) == nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	var m rpcMessage
+	if decodeRPC(data, &m) != nil {
+		return nil
+	}
+	return []rpcMessage{m}
+}
+
+func isEventStream(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
+}
+
+// begin is told the answer's headers before its body passes.
+func (m *mcpCall) begin(resp *http.Response) {
+	if isEventStream(resp.Header.Get("Content-Type")) {
+		m.sse = newSSEReader(m.route.cfg.MaxMessageBytes, m.onMessage)
+		return
+	}
+	if m.callID != nil || m.listID != nil {
+		m.capture, m.want = true, resp.ContentLength
+	}
+}
+
+// observe sees each chunk of the answer before the caller does.
+func (m *mcpCall) observe(p []byte) {
+	switch {
+	case m.sse != nil:
+		m.sse.feed(p)
+	case m.capture && !m.over && !m.read:
+		if len(m.buf)+len(p) > m.route.cfg.MaxMessageBytes {
+			m.over, m.buf = true, nil
+			return
+		}
+		m.buf = append(m.buf, p...)
+		if m.want >= 0 && int64(len(m.buf)) == m.want {
+			m.readJSON()
+		}
+	}
+}
+
+func (m *mcpCall) readJSON() {
+	m.read = true
+	m.onMessage(m.buf)
+	m.buf = nil
+}
+
+// onMessage reads one JSON-RPC message (or batch) from the answer: the
+// call's response, a tools/list result to learn, or a notice that the
+// server's tools changed.
+func (m *mcpCall) onMessage(data []byte) {
+	if m.callID == nil && m.listID == nil && !bytes.Contains(data, []byte(methodToolsListChanged)) {
+		return
+	}
+	for _, msg := range decodeMessages(data) {
+		switch {
+		case msg.Method == methodToolsListChanged:
+			m.c.s.mcp.forget(m.key)
+			m.srv = m.c.s.mcp.server(m.key)
+		case !msg.isResponse():
+		case m.callID != nil && bytes.Equal(msg.ID, m.callID):
+			m.found, m.response = true, msg
+		case m.listID != nil && bytes.Equal(msg.ID, m.listID) && msg.Result != nil:
+			m.listed = true
+			var res toolsListResult
+			if json.Unmarshal(msg.Result, &res) == nil {
+				m.srv.learn(res.Tools, !m.listCursor && res.NextCursor == "", m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes)
+			}
+		}
+	}
+}
+
+// answered reports whether the answer held the response the request
+// waited for, so the caller closing the stream afterwards is not a caller
+// that went away.
+func (m *mcpCall) answered() bool {
+	return (m.callID != nil && m.found) || (m.callID == nil && m.listID != nil && m.listed)
+}
+
+// settle completes the bucketed result of an answer with what its
+// JSON-RPC messages said, and records the call's outcome.
+func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
+	if m.capture && !m.read && !m.over {
+		m.readJSON()
+	}
+	if m.callID == nil {
+		return res
+	}
+	ev := &m.c.ev
+	switch {
+	case !m.found && (m.over || (m.sse != nil && m.sse.skipped > 0)):
+		ev.Outcome = OutcomeUnread
+	case !m.found && m.capture:
+		ev.Outcome = OutcomeUnread // a JSON answer that held no response to the call
+	case !m.found:
+		ev.Outcome = OutcomeNoAnswer
+	case m.response.Error != nil:
+		ev.Outcome = OutcomeRPCError
+		if res.OK() {
+			res = rpcErrorResult(m.response.Error.Code)
+		}
+	default:
+		var cr callResult
+		_ = json.Unmarshal(m.response.Result, &cr)
+		if !cr.IsError {
+			ev.Outcome = OutcomeOK
+			break
+		}
+		ev.Outcome = OutcomeToolErr
+		if res.OK() {
+			res = bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTerminal, Reason: reasonToolError,
+				Detail: "the tool answered with an error result (isError)"}
+		}
+	}
+	return res
+}
+
+// rpcErrorResult buckets a JSON-RPC error code: the standard request
+// errors are the caller's (validation), internal and server errors
+// upstream's.
+func rpcErrorResult(code int64) bucketing.Result {
+	detail := "the server answered JSON-RPC error " + strconv.FormatInt(code, 10)
+	user := func(reason string) bucketing.Result {
+		return bucketing.Result{Code: bucketing.CodeValidation, Class: bucketing.ClassUser, Reason: reason, Detail: detail}
+	}
+	switch code {
+	case -32700:
+		return user("rpc_parse_error")
+	case -32600:
+		return user("rpc_invalid_request")
+	case -32601:
+		return user("rpc_method_not_found")
+	case -32602:
+		return user("rpc_invalid_params")
+	case -32002:
+		return user("rpc_not_found")
+	case -32603:
+		return bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Retryable: true, Reason: "rpc_internal_error", Detail: detail}
+	}
+	return bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Retryable: true, Reason: "rpc_error", Detail: detail}
+}

@@ -1,0 +1,210 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+)
+
+// maxBatch bounds the messages of one JSON-RPC batch toolgate inspects; a
+// larger batch is refused whole.
+const maxBatch = 100
+
+// maxRPCID bounds a JSON-RPC id as recorded in events.
+const maxRPCID = 128
+
+// MCP methods toolgate reads.
+const (
+	methodToolsCall        = "tools/call"
+	methodToolsList        = "tools/list"
+	methodToolsListChanged = "notifications/tools/list_changed"
+)
+
+// rpcMessage is one JSON-RPC 2.0 message: a request (method and id), a
+// notification (method, no id) or a response (id, and result or error).
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// rpcError is a JSON-RPC error object.
+type rpcError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+var errNotRPC = errors.New("not a JSON-RPC message")
+
+// isRequest reports whether m is a request: a method and an id that is not
+// null.
+func (m *rpcMessage) isRequest() bool {
+	return m.Method != "" && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
+}
+
+// isResponse reports whether m answers a request.
+func (m *rpcMessage) isResponse() bool {
+	return m.Method == "" && len(m.ID) > 0 && (m.Result != nil || m.Error != nil)
+}
+
+// parseRPC decodes a POST body holding one JSON-RPC message or a batch of
+// them. It fails for anything that is not JSON, a message that is not an
+// object, a batch that is empty or larger than maxBatch, and a message
+// without jsonrpc "2.0" or without a string method or an id of string or
+// number type when it has one.
+func parseRPC(body []byte) (msgs []rpcMessage, batch bool, err error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, false, errNotRPC
+	}
+	if body[0] == '[' {
+		var raws []json.RawMessage
+		if err := json.Unmarshal(body, &raws); err != nil {
+			return nil, true, fmt.Errorf("%w: %v", errNotRPC, err)
+		}
+		if len(raws) == 0 || len(raws) > maxBatch {
+			return nil, true, fmt.Errorf("%w: a batch of %d messages (1 to %d are read)", errNotRPC, len(raws), maxBatch)
+		}
+		msgs = make([]rpcMessage, len(raws))
+		for i, raw := range raws {
+			if err := decodeRPC(raw, &msgs[i]); err != nil {
+				return nil, true, err
+			}
+		}
+		return msgs, true, nil
+	}
+	var m rpcMessage
+	if err := decodeRPC(body, &m); err != nil {
+		return nil, false, err
+	}
+	return []rpcMessage{m}, false, nil
+}
+
+// decodeRPC decodes one message. Members are matched by their exact names,
+// unlike encoding/json's case-insensitive matching, so a message cannot
+// carry an "Arguments" that toolgate reads and an "arguments" a server
+// reads.
+func decodeRPC(raw []byte, m *rpcMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return fmt.Errorf("%w: not an object", errNotRPC)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf("%w: %v", errNotRPC, err)
+	}
+	*m = rpcMessage{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
+	if err := unmarshalExact(obj["jsonrpc"], &m.JSONRPC); err != nil || m.JSONRPC != "2.0" {
+		return fmt.Errorf("%w: jsonrpc is not \"2.0\"", errNotRPC)
+	}
+	if err := unmarshalExact(obj["method"], &m.Method); err != nil {
+		return fmt.Errorf("%w: method is not a string", errNotRPC)
+	}
+	if e := obj["error"]; e != nil && !bytes.Equal(e, []byte("null")) {
+		m.Error = new(rpcError)
+		if err := json.Unmarshal(e, m.Error); err != nil {
+			return fmt.Errorf("%w: error: %v", errNotRPC, err)
+		}
+	}
+	if len(m.ID) > 0 {
+		switch m.ID[0] {
+		case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		default:
+			return fmt.Errorf("%w: id must be a string or a number", errNotRPC)
+		}
+	}
+	return nil
+}
+
+// unmarshalExact decodes an optional string member.
+func unmarshalExact(raw json.RawMessage, s *string) error {
+	if raw == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, s)
+}
+
+// idText is a JSON-RPC id as recorded in events: its JSON text, bounded.
+func idText(id json.RawMessage) string {
+	s := string(id)
+	if len(s) > maxRPCID {
+		cut := maxRPCID
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+// toolCall is a tools/call request's params.
+type toolCall struct {
+	name string
+	args map[string]any
+	meta json.RawMessage // params._meta, as sent
+}
+
+// parseToolCall reads a tools/call request's params: the tool name and the
+// arguments object (numbers kept as json.Number). A refusal is returned for
+// params that do not name a tool or whose arguments are not an object.
+func parseToolCall(params json.RawMessage) (toolCall, *refusal) {
+	var p map[string]json.RawMessage // exact member names, as in decodeRPC
+	var name string
+	if len(params) == 0 || json.Unmarshal(params, &p) != nil || p["name"] == nil || json.Unmarshal(p["name"], &name) != nil || name == "" {
+		return toolCall{}, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			"A tools/call must name its tool in params.name", []policies.Violation{{Path: "", Reason: bucketing.ReasonMissingField,
+				Message: "params.name is missing", Expected: "string"}})
+	}
+	tc := toolCall{name: name, meta: p["_meta"]}
+	args := bytes.TrimSpace(p["arguments"])
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		tc.args = map[string]any{}
+		return tc, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return tc, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			fmt.Sprintf("Tool '%s' got arguments that are not valid JSON", tc.name), nil)
+	}
+	if _, extra := dec.Token(); extra != io.EOF {
+		return tc, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			fmt.Sprintf("Tool '%s' got arguments with data after their end", tc.name), nil)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return tc, refuse(bucketing.CodeValidation, bucketing.ReasonWrongType,
+			fmt.Sprintf("Tool '%s' expects an object of arguments; got %s", tc.name, jsonType(v)),
+			[]policies.Violation{{Path: "", Reason: bucketing.ReasonWrongType, Message: "arguments must be an object", Expected: "object", Got: jsonType(v)}})
+	}
+	tc.args = obj
+	return tc, nil
+}
+
+// listedTool is one entry of a tools/list result, as toolgate reads it.
+type listedTool struct {
+	Name        string          `json:"name"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// toolsListResult is a tools/list result.
+type toolsListResult struct {
+	Tools      []listedTool `json:"tools"`
+	NextCursor string       `json:"nextCursor"`
+}
+
+// callResult is the part of a tools/call result toolgate reads.
+type callResult struct {
+	IsError bool `json:"isError"`
+}

@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/toolgate/toolgate/bucketing"
+)
+
+// mcpRefuse answers refused tools/call the way MCP asks for input errors:
+// a JSON-RPC result with isError true, the detail and every violation as
+// text, the envelope as structuredContent, over HTTP 200, with the
+// request's id. In a batch, every request is answered and none is sent:
+// the refused calls with their results, the others with a JSON-RPC error
+// saying why. A refused tools/call without an id (which no response can
+// answer) gets the plain refusal.
+func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []*refusal, first int) *http.Response {
+	ref := refs[first]
+	c.ev.Outcome = OutcomeRefused
+	if batch {
+		// The event is the refused call's.
+		tc, _ := parseToolCall(msgs[first].Params)
+		c.ev.Tool, c.ev.RPCID = tc.name, idText(msgs[first].ID)
+	}
+	if !batch && !msgs[0].isRequest() {
+		return c.refuse(r, ref)
+	}
+	var body []byte
+	if !batch {
+		body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope())
+	} else {
+		var out []json.RawMessage
+		for i := range msgs {
+			if !msgs[i].isRequest() {
+				continue
+			}
+			if refs[i] != nil {
+				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope()))
+				continue
+			}
+			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{
+				"code": -32000, "message": "not sent: toolgate refused a tools/call in the same batch"}})
+			out = append(out, e)
+		}
+		body, _ = json.Marshal(out)
+	}
+	paths := make([]string, len(ref.violations))
+	for i, v := range ref.violations {
+		paths[i] = v.Path
+	}
+	c.ev.Refused = true
+	c.ev.Detail = ref.detail
+	c.ev.ViolationPaths = paths
+	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, 0, int64(len(body)))
+	resp := mcpAnswer(r, http.StatusOK, string(ref.code), body)
+	if sid := r.Header.Get(headerMCPSession); sid != "" {
+		resp.Header[headerMCPSession] = []string{sid}
+	}
+	return resp
+}
+
+// refusalText is the human text of a refusal: the detail, then one line
+// per violation with its path, message, and what was expected and got.
+func refusalText(ref *refusal) string {
+	var b strings.Builder
+	b.WriteString(ref.detail)
+	for _, v := range ref.violations {
+		b.WriteString("\n- ")
+		b.WriteString(pathOrArgs(v.Path))
+		b.WriteString(": ")
+		b.WriteString(v.Message)
+		switch {
+		case v.Expected != "" && v.Got != "":
+			fmt.Fprintf(&b, " (expected %s, got %s)", v.Expected, v.Got)
+		case v.Expected != "" && v.Expected != "absent":
+			fmt.Fprintf(&b, " (expected %s)", v.Expected)
+		}
+	}
+	return b.String()
+}
+
+// rpcToolError is a JSON-RPC response holding a tool result with isError
+// true: text for the model, the envelope as structured content.
+func rpcToolError(id json.RawMessage, text string, envelope []byte) []byte {
+	type content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	type result struct {
+		Content           []content       `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  result          `json:"result"`
+	}{"2.0", id, result{Content: []content{{Type: "text", Text: text}}, StructuredContent: envelope, IsError: true}})
+	return b
+}
+
+// mcpAnswer builds an answer toolgate makes itself on an MCP route:
+// application/json, which the streamable HTTP transport allows for the
+// answer to any POST, unless the caller accepts only text/event-stream, in
+// which case the message is sent as one event.
+func mcpAnswer(r *http.Request, status int, code string, body []byte) *http.Response {
+	resp := envelopeResponse(r, status, code, nil, body)
+	if acceptsOnlySSE(r) {
+		sse := make([]byte, 0, len(body)+24)
+		sse = append(sse, "event: message\ndata: "...)
+		sse = append(sse, body...)
+		sse = append(sse, "\n\n"...)
+		resp.Header["Content-Type"] = []string{"text/event-stream"}
+		resp.Header["Content-Length"] = []string{strconv.Itoa(len(sse))}
+		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(sse)), int64(len(sse))
+	}
+	return resp
+}
+
+// acceptsOnlySSE reports whether the caller's Accept names
+// text/event-stream and no JSON.
+func acceptsOnlySSE(r *http.Request) bool {
+	sse, js := false, false
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			switch mt {
+			case "text/event-stream":
+				sse = true
+			case "application/json", "*/*", "application/*":
+				js = true
+			}
+		}
+	}
+	return sse && !js
+}

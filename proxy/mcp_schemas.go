@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/policies"
+)
+
+// maxMCPServers bounds the servers whose tool lists are remembered; past
+// it, the server seen least recently is forgotten (its next unknown call
+// is fetched again).
+const maxMCPServers = 64
+
+// maxServerSchemaBytes bounds the schema text remembered per server; a
+// schema past it is kept as too large (its calls pass unchecked).
+const maxServerSchemaBytes = 8 << 20
+
+// mcpSchemas remembers, per upstream MCP server, each tool's inputSchema
+// from the tools/list answers that passed through (or that toolgate asked
+// for). Schemas are compiled on first use with the same strict closing as
+// plain routes (policies.CompileSchema), once per strictness, and kept
+// until the server lists a different schema for the tool. The zero value
+// is ready to use; it is safe for concurrent use.
+type mcpSchemas struct {
+	mu      sync.Mutex
+	servers map[string]*mcpServer
+}
+
+// mcpServer is one server's learned tools.
+type mcpServer struct {
+	mu       sync.Mutex
+	tools    map[string]*learnedTool
+	bytes    int  // schema text held
+	listed   bool // a complete list was learned
+	dropped  bool // tools past max_tools were not kept: absence proves nothing
+	seen     time.Time
+	fetching chan struct{} // closed when a fetch under way ends; nil when none
+}
+
+// learnedTool is one tool's schema as the server listed it.
+type learnedTool struct {
+	sum      [32]byte
+	doc      []byte // nil when too large
+	compiled [2]*policies.Schema
+	errs     [2]error
+}
+
+// server returns the entry for a server, creating it.
+func (m *mcpSchemas) server(key string) *mcpServer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servers == nil {
+		m.servers = make(map[string]*mcpServer)
+	}
+	s := m.servers[key]
+	if s == nil {
+		if len(m.servers) >= maxMCPServers {
+			var oldest string
+			var at time.Time
+			for k, v := range m.servers {
+				if oldest == "" || v.seen.Before(at) {
+					oldest, at = k, v.seen
+				}
+			}
+			delete(m.servers, oldest)
+		}
+		s = &mcpServer{tools: map[string]*learnedTool{}}
+		m.servers[key] = s
+	}
+	s.seen = time.Now()
+	return s
+}
+
+// forget drops a server's tools (its list changed).
+func (m *mcpSchemas) forget(key string) {
+	m.mu.Lock()
+	delete(m.servers, key)
+	m.mu.Unlock()
+}
+
+// learn stores a tools/list page. complete is true for an answer that is
+// the whole list (a first page with no next cursor): tools it does not
+// name are forgotten. A tool whose schema is unchanged keeps its compiled
+// forms. At most maxTools are kept; schemas over maxSchemaBytes are kept
+// as too large.
+func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchemaBytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var named map[string]bool
+	if complete {
+		named = make(map[string]bool, len(tools))
+		s.listed, s.dropped = true, false
+	}
+	for _, lt := range tools {
+		if lt.Name == "" {
+			continue
+		}
+		if named != nil {
+			named[lt.Name] = true
+		}
+		doc := bytes.TrimSpace(lt.InputSchema)
+		sum := sha256.Sum256(doc)
+		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
+			continue
+		}
+		if _, known := s.tools[lt.Name]; !known && len(s.tools) >= maxTools {
+			s.dropped = true
+			continue
+		}
+		if old := s.tools[lt.Name]; old != nil {
+			s.bytes -= len(old.doc)
+		}
+		lt2 := &learnedTool{sum: sum}
+		if len(doc) <= maxSchemaBytes && len(doc) > 0 && s.bytes+len(doc) <= maxServerSchemaBytes {
+			lt2.doc = append([]byte(nil), doc...)
+			s.bytes += len(doc)
+		}
+		s.tools[lt.Name] = lt2
+	}
+	for name, lt := range s.tools {
+		if named != nil && !named[name] {
+			s.bytes -= len(lt.doc)
+			delete(s.tools, name)
+		}
+	}
+}
+
+// lookup returns a tool's compiled schema. known is false when the server
+// has not listed the tool; a listed tool whose schema is too large or does
+// not compile returns known true and a nil schema with the reason.
+func (s *mcpServer) lookup(name string, strict bool) (sch *policies.Schema, known bool, why error) {
+	s.mu.Lock()
+	lt := s.tools[name]
+	s.mu.Unlock()
+	if lt == nil {
+		return nil, false, nil
+	}
+	if lt.doc == nil {
+		return nil, true, errSchemaTooLarge
+	}
+	i := 0
+	if strict {
+		i = 1
+	}
+	s.mu.Lock()
+	sch, err := lt.compiled[i], lt.errs[i]
+	s.mu.Unlock()
+	if sch != nil || err != nil {
+		return sch, true, err
+	}
+	// Compiling outside the lock: two calls may compile the same schema
+	// once each; the result is the same.
+	sch, err = policies.CompileSchema(lt.doc, policies.SchemaOptions{Tool: name, Strict: strict})
+	s.mu.Lock()
+	lt.compiled[i], lt.errs[i] = sch, err
+	s.mu.Unlock()
+	return sch, true, err
+}
+
+// names lists the tools the server listed, sorted.
+func (s *mcpServer) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.tools))
+	for n := range s.tools {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// isListed reports whether a complete list was learned and kept whole, so
+// a tool it does not name is unknown to the server.
+func (s *mcpServer) isListed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listed && !s.dropped
+}
+
+// isCut reports whether the last complete list was cut at max_tools: a
+// tool it lacks may be one it dropped, and fetching again would not help.
+func (s *mcpServer) isCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listed && s.dropped
+}
+
+// size is how many tools the server listed.
+func (s *mcpServer) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tools)
+}

@@ -1,0 +1,118 @@
+package proxy
+
+import "bytes"
+
+// sseReader parses a text/event-stream (the WHATWG server-sent events
+// format) incrementally, from the chunks of bytes as they pass to the
+// caller, and hands each event's data to onEvent. It keeps at most max
+// bytes of one event: a larger event is skipped whole and counted in
+// skipped. It never changes or holds back the bytes themselves.
+type sseReader struct {
+	max     int
+	onEvent func(data []byte)
+
+	line    []byte // the current line, without its end
+	lineLen int    // the current line's length, counting bytes not kept
+	data    []byte // the current event's data lines, joined by "\n"
+	hasData bool
+	over    bool // the current line or event passed max: skip to the event's end
+	lastCR  bool // the previous chunk ended in CR: a leading LF ends nothing
+	skipped int  // events skipped as too large
+}
+
+func newSSEReader(max int, onEvent func([]byte)) *sseReader {
+	return &sseReader{max: max, onEvent: onEvent}
+}
+
+// feed parses the next chunk of the stream.
+func (s *sseReader) feed(p []byte) {
+	for len(p) > 0 {
+		if s.lastCR {
+			s.lastCR = false
+			if p[0] == '\n' {
+				p = p[1:]
+				continue
+			}
+		}
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			s.appendLine(p)
+			return
+		}
+		s.appendLine(p[:i])
+		if p[i] == '\r' {
+			if i+1 < len(p) {
+				if p[i+1] == '\n' {
+					i++
+				}
+			} else {
+				s.lastCR = true
+			}
+		}
+		p = p[i+1:]
+		s.endLine()
+	}
+}
+
+func (s *sseReader) appendLine(b []byte) {
+	s.lineLen += len(b)
+	if s.over {
+		return
+	}
+	if s.lineLen > s.max {
+		s.over, s.line = true, s.line[:0]
+		return
+	}
+	s.line = append(s.line, b...)
+}
+
+// endLine handles one complete line.
+func (s *sseReader) endLine() {
+	line, blank := s.line, s.lineLen == 0
+	s.line, s.lineLen = s.line[:0], 0
+	if s.over {
+		if blank {
+			s.skipped++
+			s.over, s.hasData, s.data = false, false, s.data[:0]
+		}
+		return
+	}
+	if blank {
+		s.dispatch()
+		return
+	}
+	if line[0] == ':' {
+		return // a comment
+	}
+	field, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		field, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	if string(field) != "data" {
+		return // event, id, retry and unknown fields do not change the data
+	}
+	if len(s.data)+len(value)+1 > s.max {
+		s.over, s.hasData, s.data = true, false, s.data[:0]
+		return
+	}
+	if s.hasData {
+		s.data = append(s.data, '\n')
+	}
+	s.data = append(s.data, value...)
+	s.hasData = true
+}
+
+// dispatch ends an event at a blank line.
+func (s *sseReader) dispatch() {
+	if !s.hasData {
+		return
+	}
+	data := s.data
+	s.data, s.hasData = s.data[:0], false
+	if len(data) > 0 {
+		s.onEvent(data)
+	}
+}
