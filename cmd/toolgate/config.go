@@ -114,6 +114,9 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 		}
 		if !strings.HasSuffix(lc.Admin.Listen, ":0") {
 			taken := map[string]string{lc.Listen.Forward: "listen.forward"}
+			if lc.Listen.Transparent != "" {
+				taken[lc.Listen.Transparent] = "listen.transparent"
+			}
 			for i, r := range lc.Listen.Reverse {
 				taken[r.Listen] = fmt.Sprintf("listen.reverse[%d].listen", i)
 			}
