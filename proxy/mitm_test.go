@@ -186,6 +186,15 @@ func TestHTTPSValidForwarded(t *testing.T) {
 			t.Errorf("the envelope header leaked upstream")
 		}
 	}
+	// HTTP/2 is offered inside the tunnel, and taken by a client that asks.
+	resp, err := rig.client(e, true).Get(rig.ts.URL + "/esearch?term=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Errorf("HTTP/2 client got %s inside the tunnel", resp.Proto)
+	}
 	// The leaf the client saw: minted by toolgate's CA for the host.
 	conn := connectTLS(t, e.srv.Addr("forward", 0), rig.ts.Listener.Addr().String(), &tls.Config{RootCAs: rig.pool, ServerName: "127.0.0.1"})
 	leaf := conn.ConnectionState().PeerCertificates[0]

@@ -154,8 +154,10 @@ func (s *Server) Swap(snap Snapshot) error {
 	if cfg == nil || (cfg.tools == nil && len(cfg.Tools) > 0) {
 		return errors.New("proxy: config was not validated")
 	}
-	if old := s.state.Load(); old != nil && (!sameListeners(old.cfg, cfg) || !sameTLS(old.cfg, cfg)) {
-		return errors.New("listen, upstream and tls settings changed: they take effect only on restart")
+	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
+		return errors.New("listen and upstream settings changed: they take effect only on restart")
+	} else if old != nil && !sameTLS(old.cfg, cfg) {
+		return errors.New("tls settings, their files or listen.transparent changed: they take effect only on restart")
 	}
 	if cfg.TLS.InsecureSkipVerify {
 		s.log.Warn("tls.insecure_skip_verify is on: upstream TLS certificates are NOT verified, so anyone on the path can read and change tool calls; use it for test rigs only")

@@ -187,3 +187,33 @@ func TestAdminCAWithoutCA(t *testing.T) {
 		t.Errorf("GET /ca.crt without a CA: %d %q", a.status, a.body)
 	}
 }
+
+// TestReloadTLS checks tls.insecure_skip_verify is logged at start and on
+// every reload, and a reload that changes the tls section is refused.
+func TestReloadTLS(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCmd("ca", "init", "--dir", filepath.Join(dir, "ca")); code != exitOK {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := runCmd("ca", "init", "--dir", filepath.Join(dir, "ca2")); code != exitOK {
+		t.Fatal(errOut)
+	}
+	base := "listen: {forward: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nevents: {file: {path: " + filepath.Join(dir, "ev.ndjson") + "}}\n"
+	r := startRun(t, dir, base+"tls: {ca_cert: ca/ca.crt, ca_key: ca/ca.key, insecure_skip_verify: true}\n")
+	l := r.running(t)
+	warnings := func() int { return strings.Count(r.stderr.String(), "tls.insecure_skip_verify is on") }
+	if n := warnings(); n != 1 {
+		t.Errorf("%d insecure warnings at start, want 1", n)
+	}
+	admin := directClient(t)
+	if a := do(t, admin, "POST", "http://"+l.Admin+"/reload", nil); a.status != 200 {
+		t.Fatalf("reload: %d %s", a.status, a.body)
+	}
+	if n := warnings(); n != 2 {
+		t.Errorf("%d insecure warnings after a reload, want 2", n)
+	}
+	writeFile(t, r.path, base+"tls: {ca_cert: ca2/ca.crt, ca_key: ca2/ca.key, insecure_skip_verify: true}\n")
+	if a := do(t, admin, "POST", "http://"+l.Admin+"/reload", nil); a.status != 422 || !strings.Contains(a.body, "tls settings") {
+		t.Errorf("reload with another CA: %d %s, want it refused", a.status, a.body)
+	}
+}
