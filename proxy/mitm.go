@@ -216,7 +216,7 @@ func (s *Server) decideConnect(st *state, hostport string) (connectAction, *refu
 }
 
 // interceptConnect answers a hijacked CONNECT and intercepts its TLS.
-func (s *Server) interceptConnect(c net.Conn, r *http.Request, hostport string) {
+func (s *Server) interceptConnect(c net.Conn, hostport string) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		c.Close()

@@ -442,3 +442,50 @@ func metricValue(t *testing.T, c prometheus.Collector, name string, labels map[s
 	t.Fatalf("no series %s %v", name, labels)
 	return 0
 }
+
+// BenchmarkProxyHTTPS compares one keep-alive HTTPS connection straight to
+// the TLS upstream with the same validated call intercepted through the
+// forward proxy, and the cost of a new intercepted connection (CONNECT and
+// a TLS handshake with a cached leaf) per call.
+func BenchmarkProxyHTTPS(b *testing.B) {
+	rig := newTLSRig(b)
+	e := newEnvTo(b, benchConfig+rig.tlsSection(""), nil, nil, nil, time.Second)
+	upPool := x509.NewCertPool()
+	upPool.AddCert(rig.ts.Certificate())
+	direct := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: upPool}}}
+	for _, tc := range []struct {
+		name   string
+		client func() *http.Client
+		fresh  bool
+	}{
+		{"direct", func() *http.Client { return direct }, false},
+		{"intercepted", func() *http.Client { return rig.client(e, false) }, false},
+		{"intercepted-new-conn", func() *http.Client { return rig.client(e, false) }, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := tc.client()
+			path := "/bench/validated"
+			if tc.name == "direct" {
+				path = "/bench/direct"
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if tc.fresh {
+					c = tc.client()
+				}
+				resp, err := c.Post(rig.ts.URL+path, "application/json", strings.NewReader(benchBody))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				if tc.fresh {
+					c.CloseIdleConnections()
+				}
+			}
+		})
+	}
+}

@@ -357,8 +357,8 @@ func (s *Server) forwardHandler() http.Handler {
 		st := s.state.Load()
 		switch action, ref := s.decideConnect(st, host); action {
 		case connectIntercept:
-			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(r *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
-				s.interceptConnect(c, r, host)
+			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+				s.interceptConnect(c, host)
 			}}, host
 		case connectRefuse:
 			ctx.Resp = s.connect(st, ctx.Req, host, ref)

@@ -136,3 +136,13 @@ func TestRouting(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkReadClientHello(b *testing.B) {
+	hello := clientHello(b, "api.example.com", "h2", "http/1.1")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := readClientHello(bytes.NewReader(hello)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
