@@ -12,7 +12,7 @@
 // valid call is forwarded, a host without tools is tunnelled untouched,
 // every call is recorded, and a routing loop is caught.
 //
-// It needs Linux, root, iproute2, iptables, curl and Debian's python3 with
-// python3-requests (scripts/testdeps.sh installs them); it skips, saying
-// why, without them.
+// The test is built on Linux only. It needs root, iproute2, iptables, curl
+// and Debian's python3 with python3-requests (scripts/testdeps.sh installs
+// them); it skips, saying why, without them.
 package netns

@@ -1,3 +1,5 @@
+//go:build linux
+
 package netns
 
 import (
@@ -88,9 +90,6 @@ type rig struct {
 }
 
 func TestTransparentInNetworkNamespaces(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("transparent mode and network namespaces are Linux only")
-	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces and iptables rules (run the tests as root, as make test in CI does)")
 	}
