@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,9 +26,27 @@ type Config struct {
 	// Global names policies that decide every tool's calls, before the
 	// tool's own.
 	Global []string `yaml:"global"`
+	// Engine is the default engine of Rego policies: "interpreter" (the
+	// default) or "wasm". See RegoConfig.Engine.
+	Engine string `yaml:"engine"`
 	// Rego lists the Rego policies.
 	Rego []RegoConfig `yaml:"rego"`
+	// Wasm lists the WebAssembly policies.
+	Wasm []WasmConfig `yaml:"wasm"`
 }
+
+// Engines a Rego policy can run on.
+const (
+	// EngineInterpreter evaluates Rego with OPA's interpreter, in process:
+	// every builtin, strict builtin errors (a builtin given the wrong type
+	// fails the call closed).
+	EngineInterpreter = "interpreter"
+	// EngineWasm compiles the policy with OPA's WASM compiler once and runs
+	// it in pooled wazero instances: several times faster, but only
+	// builtins OPA compiles into the module are available, and a builtin
+	// given the wrong type leaves its rule undefined instead of failing.
+	EngineWasm = "wasm"
+)
 
 // RegoConfig is one Rego policy.
 type RegoConfig struct {
@@ -39,12 +59,81 @@ type RegoConfig struct {
 	Path string `yaml:"path"`
 	// Mode is "enforce" (the default), "dry_run" or "off", for every tool.
 	Mode string `yaml:"mode"`
+	// Engine is "interpreter" or "wasm"; default: the section's engine.
+	// The policy's unit tests run in the interpreter either way.
+	Engine string `yaml:"engine"`
+}
+
+// WasmConfig is one WebAssembly policy module.
+type WasmConfig struct {
+	// Name identifies the policy, as for Rego policies. Required and unique
+	// across both lists.
+	Name string `yaml:"name"`
+	// Path is a module: a .wasm file with toolgate's ABI (docs/wasm-abi.md)
+	// or OPA's (opa build -t wasm), or an OPA bundle (.tar.gz) holding
+	// /policy.wasm; relative to the configuration file. Required.
+	Path string `yaml:"path"`
+	// Mode is "enforce" (the default), "dry_run" or "off".
+	Mode string `yaml:"mode"`
+	// MemoryLimitMiB caps each instance's linear memory. Default 16.
+	MemoryLimitMiB int `yaml:"memory_limit_mib"`
+	// Deadline bounds one call into the module; the instance is thrown
+	// away when it runs over. Default 10ms. The section's deadline still
+	// applies when it is shorter.
+	Deadline time.Duration `yaml:"deadline"`
+	// PoolSize is how many idle instances are kept. Default: twice the
+	// number of CPUs.
+	PoolSize int `yaml:"pool_size"`
+}
+
+// WasmOptions are the limits a WASM policy runs under; zero values take the
+// host's defaults (16 MiB, 10ms, twice the CPUs).
+type WasmOptions struct {
+	MemoryLimit uint32        // bytes per instance
+	Deadline    time.Duration // per call
+	PoolSize    int           // idle instances kept
+}
+
+// WasmHost compiles and runs WebAssembly policies. Package wasm provides
+// it; the policies package only declares what it needs.
+type WasmHost interface {
+	// LoadWasm loads a module file (toolgate's ABI, OPA's, or an OPA
+	// bundle) as a policy.
+	LoadWasm(ctx context.Context, name, path string, o WasmOptions) (Evaluator, error)
+	// CompileRego compiles a Rego policy (file name to source; test files
+	// are left out) to WASM and loads it.
+	CompileRego(ctx context.Context, name string, files map[string][]byte, o WasmOptions) (Evaluator, error)
+}
+
+// LoadOptions are what Load needs beyond the section itself.
+type LoadOptions struct {
+	// Wasm runs WASM policies and Rego policies on the wasm engine; without
+	// it, configuring either is an error.
+	Wasm WasmHost
+	// Previous is the configuration being replaced, if any: policies whose
+	// files, engine and limits are unchanged are taken over from it instead
+	// of being compiled again.
+	Previous *Loaded
+}
+
+// closer is implemented by evaluators that hold resources (WASM pools).
+type closer interface {
+	Close(ctx context.Context) error
+}
+
+// loadedPolicy is one compiled policy and what it was made from.
+type loadedPolicy struct {
+	eval   Evaluator
+	rego   *Rego  // the interpreter's compilation: unit tests, and eval on that engine
+	kind   string // "rego" or "wasm"
+	engine string // interpreter or wasm
+	key    string // kind, engine, content version and limits: equal keys are interchangeable
 }
 
 // Loaded is a validated policies section with every policy compiled.
 type Loaded struct {
 	cfg     Config
-	byName  map[string]*Rego
+	byName  map[string]*loadedPolicy
 	modes   map[string]string
 	order   []string
 	version string
@@ -62,7 +151,7 @@ func (e *FieldError) Unwrap() error { return e.Err }
 
 // Load applies defaults, validates the section and compiles every policy;
 // dir is where relative paths resolve.
-func (c Config) Load(dir string) (*Loaded, error) {
+func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	if c.Deadline < 0 {
 		return nil, &FieldError{"deadline", fmt.Errorf("must be positive")}
 	}
@@ -78,38 +167,139 @@ func (c Config) Load(dir string) (*Loaded, error) {
 		}
 		c.Headers[i] = strings.ToLower(h)
 	}
-	l := &Loaded{cfg: c, byName: map[string]*Rego{}, modes: map[string]string{}}
+	switch c.Engine {
+	case "":
+		c.Engine = EngineInterpreter
+	case EngineInterpreter, EngineWasm:
+	default:
+		return nil, &FieldError{"engine", fmt.Errorf("unknown engine %q; expected interpreter or wasm", c.Engine)}
+	}
+	l = &Loaded{cfg: c, byName: map[string]*loadedPolicy{}, modes: map[string]string{}}
 	h := sha256.New()
-	for i, rc := range c.Rego {
-		p := fmt.Sprintf("rego[%d]", i)
-		if rc.Name == "" {
-			return nil, &FieldError{p + ".name", fmt.Errorf("required")}
+	ctx := context.Background()
+	defer func() {
+		if err != nil {
+			// Release what was built for this section, not what the
+			// previous configuration still runs.
+			_ = l.Close(ctx, o.Previous)
+			l = nil
 		}
-		if _, dup := l.byName[rc.Name]; dup {
-			return nil, &FieldError{p + ".name", fmt.Errorf("policy %q is defined twice", rc.Name)}
+	}()
+	add := func(p, name, mode string, load func() (*loadedPolicy, error)) error {
+		if name == "" {
+			return &FieldError{p + ".name", fmt.Errorf("required")}
 		}
-		switch rc.Mode {
+		if _, dup := l.byName[name]; dup {
+			return &FieldError{p + ".name", fmt.Errorf("policy %q is defined twice", name)}
+		}
+		switch mode {
 		case "":
-			rc.Mode = ModeEnforce
+			mode = ModeEnforce
 		case ModeEnforce, ModeDryRun, ModeOff:
 		default:
-			return nil, &FieldError{p + ".mode", fmt.Errorf("unknown mode %q; expected enforce, dry_run or off", rc.Mode)}
+			return &FieldError{p + ".mode", fmt.Errorf("unknown mode %q; expected enforce, dry_run or off", mode)}
 		}
-		if rc.Path == "" {
-			return nil, &FieldError{p + ".path", fmt.Errorf("required")}
-		}
-		path := rc.Path
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
-		pol, err := LoadRego(rc.Name, path)
+		lp, err := load()
 		if err != nil {
-			return nil, &FieldError{p + ".path", err}
+			return err
 		}
-		l.byName[rc.Name] = pol
-		l.modes[rc.Name] = rc.Mode
-		l.order = append(l.order, rc.Name)
-		fmt.Fprintf(h, "%s=%s:%s;", rc.Name, rc.Mode, pol.Version())
+		l.byName[name] = lp
+		l.modes[name] = mode
+		l.order = append(l.order, name)
+		fmt.Fprintf(h, "%s=%s:%s;", name, mode, lp.key)
+		return nil
+	}
+	resolve := func(path string) string {
+		if path != "" && !filepath.IsAbs(path) {
+			return filepath.Join(dir, path)
+		}
+		return path
+	}
+	for i, rc := range c.Rego {
+		p := fmt.Sprintf("rego[%d]", i)
+		err := add(p, rc.Name, rc.Mode, func() (*loadedPolicy, error) {
+			engine := rc.Engine
+			switch engine {
+			case "":
+				engine = c.Engine
+			case EngineInterpreter, EngineWasm:
+			default:
+				return nil, &FieldError{p + ".engine", fmt.Errorf("unknown engine %q; expected interpreter or wasm", engine)}
+			}
+			if rc.Path == "" {
+				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
+			}
+			files, err := readRego(resolve(rc.Path))
+			if err != nil {
+				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", rc.Name, err)}
+			}
+			pol, err := CompileRego(rc.Name, files)
+			if err != nil {
+				return nil, &FieldError{p + ".path", err}
+			}
+			lp := &loadedPolicy{eval: pol, rego: pol, kind: "rego", engine: engine,
+				key: "rego/" + engine + "/" + pol.Version()}
+			if engine != EngineWasm {
+				return lp, nil
+			}
+			if prev := o.Previous.reusable(rc.Name, lp.key); prev != nil {
+				lp.eval = prev.eval
+				return lp, nil
+			}
+			if o.Wasm == nil {
+				return nil, &FieldError{p + ".engine", fmt.Errorf("the wasm engine is not available here")}
+			}
+			ev, err := o.Wasm.CompileRego(ctx, rc.Name, files, WasmOptions{})
+			if err != nil {
+				return nil, &FieldError{p + ".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err)}
+			}
+			lp.eval = ev
+			return lp, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, wc := range c.Wasm {
+		p := fmt.Sprintf("wasm[%d]", i)
+		err := add(p, wc.Name, wc.Mode, func() (*loadedPolicy, error) {
+			if wc.Path == "" {
+				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
+			}
+			if wc.MemoryLimitMiB < 0 || wc.MemoryLimitMiB > 4096 {
+				return nil, &FieldError{p + ".memory_limit_mib", fmt.Errorf("must be between 1 and 4096")}
+			}
+			if wc.Deadline < 0 {
+				return nil, &FieldError{p + ".deadline", fmt.Errorf("must be positive")}
+			}
+			if wc.PoolSize < 0 {
+				return nil, &FieldError{p + ".pool_size", fmt.Errorf("must be positive")}
+			}
+			path := resolve(wc.Path)
+			sum, err := fileVersion(path)
+			if err != nil {
+				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", wc.Name, err)}
+			}
+			opts := WasmOptions{MemoryLimit: uint32(wc.MemoryLimitMiB) << 20, Deadline: wc.Deadline, PoolSize: wc.PoolSize}
+			lp := &loadedPolicy{kind: "wasm", engine: EngineWasm,
+				key: fmt.Sprintf("wasm/%s/%d/%s/%d", sum, opts.MemoryLimit, opts.Deadline, opts.PoolSize)}
+			if prev := o.Previous.reusable(wc.Name, lp.key); prev != nil {
+				lp.eval = prev.eval
+				return lp, nil
+			}
+			if o.Wasm == nil {
+				return nil, &FieldError{p + ".path", fmt.Errorf("WASM policies are not available here")}
+			}
+			ev, err := o.Wasm.LoadWasm(ctx, wc.Name, path, opts)
+			if err != nil {
+				return nil, &FieldError{p + ".path", err}
+			}
+			lp.eval = ev
+			return lp, nil
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	for i, name := range c.Global {
 		if _, ok := l.byName[name]; !ok {
@@ -123,6 +313,52 @@ func (c Config) Load(dir string) (*Loaded, error) {
 	return l, nil
 }
 
+// reusable returns the previous configuration's policy of that name when
+// it was made from the same key, or nil.
+func (l *Loaded) reusable(name, key string) *loadedPolicy {
+	if l == nil {
+		return nil
+	}
+	if lp, ok := l.byName[name]; ok && lp.key == key {
+		return lp
+	}
+	return nil
+}
+
+// Close releases the evaluators (WASM instance pools) that next does not
+// take over; next may be nil. Calls still deciding with them finish first.
+func (l *Loaded) Close(ctx context.Context, next *Loaded) error {
+	if l == nil {
+		return nil
+	}
+	kept := map[Evaluator]bool{}
+	if next != nil {
+		for _, lp := range next.byName {
+			kept[lp.eval] = true
+		}
+	}
+	var errs []error
+	for _, name := range l.order {
+		lp := l.byName[name]
+		if c, ok := lp.eval.(closer); ok && !kept[lp.eval] {
+			if err := c.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("policy %q: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileVersion is a content hash of one file, 12 hex digits.
+func fileVersion(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:12], nil
+}
+
 // Version is a content hash of every policy, its mode and the global
 // bindings; "" when there are no policies.
 func (l *Loaded) Version() string { return l.version }
@@ -133,10 +369,21 @@ func (l *Loaded) Headers() []string { return l.cfg.Headers }
 // Names lists the policies in configuration order.
 func (l *Loaded) Names() []string { return l.order }
 
-// Policy returns a policy by name.
-func (l *Loaded) Policy(name string) (*Rego, bool) {
-	p, ok := l.byName[name]
-	return p, ok
+// Policy returns a policy's evaluator by name.
+func (l *Loaded) Policy(name string) (Evaluator, bool) {
+	lp, ok := l.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return lp.eval, true
+}
+
+// Engine names what runs a policy: "interpreter" or "wasm".
+func (l *Loaded) Engine(name string) string {
+	if lp, ok := l.byName[name]; ok {
+		return lp.engine
+	}
+	return ""
 }
 
 // SetFor builds a tool's set: the global policies, then names. toolMode
@@ -152,7 +399,7 @@ func (l *Loaded) SetFor(tool string, names []string, toolMode string, failOpen b
 			return
 		}
 		seen[name] = true
-		bound = append(bound, Bound{Policy: l.byName[name], Mode: lenient(toolMode, l.modes[name])})
+		bound = append(bound, Bound{Policy: l.byName[name].eval, Mode: lenient(toolMode, l.modes[name])})
 	}
 	for _, name := range l.cfg.Global {
 		add(name)
@@ -195,7 +442,11 @@ func (l *Loaded) RunTests(ctx context.Context) (TestReport, error) {
 	names := append([]string(nil), l.order...)
 	sort.Strings(names)
 	for _, name := range names {
-		res, err := l.byName[name].RunTests(ctx)
+		pol := l.byName[name].rego
+		if pol == nil {
+			continue // WASM modules carry no Rego tests
+		}
+		res, err := pol.RunTests(ctx)
 		if err != nil {
 			return rep, err
 		}

@@ -64,31 +64,51 @@ var _ Evaluator = (*Rego)(nil)
 // LoadRego reads a policy from a .rego file or a folder of them (searched
 // recursively); files ending in _test.rego hold its unit tests.
 func LoadRego(name, path string) (*Rego, error) {
+	files, err := readRego(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", name, err)
+	}
+	return CompileRego(name, files)
+}
+
+// readRego reads a .rego file, or every .rego file below a folder, by path.
+func readRego(path string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("policy %q: %w", name, err)
+		return nil, err
 	}
 	if !info.IsDir() {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", name, err)
+			return nil, err
 		}
 		files[path] = b
-	} else {
-		err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".rego") {
-				return err
-			}
-			b, err := os.ReadFile(p)
-			files[p] = b
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", name, err)
-		}
+		return files, nil
 	}
-	return CompileRego(name, files)
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			// Hidden entries are skipped: a Kubernetes ConfigMap volume shows
+			// every file twice, once in a hidden "..2026_..." folder.
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".rego") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		files[p] = b
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return files, nil
 }
 
 // CompileRego compiles a policy from its files (name to Rego v1 source).

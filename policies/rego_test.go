@@ -3,6 +3,8 @@ package policies
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +205,35 @@ func TestRegoFailingTestReported(t *testing.T) {
 	}
 	if got["data.p_test.test_wrong"] || !got["data.p_test.test_right"] || len(got) != 2 {
 		t.Errorf("results = %v", got)
+	}
+}
+
+// TestLoadRegoSkipsHiddenEntries loads a policy folder laid out as a
+// Kubernetes ConfigMap volume is: every file once in a hidden timestamped
+// folder and once through a symlink beside it. Read twice, the default rule
+// would be defined twice.
+func TestLoadRegoSkipsHiddenEntries(t *testing.T) {
+	dir := t.TempDir()
+	hidden := filepath.Join(dir, "..2026_11_22_06_00_00.123")
+	if err := os.Mkdir(hidden, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "package p\n\ndefault allow := false\n\nallow if input.tool == \"t\"\n"
+	if err := os.WriteFile(filepath.Join(hidden, "p.rego"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hidden, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "p.rego"), filepath.Join(dir, "p.rego")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadRego("p", dir)
+	if err != nil {
+		t.Fatalf("LoadRego: %v", err)
+	}
+	res, err := p.Eval(context.Background(), &Input{Tool: "t"})
+	if err != nil || !res.Allowed {
+		t.Fatalf("Eval = %+v, %v; want allowed", res, err)
 	}
 }

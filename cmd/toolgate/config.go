@@ -70,18 +70,27 @@ type loadedConfig struct {
 
 // loadConfig reads, decodes and validates a configuration file. Every error
 // names the file, the line and the field.
-func loadConfig(path string) (*loadedConfig, error) {
+func loadConfig(path string) (*loadedConfig, error) { return loadConfigAfter(path, nil) }
+
+// loadConfigAfter is loadConfig for a file that replaces prev (nil at start):
+// policies unchanged since prev are taken over rather than compiled again.
+func loadConfigAfter(path string, prev *loadedConfig) (*loadedConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parseConfig(path, data)
+	return parseConfigAfter(path, data, prev)
 }
 
 // parseConfig decodes and validates configuration bytes; path names the
 // file in errors and is where relative files resolve.
 func parseConfig(path string, data []byte) (*loadedConfig, error) {
-	lc := &loadedConfig{path: path, version: contentVersion(data)}
+	return parseConfigAfter(path, data, nil)
+}
+
+// parseConfigAfter is parseConfig for a configuration that replaces prev.
+func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedConfig, err error) {
+	lc = &loadedConfig{path: path, version: contentVersion(data)}
 	if err := decodeYAML(path, data, &lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -128,7 +137,11 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 	if err := validateEvents(&lc.Events, filepath.Dir(path)); err != nil {
 		return nil, where(sectionError("events", err))
 	}
-	if err := lc.bindPolicies(filepath.Dir(path)); err != nil {
+	var before *policies.Loaded
+	if prev != nil {
+		before = prev.policies
+	}
+	if err := lc.bindPolicies(filepath.Dir(path), before); err != nil {
 		return nil, where(err)
 	}
 	if lc.Events.Sidecar == "" {
@@ -140,8 +153,8 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 // bindPolicies compiles the policies section, runs every policy's unit
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
-func (lc *loadedConfig) bindPolicies(dir string) error {
-	pol, err := lc.Policies.Load(dir)
+func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err error) {
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: wasmHost(), Previous: prev})
 	if err != nil {
 		var pe *policies.FieldError
 		if errors.As(err, &pe) {
@@ -149,6 +162,11 @@ func (lc *loadedConfig) bindPolicies(dir string) error {
 		}
 		return err
 	}
+	defer func() {
+		if err != nil {
+			_ = pol.Close(context.Background(), prev)
+		}
+	}()
 	rep, err := pol.RunTests(context.Background())
 	if err != nil {
 		return &policies.FieldError{Path: "policies", Err: err}
@@ -177,6 +195,17 @@ func (lc *loadedConfig) bindPolicies(dir string) error {
 		Version: lc.version, PolicyVersion: pol.Version(),
 	}
 	return nil
+}
+
+// closePolicies releases the policies of lc that next does not take over
+// (WASM instance pools); next may be nil. Calls still deciding with them
+// finish first.
+func (lc *loadedConfig) closePolicies(next *loadedConfig) {
+	var keep *policies.Loaded
+	if next != nil {
+		keep = next.policies
+	}
+	_ = lc.policies.Close(context.Background(), keep)
 }
 
 // failedTests names the failed tests of a report, at most five.

@@ -286,12 +286,18 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 		return r.answer(nil), errReloadStopping
 	}
 	files := r.rewatch()
-	lc, err := loadConfig(r.path)
+	prev := r.sc.cfg.Load()
+	lc, err := loadConfigAfter(r.path, prev)
 	if ctx.Err() != nil {
+		if err == nil {
+			lc.closePolicies(prev)
+		}
 		return r.answer(nil), errReloadStopping
 	}
 	if err == nil {
-		err = r.sc.proxy.Swap(lc.snapshot)
+		if err = r.sc.proxy.Swap(lc.snapshot); err != nil {
+			lc.closePolicies(prev)
+		}
 	}
 	now := time.Now()
 	st := *r.state.Load()
@@ -308,7 +314,6 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 
 	// The event path and the admin listener were built at start: a change
 	// to them waits for a restart, and what is in force stays on record.
-	prev := r.sc.cfg.Load()
 	var restart []string
 	if lc.Admin != prev.Admin {
 		restart = append(restart, "admin")
@@ -318,6 +323,7 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 	}
 	lc.Admin, lc.Events = prev.Admin, prev.Events
 	r.sc.cfg.Store(lc)
+	prev.closePolicies(lc)
 	r.wmu.Lock()
 	r.inForce = files
 	for p := range r.seen {
@@ -422,6 +428,9 @@ func dependencies(path string) (files []string, digest string) {
 			Rego []struct {
 				Path string `yaml:"path"`
 			} `yaml:"rego"`
+			Wasm []struct {
+				Path string `yaml:"path"`
+			} `yaml:"wasm"`
 		} `yaml:"policies"`
 	}
 	_ = yaml.Unmarshal(data, &doc)
@@ -439,6 +448,9 @@ func dependencies(path string) (files []string, digest string) {
 		add(t.SchemaFile)
 	}
 	for _, p := range doc.Policies.Rego {
+		add(p.Path)
+	}
+	for _, p := range doc.Policies.Wasm {
 		add(p.Path)
 	}
 	return union(files, nil), digestBytes(data)

@@ -123,7 +123,7 @@ func replaceFile(t testing.TB, path, body string) {
 // files in dir as they are now, without running their tests.
 func boundsVersion(t testing.TB, dir string) string {
 	t.Helper()
-	l, err := policies.Config{Rego: []policies.RegoConfig{{Name: "bounds", Path: "policies/bounds"}}}.Load(dir)
+	l, err := policies.Config{Rego: []policies.RegoConfig{{Name: "bounds", Path: "policies/bounds"}}}.Load(dir, policies.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

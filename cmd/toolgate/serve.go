@@ -166,6 +166,7 @@ func (sc *sidecar) stop(ctx context.Context) error {
 	if sc.admin != nil {
 		sc.admin.Shutdown(ctx)
 	}
+	sc.cfg.Load().closePolicies(nil)
 	if cerr := sc.events.close(ctx); err == nil {
 		err = cerr
 	}
