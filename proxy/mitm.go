@@ -313,6 +313,31 @@ func (c *ownConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite half-closes the connection, so a tunnel passes on a client's
+// half-close instead of cutting upstream's answer.
+func (c *ownConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// CloseRead half-closes the reading side (goproxy's tunnels use both).
+func (c *ownConn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return nil
+}
+
+// ReadFrom keeps the TCP connection's splice and sendfile paths.
+func (c *ownConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
 // dialer dials upstream: the address from the request's context when a
 // redirected connection named its original destination, and registers
 // every connection in own before any byte is written on it.
