@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -413,7 +414,8 @@ func TestHTTPSHammer(t *testing.T) {
 	}
 }
 
-// metricValue gathers one series of a collector; labels select it.
+// metricValue gathers one series of a collector, labels selecting it; 0
+// when it does not exist (yet).
 func metricValue(t *testing.T, c prometheus.Collector, name string, labels map[string]string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -439,8 +441,7 @@ func metricValue(t *testing.T, c prometheus.Collector, name string, labels map[s
 			return m.Gauge.GetValue()
 		}
 	}
-	t.Fatalf("no series %s %v", name, labels)
-	return 0
+	return 0 // a labelled series appears with its first observation
 }
 
 // BenchmarkProxyHTTPS compares one keep-alive HTTPS connection straight to
@@ -487,5 +488,35 @@ func BenchmarkProxyHTTPS(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestHTTPSUntrustingClient checks a client that does not trust toolgate's
+// CA fails its handshake, and nothing reaches upstream: the handshake
+// failure is counted, and there is no call to record.
+func TestHTTPSUntrustingClient(t *testing.T) {
+	rig := newTLSRig(t)
+	e := newEnv(t, baseConfig+rig.tlsSection(""))
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}),
+		// The system roots only: toolgate's CA is not among them.
+	}}
+	_, err := c.Get(rig.ts.URL + "/esearch?term=x")
+	var uerr x509.UnknownAuthorityError
+	if err == nil || !errors.As(err, &uerr) {
+		t.Fatalf("err = %v, want an unknown authority", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for metricValue(t, e.srv, "toolgate_proxy_intercept_connections_total", map[string]string{"listener": "forward", "outcome": "handshake_failed"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed handshake was not counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rig.up.TotalHits() != 0 {
+		t.Errorf("upstream saw %d requests", rig.up.TotalHits())
+	}
+	if evs := e.readEvents(t); len(evs) != 0 {
+		t.Errorf("events = %+v, want none: no call was made", evs)
 	}
 }
