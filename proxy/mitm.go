@@ -123,7 +123,7 @@ func (m *interceptor) serveTLS(c net.Conn, host string, t *target) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := tc.Handshake(); err != nil {
 		m.s.tlsm.conns.WithLabelValues(t.kind, "handshake_failed").Inc()
-		m.s.log.Warn("TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
+		m.s.logLimited(&m.s.tlsm.handshakeLog, slog.LevelWarn, "TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
 			"listener", t.kind, "host", host, "client", c.RemoteAddr().String(), "err", err)
 		c.Close()
 		return
@@ -356,11 +356,38 @@ func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, add
 	}
 }
 
-// tlsMetrics are the interception series.
+// tlsMetrics are the interception series, and the limiters of the logs
+// that a misconfigured client or deployment would repeat on every
+// connection.
 type tlsMetrics struct {
 	conns  *prometheus.CounterVec
 	loops  prometheus.Counter
 	minted prometheus.Collector // nil without a CA
+
+	handshakeLog, loopLog logLimit
+}
+
+// logLimit lets one log line through per second; the metrics count them all.
+type logLimit struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (l *logLimit) allow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < time.Second {
+		return false
+	}
+	l.last = time.Now()
+	return true
+}
+
+// logLimited logs msg unless lim let a line through in the last second.
+func (s *Server) logLimited(lim *logLimit, level slog.Level, msg string, args ...any) {
+	if lim.allow() {
+		s.log.Log(context.Background(), level, msg, args...)
+	}
 }
 
 // withCA adds the leaf certificate series of ca.

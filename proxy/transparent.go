@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -51,7 +52,6 @@ type transparent struct {
 	mu      sync.Mutex
 	closed  bool
 	tunnels map[net.Conn]struct{}
-	lastLog time.Time
 }
 
 func newTransparent(s *Server, ln net.Listener) *transparent {
@@ -168,15 +168,8 @@ func (tp *transparent) handle(c net.Conn) {
 func (tp *transparent) loop(c net.Conn, why string) {
 	tp.s.tlsm.loops.Inc()
 	tp.s.tlsm.conns.WithLabelValues("transparent", "loop").Inc()
-	tp.mu.Lock()
-	quiet := time.Since(tp.lastLog) < time.Second
-	if !quiet {
-		tp.lastLog = time.Now()
-	}
-	tp.mu.Unlock()
-	if !quiet { // at most one line a second: a loop repeats fast
-		tp.s.log.Error("transparent connection refused: "+errLoop.Error(), "why", why, "client", c.RemoteAddr().String())
-	}
+	tp.s.logLimited(&tp.s.tlsm.loopLog, slog.LevelError, "transparent connection refused: "+errLoop.Error(),
+		"why", why, "client", c.RemoteAddr().String())
 	c.Close()
 }
 
