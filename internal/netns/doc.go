@@ -9,8 +9,9 @@
 // clients in the pod (curl, Python's urllib and requests), with no proxy
 // variable and trusting only the bundle `toolgate ca bundle` wrote, call
 // the world by name; the test checks a typo is refused with the envelope, a
-// valid call is forwarded, a host without tools is tunnelled untouched,
-// every call is recorded, and a routing loop is caught.
+// valid call is forwarded, a host without tools is tunnelled untouched
+// (and refused with the envelope under unmatched: deny), every call is
+// recorded, and a routing loop is caught.
 //
 // The test is built on Linux only. It needs root, iproute2, iptables, curl
 // and Debian's python3 with python3-requests (scripts/testdeps.sh installs

@@ -105,7 +105,7 @@ func TestTransparentInNetworkNamespaces(t *testing.T) {
 	r := newRig(t)
 
 	// toolgate, as uid 1337, behind the pod's redirect rules.
-	tg := r.startToolgate(t, toolgateUID)
+	tg := r.startToolgate(t, toolgateUID, "toolgate.yaml")
 
 	bundleEnv := []string{"SSL_CERT_FILE=" + r.bundle, "REQUESTS_CA_BUNDLE=" + r.bundle}
 	typo, valid := "/esearch?term=x&retmx=5", "/esearch?term=crispr&retmax=2"
@@ -201,7 +201,7 @@ func TestTransparentInNetworkNamespaces(t *testing.T) {
 	// The loop the owner rule prevents, caught anyway: toolgate running as
 	// a uid the rules do not exempt sees its own upstream connection come
 	// back, refuses it, and the caller gets an upstream error, once.
-	tg = r.startToolgate(t, 0)
+	tg = r.startToolgate(t, 0, "toolgate.yaml")
 	status, body = r.client(t, []string{"curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}"}, nil, "http://api.world.test"+valid)
 	if status != 502 || !strings.Contains(body, `"code":"upstream"`) {
 		t.Errorf("call through a looping toolgate: %d %q, want 502 upstream", status, body)
@@ -212,6 +212,19 @@ func TestTransparentInNetworkNamespaces(t *testing.T) {
 	tg.stop(t)
 	if !strings.Contains(tg.stderr.String(), "routing loop") {
 		t.Errorf("the loop was not logged; stderr:\n%s", tg.stderr)
+	}
+
+	// unmatched: deny. TLS to a host without tools is intercepted too, so
+	// the call is refused with the envelope instead of a silent reset.
+	tg = r.startToolgate(t, toolgateUID, "toolgate-deny.yaml")
+	status, body = r.client(t, []string{"curl", "-sS", "--max-time", "10", "--cacert", r.bundle, "-w", "\n%{http_code}"}, nil,
+		"https://other.world.test/faults/text")
+	if status != 403 || !strings.Contains(body, `"reason":"not_allowlisted"`) {
+		t.Errorf("unmatched host under deny: %d %q, want 403 policy/not_allowlisted", status, body)
+	}
+	tg.stop(t)
+	if evs := r.events(t); len(evs) != 1 || !evs[0].Refused || evs[0].Host != "other.world.test" || evs[0].Listener != "transparent" {
+		t.Errorf("deny events = %+v, want one refused call to other.world.test", evs)
 	}
 	t.Logf("netns end-to-end test took %v", time.Since(start).Round(time.Millisecond))
 }
@@ -279,6 +292,8 @@ func newRig(t *testing.T) *rig {
 	must(t, os.Mkdir(filepath.Join(dir, "events"), 0o755))
 	must(t, os.Chown(filepath.Join(dir, "events"), toolgateUID, toolgateUID))
 	must(t, os.WriteFile(filepath.Join(dir, "toolgate.yaml"), []byte(podConfig), 0o644))
+	deny := strings.Replace(podConfig, "unmatched: pass", "unmatched: deny", 1)
+	must(t, os.WriteFile(filepath.Join(dir, "toolgate-deny.yaml"), []byte(deny), 0o644))
 
 	// The namespaces, joined by a veth pair.
 	t.Cleanup(func() {
@@ -441,13 +456,14 @@ type toolgate struct {
 	done   chan error
 }
 
-// startToolgate runs toolgate in the pod namespace as uid, and waits until
-// it is serving.
-func (r *rig) startToolgate(t *testing.T, uid int) *toolgate {
+// startToolgate runs toolgate in the pod namespace as uid with the
+// configuration file config (in the rig's folder), and waits until it is
+// serving.
+func (r *rig) startToolgate(t *testing.T, uid int, config string) *toolgate {
 	t.Helper()
 	os.Remove(filepath.Join(r.dir, "events", "events.ndjson"))
 	tg := &toolgate{stderr: new(syncBuffer), done: make(chan error, 1)}
-	tg.cmd = exec.Command(r.bin, "run", "--config", filepath.Join(r.dir, "toolgate.yaml"))
+	tg.cmd = exec.Command(r.bin, "run", "--config", filepath.Join(r.dir, config))
 	tg.cmd.Dir = r.dir
 	tg.cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	tg.cmd.Stderr = tg.stderr
