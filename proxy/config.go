@@ -54,6 +54,8 @@ type Config struct {
 	Upstream TransportConfig `yaml:"upstream"`
 	// Tools are the routes toolgate inspects, tried most specific first.
 	Tools []ToolConfig `yaml:"tools"`
+	// TLS is HTTPS interception (the CA) and upstream verification.
+	TLS TLSConfig `yaml:"tls"`
 
 	dir    string    // where relative schema files resolve
 	tools  []*tool   // compiled by Validate
@@ -69,6 +71,10 @@ type ListenConfig struct {
 	Forward string `yaml:"forward"`
 	// Reverse lists listeners each bound to one upstream base URL.
 	Reverse []ReverseConfig `yaml:"reverse"`
+	// Transparent is the address of the listener for connections
+	// redirected by iptables (REDIRECT), such as "127.0.0.1:15001"; Linux
+	// only, and it needs tls.ca_cert. Default "" (off); "off" is the same.
+	Transparent string `yaml:"transparent"`
 	// AllowNonLoopback permits non-loopback listen addresses. Default false.
 	AllowNonLoopback bool `yaml:"allow_non_loopback"`
 }
@@ -242,8 +248,19 @@ func (c *Config) Validate(dir string) error {
 		}
 		rc.base = u
 	}
-	if c.Listen.Forward == "off" && len(c.Listen.Reverse) == 0 {
-		return fieldErr("listen", "no listener: the forward proxy is off and there are no reverse listeners")
+	if c.Listen.Transparent == "off" {
+		c.Listen.Transparent = ""
+	}
+	if c.Listen.Transparent != "" {
+		if err := c.checkListen("listen.transparent", c.Listen.Transparent); err != nil {
+			return err
+		}
+		if other, dup := seen[c.Listen.Transparent]; dup && !strings.HasSuffix(c.Listen.Transparent, ":0") {
+			return fieldErr("listen.transparent", "address %s is already used by %s", c.Listen.Transparent, other)
+		}
+	}
+	if c.Listen.Forward == "off" && len(c.Listen.Reverse) == 0 && c.Listen.Transparent == "" {
+		return fieldErr("listen", "no listener: the forward proxy is off and there are no reverse or transparent listeners")
 	}
 	switch c.Unmatched {
 	case "":
@@ -302,7 +319,7 @@ func (c *Config) Validate(dir string) error {
 		routes[key] = i
 		c.tools = append(c.tools, t)
 	}
-	return nil
+	return c.validateTLS()
 }
 
 func (c *Config) checkListen(path, addr string) error {

@@ -102,6 +102,7 @@ func (s *Server) Describe(ch chan<- *prometheus.Desc) {
 	s.metrics.calls.Describe(ch)
 	s.metrics.duration.Describe(ch)
 	s.metrics.upstream.Describe(ch)
+	s.tlsm.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -109,6 +110,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	s.metrics.calls.Collect(ch)
 	s.metrics.duration.Collect(ch)
 	s.metrics.upstream.Collect(ch)
+	s.tlsm.collect(ch)
 }
 
 var _ prometheus.Collector = (*Server)(nil)

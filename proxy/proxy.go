@@ -21,6 +21,7 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -97,6 +98,11 @@ type Server struct {
 	transport *http.Transport
 	metrics   *metrics
 	mcp       mcpSchemas // tool schemas learned from MCP servers
+	tlsm      *tlsMetrics
+	own       ownConns                                                          // upstream connections, for loop detection
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
+	mitm      *interceptor                                                      // nil without a CA
+	tproxy    *transparent                                                      // nil when transparent mode is off
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -127,8 +133,13 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics()}
-	s.transport = newTransport(snap.Config.Upstream)
+	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics()}
+	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
+	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
+	if ca := snap.Config.TLS.ca; ca != nil {
+		s.mitm = newInterceptor(s, ca)
+		s.tlsm.withCA(ca)
+	}
 	if err := s.Swap(snap); err != nil {
 		return nil, err
 	}
@@ -146,6 +157,11 @@ func (s *Server) Swap(snap Snapshot) error {
 	}
 	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
 		return errors.New("listen and upstream settings changed: they take effect only on restart")
+	} else if old != nil && !sameTLS(old.cfg, cfg) {
+		return errors.New("tls settings, their files or listen.transparent changed: they take effect only on restart")
+	}
+	if cfg.TLS.InsecureSkipVerify {
+		s.log.Warn("tls.insecure_skip_verify is on: upstream TLS certificates are NOT verified, so anyone on the path can read and change tool calls; use it for test rigs only")
 	}
 	if snap.PolicyHeaders == nil {
 		snap.PolicyHeaders = defaultPolicyHeaders
@@ -176,11 +192,16 @@ func sameListeners(a, b *Config) bool {
 	return true
 }
 
-func newTransport(tc TransportConfig) *http.Transport {
-	d := &net.Dialer{Timeout: tc.DialTimeout, KeepAlive: 30 * time.Second}
+// newTransport is the shared upstream transport: tlsc verifies upstream
+// certificates (nil: Go's defaults), dial connects.
+func newTransport(tc TransportConfig, tlsc *tls.Config, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
+	if tlsc != nil {
+		tlsc = tlsc.Clone()
+	}
 	return &http.Transport{
 		Proxy:                 nil, // never chain into another proxy from the environment
-		DialContext:           d.DialContext,
+		DialContext:           dial,
+		TLSClientConfig:       tlsc,
 		MaxIdleConns:          tc.MaxIdleConnsPerHost * 4,
 		MaxIdleConnsPerHost:   tc.MaxIdleConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
@@ -215,11 +236,20 @@ func (s *Server) Listen() error {
 	for i := 0; err == nil && i < len(cfg.Listen.Reverse); i++ {
 		err = bind("reverse", cfg.Listen.Reverse[i].Listen, s.reverseHandler(i))
 	}
+	var tln net.Listener
+	if err == nil && cfg.Listen.Transparent != "" {
+		if tln, err = net.Listen("tcp", cfg.Listen.Transparent); err != nil {
+			err = fmt.Errorf("listen transparent on %s: %w", cfg.Listen.Transparent, err)
+		}
+	}
 	if err != nil {
 		for _, l := range ls {
 			l.ln.Close()
 		}
 		return err
+	}
+	if tln != nil {
+		s.tproxy = newTransparent(s, tln)
 	}
 	s.listeners = ls
 	for _, l := range ls {
@@ -233,11 +263,18 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-// Addr returns the bound address of the first listener of kind ("forward"
-// or "reverse") after skip others of that kind, or "" when there is none.
+// Addr returns the bound address of the first listener of kind ("forward",
+// "reverse" or "transparent") after skip others of that kind, or "" when
+// there is none.
 func (s *Server) Addr(kind string, skip int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if kind == "transparent" {
+		if s.tproxy == nil || skip > 0 {
+			return ""
+		}
+		return s.tproxy.ln.Addr().String()
+	}
 	for _, l := range s.listeners {
 		if l.kind != kind {
 			continue
@@ -257,12 +294,21 @@ func (s *Server) Serve() error {
 	s.mu.Lock()
 	ls, srvs := s.listeners, s.servers
 	s.mu.Unlock()
-	errc := make(chan error, len(ls))
+	errc := make(chan error, len(ls)+2)
 	for i, l := range ls {
 		go func() { errc <- srvs[i].Serve(l.ln) }()
 	}
+	n := len(ls)
+	if s.mitm != nil {
+		n++
+		go func() { errc <- s.mitm.serve() }()
+	}
+	if s.tproxy != nil {
+		n++
+		go func() { errc <- s.tproxy.serve() }()
+	}
 	var first error
-	for range ls {
+	for range n {
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
 			first = err
 		}
@@ -278,8 +324,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	ls, srvs := s.listeners, s.servers
 	s.mu.Unlock()
 	var first error
+	if s.tproxy != nil {
+		s.tproxy.close()
+	}
 	for _, srv := range srvs {
 		if err := srv.Shutdown(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	if s.mitm != nil { // after the forward listener: no CONNECT hands it more
+		if err := s.mitm.shutdown(ctx); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -292,18 +346,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // forwardHandler is the HTTP forward proxy. Absolute-form plain-HTTP calls
 // run the pipeline and are answered by writeResponse, exactly like reverse
-// calls; CONNECT goes to goproxy, which tunnels it untouched (or refuses it
-// when unmatched calls are denied), recorded as such.
+// calls; CONNECT goes to goproxy, which hands a host with tool routes to
+// the interceptor (mitm.go), and otherwise tunnels it untouched or refuses
+// it (decideConnect), recorded as such.
 func (s *Server) forwardHandler() http.Handler {
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	gp.Tr = s.transport
 	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
 	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-		if resp := s.connect(ctx.Req, host); resp != nil {
-			ctx.Resp = resp
+		st := s.state.Load()
+		switch action, ref := s.decideConnect(st, host); action {
+		case connectIntercept:
+			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+				s.interceptConnect(c, host)
+			}}, host
+		case connectRefuse:
+			ctx.Resp = s.connect(st, ctx.Req, host, ref)
 			return goproxy.RejectConnect, host
 		}
+		s.connect(st, ctx.Req, host, nil)
 		return goproxy.OkConnect, host
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -318,19 +380,18 @@ func (s *Server) forwardHandler() http.Handler {
 	})
 }
 
-// connect decides and records a CONNECT tunnel, whose bytes are not
-// inspected. It returns the refusal to send, or nil to open the tunnel.
-func (s *Server) connect(r *http.Request, hostport string) *http.Response {
-	st := s.state.Load()
+// connect records a CONNECT that is tunnelled (ref nil; its bytes are not
+// inspected) or refused. It returns the refusal to send, or nil.
+func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refusal) *http.Response {
 	ev := s.newEvent(st, "connect", http.MethodConnect, hostport, r)
 	defer func() { s.rec.Record(ev) }()
-	if st.cfg.Unmatched != UnmatchedDeny {
+	if ref == nil {
 		ev.OK, ev.Reason = true, "tunnel"
 		s.metrics.call("", "", 0)
+		s.tlsm.conns.WithLabelValues("connect", "tunnelled").Inc()
 		return nil
 	}
-	ref := refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
-		"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
+	s.tlsm.conns.WithLabelValues("connect", "refused").Inc()
 	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.code), string(bucketing.ClassOf(ref.code)), ref.reason
 	ev.Detail, ev.Refused = ref.detail, true
 	s.metrics.call("", ev.ErrorCode, 0)

@@ -21,7 +21,8 @@ type Event struct {
 	Time time.Time `json:"time"`
 	// Sidecar names the sidecar instance that saw the call (host name by default).
 	Sidecar string `json:"sidecar"`
-	// Listener is the listener kind that took the call: forward, reverse or connect.
+	// Listener is the listener kind that took the call: forward, reverse,
+	// transparent or connect.
 	Listener string `json:"listener"`
 	// Tool is the matched tool's name, or "" when no tool matched.
 	Tool string `json:"tool"`

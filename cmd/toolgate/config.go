@@ -123,6 +123,9 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 		}
 		if !strings.HasSuffix(lc.Admin.Listen, ":0") {
 			taken := map[string]string{lc.Listen.Forward: "listen.forward"}
+			if lc.Listen.Transparent != "" {
+				taken[lc.Listen.Transparent] = "listen.transparent"
+			}
 			for i, r := range lc.Listen.Reverse {
 				taken[r.Listen] = fmt.Sprintf("listen.reverse[%d].listen", i)
 			}

@@ -64,7 +64,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd(), newPolicyCmd(), newSchemaCmd(), newDashboardCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd(), newPolicyCmd(), newSchemaCmd(), newDashboardCmd(), newCACmd())
 	return root
 }
 

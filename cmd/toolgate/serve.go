@@ -59,7 +59,7 @@ was; /status, the metrics and the log say why.`,
 			}
 			sc.reload.start(hup)
 			log.Info("toolgate running", "version", buildVersion(), "config", lc.path, "config_version", lc.version,
-				"forward", sc.proxy.Addr("forward", 0), "admin", sc.adminAddr(), "events", sc.events.where(lc.Events))
+				"forward", sc.proxy.Addr("forward", 0), "transparent", sc.proxy.Addr("transparent", 0), "admin", sc.adminAddr(), "events", sc.events.where(lc.Events))
 			return sc.wait(c.Context())
 		},
 	}
@@ -173,7 +173,8 @@ func (sc *sidecar) stop(ctx context.Context) error {
 	return err
 }
 
-// adminHandler serves /healthz, /readyz, /metrics, /status and POST /reload.
+// adminHandler serves /healthz, /readyz, /metrics, /status, /ca.crt and
+// POST /reload.
 func (sc *sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
@@ -198,7 +199,20 @@ func (sc *sidecar) adminHandler() http.Handler {
 		enc.Encode(sc.status())
 	})
 	mux.Handle("POST /reload", sc.reload)
+	mux.HandleFunc("GET /ca.crt", sc.serveCA)
 	return mux
+}
+
+// serveCA answers the interception CA's certificate (PEM), or 404 when
+// none is configured.
+func (sc *sidecar) serveCA(w http.ResponseWriter, _ *http.Request) {
+	ca := sc.cfg.Load().TLS.CA()
+	if ca == nil {
+		http.Error(w, "no interception CA is configured (tls.ca_cert)", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	w.Write(ca.CertPEM())
 }
 
 // status is the admin /status document.
@@ -231,6 +245,7 @@ func (sc *sidecar) status() status {
 		Sidecar: cfg.Events.Sidecar, Started: sc.started, Ready: sc.ready.Load(),
 		Listeners: map[string]any{
 			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.adminAddr(),
+			"transparent": sc.proxy.Addr("transparent", 0),
 		},
 		Tools: tools, Unmatched: cfg.Unmatched,
 		Events: sc.events.status(cfg.Events),

@@ -1,0 +1,431 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/tlsca"
+)
+
+// HTTPS interception. A CONNECT to a host that has tool routes, and a
+// redirected TLS connection on the transparent listener (transparent.go),
+// end in the same place: toolgate completes the client's TLS handshake with
+// a leaf certificate its CA mints for the host, then hands the decrypted
+// connection to one internal http.Server whose handler runs the same
+// pipeline (handle) as every other listener, with the same events. The
+// upstream side is a fresh TLS connection from the shared transport,
+// verified against the system roots plus tls.upstream_ca.
+//
+// goproxy still answers the CONNECT: it refuses or tunnels as before, and
+// for an intercepted host it hands over the hijacked connection
+// (ConnectHijack). toolgate terminates TLS itself rather than through
+// goproxy's MITM loop, because that loop reads requests with its own parser
+// and gives them a context that never ends when the client goes away; the
+// pipeline needs net/http's requests (bounded headers, a context that ends
+// with the caller, HTTP/2) to answer exactly as over plain HTTP.
+
+const (
+	// handshakeTimeout bounds reading a client's first bytes, its TLS
+	// handshake, and answering a CONNECT.
+	handshakeTimeout = 10 * time.Second
+	// maxHelloBytes bounds what is read to find a ClientHello's SNI.
+	maxHelloBytes = 64 << 10
+)
+
+// ReasonNotIntercepted is the event and envelope reason of a CONNECT to a
+// host with tool routes while no CA is configured: tunnelling it would let
+// the calls past every check, so it is refused.
+const ReasonNotIntercepted = "not_intercepted"
+
+// target says where the calls on one intercepted connection go.
+type target struct {
+	scheme    string // "https" or "http"
+	authority string // host[:port] calls are routed by and sent to; "" means the Host header's
+	port      string // the destination port, for a Host header without one
+	dial      string // the address to dial instead of resolving authority; "" to resolve
+	kind      string // the event's listener: "forward" or "transparent"
+}
+
+type targetKey struct{}
+
+// dialKey carries, in a request's context, the address the transport
+// dials instead of the URL's host (the original destination of a
+// redirected connection).
+type dialKey struct{}
+
+// interceptor serves decrypted (or redirected plain) connections with the
+// pipeline.
+type interceptor struct {
+	s       *Server
+	ca      *tlsca.CA
+	ln      *connQueue
+	srv     *http.Server
+	targets sync.Map // net.Conn -> *target, until the server accepts it
+}
+
+func newInterceptor(s *Server, ca *tlsca.CA) *interceptor {
+	m := &interceptor{s: s, ca: ca, ln: newConnQueue()}
+	m.srv = &http.Server{
+		Handler:           http.HandlerFunc(m.serveHTTP),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if t, ok := m.targets.LoadAndDelete(c); ok {
+				return context.WithValue(ctx, targetKey{}, t)
+			}
+			return ctx
+		},
+	}
+	return m
+}
+
+// serve serves the connections handed over until shutdown.
+func (m *interceptor) serve() error { return m.srv.Serve(m.ln) }
+
+func (m *interceptor) shutdown(ctx context.Context) error {
+	m.ln.Close()
+	return m.srv.Shutdown(ctx)
+}
+
+// hand gives a connection, ready for HTTP, to the server.
+func (m *interceptor) hand(c net.Conn, t *target) {
+	m.targets.Store(c, t)
+	if !m.ln.push(c) {
+		m.targets.Delete(c)
+		c.Close()
+	}
+}
+
+// serveTLS completes the client's handshake with a leaf for host and
+// hands the connection over.
+func (m *interceptor) serveTLS(c net.Conn, host string, t *target) {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return m.ca.Leaf(host)
+		},
+	}
+	tc := tls.Server(c, cfg)
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		m.s.tlsm.conns.WithLabelValues(t.kind, "handshake_failed").Inc()
+		m.s.logLimited(&m.s.tlsm.handshakeLog, slog.LevelWarn, "TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
+			"listener", t.kind, "host", host, "client", c.RemoteAddr().String(), "err", err)
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	m.s.tlsm.conns.WithLabelValues(t.kind, "intercepted").Inc()
+	m.hand(tc, t)
+}
+
+// serveHTTP runs one decrypted (or redirected plain) request through the
+// pipeline.
+func (m *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	t, _ := r.Context().Value(targetKey{}).(*target)
+	if t == nil {
+		http.Error(w, "toolgate: connection without a destination", http.StatusInternalServerError)
+		return
+	}
+	authority := t.authority
+	if authority == "" { // plain HTTP on the transparent listener: the Host header routes
+		h := r.Host
+		if h == "" {
+			h = t.dial
+		}
+		hh, p, err := net.SplitHostPort(h)
+		if err != nil {
+			hh, p = strings.Trim(h, "[]"), t.port
+		}
+		authority = joinAuthority(hh, p, "80")
+	}
+	u := &url.URL{Scheme: t.scheme, Host: authority, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	if t.dial != "" {
+		r = r.WithContext(context.WithValue(r.Context(), dialKey{}, t.dial))
+	}
+	writeResponse(w, m.s.handle(r, t.kind, u))
+}
+
+// joinAuthority is host:port, without the port when it is the scheme's
+// default.
+func joinAuthority(host, port, defaultPort string) string {
+	if port == "" || port == defaultPort {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// hasRoutes reports whether any tool may match calls to host:port.
+func hasRoutes(tools []*tool, host, port string) bool {
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	for _, t := range tools {
+		if (t.host == "" || t.host == host) && (t.port == "" || t.port == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// connectAction is what happens to a CONNECT.
+type connectAction int
+
+const (
+	connectTunnel connectAction = iota
+	connectIntercept
+	connectRefuse
+)
+
+// decideConnect decides a CONNECT to hostport: intercepted when a tool may
+// match its calls and a CA is configured; refused when a tool may match but
+// no CA is configured (a tunnel would skip the checks), or when no tool
+// matches and unmatched calls are denied; tunnelled otherwise.
+func (s *Server) decideConnect(st *state, hostport string) (connectAction, *refusal) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, "443"
+	}
+	if hasRoutes(st.cfg.tools, host, port) {
+		if s.mitm != nil {
+			return connectIntercept, nil
+		}
+		return connectRefuse, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
+			"CONNECT to "+hostport+" refused: tools match this host, and its HTTPS calls cannot be checked without a CA (set tls.ca_cert and tls.ca_key)", nil)
+	}
+	if st.cfg.Unmatched == UnmatchedDeny {
+		return connectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
+	}
+	return connectTunnel, nil
+}
+
+// interceptConnect answers a hijacked CONNECT and intercepts its TLS.
+func (s *Server) interceptConnect(c net.Conn, hostport string) {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		c.Close()
+		return
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, "443"
+	}
+	s.mitm.serveTLS(c, strings.Trim(host, "[]"), &target{scheme: "https", authority: joinAuthority(strings.Trim(host, "[]"), port, "443"), kind: "forward"})
+}
+
+// connQueue is a net.Listener whose connections are handed in by push.
+type connQueue struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnQueue() *connQueue {
+	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (q *connQueue) push(c net.Conn) bool {
+	select {
+	case q.ch <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return queueAddr{} }
+
+type queueAddr struct{}
+
+func (queueAddr) Network() string { return "intercept" }
+func (queueAddr) String() string  { return "intercept" }
+
+// ownConns are toolgate's own upstream connections by local address, so a
+// redirected connection that is one of them (a routing loop) is caught.
+type ownConns struct {
+	mu    sync.Mutex
+	addrs map[string]int
+}
+
+func (o *ownConns) add(addr string) {
+	o.mu.Lock()
+	if o.addrs == nil {
+		o.addrs = map[string]int{}
+	}
+	o.addrs[addr]++
+	o.mu.Unlock()
+}
+
+func (o *ownConns) remove(addr string) {
+	o.mu.Lock()
+	if o.addrs[addr]--; o.addrs[addr] <= 0 {
+		delete(o.addrs, addr)
+	}
+	o.mu.Unlock()
+}
+
+func (o *ownConns) has(addr string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.addrs[addr] > 0
+}
+
+// ownConn is an upstream connection registered in ownConns until closed.
+type ownConn struct {
+	net.Conn
+	own  *ownConns
+	addr string
+	once sync.Once
+}
+
+func (c *ownConn) Close() error {
+	c.once.Do(func() { c.own.remove(c.addr) })
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection, so a tunnel passes on a client's
+// half-close instead of cutting upstream's answer.
+func (c *ownConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// CloseRead half-closes the reading side (goproxy's tunnels use both).
+func (c *ownConn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return nil
+}
+
+// ReadFrom keeps the TCP connection's splice and sendfile paths.
+func (c *ownConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// dialer dials upstream: the address from the request's context when a
+// redirected connection named its original destination, and registers
+// every connection in own before any byte is written on it.
+func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if a, ok := ctx.Value(dialKey{}).(string); ok && a != "" {
+			addr = a
+		}
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		la := c.LocalAddr().String()
+		own.add(la)
+		return &ownConn{Conn: c, own: own, addr: la}, nil
+	}
+}
+
+// tlsMetrics are the interception series, and the limiters of the logs
+// that a misconfigured client or deployment would repeat on every
+// connection.
+type tlsMetrics struct {
+	conns  *prometheus.CounterVec
+	loops  prometheus.Counter
+	minted prometheus.Collector // nil without a CA
+
+	handshakeLog, loopLog logLimit
+}
+
+// logLimit lets one log line through per second; the metrics count them all.
+type logLimit struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (l *logLimit) allow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < time.Second {
+		return false
+	}
+	l.last = time.Now()
+	return true
+}
+
+// logLimited logs msg unless lim let a line through in the last second.
+func (s *Server) logLimited(lim *logLimit, level slog.Level, msg string, args ...any) {
+	if lim.allow() {
+		s.log.Log(context.Background(), level, msg, args...)
+	}
+}
+
+// withCA adds the leaf certificate series of ca.
+func (m *tlsMetrics) withCA(ca *tlsca.CA) {
+	m.minted = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "toolgate", Subsystem: "proxy", Name: "leaf_certs_minted_total",
+		Help: "Leaf certificates minted for intercepted hosts (cache misses and renewals).",
+	}, func() float64 { return float64(ca.Minted()) })
+}
+
+func newTLSMetrics() *tlsMetrics {
+	return &tlsMetrics{
+		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "proxy", Name: "intercept_connections_total",
+			Help: "Connections taken by CONNECT or the transparent listener, by listener and outcome (intercepted, plain, tunnelled, refused, handshake_failed, loop, error).",
+		}, []string{"listener", "outcome"}),
+		loops: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "proxy", Name: "loops_total",
+			Help: "Connections refused because they were toolgate's own traffic redirected back into it.",
+		}),
+	}
+}
+
+func (m *tlsMetrics) describe(ch chan<- *prometheus.Desc) {
+	m.conns.Describe(ch)
+	m.loops.Describe(ch)
+	if m.minted != nil {
+		m.minted.Describe(ch)
+	}
+}
+
+func (m *tlsMetrics) collect(ch chan<- prometheus.Metric) {
+	m.conns.Collect(ch)
+	m.loops.Collect(ch)
+	if m.minted != nil {
+		m.minted.Collect(ch)
+	}
+}
+
+// errLoop marks a connection refused as a routing loop.
+var errLoop = errors.New("routing loop: toolgate's own upstream connection came back to it")
