@@ -354,3 +354,9 @@ func DecisionRego(files map[string][]byte) (string, error) {
 	b.WriteString("}\n")
 	return b.String(), nil
 }
+
+// DeniedBuiltins lists the Rego builtins a toolgate policy may not call,
+// sorted; compilers of Rego (to WASM) refuse them too.
+func DeniedBuiltins() []string {
+	return keysSorted(deniedBuiltins)
+}
