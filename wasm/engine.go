@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -47,6 +48,7 @@ type Engine struct {
 	mu       sync.Mutex
 	runtimes map[*runtimeRef]struct{}
 	closed   bool
+	done     atomic.Bool // closed, for calls to read without the lock
 }
 
 // runtimeRef is one policy's wazero runtime, closed by Engine.Close or
@@ -95,6 +97,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		return nil
 	}
 	e.closed = true
+	e.done.Store(true)
 	refs := e.runtimes
 	e.runtimes = nil
 	e.mu.Unlock()
@@ -280,7 +283,9 @@ func (e *Engine) load(ctx context.Context, name string, module []byte, o Options
 	}
 	p.compiled = cm
 	p.kind = abi
-	first, err := p.instantiate(ctx)
+	ictx, cancel := context.WithTimeout(ctx, instantiateTimeout)
+	first, err := p.instantiate(ictx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}

@@ -25,14 +25,26 @@ type section struct {
 // their place.
 var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8, 8: 9, 9: 10, 12: 11, 10: 12, 11: 13}
 
-// instrument rewrites a module so toolgate can stop it cheaply: a mutable
-// global (exported as toolgate_interrupt) is checked at the head of every
-// loop, where setting it makes the module trap. A loop is the only way
-// wasm code runs without end (recursion overflows the stack), so a module
-// that loops forever stops within one iteration of the flag being set.
-// wazero's own mechanism (WithCloseOnContextDone) leaves the compiled code
-// for Go at every loop iteration, which made loop-heavy policies (OPA's
-// JSON parser and regular expressions) 5-20 times slower.
+// checkEvery is how many loop iterations and function calls run between
+// two checks of the interrupt flag.
+const checkEvery = 1 << 12
+
+// instrument rewrites a module so toolgate can stop it cheaply. At the
+// head of every loop and the entry of every function, a countdown global
+// is decremented; every checkEvery times, the code
+//
+//   - runs memory.grow 0, which wazero serves in Go: the goroutine reaches a
+//     point where Go's scheduler and garbage collector can stop it (wasm
+//     code cannot be preempted, so a module that loops without calling out
+//     would otherwise stall every stop-the-world of the process), and
+//   - traps (unreachable) when the toolgate_interrupt global is set, as
+//     the host does when the call's deadline passes.
+//
+// Loops and calls are the only ways wasm code runs on, so a module stops
+// within a few microseconds of its deadline. wazero's own mechanism
+// (WithCloseOnContextDone) leaves the compiled code for Go at every loop
+// iteration, which made loop-heavy policies (OPA's JSON parser and regular
+// expressions) 5-20 times slower.
 //
 // It also moves a start function to the export toolgate_start, so it runs
 // interruptible after instantiation, and, when memoryMax > 0, turns an
@@ -119,11 +131,14 @@ func instrument(b []byte, info *moduleInfo, memoryMax uint32) ([]byte, error) {
 		defined = gr.u32()
 		rest = secs[i].payload[gr.off:]
 	}
-	g := importedGlobals + defined
+	g := importedGlobals + defined // the interrupt flag; g+1 the countdown
 	var glob []byte
-	glob = appendU32(glob, defined+1)
+	glob = appendU32(glob, defined+2)
 	glob = append(glob, rest...)
 	glob = append(glob, 0x7f, 0x01, 0x41, 0x00, 0x0b) // mut i32 = i32.const 0
+	glob = append(glob, 0x7f, 0x01, 0x41)             // mut i32 = i32.const checkEvery
+	glob = appendS32(glob, checkEvery)
+	glob = append(glob, 0x0b)
 	set(6, glob)
 
 	// Exports: the interrupt global, and the start function.
@@ -161,7 +176,7 @@ func instrument(b []byte, info *moduleInfo, memoryMax uint32) ([]byte, error) {
 
 	// Code: the check at every loop head.
 	if i := find(10); i >= 0 {
-		code, err := instrumentCode(secs[i].payload, g)
+		code, err := instrumentCode(secs[i].payload, g, len(info.memories) > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -179,13 +194,24 @@ func instrument(b []byte, info *moduleInfo, memoryMax uint32) ([]byte, error) {
 	return out, nil
 }
 
-// instrumentCode rewrites the code section: after each loop's block type,
-// `global.get g; if; unreachable; end`.
-func instrumentCode(payload []byte, g uint32) ([]byte, error) {
+// instrumentCode rewrites the code section: the check at each function's
+// entry and after each loop's block type.
+func instrumentCode(payload []byte, g uint32, hasMemory bool) ([]byte, error) {
+	ctr := appendU32(nil, g+1)
 	var check []byte
-	check = append(check, 0x23)
-	check = appendU32(check, g)
-	check = append(check, 0x04, 0x40, 0x00, 0x0b)
+	check = append(append(append(check, 0x23), ctr...), 0x41, 0x01, 0x6b) // countdown - 1
+	check = append(append(check, 0x24), ctr...)                           // store it
+	check = append(append(check, 0x23), ctr...)
+	check = append(check, 0x45, 0x04, 0x40) // if it reached 0:
+	check = append(check, 0x41)
+	check = appendS32(check, checkEvery)
+	check = append(append(check, 0x24), ctr...) // reset it,
+	if hasMemory {
+		check = append(check, 0x41, 0x00, 0x40, 0x00, 0x1a) // memory.grow 0 (a Go safe point),
+	}
+	check = append(append(check, 0x23), appendU32(nil, g)...)
+	check = append(check, 0x04, 0x40, 0x00, 0x0b) // trap when interrupted
+	check = append(check, 0x0b)
 
 	r := &reader{b: payload}
 	n := r.u32()
@@ -219,7 +245,12 @@ func instrumentBody(dst, fb, check []byte) ([]byte, error) {
 		r.u32()
 		r.valType()
 	}
-	last := 0
+	if r.err != nil {
+		return nil, r.err
+	}
+	dst = append(dst, fb[:r.off]...)
+	dst = append(dst, check...)
+	last := r.off
 	for r.off < len(fb) && r.err == nil {
 		op := r.byte()
 		switch {
@@ -362,4 +393,16 @@ func (r *reader) valType() {
 
 func (r *reader) heapType() {
 	r.s64()
+}
+
+// appendS32 appends v as a signed LEB128.
+func appendS32(dst []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
+			return append(dst, c)
+		}
+		dst = append(dst, c|0x80)
+	}
 }

@@ -158,6 +158,9 @@ func (p *Policy) eval(ctx context.Context, in *policies.Input, fresh bool) (poli
 	if err := ctx.Err(); err != nil {
 		return policies.Result{}, err
 	}
+	if p.engine.done.Load() {
+		return policies.Result{}, ErrClosed
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 
@@ -219,7 +222,7 @@ func (p *Policy) get(ctx context.Context, fresh bool) (instance, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if p.engine.isClosed() {
+		if p.engine.done.Load() {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("instantiate: %w", err)
@@ -270,11 +273,6 @@ func (p *Policy) classify(ctx, ectx context.Context, inst instance, err error, i
 	return fmt.Errorf("%w: %s", ErrTrap, msg)
 }
 
-func (e *Engine) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
-}
 
 // instantiate makes a fresh instance of the compiled module.
 func (p *Policy) instantiate(ctx context.Context) (instance, error) {
