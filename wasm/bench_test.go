@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/policies"
@@ -54,11 +55,7 @@ func benchDecide(b *testing.B, ev policies.Evaluator) {
 
 func benchPolicy(b *testing.B, file string) *Policy {
 	ctx := context.Background()
-	e, err := NewEngine(ctx, EngineOptions{CacheDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Close(ctx) })
+	e := newEngine(b)
 	p, err := e.LoadFile(ctx, file, "testdata/"+file+".wasm", Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -85,16 +82,51 @@ func BenchmarkWASMDecision(b *testing.B) {
 		benchDecide(b, freshEach{p})
 	})
 	b.Run("rego-interpreter", func(b *testing.B) {
-		src, err := os.ReadFile("../policies/testdata/bench/bench.rego")
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := policies.CompileRego("bench", map[string][]byte{"bench.rego": src})
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchDecide(b, r)
+		benchDecide(b, benchInterpreter(b, benchSource(b, false)))
 	})
+	// The same policy without its regex.match rule: OPA's WASM runtime
+	// compiles a regular expression on every evaluation (its cache does not
+	// outlive one), the interpreter once.
+	b.Run("noregex/rego-wasm-pooled", func(b *testing.B) {
+		mod, err := CompileRego(context.Background(), map[string][]byte{"bench.rego": benchSource(b, true)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := newEngine(b)
+		p, err := e.Load(context.Background(), "bench", mod, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDecide(b, p)
+	})
+	b.Run("noregex/rego-interpreter", func(b *testing.B) {
+		benchDecide(b, benchInterpreter(b, benchSource(b, true)))
+	})
+}
+
+func benchSource(b *testing.B, noRegex bool) []byte {
+	src, err := os.ReadFile("../policies/testdata/bench/bench.rego")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !noRegex {
+		return src
+	}
+	var keep []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if !strings.Contains(l, "regex.match") {
+			keep = append(keep, l)
+		}
+	}
+	return []byte(strings.Join(keep, "\n"))
+}
+
+func benchInterpreter(b *testing.B, src []byte) *policies.Rego {
+	r, err := policies.CompileRego("bench", map[string][]byte{"bench.rego": src})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
 }
 
 // freshEach evaluates each call on a fresh instance, closed after it.

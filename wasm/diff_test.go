@@ -151,4 +151,3 @@ func genValue(rng *rand.Rand, depth int) any {
 	}
 	return m
 }
-

@@ -273,7 +273,6 @@ func (p *Policy) classify(ctx, ectx context.Context, inst instance, err error, i
 	return fmt.Errorf("%w: %s", ErrTrap, msg)
 }
 
-
 // instantiate makes a fresh instance of the compiled module.
 func (p *Policy) instantiate(ctx context.Context) (instance, error) {
 	switch p.kind {
