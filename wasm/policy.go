@@ -99,10 +99,9 @@ type Policy struct {
 	rt       *runtimeRef
 	compiled wazero.CompiledModule
 
-	pool     chan instance
-	closed   atomic.Bool
-	inflight sync.WaitGroup
-	mu       sync.RWMutex // held for reading by calls, for writing by Close
+	pool   chan instance
+	closed atomic.Bool
+	mu     sync.RWMutex // held for reading by calls, for writing by Close
 
 	bufs sync.Pool // *[]byte input buffers
 }
@@ -129,7 +128,7 @@ func (p *Policy) Close(ctx context.Context) error {
 		return nil
 	}
 	p.mu.Lock() // waits for calls in flight
-	p.mu.Unlock()
+	defer p.mu.Unlock()
 	for {
 		select {
 		case in := <-p.pool:
