@@ -273,6 +273,7 @@ func (e *Engine) load(ctx context.Context, name string, module []byte, o Options
 		engine:  e,
 		rt:      ref,
 		pool:    make(chan instance, o.PoolSize),
+		logs:    &logTarget{name: name, log: o.Log},
 	}
 	if err := p.host(ctx, abi, wasi); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 // module that needs one), so those trap. env.memory is not imported: Load
 // rewrites the module to define its memory, so each instance owns one.
 func (p *Policy) opaHost(ctx context.Context) error {
+	logs := p.logs
 	b := p.rt.rt.NewHostModuleBuilder("env")
 	i32 := api.ValueTypeI32
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
@@ -28,9 +29,7 @@ func (p *Policy) opaHost(ctx context.Context) error {
 		panic(fmt.Errorf("opa_abort: %s", boundLog(msg)))
 	}), []api.ValueType{i32}, nil).Export("opa_abort")
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		if p.opts.Log != nil {
-			p.opts.Log(p.name, boundLog(cString(m.Memory(), api.DecodeU32(stack[0]))))
-		}
+		logs.line(cString(m.Memory(), api.DecodeU32(stack[0])))
 	}), []api.ValueType{i32}, nil).Export("opa_println")
 	for n := 0; n <= 4; n++ {
 		params := make([]api.ValueType, n+2) // builtin id, context, args

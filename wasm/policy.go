@@ -104,6 +104,7 @@ type Policy struct {
 	mu     sync.RWMutex // held for reading by calls, for writing by Close
 
 	bufs sync.Pool // *[]byte input buffers
+	logs *logTarget
 }
 
 var _ policies.Evaluator = (*Policy)(nil)
@@ -297,15 +298,27 @@ func decodeDecision(out []byte) (policies.Result, error) {
 	return res, nil
 }
 
-// logger adapts Options.Log to a line writer for one policy.
-type logWriter struct {
-	p *Policy
+// logTarget is where a policy's module logs to. Host functions and
+// instance configurations hold it rather than the Policy: the runtime
+// they live in must not keep the Policy reachable, or its cleanup (which
+// closes that runtime) would never run.
+type logTarget struct {
+	name string
+	log  func(policy, msg string) // nil: discard
 }
 
-func (w logWriter) Write(b []byte) (int, error) {
-	if w.p.opts.Log != nil {
+func (t *logTarget) line(msg string) {
+	if t.log != nil {
+		t.log(t.name, boundLog(msg))
+	}
+}
+
+// Write adapts the target to a WASI module's stdout and stderr, a line at
+// a time.
+func (t *logTarget) Write(b []byte) (int, error) {
+	if t.log != nil {
 		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-			w.p.opts.Log(w.p.name, boundLog(line))
+			t.line(line)
 		}
 	}
 	return len(b), nil

@@ -25,20 +25,21 @@ const hostModule = "toolgate"
 // (GOOS=wasip1) modules, OPA's env functions for OPA modules.
 func (p *Policy) host(ctx context.Context, abi abiKind, wasi bool) error {
 	rt := p.rt.rt
+	logs := p.logs
 	switch abi {
 	case abiToolgate:
 		_, err := rt.NewHostModuleBuilder(hostModule).
 			NewFunctionBuilder().
 			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 				ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
-				if p.opts.Log == nil {
+				if logs.log == nil {
 					return
 				}
 				if n > maxLogLine {
 					n = maxLogLine
 				}
 				if b, ok := m.Memory().Read(ptr, n); ok {
-					p.opts.Log(p.name, boundLog(string(b)))
+					logs.line(string(b))
 				}
 			}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, nil).
 			WithParameterNames("ptr", "len").
@@ -74,8 +75,8 @@ type toolgateInstance struct {
 // stderr go to Options.Log.
 func (p *Policy) newToolgate(ctx context.Context) (instance, error) {
 	var out io.Writer = io.Discard
-	if p.opts.Log != nil {
-		out = logWriter{p}
+	if p.logs.log != nil {
+		out = p.logs
 	}
 	b, err := p.newBase(ctx, wazero.NewModuleConfig().WithStdout(out).WithStderr(out))
 	if err != nil {

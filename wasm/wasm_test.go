@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -490,4 +491,32 @@ func FuzzInstrument(f *testing.F) {
 		}
 		instrument(b, info, 16)
 	})
+}
+
+// TestDroppedPoliciesAreReleased: a closed policy nobody references has
+// its runtime closed, so reloads do not pile up compiled modules.
+func TestDroppedPoliciesAreReleased(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	for range 5 {
+		p := load(t, e, "allow", Options{Log: func(string, string) {}})
+		if _, err := p.Eval(ctx, benchInput()); err != nil {
+			t.Fatal(err)
+		}
+		p.Close(ctx)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		runtime.GC()
+		e.mu.Lock()
+		n := len(e.runtimes)
+		e.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runtimes still open", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
