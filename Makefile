@@ -12,7 +12,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 3s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo demo-dashboard bench lint fmt check fuzz clean
+.PHONY: all build test demo demo-dashboard bench lint fmt check fuzz wasm-fixtures clean
 
 all: build
 
@@ -35,6 +35,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkMCP' -benchtime 1s -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkWASMDecision' -benchmem -count $(BENCHCOUNT) ./wasm/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
 lint: ## go vet and staticcheck
@@ -54,6 +55,12 @@ fuzz: ## Run each fuzz target for FUZZTIME
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
+
+wasm-fixtures: ## Rebuild the WASM policy fixtures in wasm/testdata (Go, WAT with wabt's wat2wasm, Rego through wasm.CompileRego)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -ldflags='-s -w' -o wasm/testdata/bench_go.wasm ./wasm/testdata/go
+	@set -e; for f in wasm/testdata/wat/*.wat; do \
+	  wat2wasm $$f -o wasm/testdata/$$(basename $$f .wat).wasm; done
+	$(GO) run ./wasm/internal/genfixtures policies/testdata/bench wasm/testdata/bench_rego.wasm
 
 clean:
 	rm -rf bin bench.out

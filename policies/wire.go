@@ -1,0 +1,362 @@
+package policies
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// MaxDecisionBytes bounds a decision document handed over as bytes (by a
+// WASM module): a larger one is refused, never read.
+const MaxDecisionBytes = 1 << 20
+
+// ErrDecisionTooLarge is returned by DecodeResult for a document over
+// MaxDecisionBytes.
+var ErrDecisionTooLarge = errors.New("decision larger than 1 MiB")
+
+// DecodeResult reads a decision document from JSON bytes, as a WASM policy
+// returns it: {"deny": [...], "allow": bool, "inject": {...}}, every key
+// optional, nothing after the document. It applies the same rules as Rego
+// decisions.
+func DecodeResult(data []byte) (Result, error) {
+	if len(data) > MaxDecisionBytes {
+		return Result{}, ErrDecisionTooLarge
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return Result{}, fmt.Errorf("decision is not JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Result{}, errors.New("decision has data after the JSON document")
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return Result{}, fmt.Errorf("decision must be an object, got %s", jsonTypeName(doc))
+	}
+	return decodeResult("", m)
+}
+
+// AppendJSON appends the input document as JSON to dst: the same document
+// Rego policies see as input, object keys sorted, invalid UTF-8 replaced by
+// U+FFFD. It fails only on an argument value that is not JSON-shaped (a
+// channel, a NaN, an invalid json.Number).
+func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"tool":`...)
+	dst = appendJSONString(dst, in.Tool)
+	dst = append(dst, `,"arguments":`...)
+	var err error
+	if in.Arguments == nil {
+		dst = append(dst, "{}"...)
+	} else if dst, err = appendJSONObject(dst, in.Arguments, 0); err != nil {
+		return dst, err
+	}
+	r := &in.Request
+	dst = append(dst, `,"request":{"method":`...)
+	dst = appendJSONString(dst, r.Method)
+	dst = append(dst, `,"host":`...)
+	dst = appendJSONString(dst, r.Host)
+	dst = append(dst, `,"path":`...)
+	dst = appendJSONString(dst, r.Path)
+	dst = append(dst, `,"path_vars":`...)
+	dst = appendStringMap(dst, r.PathVars)
+	dst = append(dst, `,"query":{`...)
+	for i, k := range keysSorted(r.Query) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ":["...)
+		for j, v := range r.Query[k] {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, v)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `},"headers":`...)
+	dst = appendStringMap(dst, r.Headers)
+	dst = append(dst, `},"caller":{"agent":`...)
+	dst = appendJSONString(dst, in.Caller.Agent)
+	dst = append(dst, `,"session":`...)
+	dst = appendJSONString(dst, in.Caller.Session)
+	dst = append(dst, `},"trace_id":`...)
+	dst = appendJSONString(dst, in.TraceID)
+	return append(dst, '}'), nil
+}
+
+// maxInputDepth bounds the nesting AppendJSON follows.
+const maxInputDepth = 1000
+
+func appendJSONValue(dst []byte, v any, depth int) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case bool:
+		return strconv.AppendBool(dst, x), nil
+	case string:
+		return appendJSONString(dst, x), nil
+	case json.Number:
+		if !isJSONNumber(string(x)) {
+			return dst, fmt.Errorf("argument holds an invalid number %q", shorten(string(x)))
+		}
+		return append(dst, x...), nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return dst, errors.New("argument holds a number JSON cannot encode")
+		}
+		return strconv.AppendFloat(dst, x, 'g', -1, 64), nil
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(dst, x, 10), nil
+	case []any:
+		if depth >= maxInputDepth {
+			return dst, errors.New("arguments nested too deeply")
+		}
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendJSONValue(dst, e, depth+1); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, ']'), nil
+	case map[string]any:
+		if depth >= maxInputDepth {
+			return dst, errors.New("arguments nested too deeply")
+		}
+		return appendJSONObject(dst, x, depth+1)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("argument is not JSON: %w", err)
+	}
+	return append(dst, b...), nil
+}
+
+func appendJSONObject(dst []byte, m map[string]any, depth int) ([]byte, error) {
+	dst = append(dst, '{')
+	for i, k := range keysSorted(m) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		var err error
+		if dst, err = appendJSONValue(dst, m[k], depth); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+func appendStringMap(dst []byte, m map[string]string) []byte {
+	dst = append(dst, '{')
+	for i, k := range keysSorted(m) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, m[k])
+	}
+	return append(dst, '}')
+}
+
+func keysSorted[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// isJSONNumber reports whether s is a number in JSON's grammar.
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+func shorten(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "..."
+	}
+	return s
+}
+
+// DecisionPackage is the package of the rule DecisionRego writes, and
+// DecisionEntrypoint that rule as a compile entrypoint: it evaluates to the
+// whole decision document of a policy.
+const (
+	DecisionPackage    = "toolgate_decision"
+	DecisionEntrypoint = DecisionPackage + "/decision"
+)
+
+// DecisionRego returns the Rego v1 source of a module, package
+// DecisionPackage, whose rule `decision` is the decision document of the
+// policy in files (name to source; *_test.rego ignored): {deny, allow,
+// inject}, each key present when the policy defines that rule, allow left
+// out when it is undefined. It reads the decision rules exactly as Rego
+// policies are read, so a policy compiled to WASM through this rule decides
+// as the interpreter does.
+func DecisionRego(files map[string][]byte) (string, error) {
+	pkg := ""
+	modules := map[string]*ast.Module{}
+	for _, f := range keysSorted(files) {
+		if strings.HasSuffix(f, "_test.rego") {
+			continue
+		}
+		m, err := ast.ParseModuleWithOpts(f, string(files[f]), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return "", err
+		}
+		p := strings.TrimPrefix(m.Package.Path.String(), "data.")
+		switch {
+		case pkg == "":
+			pkg = p
+		case pkg != p:
+			return "", fmt.Errorf("%s declares package %s, but another file declares %s; one policy is one package", f, p, pkg)
+		}
+		modules[f] = m
+	}
+	if pkg == "" {
+		return "", errors.New("no policy file (only tests, or none)")
+	}
+	if pkg == DecisionPackage || strings.HasPrefix(pkg, DecisionPackage+".") {
+		return "", fmt.Errorf("package %s is reserved", DecisionPackage)
+	}
+	q := decisionQuery(pkg, modules)
+	var b strings.Builder
+	b.WriteString("package " + DecisionPackage + "\n\n")
+	if q == "true" {
+		b.WriteString("decision := {}\n")
+		return b.String(), nil
+	}
+	var keys []string
+	hasAllow := false
+	for _, part := range strings.Split(q, "; ") {
+		name, _, _ := strings.Cut(part, " := ")
+		switch name {
+		case "allow":
+			hasAllow = true
+		default:
+			keys = append(keys, fmt.Sprintf("%q: %s", name, name))
+		}
+	}
+	b.WriteString("decision := d if {\n")
+	for _, part := range strings.Split(q, "; ") {
+		b.WriteString("\t" + part + "\n")
+	}
+	base := "{" + strings.Join(keys, ", ") + "}"
+	if hasAllow {
+		// allow is [] when undefined, [value] otherwise.
+		b.WriteString("\td := object.union(" + base + `, {"allow": a | some a in allow})` + "\n")
+	} else {
+		b.WriteString("\td := " + base + "\n")
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// DeniedBuiltins lists the Rego builtins a toolgate policy may not call,
+// sorted; compilers of Rego (to WASM) refuse them too.
+func DeniedBuiltins() []string {
+	return keysSorted(deniedBuiltins)
+}

@@ -1,0 +1,138 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/policies"
+)
+
+// benchInput is the input of policies' BenchmarkRegoDecision: a call the
+// bench policy allows.
+func benchInput() *policies.Input {
+	return &policies.Input{
+		Tool: "bench",
+		Arguments: map[string]any{
+			"query": "EGFR kinase inhibitors", "organism": "human", "limit": json.Number("20"),
+			"filters": map[string]any{"phase_min": json.Number("2"), "modality": "small_molecule"},
+			"ids":     []any{"P00533", "P04626"},
+		},
+		Request: policies.Request{Method: "POST", Host: "127.0.0.1:1", Path: "/bench/policy", Headers: map[string]string{"content-type": "application/json"}},
+		Caller:  policies.Caller{Agent: "a", Session: "s"},
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+	}
+}
+
+// benchDecide runs decisions of ev through a policies.Set, as the pipeline
+// pays them (the Set's deadline context included), and checks each.
+func benchDecide(b *testing.B, ev policies.Evaluator) {
+	set := policies.NewSet("bench", []policies.Bound{{Policy: ev, Mode: policies.ModeEnforce}}, 0, false)
+	in := benchInput()
+	ctx := context.Background()
+	if d := set.Check(ctx, in); !d.Allow || (ev.Name() != "allow" && d.Inject["X-Trace-Id"] != in.TraceID) {
+		b.Fatalf("%s: %+v", ev.Name(), d)
+	}
+	refused := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if d := set.Check(ctx, in); !d.Allow {
+			if d.Reason != policies.ReasonPolicyTimeout {
+				b.Fatal(d.Detail)
+			}
+			refused++ // a stall of the shared machine past the deadline
+		}
+	}
+	b.StopTimer()
+	if refused*100 > b.N {
+		b.Fatalf("%d of %d calls timed out", refused, b.N)
+	}
+	b.ReportMetric(float64(refused)/float64(b.N), "timeouts/op")
+}
+
+func benchPolicy(b *testing.B, file string) *Policy {
+	ctx := context.Background()
+	e := newEngine(b)
+	p, err := e.LoadFile(ctx, file, "testdata/"+file+".wasm", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkWASMDecision is the cost of one decision of the bench policy
+// (policies/testdata/bench) per way of running it, same run: pooled WASM
+// instances of the Rego compiled by CompileRego and of the Go port, a
+// fresh instance per call, and the in-process Rego interpreter.
+func BenchmarkWASMDecision(b *testing.B) {
+	b.Run("rego-wasm-pooled", func(b *testing.B) {
+		benchDecide(b, benchPolicy(b, "bench_rego"))
+	})
+	b.Run("go-wasm-pooled", func(b *testing.B) {
+		benchDecide(b, benchPolicy(b, "bench_go"))
+	})
+	b.Run("wat-wasm-pooled", func(b *testing.B) {
+		benchDecide(b, benchPolicy(b, "allow"))
+	})
+	b.Run("rego-wasm-fresh", func(b *testing.B) {
+		p := benchPolicy(b, "bench_rego")
+		benchDecide(b, freshEach{p})
+	})
+	b.Run("rego-interpreter", func(b *testing.B) {
+		benchDecide(b, benchInterpreter(b, benchSource(b, false)))
+	})
+	// The same policy without its regex.match rule: OPA's WASM runtime
+	// compiles a regular expression on every evaluation (its cache does not
+	// outlive one), the interpreter once.
+	b.Run("noregex/rego-wasm-pooled", func(b *testing.B) {
+		mod, err := CompileRego(context.Background(), map[string][]byte{"bench.rego": benchSource(b, true)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := newEngine(b)
+		p, err := e.Load(context.Background(), "bench", mod, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDecide(b, p)
+	})
+	b.Run("noregex/rego-interpreter", func(b *testing.B) {
+		benchDecide(b, benchInterpreter(b, benchSource(b, true)))
+	})
+}
+
+func benchSource(b *testing.B, noRegex bool) []byte {
+	src, err := os.ReadFile("../policies/testdata/bench/bench.rego")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !noRegex {
+		return src
+	}
+	var keep []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if !strings.Contains(l, "regex.match") {
+			keep = append(keep, l)
+		}
+	}
+	return []byte(strings.Join(keep, "\n"))
+}
+
+func benchInterpreter(b *testing.B, src []byte) *policies.Rego {
+	r, err := policies.CompileRego("bench", map[string][]byte{"bench.rego": src})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// freshEach evaluates each call on a fresh instance, closed after it.
+type freshEach struct{ p *Policy }
+
+func (f freshEach) Name() string { return f.p.Name() }
+func (f freshEach) Eval(ctx context.Context, in *policies.Input) (policies.Result, error) {
+	return f.p.evalFresh(ctx, in)
+}

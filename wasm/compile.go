@@ -1,0 +1,81 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/compile"
+
+	"github.com/toolgate/toolgate/policies"
+)
+
+// CompileRego compiles a Rego v1 policy (file name to source; *_test.rego
+// files are left out) to an OPA WASM module whose one entrypoint,
+// policies.DecisionEntrypoint, evaluates to the policy's decision document
+// {deny, allow, inject}, read as the interpreter reads it. It returns the
+// policy.wasm bytes, which Load runs. Builtins that reach the network or
+// the environment are refused, as are builtins OPA's WASM target leaves to
+// the host (toolgate provides none).
+func CompileRego(ctx context.Context, files map[string][]byte) ([]byte, error) {
+	wrapper, err := policies.DecisionRego(files)
+	if err != nil {
+		return nil, fmt.Errorf("compile rego to wasm: %w", err)
+	}
+	b := &bundle.Bundle{Data: map[string]any{}}
+	add := func(path string, src []byte) error {
+		m, err := ast.ParseModuleWithOpts(path, string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return err
+		}
+		b.Modules = append(b.Modules, bundle.ModuleFile{URL: path, Path: path, Raw: src, Parsed: m})
+		return nil
+	}
+	for name, src := range files {
+		if strings.HasSuffix(name, "_test.rego") {
+			continue
+		}
+		if err := add(name, src); err != nil {
+			return nil, fmt.Errorf("compile rego to wasm: %w", err)
+		}
+	}
+	if err := add("toolgate_decision.rego", []byte(wrapper)); err != nil {
+		return nil, fmt.Errorf("compile rego to wasm: %w", err)
+	}
+	c := compile.New().
+		WithTarget(compile.TargetWasm).
+		WithEntrypoints(policies.DecisionEntrypoint).
+		WithBundle(b).
+		WithCapabilities(capabilities()).
+		WithRegoVersion(ast.RegoV1).
+		WithOutput(&bytes.Buffer{})
+	if err := c.Build(ctx); err != nil {
+		return nil, fmt.Errorf("compile rego to wasm: %w", err)
+	}
+	out := c.Bundle()
+	if out == nil || len(out.WasmModules) == 0 {
+		return nil, errors.New("compile rego to wasm: OPA produced no module")
+	}
+	return out.WasmModules[0].Raw, nil
+}
+
+// capabilities is this OPA's builtins without those policies deny.
+func capabilities() *ast.Capabilities {
+	denied := map[string]bool{}
+	for _, b := range policies.DeniedBuiltins() {
+		denied[b] = true
+	}
+	c := ast.CapabilitiesForThisVersion()
+	kept := c.Builtins[:0]
+	for _, b := range c.Builtins {
+		if !denied[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	c.Builtins = kept
+	return c
+}

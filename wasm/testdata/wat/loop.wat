@@ -1,0 +1,8 @@
+;; Hostile: toolgate_validate never returns.
+(module
+  (memory (export "memory") 1)
+  (func (export "toolgate_abi_version") (result i32) (i32.const 1))
+  (func (export "toolgate_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "toolgate_validate") (param i32 i32) (result i64)
+    (loop $forever (br $forever))
+    (i64.const 0)))

@@ -1,0 +1,522 @@
+package wasm
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policies"
+)
+
+// slack is what a deadline may be overrun by on a loaded machine with the
+// race detector on: the module is stopped at its next loop iteration, but
+// the goroutine that notices may wait for a CPU.
+const slack = 250 * time.Millisecond
+
+func newEngine(t testing.TB) *Engine {
+	t.Helper()
+	ctx := context.Background()
+	e, err := NewEngine(ctx, EngineOptions{CacheDir: cacheDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(ctx) })
+	return e
+}
+
+// sharedCache keeps compiled fixtures between the tests of one run.
+var sharedCache struct {
+	once sync.Once
+	dir  string
+}
+
+func cacheDir(t testing.TB) string {
+	sharedCache.once.Do(func() {
+		d, err := os.MkdirTemp("", "toolgate-wazero-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedCache.dir = d
+	})
+	return sharedCache.dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedCache.dir != "" {
+		os.RemoveAll(sharedCache.dir)
+	}
+	os.Exit(code)
+}
+
+func load(t testing.TB, e *Engine, file string, o Options) *Policy {
+	t.Helper()
+	p, err := e.LoadFile(context.Background(), file, "testdata/"+file+".wasm", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// goodCall is a bench input the bench policies deny for two reasons.
+func goodCall() (*policies.Input, policies.Result) {
+	in := benchInput()
+	in.Arguments["limit"] = json.Number("51")
+	in.Arguments["organism"] = "cat"
+	want := policies.Result{Allowed: true, Inject: map[string]string{"X-Trace-Id": in.TraceID}, Denies: []policies.Violation{
+		{Path: "/limit", Reason: policies.ReasonPolicyDenied, Message: "limit must be at most 50", Code: policies.CodePolicy},
+		{Path: "/organism", Reason: policies.ReasonPolicyDenied, Message: "organism not allowed", Code: policies.CodePolicy},
+	}}
+	return in, want
+}
+
+func equalResult(a, b policies.Result) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// TestHostileModules: each hostile module is refused with the reason that
+// names what it did, within its deadline, while a stream of good calls on
+// other policies (Rego compiled to WASM, Go, WAT) completes normally.
+func TestHostileModules(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	// The good policies get a generous deadline: the race detector on a
+	// shared machine may stretch a call past 10ms, and this test is about
+	// hostile modules not disturbing them.
+	good := []*Policy{load(t, e, "bench_rego", Options{Deadline: time.Second}), load(t, e, "bench_go", Options{Deadline: time.Second}), load(t, e, "allow", Options{Deadline: time.Second})}
+
+	stop := make(chan struct{})
+	var goodCalls atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for _, p := range good {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					in, want := goodCall()
+					if p.Name() == "allow" {
+						want = policies.Result{Allowed: true}
+					}
+					res, err := p.Eval(ctx, in)
+					if err != nil || !equalResult(res, want) {
+						select {
+						case errs <- errors.New(p.Name() + ": " + errString(err) + " " + string(must(json.Marshal(res)))):
+						default:
+						}
+						return
+					}
+					goodCalls.Add(1)
+				}
+			}()
+		}
+	}
+
+	tests := []struct {
+		name     string
+		file     string
+		opts     Options
+		ctxLimit time.Duration // a caller's deadline, 0 for none
+		want     error
+		text     string
+		reason   string
+		within   time.Duration
+	}{
+		{"infinite loop", "loop", Options{}, 0, ErrTimeout, "module did not decide within 10ms", policies.ReasonPolicyTimeout, 10 * time.Millisecond},
+		{"infinite loop, caller's deadline sooner", "loop", Options{Deadline: 10 * time.Second}, 20 * time.Millisecond, ErrTimeout, "caller's deadline passed first", policies.ReasonPolicyTimeout, 20 * time.Millisecond},
+		{"memory bomb", "bomb", Options{Deadline: 5 * time.Second}, 0, ErrMemoryLimit, "module exceeded its memory limit of 16 MiB", policies.ReasonPolicyError, 5 * time.Second},
+		{"memory bomb, small limit", "bomb", Options{MemoryLimit: 1 << 20, Deadline: 5 * time.Second}, 0, ErrMemoryLimit, "module exceeded its memory limit of 1 MiB", policies.ReasonPolicyError, 5 * time.Second},
+		{"trap", "trap", Options{}, 0, ErrTrap, "module trapped: unreachable", policies.ReasonPolicyError, 10 * time.Millisecond},
+		{"garbage output", "garbage", Options{}, 0, ErrBadDecision, "module returned a bad decision: decision is not JSON", policies.ReasonPolicyError, 10 * time.Millisecond},
+		{"out-of-bounds output", "outofbounds", Options{}, 0, ErrBadDecision, "past the end of memory", policies.ReasonPolicyError, 10 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := load(t, e, tt.file, tt.opts)
+			defer p.Close(ctx)
+			for i := range 3 { // a fresh instance each time: the failed one is gone
+				cctx, cancel := ctx, context.CancelFunc(func() {})
+				if tt.ctxLimit > 0 {
+					cctx, cancel = context.WithTimeout(ctx, tt.ctxLimit)
+				}
+				start := time.Now()
+				_, err := p.Eval(cctx, benchInput())
+				took := time.Since(start)
+				cancel()
+				if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
+					t.Fatalf("call %d: error %v, want %v with %q", i, err, tt.want, tt.text)
+				}
+				if took > tt.within+slack {
+					t.Fatalf("call %d: refused after %s, deadline %s", i, took, tt.within)
+				}
+			}
+			if len(p.pool) != 0 {
+				t.Fatalf("%d failed instances went back to the pool", len(p.pool))
+			}
+			// Through a Set, as the pipeline decides: fail closed, with the
+			// reason that names what happened.
+			d := policies.NewSet("tool", []policies.Bound{{Policy: p, Mode: policies.ModeEnforce}}, tt.within+slack, false).Check(ctx, benchInput())
+			if d.Allow || d.Reason != tt.reason {
+				t.Fatalf("Set: %+v, want refused with %s", d, tt.reason)
+			}
+			if tt.reason == policies.ReasonPolicyError && !strings.Contains(d.Detail, tt.text) {
+				t.Fatalf("Set detail %q does not say %q", d.Detail, tt.text)
+			}
+		})
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("a good call failed while hostile modules ran: %v", err)
+	default:
+	}
+	if n := goodCalls.Load(); n < 20 {
+		t.Fatalf("only %d good calls completed", n)
+	}
+	t.Logf("%d good calls completed meanwhile", goodCalls.Load())
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestCallerCancelIsNotAPolicyFailure(t *testing.T) {
+	e := newEngine(t)
+	p := load(t, e, "loop", Options{Deadline: 10 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := p.Eval(ctx, benchInput()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	hostBuiltin, err := CompileRego(ctx, map[string][]byte{"p.rego": []byte("package p\ndeny contains \"late\" if time.now_ns() > 0\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		module []byte
+		opts   Options
+		text   string
+	}{
+		{"declared memory above the limit", must(os.ReadFile("testdata/hugememory.wasm")), Options{}, "declares memory of min 32 MiB, above its memory limit of 16 MiB"},
+		{"limit below the module's minimum", must(os.ReadFile("testdata/bench_go.wasm")), Options{MemoryLimit: 1 << 20}, "above its memory limit of 1 MiB"},
+		{"not wasm", []byte("hello, world"), Options{}, "not a WebAssembly module"},
+		{"truncated", must(os.ReadFile("testdata/allow.wasm"))[:40], Options{}, "malformed module"},
+		{"neither ABI", wat(t, `(module (func (export "run")))`), Options{}, "neither toolgate's ABI"},
+		{"unknown import", wat(t, `(module (import "env" "socket" (func)) (memory (export "memory") 1)
+			(func (export "toolgate_abi_version") (result i32) (i32.const 1))
+			(func (export "toolgate_alloc") (param i32) (result i32) (i32.const 0))
+			(func (export "toolgate_validate") (param i32 i32) (result i64) (i64.const 0)))`), Options{}, "imports env.socket, which toolgate does not provide"},
+		{"wrong ABI version", wat(t, `(module (memory (export "memory") 1)
+			(func (export "toolgate_abi_version") (result i32) (i32.const 7))
+			(func (export "toolgate_alloc") (param i32) (result i32) (i32.const 0))
+			(func (export "toolgate_validate") (param i32 i32) (result i64) (i64.const 0)))`), Options{}, "speaks toolgate ABI version 7"},
+		{"start function loops", wat(t, `(module (memory (export "memory") 1)
+			(func $s (loop $l (br $l))) (start $s)
+			(func (export "toolgate_abi_version") (result i32) (i32.const 1))
+			(func (export "toolgate_alloc") (param i32) (result i32) (i32.const 0))
+			(func (export "toolgate_validate") (param i32 i32) (result i64) (i64.const 0)))`), Options{}, "toolgate_start did not finish before its deadline"},
+		{"OPA module needing a host builtin", hostBuiltin, Options{}, "needs host builtins toolgate does not provide: time.now_ns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.module == nil {
+				t.Skip("wat2wasm not installed")
+			}
+			_, err := e.Load(ctx, tt.name, tt.module, tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("error %v, want %q", err, tt.text)
+			}
+		})
+	}
+}
+
+// wat compiles WAT source with wabt's wat2wasm, or returns nil when it is
+// not installed.
+func wat(t *testing.T, src string) []byte {
+	t.Helper()
+	b, err := watToWasm(src)
+	if err != nil {
+		t.Logf("wat2wasm: %v", err)
+		return nil
+	}
+	return b
+}
+
+// TestLoadFormats: a plain policy.wasm and an OPA bundle holding one load
+// alike; ABI and Version say what was loaded.
+func TestLoadFormats(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	raw := must(os.ReadFile("testdata/bench_rego.wasm"))
+	var bundle bytes.Buffer
+	zw := gzip.NewWriter(&bundle)
+	tw := tar.NewWriter(zw)
+	for name, body := range map[string][]byte{"/data.json": []byte("{}"), "/policy.wasm": raw} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))})
+		tw.Write(body)
+	}
+	tw.Close()
+	zw.Close()
+	in, want := goodCall()
+	for name, mod := range map[string][]byte{"policy.wasm": raw, "bundle": bundle.Bytes()} {
+		p, err := e.Load(ctx, name, mod, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.HasPrefix(p.ABI(), "opa/1.") || len(p.Version()) != 12 {
+			t.Fatalf("%s: ABI %q, version %q", name, p.ABI(), p.Version())
+		}
+		res, err := p.Eval(ctx, in)
+		if err != nil || !equalResult(res, want) {
+			t.Fatalf("%s: %+v %v", name, res, err)
+		}
+	}
+	g := load(t, e, "bench_go", Options{Deadline: time.Second})
+	if g.ABI() != "toolgate/1" {
+		t.Fatalf("Go module ABI %q", g.ABI())
+	}
+}
+
+// TestGuestLog: toolgate's log import and a WASI module's output reach
+// Options.Log, named by policy.
+func TestGuestLog(t *testing.T) {
+	e := newEngine(t)
+	var mu sync.Mutex
+	var lines []string
+	p := load(t, e, "allow", Options{Log: func(policy, msg string) {
+		mu.Lock()
+		lines = append(lines, policy+": "+msg)
+		mu.Unlock()
+	}})
+	in := benchInput()
+	in.Arguments["query"] = "a forbidden word"
+	res, err := p.Eval(context.Background(), in)
+	if err != nil || len(res.Denies) != 1 || res.Denies[0].Message != "input holds a forbidden word" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 1 || lines[0] != "allow: forbidden" {
+		t.Fatalf("log lines %q", lines)
+	}
+}
+
+// TestModuleError: a module that reports {"error": ...} fails the call
+// with its message.
+func TestModuleError(t *testing.T) {
+	e := newEngine(t)
+	p := load(t, e, "bench_go", Options{Deadline: time.Second})
+	in := benchInput()
+	in.Arguments["limit"] = []any{"not", "a", "number"}
+	_, err := p.Eval(context.Background(), in)
+	if !errors.Is(err, ErrModuleError) || !strings.Contains(err.Error(), "module reported an error: json:") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestPoolHammer: concurrent calls while the policy is reloaded (a new one
+// swapped in, the old one closed) over and over: no call fails, every
+// decision is right, and calls that picked a policy just before it was
+// closed still complete.
+func TestPoolHammer(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	for _, file := range []string{"allow", "bench_rego"} {
+		t.Run(file, func(t *testing.T) {
+			module := must(os.ReadFile("testdata/" + file + ".wasm"))
+			o := Options{PoolSize: 2, Deadline: time.Second}
+			first, err := e.Load(ctx, file, module, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cur atomic.Pointer[Policy]
+			cur.Store(first)
+			stop := make(chan struct{})
+			var calls, reloads atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 1)
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						in, want := goodCall()
+						if file == "allow" {
+							want = policies.Result{Allowed: true}
+						}
+						res, err := cur.Load().Eval(ctx, in)
+						if err != nil || !equalResult(res, want) {
+							select {
+							case errs <- errors.New(errString(err)):
+							default:
+							}
+							return
+						}
+						calls.Add(1)
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					p, err := e.Load(ctx, file, module, o)
+					if err != nil {
+						errs <- err
+						return
+					}
+					old := cur.Swap(p)
+					if err := old.Close(ctx); err != nil {
+						errs <- err
+						return
+					}
+					reloads.Add(1)
+				}
+			}()
+			time.Sleep(1500 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+			select {
+			case err := <-errs:
+				t.Fatalf("after %d calls and %d reloads: %v", calls.Load(), reloads.Load(), err)
+			default:
+			}
+			if calls.Load() == 0 || reloads.Load() == 0 {
+				t.Fatalf("%d calls, %d reloads", calls.Load(), reloads.Load())
+			}
+			t.Logf("%d calls, %d reloads", calls.Load(), reloads.Load())
+			// A closed policy still serves a late call.
+			p := cur.Load()
+			p.Close(ctx)
+			if _, err := p.Eval(ctx, benchInput()); err != nil {
+				t.Fatalf("late call after Close: %v", err)
+			}
+		})
+	}
+	// After the engine closes, calls fail with ErrClosed.
+	p := load(t, e, "allow", Options{})
+	e.Close(ctx)
+	if _, err := p.Eval(ctx, benchInput()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Engine.Close: %v", err)
+	}
+	if _, err := e.Load(ctx, "x", must(os.ReadFile("testdata/allow.wasm")), Options{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Load after Engine.Close: %v", err)
+	}
+}
+
+// TestInstrumentKeepsBehaviour: every fixture still validates after
+// instrumentation, which adds one global and two exports at most.
+func TestInstrumentKeepsBehaviour(t *testing.T) {
+	files, _ := os.ReadDir("testdata")
+	for _, f := range files {
+		if !strings.HasSuffix(f.Name(), ".wasm") {
+			continue
+		}
+		b := must(os.ReadFile("testdata/" + f.Name()))
+		info, err := parseModule(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name(), err)
+		}
+		out, err := instrument(b, info, 256)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name(), err)
+		}
+		again, err := parseModule(out)
+		if err != nil {
+			t.Fatalf("%s instrumented: %v", f.Name(), err)
+		}
+		if again.exports[interruptExport] != 3 {
+			t.Fatalf("%s: no interrupt global export", f.Name())
+		}
+		if info.memImport[0] >= 0 && again.memImport[0] >= 0 {
+			t.Fatalf("%s: memory still imported", f.Name())
+		}
+	}
+}
+
+// FuzzInstrument: parsing and instrumenting arbitrary bytes never panics.
+func FuzzInstrument(f *testing.F) {
+	for _, name := range []string{"allow", "loop", "bomb", "trap", "garbage"} {
+		f.Add(must(os.ReadFile("testdata/" + name + ".wasm")))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		info, err := parseModule(b)
+		if err != nil {
+			return
+		}
+		instrument(b, info, 16)
+	})
+}
+
+// TestDroppedPoliciesAreReleased: a closed policy nobody references has
+// its runtime closed, so reloads do not pile up compiled modules.
+func TestDroppedPoliciesAreReleased(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	for range 5 {
+		p := load(t, e, "allow", Options{Log: func(string, string) {}})
+		if _, err := p.Eval(ctx, benchInput()); err != nil {
+			t.Fatal(err)
+		}
+		p.Close(ctx)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		runtime.GC()
+		e.mu.Lock()
+		n := len(e.runtimes)
+		e.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runtimes still open", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
