@@ -249,7 +249,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			if o.Wasm == nil {
 				return nil, &FieldError{p + ".engine", fmt.Errorf("the wasm engine is not available here")}
 			}
-			ev, err := o.Wasm.CompileRego(ctx, rc.Name, files, WasmOptions{})
+			ev, err := o.Wasm.CompileRego(ctx, rc.Name, files, WasmOptions{Deadline: c.Deadline})
 			if err != nil {
 				return nil, &FieldError{p + ".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err)}
 			}
