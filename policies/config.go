@@ -229,7 +229,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			if rc.Path == "" {
 				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
 			}
-			files, err := readRego(resolve(rc.Path))
+			files, err := ReadRego(resolve(rc.Path))
 			if err != nil {
 				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", rc.Name, err)}
 			}

@@ -64,15 +64,16 @@ var _ Evaluator = (*Rego)(nil)
 // LoadRego reads a policy from a .rego file or a folder of them (searched
 // recursively); files ending in _test.rego hold its unit tests.
 func LoadRego(name, path string) (*Rego, error) {
-	files, err := readRego(path)
+	files, err := ReadRego(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", name, err)
 	}
 	return CompileRego(name, files)
 }
 
-// readRego reads a .rego file, or every .rego file below a folder, by path.
-func readRego(path string) (map[string][]byte, error) {
+// ReadRego reads a .rego file, or every .rego file below a folder (hidden
+// entries skipped), by path: the files LoadRego compiles.
+func ReadRego(path string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	info, err := os.Stat(path)
 	if err != nil {

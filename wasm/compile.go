@@ -22,6 +22,29 @@ import (
 // the environment are refused, as are builtins OPA's WASM target leaves to
 // the host (toolgate provides none).
 func CompileRego(ctx context.Context, files map[string][]byte) ([]byte, error) {
+	out, err := compileRego(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	return out.WasmModules[0].Raw, nil
+}
+
+// CompileRegoBundle is CompileRego writing an OPA bundle (.tar.gz) that
+// holds /policy.wasm, its manifest (entrypoint policies.DecisionEntrypoint)
+// and the sources, as `opa build -t wasm` does. Load takes either.
+func CompileRegoBundle(ctx context.Context, files map[string][]byte) ([]byte, error) {
+	out, err := compileRego(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := bundle.NewWriter(&buf).Write(*out); err != nil {
+		return nil, fmt.Errorf("write bundle: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func compileRego(ctx context.Context, files map[string][]byte) (*bundle.Bundle, error) {
 	wrapper, err := policies.DecisionRego(files)
 	if err != nil {
 		return nil, fmt.Errorf("compile rego to wasm: %w", err)
@@ -60,7 +83,7 @@ func CompileRego(ctx context.Context, files map[string][]byte) ([]byte, error) {
 	if out == nil || len(out.WasmModules) == 0 {
 		return nil, errors.New("compile rego to wasm: OPA produced no module")
 	}
-	return out.WasmModules[0].Raw, nil
+	return out, nil
 }
 
 // capabilities is this OPA's builtins without those policies deny.

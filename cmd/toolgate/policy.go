@@ -55,12 +55,12 @@ inject_headers needs the environment variable NAME set (to any non-empty
 value; nothing is sent), and every bound policy's unit tests run first.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageError{fmt.Errorf("missing subcommand: test, eval or check (see '%s --help')", c.CommandPath())}
+				return usageError{fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath())}
 			}
 			return usageError{fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())}
 		},
 	}
-	c.AddCommand(newPolicyTestCmd(), newPolicyEvalCmd(), newPolicyCheckCmd())
+	c.AddCommand(newPolicyTestCmd(), newPolicyEvalCmd(), newPolicyCheckCmd(), newPolicyBuildCmd())
 	return c
 }
 

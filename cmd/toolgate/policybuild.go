@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/wasm"
+)
+
+func newPolicyBuildCmd() *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "build PATH [-o FILE]",
+		Short: "Compile a Rego policy to WebAssembly",
+		Long: `Build compiles the Rego policy at PATH (a .rego file, or a folder of them;
+*_test.rego files are left out) with OPA's WASM compiler into a module whose
+one entrypoint, toolgate_decision/decision, is the policy's decision
+document {deny, allow, inject}. It writes an OPA bundle (.tar.gz, as
+'opa build -t wasm' does) or, when FILE ends in .wasm, the bare module.
+Either goes in a configuration's policies.wasm list.
+
+The policy is compiled by the interpreter too (so errors name file and
+line), and the module is loaded once into toolgate's WASM engine, so a
+module that would not run is refused here. Builtins OPA leaves to the host
+(toolgate provides none) are named in the error; such a policy runs on the
+interpreter only. Run 'toolgate policy test' for its tests.
+
+Writes FILE (default: the policy's name + .tar.gz) with mode 0644 through a
+temporary file, so a failed build leaves an existing FILE as it was.`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPolicyBuild(c.Context(), c.OutOrStdout(), args[0], out)
+		},
+	}
+	c.Flags().StringVarP(&out, "out", "o", "", "output file: .tar.gz for a bundle, .wasm for the bare module (default NAME.tar.gz)")
+	return c
+}
+
+func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	name := strings.TrimSuffix(filepath.Base(abs), ".rego")
+	if out == "" {
+		out = name + ".tar.gz"
+	}
+	bare := strings.HasSuffix(out, ".wasm")
+	if !bare && !strings.HasSuffix(out, ".tar.gz") {
+		return usageError{fmt.Errorf("--out %q: name a .tar.gz (bundle) or a .wasm (bare module) file", out)}
+	}
+	files, err := policies.ReadRego(path)
+	if err != nil {
+		return fmt.Errorf("policy %q: %w", name, err)
+	}
+	if _, err := policies.CompileRego(name, files); err != nil {
+		return err
+	}
+	compile := wasm.CompileRegoBundle
+	if bare {
+		compile = wasm.CompileRego
+	}
+	built, err := compile(ctx, files)
+	if err != nil {
+		return fmt.Errorf("policy %q: %w", name, err)
+	}
+	e, err := wasmEngine()
+	if err != nil {
+		return err
+	}
+	p, err := e.Load(ctx, name, built, wasm.Options{})
+	if err != nil {
+		return err
+	}
+	abi := p.ABI()
+	_ = p.Close(ctx)
+	if err := writeFileAtomic(out, built, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "built %s: %d bytes, %s, entrypoint %s\n", out, len(built), abi, policies.DecisionEntrypoint)
+	return nil
+}
