@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/wasm"
 )
 
 // benchConfig has the two routes the budget is measured on: a passthrough
@@ -50,6 +51,10 @@ tools:
     match: {host: 127.0.0.1, method: POST, path: /bench/policy}
     envelope: always
     schema: *bench_schema
+  - name: bench_policy_wasm
+    match: {host: 127.0.0.1, method: POST, path: /bench/policy_wasm}
+    envelope: always
+    schema: *bench_schema
 `
 
 const benchBody = `{"query":"EGFR kinase inhibitors","organism":"human","limit":20,"filters":{"phase_min":2,"modality":"small_molecule"},"ids":["P00533","P04626"]}`
@@ -70,8 +75,23 @@ func BenchmarkProxy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The same policy on the wasm engine, as `engine: wasm` loads it.
+	engine, err := wasm.NewEngine(context.Background(), wasm.EngineOptions{CacheDir: "off"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { engine.Close(context.Background()) })
+	files, err := policies.ReadRego("../policies/testdata/bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	wpol, err := wasm.Host{Engine: engine}.CompileRego(context.Background(), "bench", files, policies.WasmOptions{Deadline: policies.DefaultDeadline})
+	if err != nil {
+		b.Fatal(err)
+	}
 	e := newEnvWith(b, benchConfig, map[string]proxy.Checker{
-		"bench_policy": policies.NewSet("bench_policy", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 0, false),
+		"bench_policy":      policies.NewSet("bench_policy", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 0, false),
+		"bench_policy_wasm": policies.NewSet("bench_policy_wasm", []policies.Bound{{Policy: wpol, Mode: policies.ModeEnforce}}, 0, false),
 	}, nil)
 	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
 	routes := []struct {
@@ -83,6 +103,7 @@ func BenchmarkProxy(b *testing.B) {
 		{"passthrough", "/bench/pass", true},
 		{"validated", "/bench/validated", true},
 		{"policy", "/bench/policy", true},
+		{"policy_wasm", "/bench/policy_wasm", true},
 	}
 	client := func(viaProxy bool, conns int) *http.Client {
 		tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
