@@ -36,6 +36,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkMCP' -benchtime 1s -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkWASMDecision' -benchmem -count $(BENCHCOUNT) ./wasm/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkDashboard' -benchtime 3x -count 3 ./sink/dashboard/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
 lint: ## go vet and staticcheck

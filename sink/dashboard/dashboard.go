@@ -34,6 +34,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"golang.org/x/sync/errgroup"
 )
 
 // Defaults for Config.
@@ -142,7 +143,7 @@ func Open(cfg Config, log *slog.Logger) (*Dashboard, error) {
 		Auth:         clickhouse.Auth{Database: cfg.Database, Username: cfg.Username, Password: pw},
 		DialTimeout:  cfg.DialTimeout,
 		ReadTimeout:  cfg.QueryTimeout,
-		MaxOpenConns: 4,
+		MaxOpenConns: 8, // a page runs its seven queries at once
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: clickhouse: %w", err)
@@ -279,32 +280,32 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(buf.String()))
 }
 
-// fill runs every panel's queries for the page, one after the other.
+// fill runs every panel's queries for the page at once: ClickHouse spreads
+// them over its cores, and the page takes as long as its slowest query
+// rather than their sum. The first error cancels the others.
 func (d *Dashboard) fill(ctx context.Context, v *view) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.QueryTimeout)
 	defer cancel()
 	f := v.Filter
-	var err error
-	if v.Options, err = d.store.options(ctx, f); err != nil {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if v.Options, err = d.store.options(ctx, f); err == nil {
+			v.Options.Tools = withSelected(v.Options.Tools, f.Tool)
+			v.Options.Agents = withSelected(v.Options.Agents, f.Agent)
+		}
 		return err
-	}
-	v.Options.Tools = withSelected(v.Options.Tools, f.Tool)
-	v.Options.Agents = withSelected(v.Options.Agents, f.Agent)
-	if v.Failures, err = d.store.failures(ctx, f); err != nil {
+	})
+	g.Go(func() (err error) {
+		if v.Failures, err = d.store.failures(ctx, f); err == nil {
+			v.Chart = stackedChart(v.Failures)
+		}
 		return err
-	}
-	v.Chart = stackedChart(v.Failures)
-	if v.Tools, err = d.store.tools(ctx, f); err != nil {
-		return err
-	}
-	if v.Messages, err = d.store.messages(ctx, f); err != nil {
-		return err
-	}
-	if v.Adoption, err = d.store.adoption(ctx, f); err != nil {
-		return err
-	}
-	v.Fresh, err = d.store.freshness(ctx, f, d.cfg.Now())
-	return err
+	})
+	g.Go(func() (err error) { v.Tools, err = d.store.tools(ctx, f); return err })
+	g.Go(func() (err error) { v.Messages, err = d.store.messages(ctx, f); return err })
+	g.Go(func() (err error) { v.Adoption, err = d.store.adoption(ctx, f); return err })
+	g.Go(func() (err error) { v.Fresh, err = d.store.freshness(ctx, f, d.cfg.Now()); return err })
+	return g.Wait()
 }
 
 // withSelected keeps the selected value among the choices, so the form
