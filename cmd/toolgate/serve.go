@@ -173,6 +173,15 @@ func (sc *sidecar) stop(ctx context.Context) error {
 	return err
 }
 
+// policyStatus lists the policies in force and what runs each.
+func (lc *loadedConfig) policyStatus() []policyStatus {
+	out := []policyStatus{}
+	for _, name := range lc.policies.Names() {
+		out = append(out, policyStatus{Name: name, Engine: lc.policies.Engine(name)})
+	}
+	return out
+}
+
 // adminHandler serves /healthz, /readyz, /metrics, /status, /ca.crt and
 // POST /reload.
 func (sc *sidecar) adminHandler() http.Handler {
@@ -225,9 +234,16 @@ type status struct {
 	Ready         bool           `json:"ready"`
 	Listeners     map[string]any `json:"listeners"`
 	Tools         []string       `json:"tools"`
+	Policies      []policyStatus `json:"policies"`
 	Unmatched     string         `json:"unmatched"`
 	Events        eventsStatus   `json:"events"`
 	Reload        reloadStatus   `json:"reload"`
+}
+
+// policyStatus is one policy in force, as /status shows it.
+type policyStatus struct {
+	Name   string `json:"name"`
+	Engine string `json:"engine"` // interpreter or wasm
 }
 
 func (sc *sidecar) status() status {
@@ -247,7 +263,7 @@ func (sc *sidecar) status() status {
 			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.adminAddr(),
 			"transparent": sc.proxy.Addr("transparent", 0),
 		},
-		Tools: tools, Unmatched: cfg.Unmatched,
+		Tools: tools, Policies: cfg.policyStatus(), Unmatched: cfg.Unmatched,
 		Events: sc.events.status(cfg.Events),
 		Reload: sc.reload.status(),
 	}

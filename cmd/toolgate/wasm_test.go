@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +102,14 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 		return answer{status: resp.StatusCode, header: resp.Header}
 	}
 
+	var st struct{ Policies []policyStatus }
+	if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+l.Admin+"/status", nil).body), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []policyStatus{{"bench", "wasm"}, {"words", "wasm"}, {"loop", "wasm"}}
+	if !reflect.DeepEqual(st.Policies, want) {
+		t.Errorf("/status policies = %+v, want %+v", st.Policies, want)
+	}
 	if a := get("/esearch?term=x&query=fine"); a.status != 200 {
 		t.Fatalf("allowed call: status %d, want 200: %s", a.status, a.body)
 	}
