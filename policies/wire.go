@@ -93,6 +93,10 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendJSONString(dst, in.Caller.Session)
 	dst = append(dst, `},"trace_id":`...)
 	dst = appendJSONString(dst, in.TraceID)
+	dst = append(dst, `,"protocol":`...)
+	dst = appendJSONString(dst, in.Protocol)
+	dst = append(dst, `,"server":`...)
+	dst = appendJSONString(dst, in.Server)
 	return append(dst, '}'), nil
 }
 

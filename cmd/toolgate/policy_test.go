@@ -630,7 +630,7 @@ func TestPolicyUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no subcommand", []string{"policy"}, "missing subcommand: test, eval or check"},
+		{"no subcommand", []string{"policy"}, "missing subcommand: test, eval, check or build"},
 		{"unknown subcommand", []string{"policy", "tset"}, `unknown command "tset" for "toolgate policy"`},
 		{"test without a folder", []string{"policy", "test"}, "accepts 1 arg(s), received 0"},
 		{"test with two folders", []string{"policy", "test", "a", "b"}, "accepts 1 arg(s), received 2"},
