@@ -59,6 +59,11 @@ var eventColumns = []string{
 //     calls (again as uniqExact states) and the time of the last legacy call.
 //   - mcp columns: the MCP server, JSON-RPC method and id, whether the call
 //     was inspected, and the tools/call outcome, added to events.
+//   - inserted_at: when ClickHouse received the row (the server's clock, set
+//     by its DEFAULT; inserts never name it), so the delay between a call and
+//     its arrival shows how long events waited in the queue and spool.
+//     Rows written before the column existed read now() until merged: only
+//     recent rows are meaningful, which is all the dashboard reads.
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -142,6 +147,9 @@ GROUP BY day, tool`),
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}rpc_id String`),
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}inspected UInt8`),
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}outcome {lc}`),
+		}},
+		{Version: 5, Name: "events_inserted_at", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}inserted_at DateTime DEFAULT now()`),
 		}},
 	}
 }

@@ -356,3 +356,47 @@ func TestClickHouseAway(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestDelay writes events as a sidecar with a backed-up spool would
+// deliver them (calls made five minutes before they reach ClickHouse),
+// beside a sidecar whose events arrive at once and one that recorded
+// nothing lately, and reads the freshness panel at the real present.
+func TestIngestDelay(t *testing.T) {
+	srv := chtest.Shared(t)
+	real := time.Now().UTC()
+	ev := func(id, sidecar string, age time.Duration) sink.Event {
+		return sink.Event{EventID: id, Time: real.Add(-age), Sidecar: sidecar, Listener: "forward", Tool: "t", Method: "GET", OK: true}
+	}
+	evs := []sink.Event{
+		ev("p1", "prompt", time.Second), ev("p2", "prompt", 2*time.Second),
+		ev("b1", "backlogged", 5*time.Minute), ev("b2", "backlogged", 4*time.Minute),
+		ev("q1", "quiet", 30*time.Minute),
+	}
+	db := seed(t, srv, evs)
+	d, err := dashboard.Open(dashboard.Config{Addr: []string{srv.Addr()}, Database: db, Username: "default"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(d)
+	t.Cleanup(func() { hs.Close(); d.Close() })
+
+	var fr answer[[]dashboard.Freshness]
+	if st := getJSON(t, hs.URL+"/api/freshness?last=1h", &fr); st != 200 {
+		t.Fatalf("%d %s", st, fr.Error)
+	}
+	got := map[string]int64{}
+	for _, f := range fr.Data {
+		got[f.Sidecar] = f.IngestDelaySeconds
+	}
+	// The insert happened within the test's first seconds; allow for a slow
+	// machine between building the events and writing them.
+	if d := got["prompt"]; d < 0 || d > 30 {
+		t.Errorf("prompt sidecar: ingest delay %ds, want about 2s", d)
+	}
+	if d := got["backlogged"]; d < 300 || d > 330 {
+		t.Errorf("backlogged sidecar: ingest delay %ds, want about 300s", d)
+	}
+	if d, ok := got["quiet"]; !ok || d != -1 {
+		t.Errorf("quiet sidecar: ingest delay %d (listed %v), want -1: nothing in the last 10 minutes", d, ok)
+	}
+}

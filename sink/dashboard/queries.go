@@ -86,7 +86,17 @@ type Freshness struct {
 	// shows a growing lag until the spool drains.
 	LagSeconds int64  `json:"lag_seconds"`
 	Events     uint64 `json:"events"`
+	// IngestDelaySeconds is the longest an event of the last
+	// IngestWindow of the range took from its call to its row in
+	// ClickHouse (the sidecar's queue, disk spool and insert): near zero
+	// when events flow, the spool's backlog when they had to wait; -1
+	// when the sidecar recorded no call in that window.
+	IngestDelaySeconds int64 `json:"ingest_delay_seconds"`
 }
+
+// IngestWindow is how far back from the range's end the freshness panel
+// measures ingest delay.
+const IngestWindow = 10 * time.Minute
 
 // Options are the choices the form offers: tools and agents seen in range.
 type Options struct {
@@ -398,7 +408,9 @@ func (s store) adoption(ctx context.Context, f Filter) ([]Adoption, error) {
 	return out, nil
 }
 
-const freshnessSQL = `/* dashboard: freshness */ SELECT sidecar, toUInt32(max(time)) AS last, toUInt64(uniqExact(cityHash64(event_id))) AS events
+const freshnessSQL = `/* dashboard: freshness */ SELECT sidecar, toUInt32(max(time)) AS last, toUInt64(uniqExact(cityHash64(event_id))) AS events,
+    toInt64(countIf(time >= toDateTime(?))) AS recent,
+    toInt64(maxIf(toInt64(inserted_at) - toInt64(time), time >= toDateTime(?))) AS delay
 FROM {db}.events
 WHERE %s
 GROUP BY sidecar
@@ -415,11 +427,18 @@ func (s store) freshness(ctx context.Context, f Filter, now time.Time) ([]Freshn
 	var out []Freshness
 	var r Freshness
 	var last uint32
+	var recent int64
+	since := end.Add(-IngestWindow).Unix()
+	args = append([]any{since, since}, args...)
 	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(freshnessSQL, where)), args...)
 	err = collect(rows, err, func() error {
-		if err := rows.Scan(&r.Sidecar, &last, &r.Events); err != nil {
+		if err := rows.Scan(&r.Sidecar, &last, &r.Events, &recent, &r.IngestDelaySeconds); err != nil {
 			return err
 		}
+		if recent == 0 {
+			r.IngestDelaySeconds = -1
+		}
+		r.IngestDelaySeconds = max(-1, r.IngestDelaySeconds)
 		r.LastEvent = time.Unix(int64(last), 0).UTC()
 		r.LagSeconds = max(0, int64(end.Sub(r.LastEvent)/time.Second))
 		out = append(out, r)
