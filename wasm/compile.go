@@ -19,8 +19,9 @@ import (
 // policies.DecisionEntrypoint, evaluates to the policy's decision document
 // {deny, allow, inject}, read as the interpreter reads it. It returns the
 // policy.wasm bytes, which Load runs. Builtins that reach the network or
-// the environment are refused, as are builtins OPA's WASM target leaves to
-// the host (toolgate provides none).
+// the environment are refused, as by the interpreter; builtins OPA's WASM
+// target leaves to the host (sprintf, time.*, ...) run in Go when the
+// module is loaded.
 func CompileRego(ctx context.Context, files map[string][]byte) ([]byte, error) {
 	out, err := compileRego(ctx, files)
 	if err != nil {
