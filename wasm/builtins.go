@@ -62,11 +62,15 @@ type builtinTable struct {
 	count int
 }
 
+// sharedCapabilities is capabilities(), made once for the builtin
+// contexts (which only read it).
+var sharedCapabilities = sync.OnceValue(capabilities)
+
 // allowedBuiltins are the builtins a policy may call: those of
 // capabilities(), which the interpreter allows too.
 var allowedBuiltins = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
-	for _, b := range capabilities().Builtins {
+	for _, b := range sharedCapabilities().Builtins {
 		m[b.Name] = true
 	}
 	return m
@@ -81,7 +85,10 @@ func (t *builtinTable) resolve(names map[string]json.RawMessage) error {
 		if err := json.Unmarshal(raw, &id); err != nil || id < 0 || id >= maxBuiltinID {
 			return fmt.Errorf("OPA module's builtin table gives %s the id %.20s", name, raw)
 		}
-		fn := topdown.GetBuiltin(name)
+		fn, shown := topdown.GetBuiltin(name), name
+		if name == regexMatchBuiltin {
+			fn, shown = topdown.GetBuiltin(ast.RegexMatch.Name), ast.RegexMatch.Name
+		}
 		switch {
 		case fn == nil:
 			unknown = append(unknown, name)
@@ -96,7 +103,7 @@ func (t *builtinTable) resolve(names map[string]json.RawMessage) error {
 		if t.byID[id] != nil {
 			return fmt.Errorf("OPA module's builtin table gives %s and %s the same id", t.byID[id].name, name)
 		}
-		t.byID[id] = &hostBuiltin{name: name, fn: fn}
+		t.byID[id] = &hostBuiltin{name: shown, fn: fn}
 		t.count++
 	}
 	var msgs []string
@@ -180,7 +187,7 @@ func (c *opaCall) begin(ctx context.Context) {
 		Time:         ast.NumberTerm(json.Number(strconv.FormatInt(time.Now().UnixNano(), 10))),
 		Cancel:       cancel,
 		Cache:        builtins.Cache{},
-		Capabilities: capabilities(),
+		Capabilities: sharedCapabilities(),
 	}
 	c.stopCancel = context.AfterFunc(ctx, cancel.Cancel)
 	c.active = true
@@ -268,14 +275,11 @@ func (c *opaCall) load(ctx context.Context, addr uint32) (*ast.Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := ast.ParseTerm(string(text))
+	v, err := parseRegoValue(text)
 	if err != nil {
-		return nil, errors.New("the module's value does not parse")
+		return nil, err
 	}
-	if !ast.IsConstant(t.Value) {
-		return nil, errors.New("the module's value is not a constant")
-	}
-	return t, nil
+	return ast.NewTerm(v), nil
 }
 
 // store writes v into the module's heap and returns its address.
@@ -342,10 +346,15 @@ func appendRegoValue(b []byte, v ast.Value) ([]byte, error) {
 	case ast.Boolean:
 		return strconv.AppendBool(b, bool(v)), nil
 	case ast.Number:
-		if len(v) == 0 {
-			return nil, errors.New("a builtin returned an empty number")
+		if isJSONNumber(string(v)) {
+			return append(b, v...), nil
 		}
-		return append(b, v...), nil
+		// Rego's own spellings (.5, 1.) and what else a builtin may make.
+		f, ok := v.Float64()
+		if !ok {
+			return nil, fmt.Errorf("a builtin returned the number %.20q, which is not JSON", string(v))
+		}
+		return strconv.AppendFloat(b, f, 'g', -1, 64), nil
 	case ast.String:
 		return appendJSONString(b, string(v)), nil
 	case *ast.Array:

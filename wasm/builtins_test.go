@@ -140,6 +140,10 @@ func TestHostBuiltins(t *testing.T) {
 		{"numbers of every shape", `deny contains sprintf("%v %d %v %v", [1e3, 12, 0.1, -7.25])`, "", ""},
 		{"undefined, not failed", `deny contains "no" if not strings.count(input.arguments.s, "x") > 0`, "abc", ""},
 		{"time and rand", `deny contains "t" if { time.now_ns() > 0; rand.intn("k", 10) < 10 }`, "", ""},
+		{"regex.match, run by the host", `deny contains "m" if regex.match("^[a-z]+@", input.arguments.s)`, "ab@c", ""},
+		{"regex.match as a term", `deny contains "m" if { m := regex.match("^[a-z]+@", input.arguments.s); not m }`, "AB@c", ""},
+		{"regex.match inside a call", `deny contains sprintf("%v", [regex.match("b", input.arguments.s)])`, "abc", ""},
+		{"regex.match with a bad pattern", `deny contains "m" if regex.match(input.arguments.s, "x")`, "(" + secret, "builtin failed: regex.match: eval_builtin_error"},
 		{"a builtin error", `deny contains "big" if units.parse_bytes(input.arguments.s) > 10`, secret, "builtin failed: units.parse_bytes: eval_builtin_error"},
 		{"a type error at run time", `deny contains "t" if time.parse_rfc3339_ns(input.arguments.s) > 0`, secret, "builtin failed: time.parse_rfc3339_ns: eval_builtin_error"},
 	}
@@ -212,13 +216,26 @@ deny contains sprintf("%s", [input.s])
 	}
 }
 
-// FuzzAppendRegoValue: whatever value a builtin returns, the host's
-// serialization parses back, in Go, to the same value.
-func FuzzAppendRegoValue(f *testing.F) {
-	for _, s := range []string{`"a\u0001\"\\"`, `{1, "a", [null]}`, `set()`, `{"k": {2: 3.5e10}}`, `[true, false, -0.0]`} {
+// FuzzRegoValue: the host's serialization of values (appendRegoValue,
+// what opa_value_parse reads) and its parser (parseRegoValue, for what
+// opa_value_dump writes) agree with Rego's own parser: what one writes
+// the other reads back unchanged, and what parseRegoValue accepts Rego
+// reads as the same value.
+func FuzzRegoValue(f *testing.F) {
+	for _, s := range []string{`"a\u0001\"\\"`, `{1, "a", [null]}`, `set()`, `{"k": {2: 3.5e10}}`, `[true, false, -0.0]`,
+		`{"a":1,"b":[1,2,{3,4}]}`, `"\ud83d\ude00 \u00e9"`, `[1E5, 1e-3, 0, -12]`, `{{1}: set()}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
+		if v, err := parseRegoValue([]byte(src)); err == nil && utf8.ValidString(src) {
+			term, err := ast.ParseTerm(src)
+			if err != nil {
+				t.Fatalf("parseRegoValue reads %q as %v, Rego refuses it: %v", src, v, err)
+			}
+			if ast.Compare(term.Value, v) != 0 {
+				t.Fatalf("parseRegoValue reads %q as %v, Rego as %v", src, v, term)
+			}
+		}
 		term, err := ast.ParseTerm(src)
 		if err != nil || !ast.IsConstant(term.Value) {
 			return
@@ -227,12 +244,12 @@ func FuzzAppendRegoValue(f *testing.F) {
 		if err != nil {
 			return
 		}
-		back, err := ast.ParseTerm(string(b))
+		back, err := parseRegoValue(b)
 		if err != nil {
 			t.Fatalf("%s serialized as %s, which does not parse: %v", src, b, err)
 		}
-		if utf8.ValidString(src) && ast.Compare(back.Value, term.Value) != 0 {
-			t.Fatalf("%s serialized as %s, read back as %s", src, b, back)
+		if utf8.ValidString(src) && ast.Compare(back, term.Value) != 0 {
+			t.Fatalf("%s serialized as %s, read back as %v", src, b, back)
 		}
 	})
 }

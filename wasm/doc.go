@@ -83,6 +83,11 @@
 // its message, which may quote arguments), and its instance is thrown
 // away; a Go panic inside a builtin fails the call the same way.
 //
+// CompileRego also routes regex.match to the host (as the builtin
+// toolgate_regex_match, declared with regex.match's signature): OPA's WASM
+// runtime compiles the pattern on every evaluation, OPA's Go
+// implementation once.
+//
 // # Limits
 //
 // Options.MemoryLimit (default 16 MiB) caps each instance's memory; a
