@@ -49,8 +49,9 @@ func (e *builtinError) Is(target error) bool { return target == ErrBuiltin }
 
 // hostBuiltin is one entry of a module's builtin table.
 type hostBuiltin struct {
-	name string
-	fn   topdown.BuiltinFunc
+	name  string
+	arity int // -1 when variadic
+	fn    topdown.BuiltinFunc
 }
 
 // builtinTable maps the ids of a module's host builtins to their Go
@@ -103,7 +104,11 @@ func (t *builtinTable) resolve(names map[string]json.RawMessage) error {
 		if t.byID[id] != nil {
 			return fmt.Errorf("OPA module's builtin table gives %s and %s the same id", t.byID[id].name, name)
 		}
-		t.byID[id] = &hostBuiltin{name: shown, fn: fn}
+		arity := -1
+		if decl, ok := ast.BuiltinMap[shown]; ok && decl.Decl != nil && decl.Decl.FuncArgs().Variadic == nil {
+			arity = len(decl.Decl.FuncArgs().Args)
+		}
+		t.byID[id] = &hostBuiltin{name: shown, arity: arity, fn: fn}
 		t.count++
 	}
 	var msgs []string
@@ -214,6 +219,9 @@ func (c *opaCall) invoke(ctx context.Context, t *builtinTable, id int32, argAddr
 	b := t.lookup(id)
 	if b == nil {
 		return 0, fmt.Errorf("the module called host builtin #%d, which is not in its builtin table", id)
+	}
+	if b.arity >= 0 && b.arity != len(argAddrs) {
+		return 0, fmt.Errorf("the module called host builtin %s with %d arguments; it takes %d", b.name, len(argAddrs), b.arity)
 	}
 	args := c.args[:len(argAddrs)]
 	for i, a := range argAddrs {

@@ -15,6 +15,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/compile"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/types"
 	"go.yaml.in/yaml/v3"
 
@@ -273,5 +274,19 @@ func TestHostBuiltinDeadline(t *testing.T) {
 	res, err := p.Eval(ctx, &policies.Input{Tool: "t", Arguments: map[string]any{"s": "10.0.0.0/30"}})
 	if err != nil || len(res.Denies) != 1 {
 		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// TestBuiltinPanic: a Go panic inside a builtin (none of OPA's is known
+// to panic, so a stand-in) becomes the call's ErrBuiltin.
+func TestBuiltinPanic(t *testing.T) {
+	b := &hostBuiltin{name: "boom", arity: 0, fn: func(topdown.BuiltinContext, []*ast.Term, func(*ast.Term) error) error {
+		var m map[string]int
+		m["x"] = 1 // assignment to a nil map
+		return nil
+	}}
+	_, err := callBuiltin(b, topdown.BuiltinContext{}, nil)
+	if !errors.Is(err, ErrBuiltin) || err.Error() != "builtin failed: boom: panic" {
+		t.Fatalf("%v", err)
 	}
 }
