@@ -64,11 +64,29 @@
 // writes the input at the heap base and calls opa_eval, which resets the
 // heap. The module must have one entrypoint, or the entrypoint
 // policies.DecisionEntrypoint (toolgate_decision/decision), whose value is
-// the decision document; CompileRego builds exactly that. A module that
-// needs host builtins (env.opa_builtin0..4: builtins OPA's WASM runtime
-// does not implement, such as time.now_ns) is refused at Load with their
-// names: toolgate provides none. An OPA bundle (.tar.gz) holding
-// /policy.wasm loads too.
+// the decision document; CompileRego builds exactly that. An OPA bundle
+// (.tar.gz) holding /policy.wasm loads too.
+//
+// Builtins OPA's WASM runtime does not implement (sprintf, time.*,
+// units.*, net.cidr_*, crypto.*, semver.*, ...) are imported as
+// env.opa_builtin0..4 and run by OPA's own Go implementations, as the
+// interpreter runs them: at Load the module's builtin table (its exported
+// builtins object, name to id) is read once and each name resolved; a
+// builtin the interpreter refuses (policies.DeniedBuiltins) or OPA does
+// not implement in Go refuses the module, named. Per call, each argument
+// is serialized by the module (opa_value_dump, at most 4 MiB), parsed,
+// passed to the builtin, and its result written back (opa_malloc,
+// opa_value_parse). One evaluation sees one clock reading (time.now_ns)
+// and the caller's context; the call's deadline cancels builtins that
+// check for it. Builtin errors are strict, as in the interpreter: the
+// call fails with ErrBuiltin, naming the builtin and OPA's error code (not
+// its message, which may quote arguments), and its instance is thrown
+// away; a Go panic inside a builtin fails the call the same way.
+//
+// CompileRego also routes regex.match to the host (as the builtin
+// toolgate_regex_match, declared with regex.match's signature): OPA's WASM
+// runtime compiles the pattern on every evaluation, OPA's Go
+// implementation once.
 //
 // # Limits
 //
@@ -97,6 +115,7 @@
 //	timeout: module did not decide within 10ms
 //	module returned a bad decision: decision is not JSON: ...
 //	module reported an error: ...
+//	builtin failed: units.parse_bytes: eval_builtin_error
 //
 // # Pooling and reload
 //

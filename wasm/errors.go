@@ -22,6 +22,11 @@ var (
 	// ErrModuleError: the module reported an error of its own
 	// ({"error": "..."}).
 	ErrModuleError = errors.New("module reported an error")
+	// ErrBuiltin: a builtin an OPA-compiled module left to the host
+	// (sprintf, time.parse_rfc3339_ns, units.parse_bytes, ...) failed on its
+	// arguments. Builtin errors are strict, as in the Rego interpreter: the
+	// call fails rather than the expression being undefined.
+	ErrBuiltin = errors.New("builtin failed")
 	// ErrClosed: the engine was closed.
 	ErrClosed = errors.New("wasm engine closed")
 )

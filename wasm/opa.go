@@ -17,11 +17,13 @@ import (
 
 // opaHost instantiates the env module OPA-compiled modules import:
 // opa_abort and opa_println, and opa_builtin0..4 for builtins the module
-// leaves to the host. toolgate provides no host builtins (Load refuses a
-// module that needs one), so those trap. env.memory is not imported: Load
+// leaves to the host, run by OPA's Go implementations through p.builtins
+// (filled by the first instance). env.memory is not imported: Load
 // rewrites the module to define its memory, so each instance owns one.
 func (p *Policy) opaHost(ctx context.Context) error {
 	logs := p.logs
+	p.builtins = &builtinTable{}
+	table := p.builtins
 	b := p.rt.rt.NewHostModuleBuilder("env")
 	i32 := api.ValueTypeI32
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
@@ -36,9 +38,7 @@ func (p *Policy) opaHost(ctx context.Context) error {
 		for i := range params {
 			params[i] = i32
 		}
-		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-			panic(errors.New("the module called a host builtin, which toolgate does not provide"))
-		}), params, []api.ValueType{i32}).Export(fmt.Sprintf("opa_builtin%d", n))
+		b.NewFunctionBuilder().WithGoModuleFunction(builtinHost(table, n), params, []api.ValueType{i32}).Export(fmt.Sprintf("opa_builtin%d", n))
 	}
 	_, err := b.Instantiate(ctx)
 	return err
@@ -61,6 +61,7 @@ func cString(m api.Memory, ptr uint32) string {
 // data {} parsed once.
 type opaInstance struct {
 	*base
+	call     *opaCall // nil when the module calls no host builtins
 	evalFn   api.Function
 	entry    uint32
 	dataAddr uint32
@@ -74,7 +75,7 @@ func (p *Policy) newOPA(ctx context.Context) (instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := setupOPA(ctx, b)
+	in, err := setupOPA(ctx, b, p.builtins)
 	if err != nil {
 		b.close(ctx)
 		return nil, err
@@ -82,7 +83,7 @@ func (p *Policy) newOPA(ctx context.Context) (instance, error) {
 	return in, nil
 }
 
-func setupOPA(ctx context.Context, b *base) (*opaInstance, error) {
+func setupOPA(ctx context.Context, b *base, table *builtinTable) (*opaInstance, error) {
 	mod := b.mod
 	in := &opaInstance{base: b, evalFn: mod.ExportedFunction("opa_eval")}
 	if in.mem == nil {
@@ -122,17 +123,21 @@ func setupOPA(ctx context.Context, b *base) (*opaInstance, error) {
 		}
 		return m, nil
 	}
-	builtins, err := dump("builtins")
-	if err != nil {
-		return nil, err
-	}
-	if len(builtins) > 0 {
-		names := make([]string, 0, len(builtins))
-		for n := range builtins {
-			names = append(names, n)
+	if !table.ready { // the first instance, made by Load
+		builtins, err := dump("builtins")
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("OPA module needs host builtins toolgate does not provide: %s", strings.Join(names, ", "))
+		if err := table.resolve(builtins); err != nil {
+			return nil, err
+		}
+	}
+	if table.count > 0 {
+		c, err := newOPACall(mod, in.mem)
+		if err != nil {
+			return nil, err
+		}
+		in.call = c
 	}
 	eps, err := dump("entrypoints")
 	if err != nil {
@@ -204,6 +209,10 @@ func (in *opaInstance) eval(ctx context.Context, input []byte) ([]byte, error) {
 		}
 	}
 	in.mem.Write(in.heapBase, input)
+	if in.call != nil {
+		ctx = context.WithValue(ctx, opaCallKey{}, in.call)
+		defer in.call.end()
+	}
 	s := in.stack[:]
 	s[0], s[1], s[2], s[3], s[4], s[5], s[6] = 0, uint64(in.entry), uint64(in.dataAddr), uint64(in.heapBase), uint64(n), uint64(in.heapBase+n), 0 // format 0: JSON
 	if err := in.evalFn.CallWithStack(ctx, s); err != nil {

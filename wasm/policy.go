@@ -103,8 +103,9 @@ type Policy struct {
 	closed atomic.Bool
 	mu     sync.RWMutex // held for reading by calls, for writing by Close
 
-	bufs sync.Pool // *[]byte input buffers
-	logs *logTarget
+	bufs     sync.Pool // *[]byte input buffers
+	logs     *logTarget
+	builtins *builtinTable // an OPA module's host builtins
 }
 
 var _ policies.Evaluator = (*Policy)(nil)
@@ -258,6 +259,10 @@ func (p *Policy) classify(ctx, ectx context.Context, inst instance, err error, i
 	}
 	if errors.Is(err, ErrBadDecision) || errors.Is(err, ErrModuleError) {
 		return err
+	}
+	var be *builtinError
+	if errors.As(err, &be) {
+		return be // without wazero's stack trace
 	}
 	if m := inst.memory(); m != nil && m.Size()+pageSize > p.opts.MemoryLimit || errors.Is(err, ErrMemoryLimit) {
 		return fmt.Errorf("%w of %s", ErrMemoryLimit, mib(p.opts.MemoryLimit))

@@ -27,9 +27,10 @@ Either goes in a configuration's policies.wasm list.
 
 The policy is compiled by the interpreter too (so errors name file and
 line), and the module is loaded once into toolgate's WASM engine, so a
-module that would not run is refused here. Builtins OPA leaves to the host
-(toolgate provides none) are named in the error; such a policy runs on the
-interpreter only. Run 'toolgate policy test' for its tests.
+module that would not run is refused here. Builtins OPA's WASM runtime
+leaves to the host (sprintf, time.*, units.*, ...) are run by toolgate with
+OPA's Go implementations, as in the interpreter. Run 'toolgate policy test'
+for its tests.
 
 Writes FILE (default: the policy's name + .tar.gz) with mode 0644 through a
 temporary file, so a failed build leaves an existing FILE as it was.`,
