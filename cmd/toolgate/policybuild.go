@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -63,6 +64,20 @@ func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) err
 	if _, err := policies.CompileRego(name, files); err != nil {
 		return err
 	}
+	// The bundle carries the sources under their paths below PATH, not the
+	// build machine's.
+	rel := make(map[string][]byte, len(files))
+	for f, b := range files {
+		r, err := filepath.Rel(filepath.Dir(abs), f)
+		if info, serr := os.Stat(path); serr == nil && info.IsDir() {
+			r, err = filepath.Rel(abs, f)
+		}
+		if err != nil {
+			r = filepath.Base(f)
+		}
+		rel[filepath.ToSlash(r)] = b
+	}
+	files = rel
 	compile := wasm.CompileRegoBundle
 	if bare {
 		compile = wasm.CompileRego
