@@ -81,13 +81,13 @@ type WasmConfig struct {
 	// away when it runs over. Default 10ms. The section's deadline still
 	// applies when it is shorter.
 	Deadline time.Duration `yaml:"deadline"`
-	// PoolSize is how many idle instances are kept. Default: twice the
-	// number of CPUs.
+	// PoolSize is how many idle instances are kept: as many as calls may
+	// be deciding at once. Default 64.
 	PoolSize int `yaml:"pool_size"`
 }
 
 // WasmOptions are the limits a WASM policy runs under; zero values take the
-// host's defaults (16 MiB, 10ms, twice the CPUs).
+// host's defaults (16 MiB, 10ms, 64 instances).
 type WasmOptions struct {
 	MemoryLimit uint32        // bytes per instance
 	Deadline    time.Duration // per call

@@ -107,7 +107,42 @@ func BenchmarkWASMDecision(b *testing.B) {
 	b.Run("noregex/rego-interpreter", func(b *testing.B) {
 		benchDecide(b, benchInterpreter(b, benchSource(b, true)))
 	})
+	// A small policy, the same rule three ways: the WAT module (a scan of
+	// the input for "forbidden"), and its Rego twin compiled to WASM and
+	// interpreted.
+	b.Run("small/wat-wasm-pooled", func(b *testing.B) {
+		benchDecide(b, benchPolicy(b, "allow", Options{}))
+	})
+	b.Run("small/rego-wasm-pooled", func(b *testing.B) {
+		mod, err := CompileRego(context.Background(), map[string][]byte{"small.rego": []byte(smallRego)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := newEngine(b).Load(context.Background(), "allow", mod, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDecide(b, p)
+	})
+	b.Run("small/rego-interpreter", func(b *testing.B) {
+		r, err := policies.CompileRego("allow", map[string][]byte{"small.rego": []byte(smallRego)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDecide(b, r)
+	})
 }
+
+// smallRego is the WAT module allow.wat's rule in Rego: deny a call when a
+// string anywhere in its input holds "forbidden".
+const smallRego = `package small
+
+deny contains {"msg": "input holds a forbidden word", "path": "/arguments"} if {
+	walk(input, [_, v])
+	is_string(v)
+	contains(v, "forbidden")
+}
+`
 
 func benchSource(b *testing.B, noRegex bool) []byte {
 	src, err := os.ReadFile("../policies/testdata/bench/bench.rego")

@@ -120,7 +120,7 @@
 // # Pooling and reload
 //
 // Policy keeps up to Options.PoolSize idle instances (default
-// 2*GOMAXPROCS) and makes more when calls outnumber them. Reload loads the
+// DefaultPoolSize, 64) and makes more when calls outnumber them. Reload loads the
 // new module into a new Policy, swaps it in, and closes the old one: Close
 // waits for calls in flight and closes the idle instances; a call that
 // picked the old policy just before the swap still completes on a fresh
