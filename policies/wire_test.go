@@ -85,7 +85,7 @@ func TestDecodeResult(t *testing.T) {
 		{"allow false", `{"allow":false}`, Result{}, ""},
 		{"inject", `{"inject":{"x-trace-id":"1"}}`, Result{Allowed: true, Inject: map[string]string{"X-Trace-Id": "1"}}, ""},
 		{"not JSON", `{"deny":`, Result{}, "not JSON"},
-		{"trailing", `{} {}`, Result{}, "data after"},
+		{"trailing", `{} {}`, Result{}, "after top-level value"},
 		{"array", `[]`, Result{}, "must be an object"},
 		{"allow string", `{"allow":"yes"}`, Result{}, "allow must be a boolean"},
 		{"bad header", `{"inject":{"a b":"1"}}`, Result{}, "valid header name"},

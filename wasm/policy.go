@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -180,7 +181,13 @@ func (p *Policy) eval(ctx context.Context, in *policies.Input, fresh bool) (poli
 	if err != nil {
 		return policies.Result{}, err
 	}
-	ectx, cancel := context.WithTimeout(ctx, p.opts.Deadline)
+	// The policy's own deadline, unless the caller's comes first (a Set's
+	// deadline usually does for Rego on the wasm engine): a timer less per
+	// call.
+	ectx, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > p.opts.Deadline {
+		ectx, cancel = context.WithTimeout(ctx, p.opts.Deadline)
+	}
 	stop := context.AfterFunc(ectx, inst.interrupt)
 	out, err := inst.eval(ectx, input)
 	interrupted := !stop()
