@@ -427,19 +427,34 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		t.inject[canonicalHeader(k)] = val
 	}
 	strict := tc.Strict == nil || *tc.Strict
+	sch, err := c.loadSchema(p, tc.Name, tc.Schema, tc.SchemaFile, strict)
+	if err != nil {
+		return nil, err
+	}
+	t.schema = sch
+	if err := c.compileMCP(t, p); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// loadSchema compiles a tool's schema, given inline or as a file (at most
+// one), and adds a file's bytes to the schema digest. p is the field path
+// of the schema's owner, for errors. No schema gives nil.
+func (c *Config) loadSchema(p, tool string, inline map[string]any, file string, strict bool) (*policies.Schema, error) {
 	var doc []byte
-	var schemaDir string
+	var dir string
 	switch {
-	case tc.Schema != nil && tc.SchemaFile != "":
+	case inline != nil && file != "":
 		return nil, fieldErr(p+".schema_file", "schema and schema_file are both set; choose one")
-	case tc.Schema != nil:
-		b, err := jsonOf(tc.Schema)
+	case inline != nil:
+		b, err := jsonOf(inline)
 		if err != nil {
 			return nil, fieldErr(p+".schema", "not representable as JSON: %v", err)
 		}
-		doc, schemaDir = b, c.dir
-	case tc.SchemaFile != "":
-		f := tc.SchemaFile
+		doc, dir = b, c.dir
+	case file != "":
+		f := file
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(c.dir, f)
 		}
@@ -447,25 +462,21 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		if err != nil {
 			return nil, fieldErr(p+".schema_file", "%v", err)
 		}
-		doc, schemaDir = b, filepath.Dir(f)
+		doc, dir = b, filepath.Dir(f)
 		fmt.Fprintf(c.digest, "%s\x00%d\x00", f, len(b))
 		c.digest.Write(b)
+	default:
+		return nil, nil
 	}
-	if doc != nil {
-		s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tc.Name, Strict: strict, Dir: schemaDir})
-		if err != nil {
-			path := p + ".schema"
-			if tc.SchemaFile != "" {
-				path = p + ".schema_file"
-			}
-			return nil, &FieldError{Path: path, Err: err}
+	s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tool, Strict: strict, Dir: dir})
+	if err != nil {
+		path := p + ".schema"
+		if file != "" {
+			path = p + ".schema_file"
 		}
-		t.schema = s
+		return nil, &FieldError{Path: path, Err: err}
 	}
-	if err := c.compileMCP(t, p); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return s, nil
 }
 
 // readLimited reads a whole file of at most max bytes.

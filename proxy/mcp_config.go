@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"fmt"
-	"path/filepath"
 	"sort"
 
 	"github.com/toolgate/toolgate/policies"
@@ -168,41 +166,11 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		if tcfg.DryRun != nil {
 			r.dryRun = *tcfg.DryRun
 		}
-		var doc []byte
-		var dir string
-		switch {
-		case tcfg.Schema != nil && tcfg.SchemaFile != "":
-			return fieldErr(tp+".schema_file", "schema and schema_file are both set; choose one")
-		case tcfg.Schema != nil:
-			b, err := jsonOf(tcfg.Schema)
-			if err != nil {
-				return fieldErr(tp+".schema", "not representable as JSON: %v", err)
-			}
-			doc, dir = b, c.dir
-		case tcfg.SchemaFile != "":
-			f := tcfg.SchemaFile
-			if !filepath.IsAbs(f) {
-				f = filepath.Join(c.dir, f)
-			}
-			b, err := readLimited(f, policies.MaxSchemaFileBytes)
-			if err != nil {
-				return fieldErr(tp+".schema_file", "%v", err)
-			}
-			doc, dir = b, filepath.Dir(f)
-			fmt.Fprintf(c.digest, "%s\x00%d\x00", f, len(b))
-			c.digest.Write(b)
+		sch, err := c.loadSchema(tp, name, tcfg.Schema, tcfg.SchemaFile, r.strict)
+		if err != nil {
+			return err
 		}
-		if doc != nil {
-			s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: name, Strict: r.strict, Dir: dir})
-			if err != nil {
-				path := tp + ".schema"
-				if tcfg.SchemaFile != "" {
-					path = tp + ".schema_file"
-				}
-				return &FieldError{Path: path, Err: err}
-			}
-			r.schema = s
-		}
+		r.schema = sch
 		m.tools[name] = r
 	}
 	t.mcp = m
