@@ -66,12 +66,13 @@ func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) err
 	}
 	// The bundle carries the sources under their paths below PATH, not the
 	// build machine's.
+	root := path // ReadRego names files below path as given
+	if info, err := os.Stat(path); err == nil && !info.IsDir() {
+		root = filepath.Dir(path)
+	}
 	rel := make(map[string][]byte, len(files))
 	for f, b := range files {
-		r, err := filepath.Rel(filepath.Dir(abs), f)
-		if info, serr := os.Stat(path); serr == nil && info.IsDir() {
-			r, err = filepath.Rel(abs, f)
-		}
+		r, err := filepath.Rel(root, f)
 		if err != nil {
 			r = filepath.Base(f)
 		}
