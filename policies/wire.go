@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -67,7 +68,7 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"path_vars":`...)
 	dst = appendStringMap(dst, r.PathVars)
 	dst = append(dst, `,"query":{`...)
-	for i, k := range keysSorted(r.Query) {
+	for i, k := range slices.Sorted(maps.Keys(r.Query)) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -151,7 +152,7 @@ func appendJSONValue(dst []byte, v any, depth int) ([]byte, error) {
 
 func appendJSONObject(dst []byte, m map[string]any, depth int) ([]byte, error) {
 	dst = append(dst, '{')
-	for i, k := range keysSorted(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -167,7 +168,7 @@ func appendJSONObject(dst []byte, m map[string]any, depth int) ([]byte, error) {
 
 func appendStringMap(dst []byte, m map[string]string) []byte {
 	dst = append(dst, '{')
-	for i, k := range keysSorted(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -176,15 +177,6 @@ func appendStringMap(dst []byte, m map[string]string) []byte {
 		dst = appendJSONString(dst, m[k])
 	}
 	return append(dst, '}')
-}
-
-func keysSorted[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 const hexDigits = "0123456789abcdef"
@@ -299,7 +291,7 @@ const (
 func DecisionRego(files map[string][]byte) (string, error) {
 	pkg := ""
 	modules := map[string]*ast.Module{}
-	for _, f := range keysSorted(files) {
+	for _, f := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(f, "_test.rego") {
 			continue
 		}
@@ -358,5 +350,5 @@ func DecisionRego(files map[string][]byte) (string, error) {
 // DeniedBuiltins lists the Rego builtins a toolgate policy may not call,
 // sorted; compilers of Rego (to WASM) refuse them too.
 func DeniedBuiltins() []string {
-	return keysSorted(deniedBuiltins)
+	return slices.Sorted(maps.Keys(deniedBuiltins))
 }

@@ -1,7 +1,8 @@
 package proxy
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/toolgate/toolgate/policies"
 )
@@ -148,12 +149,7 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		}
 	}
 	m := &mcpRoute{cfg: *mc, strict: tc.Strict == nil || *tc.Strict, tools: make(map[string]*mcpToolRule, len(mc.Tools))}
-	names := make([]string, 0, len(mc.Tools))
-	for name := range mc.Tools {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(mc.Tools)) {
 		tcfg := mc.Tools[name]
 		tp := p + ".mcp.tools." + name
 		if name == "" || len(name) > 128 {

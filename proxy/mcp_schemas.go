@@ -3,7 +3,8 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -165,12 +166,7 @@ func (s *mcpServer) lookup(name string, strict bool) (sch *policies.Schema, know
 func (s *mcpServer) names() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.tools))
-	for n := range s.tools {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.tools))
 }
 
 // isListed reports whether a complete list was learned and kept whole, so
