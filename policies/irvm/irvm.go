@@ -1,0 +1,1116 @@
+// Package irvm runs Rego policies in Go from OPA's plan of them: the
+// intermediate representation (package ir) that OPA's planner makes of a
+// compiled query and that OPA's WebAssembly compiler turns into wasm.
+//
+// It is an OPA target plugin. A query prepared with
+//
+//	rego.New(..., rego.Target(irvm.Target)).PrepareForEval(ctx)
+//
+// is parsed, compiled, type-checked and planned by OPA as usual; each
+// evaluation then walks the plan's statements over ast values and calls
+// OPA's own builtin implementations (topdown), so values, comparisons and
+// builtins behave exactly as in OPA's interpreter. What it saves is the
+// interpreter's search machinery (unification, bindings, rule indexing and
+// the virtual-document cache), which is most of the cost of evaluating a
+// small policy: see docs/performance.md.
+//
+// Prepare does the same and also returns the Program itself, whose Eval
+// skips the rego package's per-evaluation work (a store transaction, the
+// result set's conversion to Go values): what toolgate's compiled engine
+// calls on every tool call.
+//
+// Limits: the data document is always empty (toolgate policies get their
+// facts from input), and a query's plan must come from OPA's planner.
+package irvm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/ir"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/topdown/builtins"
+	"github.com/open-policy-agent/opa/v1/topdown/print"
+)
+
+// Target is the name to give rego.Target.
+const Target = "toolgate-ir"
+
+func init() { rego.RegisterPlugin(Target, plugin{}) }
+
+type plugin struct{}
+
+func (plugin) IsTarget(t string) bool { return t == Target }
+
+func (plugin) PrepareForEval(ctx context.Context, pol *ir.Policy, opts ...rego.PrepareOption) (rego.TargetPluginEval, error) {
+	cfg := &rego.PrepareConfig{}
+	for _, o := range opts {
+		o(cfg)
+	}
+	p, err := compile(pol, cfg.BuiltinFuncs())
+	if err != nil {
+		return nil, err
+	}
+	if slot, ok := ctx.Value(slotKey{}).(**Program); ok {
+		*slot = p
+	}
+	return regoEval{p}, nil
+}
+
+type slotKey struct{}
+
+// Prepare prepares a query as rego.New(opts...).PrepareForEval does, on
+// this package's target, and returns its Program. The query's variables
+// are the keys of each result's object; declare them with = (x = ...), as
+// OPA renames those declared with :=.
+func Prepare(ctx context.Context, opts ...func(*rego.Rego)) (*Program, error) {
+	var p *Program
+	opts = append(opts[:len(opts):len(opts)], rego.Target(Target))
+	if _, err := rego.New(opts...).PrepareForEval(context.WithValue(ctx, slotKey{}, &p)); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, errors.New("irvm: OPA did not hand the plan to this package's target")
+	}
+	return p, nil
+}
+
+// Program is a plan made ready to run: every call resolved, every constant
+// made an ast term, every function's frame size known. It is immutable and
+// safe for concurrent use.
+type Program struct {
+	plan      *ir.Plan
+	nlocals   int
+	files     []string
+	inputKeys []string    // the input's top-level keys the plan reads; nil: it may read all of it
+	strings   []*ast.Term // Static.Strings as ast.String
+	numbers   []*ast.Term // Static.Strings as ast.Number, where a MakeNumberRefStmt reads one
+	funcs     []*function
+	calls     map[*ir.CallStmt]*callee
+	dynamic   map[string]*function // by path joined with "/", for CallDynamicStmt
+}
+
+type function struct {
+	index   int
+	f       *ir.Func
+	nlocals int
+	memo    bool // a rule (input and data are its only parameters): one value per evaluation
+}
+
+// callee is what a CallStmt calls: a planned function or a builtin.
+type callee struct {
+	fn       *function
+	builtin  topdown.BuiltinFunc
+	name     string
+	relation bool // the builtin yields many values: collected into an array
+	void     bool // the builtin yields nothing
+	loc      *ast.Location
+}
+
+func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, error) {
+	if pol.Plans == nil || len(pol.Plans.Plans) != 1 {
+		return nil, errors.New("irvm: the policy must have exactly one plan")
+	}
+	p := &Program{
+		plan:    pol.Plans.Plans[0],
+		calls:   map[*ir.CallStmt]*callee{},
+		dynamic: map[string]*function{},
+	}
+	if pol.Static != nil {
+		for _, s := range pol.Static.Strings {
+			p.strings = append(p.strings, ast.StringTerm(s.Value))
+		}
+		for _, f := range pol.Static.Files {
+			p.files = append(p.files, f.Value)
+		}
+	}
+	p.numbers = make([]*ast.Term, len(p.strings))
+	byName := map[string]*function{}
+	if pol.Funcs != nil {
+		for i, f := range pol.Funcs.Funcs {
+			fn := &function{index: i, f: f, memo: len(f.Params) == 2}
+			fn.nlocals = int(f.Return) + 1
+			for _, l := range f.Params {
+				fn.nlocals = max(fn.nlocals, int(l)+1)
+			}
+			p.funcs = append(p.funcs, fn)
+			byName[f.Name] = fn
+			if len(f.Path) > 0 {
+				p.dynamic[strings.Join(f.Path, "/")] = fn
+			}
+		}
+	}
+	decls := map[string]*ast.Builtin{}
+	if pol.Static != nil {
+		for _, b := range pol.Static.BuiltinFuncs {
+			decls[b.Name] = ast.BuiltinMap[b.Name]
+		}
+	}
+	var err error
+	prepare := func(blocks []*ir.Block) int {
+		n := 2 // input and data
+		visit := func(s ir.Stmt) {
+			n = max(n, maxLocal(s)+1)
+			switch s := s.(type) {
+			case *ir.MakeNumberRefStmt:
+				if s.Index < 0 || s.Index >= len(p.strings) {
+					err = fmt.Errorf("irvm: number constant %d out of range", s.Index)
+					return
+				}
+				p.numbers[s.Index] = ast.NumberTerm(json.Number(p.strings[s.Index].Value.(ast.String)))
+			case *ir.CallStmt:
+				c := &callee{name: s.Func}
+				if loc := s.GetLocation(); loc != nil && loc.File >= 0 && loc.File < len(p.files) {
+					c.loc = &ast.Location{File: p.files[loc.File], Row: loc.Row, Col: loc.Col}
+				}
+				if fn, ok := byName[s.Func]; ok {
+					c.fn = fn
+				} else if b, ok := custom[s.Func]; ok && b != nil {
+					c.builtin, c.relation, c.void = b.Func, b.Decl.Relation, b.Decl.Decl.Result() == nil
+				} else if bi := topdown.GetBuiltin(s.Func); bi != nil {
+					c.builtin = bi
+					if d := decls[s.Func]; d != nil {
+						c.relation, c.void = d.Relation, d.Decl.Result() == nil
+					} else if d := ast.BuiltinMap[s.Func]; d != nil {
+						c.relation, c.void = d.Relation, d.Decl.Result() == nil
+					}
+				} else {
+					err = fmt.Errorf("irvm: call of unknown function %q", s.Func)
+					return
+				}
+				p.calls[s] = c
+			}
+		}
+		for _, b := range blocks {
+			walkBlock(b, visit)
+		}
+		return n
+	}
+	p.nlocals = prepare(p.plan.Blocks)
+	for _, fn := range p.funcs {
+		fn.nlocals = max(fn.nlocals, prepare(fn.f.Blocks))
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.inputKeys = p.readsOfInput()
+	return p, nil
+}
+
+// InputKeys are the top-level keys of the input the plan can read, sorted;
+// nil when it may read the input whole (it passes input to a builtin,
+// iterates over it, returns it...). A caller may leave the other keys out
+// of the input it gives Eval: the result is the same.
+func (p *Program) InputKeys() []string { return p.inputKeys }
+
+// readsOfInput finds the input's keys the plan reads: the input (local 0
+// in the plan and in every function, which takes it as its first
+// parameter) may only be dotted with a constant key, handed on as a
+// function's first argument, or replaced by a with.
+func (p *Program) readsOfInput() []string {
+	keys := map[string]bool{}
+	whole := false
+	isInput := func(op ir.Operand) bool { l, ok := op.Value.(ir.Local); return ok && l == ir.Input }
+	visit := func(s ir.Stmt) {
+		switch s := s.(type) {
+		case *ir.DotStmt:
+			if isInput(s.Source) {
+				if k, ok := s.Key.Value.(ir.StringIndex); ok {
+					keys[string(p.strings[k].Value.(ast.String))] = true
+				} else {
+					whole = true
+				}
+			}
+			if isInput(s.Key) {
+				whole = true
+			}
+			return
+		case *ir.CallStmt:
+			for i, a := range s.Args {
+				if isInput(a) && (i != 0 || p.calls[s].fn == nil) {
+					whole = true
+				}
+			}
+			return
+		case *ir.CallDynamicStmt:
+			for i, a := range s.Args {
+				if a == ir.Input && i != 0 {
+					whole = true
+				}
+			}
+			return
+		case *ir.WithStmt:
+			if isInput(s.Value) {
+				whole = true
+			}
+			return
+		}
+		if maxLocal(s) >= 0 && readsLocal(s, ir.Input) {
+			whole = true
+		}
+	}
+	for _, b := range p.plan.Blocks {
+		walkBlock(b, visit)
+	}
+	for _, fn := range p.funcs {
+		for _, b := range fn.f.Blocks {
+			walkBlock(b, visit)
+		}
+	}
+	if whole {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// readsLocal reports whether s names local l (in any role).
+func readsLocal(s ir.Stmt, l ir.Local) bool {
+	found := false
+	forLocals(s, func(x ir.Local) {
+		if x == l {
+			found = true
+		}
+	})
+	return found
+}
+
+func walkBlock(b *ir.Block, visit func(ir.Stmt)) {
+	if b == nil {
+		return
+	}
+	for _, s := range b.Stmts {
+		visit(s)
+		switch s := s.(type) {
+		case *ir.BlockStmt:
+			for _, c := range s.Blocks {
+				walkBlock(c, visit)
+			}
+		case *ir.ScanStmt:
+			walkBlock(s.Block, visit)
+		case *ir.NotStmt:
+			walkBlock(s.Block, visit)
+		case *ir.WithStmt:
+			walkBlock(s.Block, visit)
+		}
+	}
+}
+
+// maxLocal is the highest local a statement names (not those of the
+// blocks it holds), -1 when none.
+func maxLocal(s ir.Stmt) int {
+	m := -1
+	forLocals(s, func(x ir.Local) { m = max(m, int(x)) })
+	return m
+}
+
+// forLocals calls f with each local a statement names (not those of the
+// blocks it holds).
+func forLocals(s ir.Stmt, f func(ir.Local)) {
+	l := func(xs ...ir.Local) {
+		for _, x := range xs {
+			f(x)
+		}
+	}
+	o := func(ops ...ir.Operand) {
+		for _, op := range ops {
+			if x, ok := op.Value.(ir.Local); ok {
+				l(x)
+			}
+		}
+	}
+	switch s := s.(type) {
+	case *ir.ReturnLocalStmt:
+		l(s.Source)
+	case *ir.CallStmt:
+		o(s.Args...)
+		l(s.Result)
+	case *ir.CallDynamicStmt:
+		l(s.Args...)
+		l(s.Result)
+		o(s.Path...)
+	case *ir.DotStmt:
+		o(s.Source, s.Key)
+		l(s.Target)
+	case *ir.LenStmt:
+		o(s.Source)
+		l(s.Target)
+	case *ir.ScanStmt:
+		l(s.Source, s.Key, s.Value)
+	case *ir.AssignIntStmt:
+		l(s.Target)
+	case *ir.AssignVarStmt:
+		o(s.Source)
+		l(s.Target)
+	case *ir.AssignVarOnceStmt:
+		o(s.Source)
+		l(s.Target)
+	case *ir.ResetLocalStmt:
+		l(s.Target)
+	case *ir.MakeNullStmt:
+		l(s.Target)
+	case *ir.MakeNumberIntStmt:
+		l(s.Target)
+	case *ir.MakeNumberRefStmt:
+		l(s.Target)
+	case *ir.MakeArrayStmt:
+		l(s.Target)
+	case *ir.MakeObjectStmt:
+		l(s.Target)
+	case *ir.MakeSetStmt:
+		l(s.Target)
+	case *ir.EqualStmt:
+		o(s.A, s.B)
+	case *ir.NotEqualStmt:
+		o(s.A, s.B)
+	case *ir.IsArrayStmt:
+		o(s.Source)
+	case *ir.IsObjectStmt:
+		o(s.Source)
+	case *ir.IsSetStmt:
+		o(s.Source)
+	case *ir.IsDefinedStmt:
+		l(s.Source)
+	case *ir.IsUndefinedStmt:
+		l(s.Source)
+	case *ir.ArrayAppendStmt:
+		o(s.Value)
+		l(s.Array)
+	case *ir.ObjectInsertStmt:
+		o(s.Key, s.Value)
+		l(s.Object)
+	case *ir.ObjectInsertOnceStmt:
+		o(s.Key, s.Value)
+		l(s.Object)
+	case *ir.ObjectMergeStmt:
+		l(s.A, s.B, s.Target)
+	case *ir.SetAddStmt:
+		o(s.Value)
+		l(s.Set)
+	case *ir.WithStmt:
+		l(s.Local)
+		o(s.Value)
+	case *ir.ResultSetAddStmt:
+		l(s.Value)
+	}
+}
+
+// Outcomes of running a block, besides a break index (0, 1, ...: leave
+// that many enclosing blocks beyond this one).
+const (
+	completed = -1      // every statement ran
+	unwind    = 1 << 30 // a return or an error: leave every block
+)
+
+// checkEvery is how many loop iterations and calls run between two checks
+// for cancellation.
+const checkEvery = 256
+
+// Options are an evaluation's settings.
+type Options struct {
+	// Cancel, when set and cancelled, stops the evaluation (as does ctx).
+	Cancel topdown.Cancel
+	// StrictBuiltinErrors makes a builtin's error the evaluation's error;
+	// without it the builtin's call is undefined, as in OPA.
+	StrictBuiltinErrors bool
+	// Time is what time.now_ns returns; default: the evaluation's start.
+	Time time.Time
+	// Seed is the source of rand.intn and friends; default crypto/rand.
+	Seed io.Reader
+	// PrintHook receives print() output; default: none.
+	PrintHook print.Hook
+
+	ectx *rego.EvalContext // when run by the rego package: its caches and metrics
+}
+
+// Eval runs the plan on input (nil: undefined) and returns its result set:
+// one object per result, keyed by the query's variables.
+func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) (ast.Set, error) {
+	e := evals.Get().(*eval)
+	e.ctx, e.p, e.o, e.result = ctx, p, o, ast.NewSet()
+	defer e.release()
+	fr := &frame{l: e.alloc(p.nlocals)}
+	fr.l[ir.Input] = input
+	fr.l[ir.Data] = emptyObject
+	for _, b := range p.plan.Blocks {
+		if e.block(fr, b) == unwind {
+			break
+		}
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.result, nil
+}
+
+// evals keeps evaluation states (their slabs, operand buffers and builtin
+// context) for reuse.
+var evals = sync.Pool{New: func() any {
+	e := &eval{}
+	e.iter = e.collect
+	return e
+}}
+
+// release clears what the evaluation held and returns it to evals.
+func (e *eval) release() {
+	clear(e.slab[:cap(e.slab)])
+	e.slab = e.slab[:0]
+	clear(e.memo)
+	e.memo = e.memo[:0]
+	if e.bctx != nil {
+		*e.bctx = topdown.BuiltinContext{}
+		e.bctxSet = false
+	}
+	e.ctx, e.p, e.o, e.result, e.err, e.steps = nil, nil, Options{}, nil, nil, 0
+	evals.Put(e)
+}
+
+// emptyObject is the data document. Nothing changes it: a with on data
+// copies it.
+var emptyObject = ast.ObjectTerm()
+
+// Eval is Program run by the rego package (rego.Target(Target)).
+func (p *Program) evalRego(ctx context.Context, ectx *rego.EvalContext) (ast.Value, error) {
+	var input *ast.Term
+	if in := ectx.ParsedInput(); in != nil {
+		input = ast.NewTerm(in)
+	} else if raw := ectx.RawInput(); raw != nil {
+		v, err := ast.InterfaceToValue(*raw)
+		if err != nil {
+			return nil, err
+		}
+		input = ast.NewTerm(v)
+	}
+	rs, err := p.Eval(ctx, input, Options{
+		Cancel:              ectx.ExternalCancel(),
+		StrictBuiltinErrors: ectx.StrictBuiltinErrors(),
+		Time:                ectx.Time(),
+		Seed:                ectx.Seed(),
+		PrintHook:           ectx.PrintHook(),
+		ectx:                ectx,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+type eval struct {
+	ctx     context.Context
+	p       *Program
+	o       Options
+	memo    [][]*ast.Term // a frame per with block: each rule's memoized value
+	result  ast.Set
+	bctx    *topdown.BuiltinContext
+	bctxSet bool        // bctx holds this evaluation's context
+	ops     []*ast.Term // a builtin call's operands
+	// iter (e.collect) receives a builtin's values into out, or all for
+	// a relation.
+	iter     func(*ast.Term) error
+	relation bool
+	out      *ast.Term
+	all      []*ast.Term
+	slab     []*ast.Term // where frames' locals are cut from
+	steps    int
+	err      error
+}
+
+// frame is a function call's locals and its return value.
+type frame struct {
+	l        []*ast.Term
+	ret      *ast.Term
+	returned bool
+}
+
+// alloc cuts n cleared locals from the slab.
+func (e *eval) alloc(n int) []*ast.Term {
+	if cap(e.slab)-len(e.slab) < n {
+		e.slab = make([]*ast.Term, 0, max(64, 2*n))
+	}
+	l := e.slab[len(e.slab) : len(e.slab)+n]
+	e.slab = e.slab[:len(e.slab)+n]
+	return l
+}
+
+func (e *eval) fail(err error) int {
+	if e.err == nil {
+		e.err = err
+	}
+	return unwind
+}
+
+// tick counts a loop iteration or a call; every checkEvery, it checks for
+// cancellation.
+func (e *eval) tick() bool {
+	e.steps++
+	if e.steps%checkEvery != 0 {
+		return true
+	}
+	if e.ctx.Err() != nil || e.o.Cancel != nil && e.o.Cancel.Cancelled() {
+		e.fail(&topdown.Error{Code: topdown.CancelErr, Message: "caller cancelled query execution"})
+		return false
+	}
+	return true
+}
+
+var boolTerms = [2]*ast.Term{ast.InternedTerm(false), ast.InternedTerm(true)}
+
+func (e *eval) operand(fr *frame, op ir.Operand) *ast.Term {
+	switch v := op.Value.(type) {
+	case ir.Local:
+		return fr.l[v]
+	case ir.StringIndex:
+		return e.p.strings[v]
+	case ir.Bool:
+		if v {
+			return boolTerms[1]
+		}
+		return boolTerms[0]
+	}
+	return nil
+}
+
+// value is an operand's value, nil when undefined.
+func (e *eval) value(fr *frame, op ir.Operand) ast.Value {
+	if t := e.operand(fr, op); t != nil {
+		return t.Value
+	}
+	return nil
+}
+
+func compare(a, b *ast.Term) int {
+	switch {
+	case a == nil || b == nil:
+		if a == b {
+			return 0
+		}
+		return 1
+	case a == b:
+		return 0
+	}
+	return ast.Compare(a.Value, b.Value)
+}
+
+// block runs a block's statements: completed, or the index of a break (0
+// when a statement is undefined or false), or unwind.
+func (e *eval) block(fr *frame, b *ir.Block) int {
+	for _, s := range b.Stmts {
+		switch s := s.(type) {
+		case *ir.DotStmt:
+			t := dot(e.value(fr, s.Source), e.operand(fr, s.Key))
+			if t == nil {
+				return 0
+			}
+			fr.l[s.Target] = t
+		case *ir.AssignVarStmt:
+			fr.l[s.Target] = e.operand(fr, s.Source)
+		case *ir.AssignVarOnceStmt:
+			t := e.operand(fr, s.Source)
+			if old := fr.l[s.Target]; old != nil && compare(old, t) != 0 {
+				return e.fail(e.conflict(s.GetLocation(), "complete rules must not produce multiple outputs"))
+			}
+			fr.l[s.Target] = t
+		case *ir.EqualStmt:
+			if compare(e.operand(fr, s.A), e.operand(fr, s.B)) != 0 {
+				return 0
+			}
+		case *ir.NotEqualStmt:
+			if compare(e.operand(fr, s.A), e.operand(fr, s.B)) == 0 {
+				return 0
+			}
+		case *ir.CallStmt:
+			t, r := e.call(fr, s)
+			if r != completed {
+				return r
+			}
+			fr.l[s.Result] = t
+		case *ir.BlockStmt:
+			for _, c := range s.Blocks {
+				if r := e.block(fr, c); r > 0 {
+					return r - 1
+				}
+			}
+		case *ir.BreakStmt:
+			return int(s.Index)
+		case *ir.ScanStmt:
+			if r := e.scan(fr, s); r != completed {
+				return r
+			}
+		case *ir.NotStmt:
+			switch r := e.block(fr, s.Block); {
+			case r == completed:
+				return 0
+			case r > 0:
+				return r - 1
+			}
+		case *ir.IsDefinedStmt:
+			if fr.l[s.Source] == nil {
+				return 0
+			}
+		case *ir.IsUndefinedStmt:
+			if fr.l[s.Source] != nil {
+				return 0
+			}
+		case *ir.ResetLocalStmt:
+			fr.l[s.Target] = nil
+		case *ir.ReturnLocalStmt:
+			fr.ret, fr.returned = fr.l[s.Source], true
+			return unwind
+		case *ir.ResultSetAddStmt:
+			if t := fr.l[s.Value]; t != nil {
+				e.result.Add(t)
+			}
+		case *ir.MakeNullStmt:
+			fr.l[s.Target] = ast.InternedNullTerm
+		case *ir.MakeNumberIntStmt:
+			fr.l[s.Target] = ast.InternedTerm(int(s.Value))
+		case *ir.AssignIntStmt:
+			fr.l[s.Target] = ast.InternedTerm(int(s.Value))
+		case *ir.MakeNumberRefStmt:
+			fr.l[s.Target] = e.p.numbers[s.Index]
+		case *ir.MakeArrayStmt:
+			fr.l[s.Target] = ast.NewTerm(ast.NewArrayWithCapacity(int(s.Capacity)))
+		case *ir.MakeObjectStmt:
+			fr.l[s.Target] = ast.ObjectTerm()
+		case *ir.MakeSetStmt:
+			fr.l[s.Target] = ast.SetTerm()
+		case *ir.LenStmt:
+			n, ok := length(e.value(fr, s.Source))
+			if !ok {
+				return 0
+			}
+			fr.l[s.Target] = ast.InternedTerm(n)
+		case *ir.IsArrayStmt:
+			if _, ok := e.value(fr, s.Source).(*ast.Array); !ok {
+				return 0
+			}
+		case *ir.IsObjectStmt:
+			if _, ok := e.value(fr, s.Source).(ast.Object); !ok {
+				return 0
+			}
+		case *ir.IsSetStmt:
+			if _, ok := e.value(fr, s.Source).(ast.Set); !ok {
+				return 0
+			}
+		case *ir.ArrayAppendStmt:
+			t := fr.l[s.Array]
+			arr, ok := valueOf(t).(*ast.Array)
+			v := e.operand(fr, s.Value)
+			if !ok || v == nil {
+				return e.fail(e.internal(s.GetLocation(), "append to a value that is not an array"))
+			}
+			// A new term: the array may already be shared.
+			fr.l[s.Array] = ast.NewTerm(arr.Append(v))
+		case *ir.ObjectInsertStmt:
+			obj, ok := valueOf(fr.l[s.Object]).(ast.Object)
+			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
+			if !ok || k == nil || v == nil {
+				return e.fail(e.internal(s.GetLocation(), "insert into a value that is not an object"))
+			}
+			obj.Insert(k, v)
+		case *ir.ObjectInsertOnceStmt:
+			obj, ok := valueOf(fr.l[s.Object]).(ast.Object)
+			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
+			if !ok || k == nil || v == nil {
+				return e.fail(e.internal(s.GetLocation(), "insert into a value that is not an object"))
+			}
+			if old := obj.Get(k); old != nil {
+				if compare(old, v) != 0 {
+					return e.fail(e.conflict(s.GetLocation(), "object keys must be unique"))
+				}
+				continue
+			}
+			obj.Insert(k, v)
+		case *ir.ObjectMergeStmt:
+			a, aok := valueOf(fr.l[s.A]).(ast.Object)
+			b, bok := valueOf(fr.l[s.B]).(ast.Object)
+			if !aok || !bok {
+				return e.fail(e.conflict(s.GetLocation(), "object keys must be unique"))
+			}
+			m, ok := a.Merge(b)
+			if !ok {
+				return e.fail(e.conflict(s.GetLocation(), "object keys must be unique"))
+			}
+			fr.l[s.Target] = ast.NewTerm(m)
+		case *ir.SetAddStmt:
+			set, ok := valueOf(fr.l[s.Set]).(ast.Set)
+			v := e.operand(fr, s.Value)
+			if !ok || v == nil {
+				return e.fail(e.internal(s.GetLocation(), "add to a value that is not a set"))
+			}
+			set.Add(v)
+		case *ir.WithStmt:
+			if r := e.with(fr, s); r != completed {
+				return r
+			}
+		case *ir.CallDynamicStmt:
+			if r := e.callDynamic(fr, s); r != completed {
+				return r
+			}
+		case *ir.NopStmt:
+		default:
+			return e.fail(e.internal(s.GetLocation(), fmt.Sprintf("statement %T is not supported", s)))
+		}
+	}
+	return completed
+}
+
+func valueOf(t *ast.Term) ast.Value {
+	if t == nil {
+		return nil
+	}
+	return t.Value
+}
+
+// scan runs s's block once per element of its source, as OPA's wasm
+// compiler lays it out: a break 0 (or an undefined statement) goes on with
+// the next element, a break 1 leaves the scan, a deeper one leaves blocks
+// around it.
+func (e *eval) scan(fr *frame, s *ir.ScanStmt) int {
+	r := completed
+	each := func(k, v *ast.Term) bool {
+		if !e.tick() {
+			r = unwind
+			return true
+		}
+		fr.l[s.Key], fr.l[s.Value] = k, v
+		if r = e.block(fr, s.Block); r <= 0 {
+			r = completed
+		}
+		return r != completed
+	}
+	switch src := valueOf(fr.l[s.Source]).(type) {
+	case *ast.Array:
+		for i := 0; i < src.Len(); i++ {
+			if each(ast.InternedTerm(i), src.Elem(i)) {
+				break
+			}
+		}
+	case ast.Object:
+		src.Until(each)
+	case ast.Set:
+		src.Until(func(x *ast.Term) bool { return each(x, x) })
+	}
+	switch {
+	case r == completed || r == 1:
+		return completed
+	case r == unwind:
+		return unwind
+	}
+	return r - 2
+}
+
+// with runs s's block with a local (input, most often) replaced, or one
+// path inside it upserted, and memoized rule values set aside.
+func (e *eval) with(fr *frame, s *ir.WithStmt) int {
+	saved := fr.l[s.Local]
+	t := e.operand(fr, s.Value)
+	if len(s.Path) > 0 {
+		t = upsert(saved, e.p.strings, s.Path, t)
+	}
+	fr.l[s.Local] = t
+	e.memo = append(e.memo, nil)
+	r := e.block(fr, s.Block)
+	e.memo = e.memo[:len(e.memo)-1]
+	fr.l[s.Local] = saved
+	switch {
+	case r == completed:
+		return completed
+	case r == 0:
+		return 0
+	case r == unwind:
+		return unwind
+	}
+	return r - 1
+}
+
+// upsert is a copy of doc (an object, or a new one) with v at path, every
+// object on the way copied, never changed.
+func upsert(doc *ast.Term, strs []*ast.Term, path []int, v *ast.Term) *ast.Term {
+	obj := copyObject(valueOf(doc))
+	key := strs[path[0]]
+	if len(path) == 1 {
+		obj.Insert(key, v)
+		return ast.NewTerm(obj)
+	}
+	obj.Insert(key, upsert(obj.Get(key), strs, path[1:], v))
+	return ast.NewTerm(obj)
+}
+
+func copyObject(v ast.Value) ast.Object {
+	src, ok := v.(ast.Object)
+	if !ok {
+		return ast.NewObject()
+	}
+	dst := ast.NewObjectWithCapacity(src.Len() + 1)
+	src.Foreach(func(k, v *ast.Term) { dst.Insert(k, v) })
+	return dst
+}
+
+// call runs a CallStmt: its value, or a block outcome (0 when undefined).
+func (e *eval) call(fr *frame, s *ir.CallStmt) (*ast.Term, int) {
+	c := e.p.calls[s]
+	if c.fn != nil {
+		t, ok := e.invoke(c.fn, func(l []*ast.Term) {
+			for i, p := range c.fn.f.Params {
+				if i < len(s.Args) {
+					l[p] = e.operand(fr, s.Args[i])
+				}
+			}
+		})
+		switch {
+		case e.err != nil:
+			return nil, unwind
+		case !ok:
+			return nil, 0
+		}
+		return t, completed
+	}
+	start := len(e.ops)
+	for _, a := range s.Args {
+		e.ops = append(e.ops, e.operand(fr, a))
+	}
+	t, r := e.builtin(c, e.ops[start:])
+	clear(e.ops[start:])
+	e.ops = e.ops[:start]
+	return t, r
+}
+
+func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
+	for _, t := range ops {
+		if t == nil {
+			return nil, 0
+		}
+	}
+	bctx := e.builtinContext()
+	bctx.Location = c.loc
+	e.relation, e.out, e.all = c.relation, nil, nil
+	err := c.builtin(*bctx, ops, e.iter)
+	out, all := e.out, e.all
+	e.out, e.all = nil, nil
+	if err != nil {
+		var halt topdown.Halt
+		if e.o.StrictBuiltinErrors || errors.As(err, &halt) || e.ctx.Err() != nil {
+			return nil, e.fail(builtinError(c, err))
+		}
+		return nil, 0
+	}
+	switch {
+	case c.relation:
+		return ast.ArrayTerm(all...), completed
+	case c.void:
+		return ast.InternedNullTerm, completed
+	case out == nil:
+		return nil, 0
+	}
+	return out, completed
+}
+
+func (e *eval) collect(t *ast.Term) error {
+	if e.relation {
+		e.all = append(e.all, t)
+		return nil
+	}
+	e.out = t
+	return nil
+}
+
+func builtinError(c *callee, err error) error {
+	var te *topdown.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	return &topdown.Error{Code: topdown.BuiltinErr, Message: c.name + ": " + err.Error(), Location: c.loc}
+}
+
+func (e *eval) builtinContext() *topdown.BuiltinContext {
+	if e.bctxSet {
+		return e.bctx
+	}
+	if e.bctx == nil {
+		e.bctx = &topdown.BuiltinContext{}
+	}
+	e.bctxSet = true
+	now := e.o.Time
+	if now.IsZero() {
+		now = time.Now()
+	}
+	seed := e.o.Seed
+	if seed == nil {
+		seed = rand.Reader
+	}
+	*e.bctx = topdown.BuiltinContext{
+		Context:   e.ctx,
+		Metrics:   noMetrics,
+		Seed:      seed,
+		Time:      ast.UIntNumberTerm(uint64(now.UnixNano())),
+		Cancel:    e.o.Cancel,
+		Cache:     builtins.Cache{},
+		PrintHook: e.o.PrintHook,
+	}
+	if x := e.o.ectx; x != nil {
+		e.bctx.Metrics = x.Metrics()
+		e.bctx.InterQueryBuiltinCache = x.InterQueryBuiltinCache()
+		e.bctx.InterQueryBuiltinValueCache = x.InterQueryBuiltinValueCache()
+		e.bctx.NDBuiltinCache = x.NDBCache()
+		e.bctx.DistributedTracingOpts = x.TracingOpts()
+	}
+	return e.bctx
+}
+
+var noMetrics = metrics.NoOp()
+
+// invoke calls a planned function, its parameters set by args: its value,
+// and whether it is defined.
+func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) {
+	if !e.tick() {
+		return nil, false
+	}
+	if fn.memo && len(e.memo) > 0 {
+		if top := e.memo[len(e.memo)-1]; top != nil && top[fn.index] != nil {
+			return top[fn.index], true
+		}
+	}
+	mark := len(e.slab)
+	fr := frame{l: e.alloc(fn.nlocals)}
+	args(fr.l)
+	for _, b := range fn.f.Blocks {
+		if r := e.block(&fr, b); r == unwind || r > 0 {
+			break
+		}
+	}
+	// Release the frame when it is the slab's last (a new slab may have
+	// been cut since).
+	if len(e.slab) == mark+fn.nlocals && &e.slab[mark] == &fr.l[0] {
+		clear(fr.l)
+		e.slab = e.slab[:mark]
+	}
+	if e.err != nil || !fr.returned || fr.ret == nil {
+		return nil, false
+	}
+	if fn.memo {
+		if len(e.memo) == 0 {
+			e.memo = append(e.memo, nil)
+		}
+		top := e.memo[len(e.memo)-1]
+		if top == nil {
+			top = make([]*ast.Term, len(e.p.funcs))
+			e.memo[len(e.memo)-1] = top
+		}
+		top[fn.index] = fr.ret
+	}
+	return fr.ret, true
+}
+
+// callDynamic calls the function at a path computed at evaluation time:
+// undefined (0) when no function is there, so the plan reads the data
+// document instead; a break out of 3 blocks when the function is
+// undefined, as OPA's wasm compiler does.
+func (e *eval) callDynamic(fr *frame, s *ir.CallDynamicStmt) int {
+	parts := make([]string, len(s.Path))
+	for i, op := range s.Path {
+		str, ok := e.value(fr, op).(ast.String)
+		if !ok {
+			return 0
+		}
+		parts[i] = string(str)
+	}
+	fn := e.p.dynamic[strings.Join(parts, "/")]
+	if fn == nil {
+		return 0
+	}
+	t, ok := e.invoke(fn, func(l []*ast.Term) {
+		for i, p := range fn.f.Params {
+			if i < len(s.Args) {
+				l[p] = fr.l[s.Args[i]]
+			}
+		}
+	})
+	switch {
+	case e.err != nil:
+		return unwind
+	case !ok:
+		return 3
+	}
+	fr.l[s.Result] = t
+	return completed
+}
+
+// dot is src[key]: an object's value, an array's element, a set's member;
+// nil when undefined.
+func dot(src ast.Value, key *ast.Term) *ast.Term {
+	if key == nil {
+		return nil
+	}
+	switch s := src.(type) {
+	case ast.Object:
+		return s.Get(key)
+	case *ast.Array:
+		n, ok := key.Value.(ast.Number)
+		if !ok {
+			return nil
+		}
+		i, ok := n.Int()
+		if !ok || i < 0 || i >= s.Len() {
+			return nil
+		}
+		return s.Elem(i)
+	case ast.Set:
+		if s.Contains(key) {
+			return key
+		}
+	}
+	return nil
+}
+
+func length(v ast.Value) (int, bool) {
+	switch x := v.(type) {
+	case *ast.Array:
+		return x.Len(), true
+	case ast.Object:
+		return x.Len(), true
+	case ast.Set:
+		return x.Len(), true
+	case ast.String:
+		return utf8.RuneCountInString(string(x)), true
+	}
+	return 0, false
+}
+
+func (e *eval) location(l *ir.Location) *ast.Location {
+	if l == nil {
+		return nil
+	}
+	loc := &ast.Location{Row: l.Row, Col: l.Col}
+	if l.File >= 0 && l.File < len(e.p.files) {
+		loc.File = e.p.files[l.File]
+	}
+	return loc
+}
+
+func (e *eval) conflict(l *ir.Location, msg string) error {
+	return &topdown.Error{Code: topdown.ConflictErr, Message: msg, Location: e.location(l)}
+}
+
+func (e *eval) internal(l *ir.Location, msg string) error {
+	return &topdown.Error{Code: topdown.InternalErr, Message: msg, Location: e.location(l)}
+}
+
+// regoEval adapts Program to rego.TargetPluginEval.
+type regoEval struct{ p *Program }
+
+func (r regoEval) Eval(ctx context.Context, ectx *rego.EvalContext, _ ast.Value) (ast.Value, error) {
+	return r.p.evalRego(ctx, ectx)
+}

@@ -1,0 +1,209 @@
+package irvm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/toolgate/toolgate/policies/irvm"
+)
+
+func prepare(t testing.TB, query, module string) *irvm.Program {
+	t.Helper()
+	opts := []func(*rego.Rego){rego.Query(query), rego.SetRegoVersion(ast.RegoV1)}
+	if module != "" {
+		opts = append(opts, rego.Module("p.rego", module))
+	}
+	p, err := irvm.Prepare(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// result is the value bound to x in the only result, nil when there is none.
+func result(t testing.TB, rs ast.Set) ast.Value {
+	t.Helper()
+	switch rs.Len() {
+	case 0:
+		return nil
+	case 1:
+		v := rs.Slice()[0].Value.(ast.Object).Get(ast.StringTerm("x"))
+		if v == nil {
+			t.Fatalf("result %v binds no x", rs)
+		}
+		return v.Value
+	}
+	t.Fatalf("%d results: %v", rs.Len(), rs)
+	return nil
+}
+
+func TestEvalResult(t *testing.T) {
+	p := prepare(t, "x = data.p.deny", `package p
+deny contains msg if {
+	some id in input.ids
+	startswith(id, "bad")
+	msg := sprintf("id %s is refused", [id])
+}`)
+	in := ast.NewTerm(ast.MustInterfaceToValue(map[string]any{"ids": []any{"ok1", "bad2", "bad3"}}))
+	rs, err := p.Eval(context.Background(), in, irvm.Options{StrictBuiltinErrors: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ast.MustParseTerm(`{"id bad2 is refused", "id bad3 is refused"}`).Value
+	if got := result(t, rs); got.Compare(want) != 0 {
+		t.Fatalf("deny = %v, want %v", got, want)
+	}
+	// Undefined input: the rule iterates over nothing.
+	rs, err = p.Eval(context.Background(), nil, irvm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := result(t, rs); got.Compare(ast.NewSet()) != 0 {
+		t.Fatalf("deny without input = %v, want an empty set", got)
+	}
+}
+
+func TestInputKeys(t *testing.T) {
+	for _, c := range []struct {
+		name, module string
+		want         []string
+	}{
+		{"dotted", `package p
+deny contains "limit" if input.arguments.limit > 50
+deny contains "tool" if input.tool == "x"
+inject["X"] := input.trace_id`, []string{"arguments", "tool"}}, // inject is not in the query: not planned
+		{"through a rule", `package p
+args := input.arguments
+deny contains "q" if args.q == ""`, []string{"arguments"}},
+		{"with", `package p
+deny contains "q" if input.a.q == ""
+test_q if deny["q"] with input.a as {"q": ""}`, []string{"a"}},
+		{"walked", `package p
+deny contains "x" if walk(input, [_, "forbidden"])`, nil},
+		{"iterated", `package p
+deny contains k if some k, _ in input`, nil},
+		{"whole", `package p
+deny contains "x" if count(input) > 3`, nil},
+		{"passed to a function", `package p
+f(doc) := doc.a
+deny contains "x" if f(input) == 1`, nil},
+		{"dynamic key", `package p
+deny contains "x" if input[input.k] == 1`, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := prepare(t, "x = data.p.deny", c.module)
+			if got := p.InputKeys(); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+				t.Fatalf("InputKeys() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestCancel: an evaluation past its context's deadline stops within a few
+// milliseconds with OPA's cancel error, however long the policy would run.
+func TestCancel(t *testing.T) {
+	p := prepare(t, "x = data.p.n", `package p
+n := count([1 | some a in numbers.range(1, 5000); some b in numbers.range(1, 5000); a == b])`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := p.Eval(ctx, nil, irvm.Options{})
+	took := time.Since(start)
+	var te *topdown.Error
+	if !errors.As(err, &te) || te.Code != topdown.CancelErr {
+		t.Fatalf("err = %v, want %s", err, topdown.CancelErr)
+	}
+	if took > 500*time.Millisecond {
+		t.Fatalf("stopped after %v; the deadline was 20ms", took)
+	}
+	// Options.Cancel stops it too.
+	c := topdown.NewCancel()
+	c.Cancel()
+	if _, err := p.Eval(context.Background(), nil, irvm.Options{Cancel: c}); !errors.As(err, &te) || te.Code != topdown.CancelErr {
+		t.Fatalf("with a cancelled Cancel: err = %v", err)
+	}
+}
+
+func TestBuiltinErrors(t *testing.T) {
+	p := prepare(t, "x = data.p.n", `package p
+n := to_number(input.s)`)
+	in := ast.NewTerm(ast.MustInterfaceToValue(map[string]any{"s": "abc"}))
+	_, err := p.Eval(context.Background(), in, irvm.Options{StrictBuiltinErrors: true})
+	var te *topdown.Error
+	if !errors.As(err, &te) || te.Code != topdown.BuiltinErr {
+		t.Fatalf("strict: err = %v, want %s", err, topdown.BuiltinErr)
+	}
+	rs, err := p.Eval(context.Background(), in, irvm.Options{})
+	if err != nil || result(t, rs) != nil {
+		t.Fatalf("not strict: %v, %v; want undefined", rs, err)
+	}
+}
+
+func TestConflict(t *testing.T) {
+	p := prepare(t, "x = data.p.v", `package p
+v := 1 if input.a
+v := 2 if input.b`)
+	in := ast.NewTerm(ast.MustInterfaceToValue(map[string]any{"a": true, "b": true}))
+	_, err := p.Eval(context.Background(), in, irvm.Options{})
+	var te *topdown.Error
+	if !errors.As(err, &te) || te.Code != topdown.ConflictErr {
+		t.Fatalf("err = %v, want %s", err, topdown.ConflictErr)
+	}
+}
+
+// TestTime: time.now_ns is one instant for a whole evaluation, Options.Time
+// when given.
+func TestTime(t *testing.T) {
+	p := prepare(t, "a = time.now_ns(); b = time.now_ns(); x = [a, b]", "")
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	rs, err := p.Eval(context.Background(), nil, irvm.Options{Time: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ast.MustParseTerm(fmt.Sprintf("[%d, %d]", at.UnixNano(), at.UnixNano())).Value
+	if got := result(t, rs); got.Compare(want) != 0 {
+		t.Fatalf("x = %v, want %v", got, want)
+	}
+}
+
+// TestConcurrent: one Program, many goroutines, each its own input (run
+// with -race).
+func TestConcurrent(t *testing.T) {
+	p := prepare(t, "x = data.p.deny", `package p
+deny contains sprintf("%d is over 10", [n]) if {
+	some n in input.ns
+	n > 10
+}`)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				n := g*1000 + i
+				in := ast.NewTerm(ast.MustInterfaceToValue(map[string]any{"ns": []any{n, 1}}))
+				rs, err := p.Eval(context.Background(), in, irvm.Options{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				want := ast.NewSet()
+				if n > 10 {
+					want.Add(ast.StringTerm(fmt.Sprintf("%d is over 10", n)))
+				}
+				if got := result(t, rs); got.Compare(want) != 0 {
+					t.Errorf("input %d: deny = %v, want %v", n, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
