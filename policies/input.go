@@ -1,5 +1,7 @@
 package policies
 
+import "github.com/open-policy-agent/opa/v1/ast"
+
 // Input is the document every policy sees as `input`, for Rego and WASM
 // alike. It is built once per call, after schema validation and coercion.
 // Policies must treat it as read-only.
@@ -90,3 +92,47 @@ func (in *Input) toValue() map[string]any {
 		"server":   in.Server,
 	}
 }
+
+// term is the input as an ast term for the compiled engine, with only keys
+// (nil: every key). Arguments are converted eagerly: a policy reads most
+// of them, and ast.LazyObject converts a value again on every read.
+func (in *Input) term(keys []string) *ast.Term {
+	if keys == nil {
+		keys = inputKeys
+	}
+	obj := ast.NewObjectWithCapacity(len(keys))
+	for _, k := range keys {
+		var v ast.Value
+		switch k {
+		case "tool":
+			v = ast.String(in.Tool)
+		case "arguments":
+			if in.Arguments == nil {
+				v = ast.NewObject()
+			} else if a, err := ast.InterfaceToValue(in.Arguments); err == nil {
+				v = a
+			} else {
+				v = ast.LazyObject(in.Arguments)
+			}
+		case "request":
+			v = ast.MustInterfaceToValue(in.toValue()["request"])
+		case "caller":
+			v = ast.NewObject(
+				[2]*ast.Term{ast.InternedTerm("agent"), ast.StringTerm(in.Caller.Agent)},
+				[2]*ast.Term{ast.InternedTerm("session"), ast.StringTerm(in.Caller.Session)})
+		case "trace_id":
+			v = ast.String(in.TraceID)
+		case "protocol":
+			v = ast.String(in.Protocol)
+		case "server":
+			v = ast.String(in.Server)
+		default:
+			continue // not a key of the input: undefined, as in the whole input
+		}
+		obj.Insert(ast.InternedTerm(k), ast.NewTerm(v))
+	}
+	return ast.NewTerm(obj)
+}
+
+// inputKeys are the input document's top-level keys.
+var inputKeys = []string{"arguments", "caller", "protocol", "request", "server", "tool", "trace_id"}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +22,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/toolgate/toolgate/policies/irvm"
 )
 
 // deniedBuiltins are the Rego builtins a toolgate policy may not call: they
@@ -51,12 +55,15 @@ var noMetrics = metrics.NoOp()
 // decision query prepared once; Eval never compiles. It is immutable and
 // safe for concurrent use.
 type Rego struct {
-	name    string
-	pkg     string // the decision package, e.g. "toolgate.bounds"
-	query   rego.PreparedEvalQuery
-	modules map[string]*ast.Module // every module, tests included
-	tests   int
-	version string
+	name     string
+	pkg      string                 // the decision package, e.g. "toolgate.bounds"
+	query    rego.PreparedEvalQuery // the interpreter's
+	program  *irvm.Program          // the compiled engine's
+	decision []*ast.Module          // the modules the decision reads (tests excluded), by file name
+	modules  map[string]*ast.Module // every module, tests included
+	tests    int
+	version  string
+	engine   string // EngineInterpreter or EngineCompiled
 }
 
 var _ Evaluator = (*Rego)(nil)
@@ -128,7 +135,6 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	sort.Strings(names)
 	h := sha256.New()
 	p := &Rego{name: name, modules: map[string]*ast.Module{}}
-	decision := map[string]*ast.Module{}
 	for _, f := range names {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
@@ -143,7 +149,7 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 			p.tests++
 			continue
 		}
-		decision[f] = m
+		p.decision = append(p.decision, m)
 		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
 		switch {
 		case p.pkg == "":
@@ -162,24 +168,44 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	if all.Compile(p.modules); all.Failed() {
 		return nil, fmt.Errorf("policy %q: %w", name, all.Errors)
 	}
+	p.engine = EngineInterpreter
+	var err error
+	if p.query, err = p.prepare(); err != nil {
+		return nil, fmt.Errorf("policy %q: the decision rules have the wrong shape (deny must be a set, allow a boolean, inject an object): %w", name, err)
+	}
+	return p, nil
+}
+
+// Compiled is the policy on the compiled engine: the same decision query,
+// planned once by OPA's planner and run by package irvm.
+func (p *Rego) Compiled(ctx context.Context) (*Rego, error) {
+	c := *p
+	c.engine = EngineCompiled
+	var err error
+	if c.program, err = irvm.Prepare(ctx, c.options()...); err != nil {
+		return nil, fmt.Errorf("policy %q cannot run on the compiled engine (use engine: interpreter): %w", p.name, err)
+	}
+	return &c, nil
+}
+
+// prepare prepares the decision query in the interpreter.
+func (p *Rego) prepare() (rego.PreparedEvalQuery, error) {
+	return rego.New(p.options()...).PrepareForEval(context.Background())
+}
+
+// options are the decision query's, on any engine.
+func (p *Rego) options() []func(*rego.Rego) {
 	opts := []func(*rego.Rego){
-		rego.Query(decisionQuery(p.pkg, decision)),
+		rego.Query(decisionQuery(p.pkg, p.decision, " = ")),
 		rego.Capabilities(capabilities),
 		rego.StrictBuiltinErrors(true),
 		rego.SetRegoVersion(ast.RegoV1),
 		rego.Store(inmem.New()),
 	}
-	for _, f := range names {
-		if m, ok := decision[f]; ok {
-			opts = append(opts, rego.ParsedModule(m))
-		}
+	for _, m := range p.decision {
+		opts = append(opts, rego.ParsedModule(m))
 	}
-	q, err := rego.New(opts...).PrepareForEval(context.Background())
-	if err != nil {
-		return nil, fmt.Errorf("policy %q: the decision rules have the wrong shape (deny must be a set, allow a boolean, inject an object): %w", name, err)
-	}
-	p.query = q
-	return p, nil
+	return opts
 }
 
 // decisionQuery reads only the decision rules the package defines (deny,
@@ -188,8 +214,10 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 // (deny contains ..., inject[k] := ...) is always defined, empty when no
 // rule fires, and is read directly; a rule that may be undefined (allow
 // without a default, a complete deny or inject) is read through a
-// comprehension that is defined either way.
-func decisionQuery(pkg string, modules map[string]*ast.Module) string {
+// comprehension that is defined either way. bind is how each is bound:
+// " := " in a rule body, " = " in a query whose variables must keep their
+// names.
+func decisionQuery(pkg string, modules []*ast.Module, bind string) string {
 	type kind struct{ defined, partial, hasDefault bool }
 	rules := map[string]*kind{}
 	for _, m := range modules {
@@ -215,23 +243,23 @@ func decisionQuery(pkg string, modules map[string]*ast.Module) string {
 	var parts []string
 	if k := rules["deny"]; k != nil {
 		if k.partial {
-			parts = append(parts, "deny := "+ref+".deny")
+			parts = append(parts, "deny"+bind+ref+".deny")
 		} else {
-			parts = append(parts, "deny := [m | some m in "+ref+".deny]")
+			parts = append(parts, "deny"+bind+"[m | some m in "+ref+".deny]")
 		}
 	}
 	if k := rules["allow"]; k != nil {
 		if k.hasDefault {
-			parts = append(parts, "allow := ["+ref+".allow]")
+			parts = append(parts, "allow"+bind+"["+ref+".allow]")
 		} else {
-			parts = append(parts, "allow := [a | a := "+ref+".allow]")
+			parts = append(parts, "allow"+bind+"[a | a := "+ref+".allow]")
 		}
 	}
 	if k := rules["inject"]; k != nil {
 		if k.partial {
-			parts = append(parts, "inject := "+ref+".inject")
+			parts = append(parts, "inject"+bind+ref+".inject")
 		} else {
-			parts = append(parts, "inject := {k: v | some k, v in "+ref+".inject}")
+			parts = append(parts, "inject"+bind+"{k: v | some k, v in "+ref+".inject}")
 		}
 	}
 	if len(parts) == 0 {
@@ -249,44 +277,94 @@ func (p *Rego) Package() string { return p.pkg }
 // Version is a content hash of the policy's files.
 func (p *Rego) Version() string { return p.version }
 
+// Engine is EngineInterpreter or EngineCompiled.
+func (p *Rego) Engine() string { return p.engine }
+
 // Tests is how many test files the policy has.
 func (p *Rego) Tests() int { return p.tests }
 
 // Eval evaluates the prepared decision query against one input.
 func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
-	// Cancellation through a callback on ctx rather than OPA's goroutine per
-	// evaluation, and no per-evaluation metrics: both cost more than small
-	// policies do.
-	c := topdown.NewCancel()
-	stop := context.AfterFunc(ctx, c.Cancel)
-	defer stop()
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(in.toValue())),
-		rego.EvalExternalCancel(c), rego.EvalMetrics(noMetrics))
-	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+	var doc map[string]any
+	if p.program != nil {
+		// The compiled engine watches ctx itself.
+		rs, err := p.program.Eval(ctx, in.term(p.program.InputKeys()), irvm.Options{StrictBuiltinErrors: true})
+		if err != nil {
+			return Result{}, p.evalError(ctx, err)
 		}
-		return Result{}, regoError(err)
+		if doc, err = resultDoc(rs); err != nil {
+			return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
+		}
+	} else {
+		// Cancellation through a callback on ctx rather than OPA's goroutine
+		// per evaluation, and no per-evaluation metrics: both cost more than
+		// small policies do.
+		c := topdown.NewCancel()
+		stop := context.AfterFunc(ctx, c.Cancel)
+		defer stop()
+		rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(in.toValue())),
+			rego.EvalExternalCancel(c), rego.EvalMetrics(noMetrics))
+		if err != nil {
+			return Result{}, p.evalError(ctx, err)
+		}
+		if len(rs) > 0 {
+			doc = rs[0].Bindings
+		}
 	}
-	if len(rs) == 0 {
+	if doc == nil {
 		return Result{Allowed: true}, nil // the package defines nothing: no opinion
 	}
-	doc := make(map[string]any, 3)
-	for k, v := range rs[0].Bindings {
-		if k == "allow" {
-			// [] when allow is undefined, [value] otherwise.
-			if arr, ok := v.([]any); ok && len(arr) == 1 {
-				doc[k] = arr[0]
-			}
-			continue
+	if a, ok := doc["allow"]; ok {
+		// [] when allow is undefined, [value] otherwise.
+		delete(doc, "allow")
+		if arr, ok := a.([]any); ok && len(arr) == 1 {
+			doc["allow"] = arr[0]
 		}
-		doc[k] = v
 	}
 	res, err := decodeResult(p.name, doc)
 	if err != nil {
 		return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 	}
 	return res, nil
+}
+
+// resultDoc is the compiled engine's result set as the decision query's
+// bindings (nil when it has none), in the JSON shapes decodeResult reads.
+func resultDoc(rs ast.Set) (map[string]any, error) {
+	if rs.Len() == 0 {
+		return nil, nil
+	}
+	obj, ok := rs.Slice()[0].Value.(ast.Object) // one result: the query binds each variable once
+	if !ok {
+		return nil, errors.New("the decision query's result is not an object")
+	}
+	doc := make(map[string]any, obj.Len())
+	var err error
+	obj.Until(func(k, v *ast.Term) bool {
+		name, _ := k.Value.(ast.String)
+		if c, ok := v.Value.(interface{ Len() int }); ok && c.Len() == 0 {
+			// An empty deny set or inject object: nothing to convert.
+			if _, isSet := v.Value.(ast.Set); isSet {
+				doc[string(name)] = []any(nil)
+			} else if _, isObj := v.Value.(ast.Object); isObj {
+				doc[string(name)] = map[string]any(nil)
+			} else {
+				doc[string(name)] = []any(nil)
+			}
+			return false
+		}
+		doc[string(name)], err = ast.JSON(v.Value)
+		return err != nil
+	})
+	return doc, err
+}
+
+// evalError is an evaluation's error: the context's when it ended it.
+func (p *Rego) evalError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return regoError(err)
 }
 
 // regoError shortens OPA's evaluation errors to one line without input
@@ -313,7 +391,10 @@ type TestResult struct {
 	Duration time.Duration
 }
 
-// RunTests runs the policy's test_ rules through OPA's tester.
+// RunTests runs the policy's test_ rules through OPA's tester. On the
+// compiled engine, it runs each of them there too: a test whose outcome
+// differs fails, so a policy the compiled engine would decide otherwise
+// than the interpreter never takes effect.
 func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 	if p.tests == 0 {
 		return nil, nil
@@ -342,8 +423,90 @@ func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 		}
 		out = append(out, tr)
 	}
+	if p.engine == EngineCompiled {
+		out = p.compareCompiled(ctx, out)
+	}
 	// OPA reports tests in no fixed order; report them in file order.
 	sort.Slice(out, func(i, j int) bool { return lessLocation(out[i].Location, out[j].Location) })
+	return out, nil
+}
+
+// compareCompiled evaluates each test rule of results on the compiled
+// engine and fails those whose outcome there differs from the tester's.
+func (p *Rego) compareCompiled(ctx context.Context, results []TestResult) []TestResult {
+	if len(results) == 0 {
+		return results
+	}
+	// One query for every test (see compiledTests); an error in one test
+	// fails the whole query: then each test runs alone.
+	names := make([]string, len(results))
+	for i, r := range results {
+		names[i] = r.Name
+	}
+	outcomes, err := p.compiledTests(ctx, names)
+	if err != nil {
+		outcomes = make([]error, len(names))
+		for i, n := range names {
+			o, err := p.compiledTests(ctx, []string{n})
+			if err != nil {
+				o = []error{err}
+			}
+			outcomes[i] = o[0]
+		}
+	}
+	for i := range results {
+		if r := &results[i]; r.Pass && outcomes[i] != nil {
+			r.Pass, r.Err = false, "passes in OPA's interpreter, but not on the compiled engine: "+outcomes[i].Error()
+		}
+	}
+	return results
+}
+
+// errTestFailed is a test rule false or undefined on the compiled engine.
+var errTestFailed = errors.New("the rule is false or undefined")
+
+// compiledTests evaluates the test rules names (their refs, as
+// TestResult.Name: data.pkg.test_x) on the compiled engine: nil for each
+// that passes.
+func (p *Rego) compiledTests(ctx context.Context, names []string) ([]error, error) {
+	// Each test read through a comprehension, so an undefined test does
+	// not leave the others undefined: t0 = [v | v := data.pkg.test_a]; ...
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("t%d = [v | v := %s]", i, n)
+	}
+	opts := []func(*rego.Rego){
+		rego.Query(strings.Join(parts, "; ")),
+		rego.Capabilities(capabilities),
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+		rego.Store(inmem.New()),
+	}
+	for _, f := range slices.Sorted(maps.Keys(p.modules)) {
+		opts = append(opts, rego.ParsedModule(p.modules[f]))
+	}
+	prog, err := irvm.Prepare(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := prog.Eval(ctx, nil, irvm.Options{StrictBuiltinErrors: true})
+	if err != nil {
+		return nil, regoError(err)
+	}
+	var got ast.Object
+	if rs.Len() == 1 {
+		got, _ = rs.Slice()[0].Value.(ast.Object)
+	}
+	out := make([]error, len(names))
+	for i := range names {
+		out[i] = errTestFailed
+		if got == nil {
+			continue
+		}
+		if v := got.Get(ast.StringTerm(fmt.Sprintf("t%d", i))); v != nil && v.Value.Compare(ast.NewArray(ast.BooleanTerm(true))) == 0 {
+			out[i] = nil
+		}
+	}
 	return out, nil
 }
 

@@ -21,12 +21,22 @@ func benchInput() *Input {
 }
 
 // BenchmarkRegoDecision is the cost of one decision of a 5-rule policy
-// through a Set (deadline context included), as the pipeline pays it.
+// through a Set (deadline context included), as the pipeline pays it, on
+// the compiled engine (the default) and in OPA's interpreter.
 func BenchmarkRegoDecision(b *testing.B) {
 	p, err := LoadRego("bench", "testdata/bench")
 	if err != nil {
 		b.Fatal(err)
 	}
+	c, err := p.Compiled(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run(EngineCompiled, func(b *testing.B) { benchRegoDecision(b, c) })
+	b.Run(EngineInterpreter, func(b *testing.B) { benchRegoDecision(b, p) })
+}
+
+func benchRegoDecision(b *testing.B, p *Rego) {
 	set := NewSet("bench", []Bound{{Policy: p, Mode: ModeEnforce}}, 0, false)
 	in := benchInput()
 	ctx := context.Background()

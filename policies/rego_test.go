@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,12 +161,16 @@ func jsonInt(n int) string {
 	return string(b)
 }
 
-// TestRegoTests runs every example policy's own unit tests.
+// TestExamplePoliciesPassTheirTests runs every example policy's own unit
+// tests, in OPA's tester and again on the compiled engine.
 func TestExamplePoliciesPassTheirTests(t *testing.T) {
 	for _, name := range []string{"bounds", "allowlist", "pii_guard", "approval", "session_inject"} {
 		t.Run(name, func(t *testing.T) {
 			p, err := LoadRego(name, "../examples/policies/"+name)
 			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err = p.Compiled(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			res, err := p.RunTests(context.Background())
@@ -184,27 +189,48 @@ func TestExamplePoliciesPassTheirTests(t *testing.T) {
 	}
 }
 
+// TestRegoFailingTestReported: a false test and a test that errors fail,
+// on either engine, and the others still pass (on the compiled engine, an
+// error in one test makes each run alone).
 func TestRegoFailingTestReported(t *testing.T) {
-	p, err := CompileRego("p", map[string][]byte{
-		"p.rego":      []byte("package p\ndeny contains \"x\" if input.a == 1\n"),
-		"p_test.rego": []byte("package p_test\nimport data.p\ntest_wrong if { count(p.deny) == 0 with input as {\"a\": 1} }\ntest_right if { count(p.deny) == 1 with input as {\"a\": 1} }\n"),
+	interp, err := CompileRego("p", map[string][]byte{
+		"p.rego": []byte("package p\ndeny contains \"x\" if input.a == 1\n"),
+		"p_test.rego": []byte(`package p_test
+import data.p
+test_wrong if { count(p.deny) == 0 with input as {"a": 1} }
+test_right if { count(p.deny) == 1 with input as {"a": 1} }
+test_error if { to_number("x") == 1 }
+test_also_right if { count(p.deny) == 0 with input as {"a": 2} }
+`),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.RunTests(context.Background())
+	compiled, err := interp.Compiled(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]bool{}
-	for _, r := range res {
-		got[r.Name] = r.Pass
-		if !strings.Contains(r.Location, "p_test.rego:") {
-			t.Errorf("location %q does not name the file and line", r.Location)
-		}
-	}
-	if got["data.p_test.test_wrong"] || !got["data.p_test.test_right"] || len(got) != 2 {
-		t.Errorf("results = %v", got)
+	for _, p := range []*Rego{interp, compiled} {
+		t.Run(p.Engine(), func(t *testing.T) {
+			res, err := p.RunTests(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, r := range res {
+				got[r.Name] = r.Pass
+				if !strings.Contains(r.Location, "p_test.rego:") {
+					t.Errorf("location %q does not name the file and line", r.Location)
+				}
+				if r.Name == "data.p_test.test_error" && !strings.Contains(r.Err, "to_number") {
+					t.Errorf("test_error's error %q does not name the builtin", r.Err)
+				}
+			}
+			want := map[string]bool{"data.p_test.test_wrong": false, "data.p_test.test_right": true, "data.p_test.test_error": false, "data.p_test.test_also_right": true}
+			if !maps.Equal(got, want) {
+				t.Errorf("results = %v, want %v", got, want)
+			}
+		})
 	}
 }
 

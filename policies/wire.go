@@ -290,7 +290,7 @@ const (
 // as the interpreter does.
 func DecisionRego(files map[string][]byte) (string, error) {
 	pkg := ""
-	modules := map[string]*ast.Module{}
+	var modules []*ast.Module
 	for _, f := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(f, "_test.rego") {
 			continue
@@ -306,7 +306,7 @@ func DecisionRego(files map[string][]byte) (string, error) {
 		case pkg != p:
 			return "", fmt.Errorf("%s declares package %s, but another file declares %s; one policy is one package", f, p, pkg)
 		}
-		modules[f] = m
+		modules = append(modules, m)
 	}
 	if pkg == "" {
 		return "", errors.New("no policy file (only tests, or none)")
@@ -314,7 +314,7 @@ func DecisionRego(files map[string][]byte) (string, error) {
 	if pkg == DecisionPackage || strings.HasPrefix(pkg, DecisionPackage+".") {
 		return "", fmt.Errorf("package %s is reserved", DecisionPackage)
 	}
-	q := decisionQuery(pkg, modules)
+	q := decisionQuery(pkg, modules, " := ")
 	var b strings.Builder
 	b.WriteString("package " + DecisionPackage + "\n\n")
 	if q == "true" {

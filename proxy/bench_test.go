@@ -51,6 +51,10 @@ tools:
     match: {host: 127.0.0.1, method: POST, path: /bench/policy}
     envelope: always
     schema: *bench_schema
+  - name: bench_policy_interpreter
+    match: {host: 127.0.0.1, method: POST, path: /bench/policy_interpreter}
+    envelope: always
+    schema: *bench_schema
   - name: bench_policy_wasm
     match: {host: 127.0.0.1, method: POST, path: /bench/policy_wasm}
     envelope: always
@@ -71,11 +75,17 @@ func cpuTime() time.Duration {
 // percentiles at one connection. `make bench` turns its output into the
 // ratio table in docs/performance.md.
 func BenchmarkProxy(b *testing.B) {
-	pol, err := policies.LoadRego("bench", "../policies/testdata/bench")
+	// The 5-rule policy on each engine: compiled (the default), OPA's
+	// interpreter, and wasm.
+	interp, err := policies.LoadRego("bench", "../policies/testdata/bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The same policy on the wasm engine, as `engine: wasm` loads it.
+	pol, err := interp.Compiled(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// On the wasm engine, as `engine: wasm` loads it.
 	engine, err := wasm.NewEngine(context.Background(), wasm.EngineOptions{CacheDir: "off"})
 	if err != nil {
 		b.Fatal(err)
@@ -90,8 +100,9 @@ func BenchmarkProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	e := newEnvWith(b, benchConfig, map[string]proxy.Checker{
-		"bench_policy":      policies.NewSet("bench_policy", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 0, false),
-		"bench_policy_wasm": policies.NewSet("bench_policy_wasm", []policies.Bound{{Policy: wpol, Mode: policies.ModeEnforce}}, 0, false),
+		"bench_policy":             policies.NewSet("bench_policy", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 0, false),
+		"bench_policy_interpreter": policies.NewSet("bench_policy_interpreter", []policies.Bound{{Policy: interp, Mode: policies.ModeEnforce}}, 0, false),
+		"bench_policy_wasm":        policies.NewSet("bench_policy_wasm", []policies.Bound{{Policy: wpol, Mode: policies.ModeEnforce}}, 0, false),
 	}, nil)
 	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
 	routes := []struct {
@@ -103,6 +114,7 @@ func BenchmarkProxy(b *testing.B) {
 		{"passthrough", "/bench/pass", true},
 		{"validated", "/bench/validated", true},
 		{"policy", "/bench/policy", true},
+		{"policy_interpreter", "/bench/policy_interpreter", true},
 		{"policy_wasm", "/bench/policy_wasm", true},
 	}
 	client := func(viaProxy bool, conns int) *http.Client {

@@ -14,9 +14,10 @@ import (
 )
 
 // TestDifferential: the same Rego policy decided by OPA's interpreter
-// (policies.CompileRego) and as WASM compiled by CompileRego gives the
-// same result, error or not, on generated inputs: nested objects and
-// arrays, unicode strings, numbers of every shape. testdata/rego_builtins
+// (policies.CompileRego), on the compiled engine (Rego.Compiled) and as
+// WASM compiled by CompileRego gives the same result, error or not, on
+// generated inputs: nested objects and arrays, unicode strings, numbers
+// of every shape. testdata/rego_builtins
 // calls host builtins (sprintf, units, net, time), one of which fails on
 // some inputs.
 func TestDifferential(t *testing.T) {
@@ -30,6 +31,10 @@ func TestDifferential(t *testing.T) {
 		}
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			interp, err := policies.CompileRego("p", files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planned, err := interp.Compiled(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,6 +56,14 @@ func TestDifferential(t *testing.T) {
 					doc, _ := in.AppendJSON(nil)
 					t.Fatalf("input %d %s\ninterpreter: %s %v\nwasm:        %s %v", i, doc,
 						must(json.Marshal(want)), werr, must(json.Marshal(got)), gerr)
+				}
+				// The compiled engine runs OPA's builtins: even their
+				// errors read the same.
+				pgot, perr := planned.Eval(ctx, in)
+				if fmt.Sprint(werr) != fmt.Sprint(perr) || werr == nil && !equalResult(pgot, want) {
+					doc, _ := in.AppendJSON(nil)
+					t.Fatalf("input %d %s\ninterpreter: %s %v\ncompiled:    %s %v", i, doc,
+						must(json.Marshal(want)), werr, must(json.Marshal(pgot)), perr)
 				}
 				switch {
 				case werr != nil:
