@@ -76,8 +76,10 @@ a usage error.
 
 Rego unit tests: every folder holding .rego files (DIR itself included) is
 one policy, named after the folder, with every .rego file below it; its
-test_ rules in *_test.rego files run through OPA's tester. A policy that
-does not compile is one failure, with the compiler's message.
+test_ rules in *_test.rego files run through OPA's tester, and again on the
+compiled engine (the default): a test that passes in one and not the other
+fails. A policy that does not compile is one failure, with the compiler's
+message.
 
   PASS bounds/test_over_bounds_denied (210µs)
   FAIL bounds/test_within_bounds_allowed (policies/bounds/bounds_test.rego:5)
@@ -523,6 +525,12 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 	name = strings.TrimSuffix(name, ".rego")
 	pol, err := policies.LoadRego(name, path)
 	if err != nil {
+		pt.fail(name+" (does not compile)", err.Error())
+		return
+	}
+	// On the default engine, where the tests run twice: in OPA's tester,
+	// and on the compiled engine.
+	if pol, err = pol.Compiled(ctx); err != nil {
 		pt.fail(name+" (does not compile)", err.Error())
 		return
 	}

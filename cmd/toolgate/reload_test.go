@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -709,4 +710,44 @@ func isRefusal(body, code string) bool {
 		} `json:"error"`
 	}
 	return json.Unmarshal([]byte(body), &env) == nil && !env.OK && env.Error != nil && env.Error.Code == code
+}
+
+// TestReloadSwitchesEngine: a Rego policy runs on the compiled engine
+// unless the configuration names another; switching it to the interpreter
+// and back is a live reload, /status names the engine in force, and each
+// engine decides the same calls the same way.
+func TestReloadSwitchesEngine(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	dir := t.TempDir()
+	writeReloadFixture(t, dir, 50)
+	r := startRun(t, dir, reloadConfig)
+	l := r.running(t)
+	admin, client := directClient(t), proxyClient(t, l.Forward)
+	status := func() []policyStatus {
+		var st struct{ Policies []policyStatus }
+		if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+l.Admin+"/status", nil).body), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Policies
+	}
+	for _, engine := range []string{"compiled", "interpreter", "compiled"} {
+		cfg := reloadConfig
+		if engine != "compiled" {
+			cfg = strings.Replace(cfg, "  deadline: 5s\n", "  deadline: 5s\n  engine: "+engine+"\n", 1)
+		}
+		writeFile(t, r.path, cfg)
+		if code, a := postReload(t, admin, l.Admin); code != http.StatusOK || !a.OK {
+			t.Fatalf("reload to engine %s = %d %+v", engine, code, a)
+		}
+		if got, want := status(), []policyStatus{{"bounds", engine}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("/status policies = %+v, want %+v", got, want)
+		}
+		if got := esearch(t, client, up.URL(), 40); got != http.StatusOK {
+			t.Errorf("%s: retmax=40 under bound 50: status %d, want 200", engine, got)
+		}
+		if got := esearch(t, client, up.URL(), 60); got != http.StatusForbidden {
+			t.Errorf("%s: retmax=60 over bound 50: status %d, want 403", engine, got)
+		}
+	}
 }

@@ -243,7 +243,7 @@ type status struct {
 // policyStatus is one policy in force, as /status shows it.
 type policyStatus struct {
 	Name   string `json:"name"`
-	Engine string `json:"engine"` // interpreter or wasm
+	Engine string `json:"engine"` // compiled, interpreter or wasm
 }
 
 func (sc *sidecar) status() status {
