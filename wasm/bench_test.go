@@ -67,7 +67,8 @@ func benchPolicy(b *testing.B, file string, o Options) *Policy {
 // BenchmarkWASMDecision is the cost of one decision of the bench policy
 // (policies/testdata/bench) per way of running it, same run: pooled WASM
 // instances of the Rego compiled by CompileRego and of the Go port, a
-// fresh instance per call, and the in-process Rego interpreter.
+// fresh instance per call, the in-process Rego interpreter and the
+// compiled engine (policies/irvm).
 func BenchmarkWASMDecision(b *testing.B) {
 	b.Run("rego-wasm-pooled", func(b *testing.B) {
 		benchDecide(b, benchPolicy(b, "bench_rego", Options{}))
@@ -88,6 +89,9 @@ func BenchmarkWASMDecision(b *testing.B) {
 	b.Run("rego-interpreter", func(b *testing.B) {
 		benchDecide(b, benchInterpreter(b, benchSource(b, false)))
 	})
+	b.Run("rego-compiled", func(b *testing.B) {
+		benchDecide(b, benchCompiled(b, benchInterpreter(b, benchSource(b, false))))
+	})
 	// The same policy without its regex.match rule: what the regex costs.
 	// (OPA's WASM runtime compiles a regular expression on every
 	// evaluation; CompileRego sends regex.match to the host, which caches
@@ -107,6 +111,9 @@ func BenchmarkWASMDecision(b *testing.B) {
 	b.Run("noregex/rego-interpreter", func(b *testing.B) {
 		benchDecide(b, benchInterpreter(b, benchSource(b, true)))
 	})
+	b.Run("noregex/rego-compiled", func(b *testing.B) {
+		benchDecide(b, benchCompiled(b, benchInterpreter(b, benchSource(b, true))))
+	})
 	// A small policy, the same rule three ways: the WAT module (a scan of
 	// the input for "forbidden"), and its Rego twin compiled to WASM and
 	// interpreted.
@@ -125,11 +132,10 @@ func BenchmarkWASMDecision(b *testing.B) {
 		benchDecide(b, p)
 	})
 	b.Run("small/rego-interpreter", func(b *testing.B) {
-		r, err := policies.CompileRego("allow", map[string][]byte{"small.rego": []byte(smallRego)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchDecide(b, r)
+		benchDecide(b, benchSmall(b))
+	})
+	b.Run("small/rego-compiled", func(b *testing.B) {
+		benchDecide(b, benchCompiled(b, benchSmall(b)))
 	})
 }
 
@@ -159,6 +165,23 @@ func benchSource(b *testing.B, noRegex bool) []byte {
 		}
 	}
 	return []byte(strings.Join(keep, "\n"))
+}
+
+func benchSmall(b *testing.B) *policies.Rego {
+	r, err := policies.CompileRego("allow", map[string][]byte{"small.rego": []byte(smallRego)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// benchCompiled is r on the compiled engine.
+func benchCompiled(b *testing.B, r *policies.Rego) *policies.Rego {
+	c, err := r.Compiled(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 func benchInterpreter(b *testing.B, src []byte) *policies.Rego {

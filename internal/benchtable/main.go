@@ -89,14 +89,22 @@ func run(in io.Reader, out io.Writer) int {
 		ok = false
 		return "MISSED"
 	}
+	// compare words a result like verdict without deciding the exit code.
+	compare := func(pass bool) string {
+		if pass {
+			return "within"
+		}
+		return "over"
+	}
 	vRPS := med("throughput", "validated", "req/s")
 	if vRPS > 0 {
 		ratio, added := vRPS/dRPS, med("latency", "validated", "p50-us")-dP50
 		fmt.Fprintf(out, "\nvalidated route: throughput %.2fx direct (target >= %.2fx): %s; added p50 %.0f us (target <= %.0f us): %s\n",
 			ratio, minThroughputRatio, verdict(ratio >= minThroughputRatio), added, maxAddedP50US, verdict(added <= maxAddedP50US))
 	}
-	// Every policy route (the interpreter's, "policy", and each engine's,
-	// "policy_wasm") against the schema-only route.
+	// The policy route (the default engine) against the schema-only route
+	// is the budget; the other engines' routes ("policy_interpreter",
+	// "policy_wasm") are measured against the same targets, for comparison.
 	for _, r := range order {
 		pRPS := med("throughput", r, "req/s")
 		if !strings.HasPrefix(r, "policy") || pRPS == 0 || vRPS == 0 {
@@ -104,8 +112,12 @@ func run(in io.Reader, out io.Writer) int {
 		}
 		cpu := med("throughput", r, "cpu-us/op") - med("throughput", "validated", "cpu-us/op")
 		loss := 1 - pRPS/vRPS
-		fmt.Fprintf(out, "%s route vs validated: added CPU %.1f us per call (target <= %.0f us): %s; throughput lost %.0f%% (target <= %.0f%%): %s\n",
-			r, cpu, maxPolicyCPUUS, verdict(cpu <= maxPolicyCPUUS), loss*100, maxPolicyLoss*100, verdict(loss <= maxPolicyLoss))
+		judge, note := verdict, ""
+		if r != "policy" {
+			judge, note = compare, " (another engine, for comparison)"
+		}
+		fmt.Fprintf(out, "%s route vs validated%s: added CPU %.1f us per call (target <= %.0f us): %s; throughput lost %.0f%% (target <= %.0f%%): %s\n",
+			r, note, cpu, maxPolicyCPUUS, judge(cpu <= maxPolicyCPUUS), loss*100, maxPolicyLoss*100, judge(loss <= maxPolicyLoss))
 	}
 	if !ok {
 		return 1

@@ -13,6 +13,7 @@ BenchmarkProxy/throughput/direct-2     100  1 ns/op  52.0 cpu-us/op  10000 req/s
 BenchmarkProxy/throughput/direct-2     100  1 ns/op  51.0 cpu-us/op  20000 req/s
 BenchmarkProxy/throughput/validated-2  100  1 ns/op  100.0 cpu-us/op  8000 req/s
 BenchmarkProxy/throughput/policy-2     100  1 ns/op  130.0 cpu-us/op  6000 req/s
+BenchmarkProxy/throughput/policy_wasm-2 100  1 ns/op  190.0 cpu-us/op  5000 req/s
 BenchmarkProxy/latency/direct-2        100  1 ns/op  40.00 p50-us  150.0 p99-us
 BenchmarkProxy/latency/validated-2     100  1 ns/op  140.0 p50-us  450.0 p99-us
 BenchmarkProxy/latency/policy-2        100  1 ns/op  170.0 p50-us  500.0 p99-us
@@ -26,6 +27,7 @@ BenchmarkProxy/latency/policy-2        100  1 ns/op  170.0 p50-us  500.0 p99-us
 		"added p50 100 us (target <= 250 us): met",
 		"added CPU 30.0 us per call (target <= 20 us): MISSED",
 		"throughput lost 25% (target <= 10%): MISSED",
+		"policy_wasm route vs validated (another engine, for comparison): added CPU 90.0 us per call (target <= 20 us): over",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
@@ -36,5 +38,11 @@ BenchmarkProxy/latency/policy-2        100  1 ns/op  170.0 p50-us  500.0 p99-us
 	}
 	if code := run(strings.NewReader("PASS\n"), &out); code != 1 {
 		t.Errorf("exit code %d without results, want 1", code)
+	}
+	// Only the default engine's route decides the exit code.
+	met := strings.Replace(in, "130.0 cpu-us/op  6000 req/s", "110.0 cpu-us/op  7800 req/s", 1)
+	out.Reset()
+	if code := run(strings.NewReader(met), &out); code != 0 {
+		t.Errorf("exit code %d with the policy route within budget and another engine over it, want 0:\n%s", code, out.String())
 	}
 }
