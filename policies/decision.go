@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/textproto"
 	"sort"
 	"strings"
@@ -154,11 +155,12 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 			d.Violations = append(d.Violations, res.Denies...)
 			continue
 		}
-		for k, v := range res.Inject {
-			if d.Inject == nil {
-				d.Inject = map[string]string{}
-			}
-			d.Inject[k] = v
+		switch {
+		case len(res.Inject) == 0:
+		case d.Inject == nil:
+			d.Inject = res.Inject // the policy's own map, made for this call
+		default:
+			maps.Copy(d.Inject, res.Inject)
 		}
 	}
 	if !d.Allow {

@@ -1,6 +1,10 @@
 package policies
 
-import "github.com/open-policy-agent/opa/v1/ast"
+import (
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/toolgate/toolgate/policies/irvm"
+)
 
 // Input is the document every policy sees as `input`, for Rego and WASM
 // alike. It is built once per call, after schema validation and coercion.
@@ -93,46 +97,120 @@ func (in *Input) toValue() map[string]any {
 	}
 }
 
-// term is the input as an ast term for the compiled engine, with only keys
-// (nil: every key). Arguments are converted eagerly: a policy reads most
-// of them, and ast.LazyObject converts a value again on every read.
-func (in *Input) term(keys []string) *ast.Term {
-	if keys == nil {
-		keys = inputKeys
-	}
-	obj := ast.NewObjectWithCapacity(len(keys))
-	for _, k := range keys {
-		var v ast.Value
-		switch k {
-		case "tool":
-			v = ast.String(in.Tool)
-		case "arguments":
-			if in.Arguments == nil {
-				v = ast.NewObject()
-			} else if a, err := ast.InterfaceToValue(in.Arguments); err == nil {
-				v = a
-			} else {
-				v = ast.LazyObject(in.Arguments)
-			}
-		case "request":
-			v = ast.MustInterfaceToValue(in.toValue()["request"])
-		case "caller":
-			v = ast.NewObject(
-				[2]*ast.Term{ast.InternedTerm("agent"), ast.StringTerm(in.Caller.Agent)},
-				[2]*ast.Term{ast.InternedTerm("session"), ast.StringTerm(in.Caller.Session)})
-		case "trace_id":
-			v = ast.String(in.TraceID)
-		case "protocol":
-			v = ast.String(in.Protocol)
-		case "server":
-			v = ast.String(in.Server)
-		default:
-			continue // not a key of the input: undefined, as in the whole input
+// document is the input as the compiled engine reads it
+// (irvm.Document): field by field, each value converted when a policy
+// reads it, for a policy that only dots into its input; whole otherwise.
+// A policy that reads three arguments gets those three converted, not the
+// call's whole body.
+type document struct{ in *Input }
+
+var _ irvm.Document = document{}
+
+// Value is the whole input.
+func (d document) Value() ast.Value {
+	obj := ast.NewObjectWithCapacity(len(inputKeys))
+	for _, k := range inputKeys {
+		if v, ok := d.Field(k); ok {
+			obj.Insert(ast.InternedTerm(k), ast.NewTerm(v))
 		}
-		obj.Insert(ast.InternedTerm(k), ast.NewTerm(v))
 	}
-	return ast.NewTerm(obj)
+	return obj
 }
 
-// inputKeys are the input document's top-level keys.
-var inputKeys = []string{"arguments", "caller", "protocol", "request", "server", "tool", "trace_id"}
+// Field is input[key], converted.
+func (d document) Field(key string) (ast.Value, bool) {
+	in := d.in
+	var fields []string
+	switch key {
+	case "tool":
+		return ast.String(in.Tool), true
+	case "arguments":
+		obj := ast.NewObjectWithCapacity(len(in.Arguments))
+		for f := range in.Arguments {
+			if v, ok := d.Subfield(key, f); ok {
+				obj.Insert(ast.StringTerm(f), ast.NewTerm(v))
+			}
+		}
+		return obj, true
+	case "request":
+		fields = requestKeys
+	case "caller":
+		fields = callerKeys
+	case "trace_id":
+		return ast.String(in.TraceID), true
+	case "protocol":
+		return ast.String(in.Protocol), true
+	case "server":
+		return ast.String(in.Server), true
+	default:
+		return nil, false
+	}
+	obj := ast.NewObjectWithCapacity(len(fields))
+	for _, f := range fields {
+		if v, ok := d.Subfield(key, f); ok {
+			obj.Insert(ast.StringTerm(f), ast.NewTerm(v))
+		}
+	}
+	return obj, true
+}
+
+// Subfield is input[key][field], converted.
+func (d document) Subfield(key, field string) (ast.Value, bool) {
+	in := d.in
+	switch key {
+	case "arguments":
+		a, ok := in.Arguments[field]
+		if !ok {
+			return nil, false
+		}
+		v, err := ast.InterfaceToValue(a)
+		return v, err == nil
+	case "request":
+		r := &in.Request
+		switch field {
+		case "method":
+			return ast.String(r.Method), true
+		case "host":
+			return ast.String(r.Host), true
+		case "path":
+			return ast.String(r.Path), true
+		case "path_vars":
+			return stringsObject(r.PathVars), true
+		case "query":
+			q := ast.NewObjectWithCapacity(len(r.Query))
+			for name, vs := range r.Query {
+				arr := make([]*ast.Term, len(vs))
+				for i, v := range vs {
+					arr[i] = ast.StringTerm(v)
+				}
+				q.Insert(ast.StringTerm(name), ast.ArrayTerm(arr...))
+			}
+			return q, true
+		case "headers":
+			return stringsObject(r.Headers), true
+		}
+	case "caller":
+		switch field {
+		case "agent":
+			return ast.String(in.Caller.Agent), true
+		case "session":
+			return ast.String(in.Caller.Session), true
+		}
+	}
+	return nil, false
+}
+
+func stringsObject(m map[string]string) ast.Object {
+	obj := ast.NewObjectWithCapacity(len(m))
+	for k, v := range m {
+		obj.Insert(ast.StringTerm(k), ast.StringTerm(v))
+	}
+	return obj
+}
+
+// The input document's keys, and its request's and caller's.
+var (
+	inputKeys   = []string{"arguments", "caller", "protocol", "request", "server", "tool", "trace_id"}
+	requestKeys = []string{"method", "host", "path", "path_vars", "query", "headers"}
+	callerKeys  = []string{"agent", "session"}
+)

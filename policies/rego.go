@@ -288,7 +288,7 @@ func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
 	var doc map[string]any
 	if p.program != nil {
 		// The compiled engine watches ctx itself.
-		rs, err := p.program.Eval(ctx, in.term(p.program.InputKeys()), irvm.Options{StrictBuiltinErrors: true})
+		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true})
 		if err != nil {
 			return Result{}, p.evalError(ctx, err)
 		}

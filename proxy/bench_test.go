@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -70,16 +72,19 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkProxy compares calling the upstream directly with the same calls
-// through toolgate, in one run: throughput at 32 connections and latency
-// percentiles at one connection. `make bench` turns its output into the
-// ratio table in docs/performance.md.
-func BenchmarkProxy(b *testing.B) {
-	// The 5-rule policy on each engine: compiled (the default), OPA's
-	// interpreter, and wasm.
+// benchEnv is a sidecar with benchConfig's routes, the policy routes
+// deciding with the 5-rule bench policy on each engine: compiled (the
+// default), OPA's interpreter, and wasm.
+func benchEnv(b *testing.B) (*env, *url.URL) {
 	interp, err := policies.LoadRego("bench", "../policies/testdata/bench")
 	if err != nil {
 		b.Fatal(err)
+	}
+	if src := os.Getenv("TG_POLICY"); src != "" {
+		interp, err = policies.CompileRego("bench", map[string][]byte{"p.rego": []byte(src)})
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	pol, err := interp.Compiled(context.Background())
 	if err != nil {
@@ -104,7 +109,105 @@ func BenchmarkProxy(b *testing.B) {
 		"bench_policy_interpreter": policies.NewSet("bench_policy_interpreter", []policies.Bound{{Policy: interp, Mode: policies.ModeEnforce}}, 0, false),
 		"bench_policy_wasm":        policies.NewSet("bench_policy_wasm", []policies.Bound{{Policy: wpol, Mode: policies.ModeEnforce}}, 0, false),
 	}, nil)
-	proxyURL := &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
+	return e, &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}
+}
+
+// benchClient is a client with conns connections, through the proxy or
+// not, as a legacy service would be configured.
+func benchClient(proxyURL *url.URL, viaProxy bool, conns int) *http.Client {
+	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	if viaProxy {
+		tr.Proxy = http.ProxyURL(proxyURL)
+	}
+	return &http.Client{Transport: tr}
+}
+
+// benchCall posts benchBody to u and reads the answer, which must be 200.
+func benchCall(c *http.Client, u string) error {
+	req, _ := http.NewRequest("POST", u, bytes.NewReader([]byte(benchBody)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// BenchmarkPolicyOverhead is the policy budget's measurement: what the
+// 5-rule bench policy adds to the schema-only route, on each engine. The
+// two routes run in alternating bursts of 32 connections (A B, then B A,
+// so a drift of the shared machine's speed weighs on both alike), and the
+// medians of the paired differences are reported: added CPU per call
+// (whole process: client, toolgate and upstream) and throughput lost. One
+// run takes about 25 s per engine; run it with -benchtime 1x. (Bursts
+// shorter than about a second overstate the difference: each starts with
+// 32 goroutines piling in at once.)
+func BenchmarkPolicyOverhead(b *testing.B) {
+	e, proxyURL := benchEnv(b)
+	const rounds, burst = 8, 1500 * time.Millisecond
+	for _, engine := range []string{"compiled", "interpreter", "wasm"} {
+		path := map[string]string{"compiled": "/bench/policy", "interpreter": "/bench/policy_interpreter", "wasm": "/bench/policy_wasm"}[engine]
+		b.Run(engine, func(b *testing.B) {
+			c := benchClient(proxyURL, true, 32)
+			// run calls u from 32 goroutines for burst: calls per second
+			// and CPU per call.
+			run := func(u string) (rps, cpuUS float64) {
+				var calls, failed atomic.Int64
+				stop := time.Now().Add(burst)
+				start, cpu0 := time.Now(), cpuTime()
+				var wg sync.WaitGroup
+				for range 32 {
+					wg.Go(func() {
+						for time.Now().Before(stop) {
+							if benchCall(c, u) != nil {
+								failed.Add(1)
+							}
+							calls.Add(1)
+						}
+					})
+				}
+				wg.Wait()
+				if failed.Load() > 0 {
+					b.Fatalf("%d calls to %s failed", failed.Load(), u)
+				}
+				n := float64(calls.Load())
+				return n / time.Since(start).Seconds(), float64((cpuTime() - cpu0).Microseconds()) / n
+			}
+			base, pol := e.up.URL()+"/bench/validated", e.up.URL()+path
+			run(base) // warm both routes' connections and pools
+			run(pol)
+			var added, ratio []float64
+			for i := range b.N * rounds {
+				var bRPS, bCPU, pRPS, pCPU float64
+				if i%2 == 0 {
+					bRPS, bCPU = run(base)
+					pRPS, pCPU = run(pol)
+				} else {
+					pRPS, pCPU = run(pol)
+					bRPS, bCPU = run(base)
+				}
+				added = append(added, pCPU-bCPU)
+				ratio = append(ratio, pRPS/bRPS)
+			}
+			slices.Sort(added)
+			slices.Sort(ratio)
+			b.ReportMetric(added[len(added)/2], "added-cpu-us")
+			b.ReportMetric((1-ratio[len(ratio)/2])*100, "loss-%")
+		})
+	}
+}
+
+// BenchmarkProxy compares calling the upstream directly with the same calls
+// through toolgate, in one run: throughput at 32 connections and latency
+// percentiles at one connection. `make bench` turns its output into the
+// ratio table in docs/performance.md.
+func BenchmarkProxy(b *testing.B) {
+	e, proxyURL := benchEnv(b)
 	routes := []struct {
 		name  string
 		path  string
@@ -117,27 +220,8 @@ func BenchmarkProxy(b *testing.B) {
 		{"policy_interpreter", "/bench/policy_interpreter", true},
 		{"policy_wasm", "/bench/policy_wasm", true},
 	}
-	client := func(viaProxy bool, conns int) *http.Client {
-		tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
-		if viaProxy {
-			tr.Proxy = http.ProxyURL(proxyURL)
-		}
-		return &http.Client{Transport: tr}
-	}
-	call := func(c *http.Client, path string) error {
-		req, _ := http.NewRequest("POST", e.up.URL()+path, bytes.NewReader([]byte(benchBody)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}
+	client := func(viaProxy bool, conns int) *http.Client { return benchClient(proxyURL, viaProxy, conns) }
+	call := func(c *http.Client, path string) error { return benchCall(c, e.up.URL()+path) }
 	for _, r := range routes {
 		b.Run("throughput/"+r.name, func(b *testing.B) {
 			c := client(r.proxy, 32)

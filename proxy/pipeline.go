@@ -114,7 +114,10 @@ func (c *call) input(r *http.Request, target *url.URL, vars map[string]string, a
 			h[name] = strings.Join(vs, ", ")
 		}
 	}
-	q, _ := url.ParseQuery(target.RawQuery)
+	var q url.Values
+	if target.RawQuery != "" {
+		q, _ = url.ParseQuery(target.RawQuery)
+	}
 	return &policies.Input{
 		Tool:      c.t.cfg.Name,
 		Arguments: args,

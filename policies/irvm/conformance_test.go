@@ -99,18 +99,29 @@ func code(err error) string {
 	return "other: " + err.Error()
 }
 
-// prune keeps only keys of the input object in (all of it when keys is
-// nil or in is not an object).
-func prune(in ast.Value, keys []string) ast.Value {
+// prune keeps only the parts of the input object in that prog reads: its
+// InputKeys, and of those its InputFields.
+func prune(in ast.Value, prog *irvm.Program) ast.Value {
 	obj, ok := in.(ast.Object)
-	if !ok || keys == nil {
+	if !ok || prog.InputKeys() == nil {
 		return in
 	}
 	out := ast.NewObject()
-	for _, k := range keys {
-		if v := obj.Get(ast.StringTerm(k)); v != nil {
-			out.Insert(ast.StringTerm(k), v)
+	for _, k := range prog.InputKeys() {
+		v := obj.Get(ast.StringTerm(k))
+		if v == nil {
+			continue
 		}
+		if sub, ok := v.Value.(ast.Object); ok && prog.InputFields(k) != nil {
+			cut := ast.NewObject()
+			for _, f := range prog.InputFields(k) {
+				if fv := sub.Get(ast.StringTerm(f)); fv != nil {
+					cut.Insert(ast.StringTerm(f), fv)
+				}
+			}
+			v = ast.NewTerm(cut)
+		}
+		out.Insert(ast.StringTerm(k), v)
 	}
 	return out
 }
@@ -119,12 +130,12 @@ func prune(in ast.Value, keys []string) ast.Value {
 // against its interpreter and its wasm target) through the interpreter and
 // through this package's target, each with strict builtin errors, and
 // requires the same result set, or errors of the same code. Each case runs
-// once more on the compiled engine with the input cut down to the keys
-// Program.InputKeys names. Cases that need a data document are left out:
+// once more on the compiled engine with the input cut down to what
+// Program.InputKeys and InputFields name. Cases that need a data document are left out:
 // the compiled engine's data is always empty.
 func TestConformance(t *testing.T) {
 	ctx := context.Background()
-	var ran, results, errs, pruned int
+	var ran, results, errs, pruned, documents int
 	for _, tc := range loadCases(t) {
 		if tc.Data != nil || len(tc.Env) > 0 {
 			continue
@@ -160,14 +171,27 @@ func TestConformance(t *testing.T) {
 		if prog.InputKeys() == nil || in == nil {
 			continue
 		}
-		cut, cerr := run(ctx, tc, irvm.Target, prune(in, prog.InputKeys()))
-		if cerr != nil || resultValue(cut).Compare(w) != 0 {
-			t.Errorf("%s: with the input cut to %v: %v %v, want %v", name, prog.InputKeys(), resultValue(cut), cerr, w)
+		cut := prune(in, prog)
+		got, cerr := run(ctx, tc, irvm.Target, cut)
+		if cerr != nil || resultValue(got).Compare(w) != 0 {
+			t.Errorf("%s: with the input cut to %v: %v %v, want %v", name, cut, resultValue(got), cerr, w)
 			continue
+		}
+		// And given field by field, as a Document: the same values as
+		// Eval's (its result keys are the query's variables, which OPA may
+		// have renamed: compare Eval's and EvalDocument's).
+		if obj, ok := in.(ast.Object); ok {
+			byTerm, err1 := prog.Eval(ctx, ast.NewTerm(in), irvm.Options{StrictBuiltinErrors: true})
+			byDoc, err2 := prog.EvalDocument(ctx, objectDoc{obj}, irvm.Options{StrictBuiltinErrors: true})
+			if err1 != nil || err2 != nil || byTerm.Compare(byDoc) != 0 {
+				t.Errorf("%s: Eval %v %v, EvalDocument %v %v", name, byTerm, err1, byDoc, err2)
+				continue
+			}
+			documents++
 		}
 		pruned++
 	}
-	t.Logf("%d cases: %d same results (%d again with the input cut to its keys read), %d same errors", ran, results, pruned, errs)
+	t.Logf("%d cases: %d same results (%d again with the input cut to what is read, %d given as a Document), %d same errors", ran, results, pruned, documents, errs)
 	if ran < 1000 {
 		t.Fatalf("only %d cases ran; OPA's conformance suite has over 1,000", ran)
 	}
@@ -186,4 +210,31 @@ func resultValue(rs rego.ResultSet) ast.Value {
 		set.Add(ast.NewTerm(obj))
 	}
 	return set
+}
+
+// objectDoc is an input object as an irvm.Document.
+type objectDoc struct{ obj ast.Object }
+
+func (d objectDoc) Value() ast.Value { return d.obj }
+
+func (d objectDoc) Field(key string) (ast.Value, bool) {
+	if v := d.obj.Get(ast.StringTerm(key)); v != nil {
+		return v.Value, true
+	}
+	return nil, false
+}
+
+func (d objectDoc) Subfield(key, field string) (ast.Value, bool) {
+	v, ok := d.Field(key)
+	if !ok {
+		return nil, false
+	}
+	sub, ok := v.(ast.Object)
+	if !ok {
+		return nil, false
+	}
+	if f := sub.Get(ast.StringTerm(field)); f != nil {
+		return f.Value, true
+	}
+	return nil, false
 }

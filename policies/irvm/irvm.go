@@ -92,15 +92,17 @@ func Prepare(ctx context.Context, opts ...func(*rego.Rego)) (*Program, error) {
 // made an ast term, every function's frame size known. It is immutable and
 // safe for concurrent use.
 type Program struct {
-	plan      *ir.Plan
-	nlocals   int
-	files     []string
-	inputKeys []string    // the input's top-level keys the plan reads; nil: it may read all of it
-	strings   []*ast.Term // Static.Strings as ast.String
-	numbers   []*ast.Term // Static.Strings as ast.Number, where a MakeNumberRefStmt reads one
-	funcs     []*function
-	calls     map[*ir.CallStmt]*callee
-	dynamic   map[string]*function // by path joined with "/", for CallDynamicStmt
+	plan        *ir.Plan
+	nlocals     int
+	files       []string
+	needsTime   bool                // a builtin it calls reads the evaluation's time
+	inputKeys   []string            // the input's top-level keys the plan reads; nil: it may read all of it
+	inputFields map[string][]string // for a top-level key, the keys of its object the plan reads; absent: all
+	strings     []*ast.Term         // Static.Strings as ast.String
+	numbers     []*ast.Term         // Static.Strings as ast.Number, where a MakeNumberRefStmt reads one
+	funcs       []*function
+	calls       map[*ir.CallStmt]*callee
+	dynamic     map[string]*function // by path joined with "/", for CallDynamicStmt
 }
 
 type function struct {
@@ -180,8 +182,10 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 					c.fn = fn
 				} else if b, ok := custom[s.Func]; ok && b != nil {
 					c.builtin, c.relation, c.void = b.Func, b.Decl.Relation, b.Decl.Decl.Result() == nil
+					p.needsTime = true // it may read BuiltinContext.Time
 				} else if bi := topdown.GetBuiltin(s.Func); bi != nil {
 					c.builtin = bi
+					p.needsTime = p.needsTime || timeBuiltins[s.Func]
 					if d := decls[s.Func]; d != nil {
 						c.relation, c.void = d.Relation, d.Decl.Result() == nil
 					} else if d := ast.BuiltinMap[s.Func]; d != nil {
@@ -207,8 +211,92 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 		return nil, err
 	}
 	p.inputKeys = p.readsOfInput()
+	if p.inputKeys != nil {
+		p.inputFields = p.fieldsOfInput()
+	}
 	return p, nil
 }
+
+// fieldsOfInput finds, for the input's top-level keys, which of their
+// keys the plan reads. A local assigned input.k that is only ever dotted
+// with constant keys reads those keys of input.k; any other read of it
+// (passed to a function, iterated, copied, dotted with a computed key)
+// reads input.k whole. OPA's planner numbers a rule body's locals afresh
+// in each of a function's top-level blocks (one per rule body), and a
+// value goes from one such block to the next only through a copy (a read
+// that counts as whole), so each top-level block is a scope; within one,
+// the analysis keeps for each local every input key it may hold and every
+// key it is dotted with, wherever: a superset, never less than what is
+// read.
+func (p *Program) fieldsOfInput() map[string][]string {
+	fields := map[string]map[string]bool{}
+	all := map[string]bool{}
+	scope := func(block *ir.Block) {
+		from := map[ir.Local]map[string]bool{} // the input keys each local may hold
+		dots := map[ir.Local]map[string]bool{} // the constant keys each local is dotted with
+		whole := map[ir.Local]bool{}           // locals read otherwise
+		add := func(m map[ir.Local]map[string]bool, l ir.Local, k string) {
+			if m[l] == nil {
+				m[l] = map[string]bool{}
+			}
+			m[l][k] = true
+		}
+		str := func(op ir.Operand) (string, bool) {
+			k, ok := op.Value.(ir.StringIndex)
+			if !ok {
+				return "", false
+			}
+			return string(p.strings[k].Value.(ast.String)), true
+		}
+		walkBlock(block, func(s ir.Stmt) {
+			if d, ok := s.(*ir.DotStmt); ok {
+				src, isLocal := d.Source.Value.(ir.Local)
+				if k, constKey := str(d.Key); isLocal && constKey {
+					if src == ir.Input {
+						add(from, d.Target, k)
+					} else {
+						add(dots, src, k)
+					}
+					return
+				}
+			}
+			accesses(s, func(l ir.Local) { whole[l] = true }, func(ir.Local) {})
+		})
+		for l, keys := range from {
+			for k := range keys {
+				if whole[l] {
+					all[k] = true
+					continue
+				}
+				if fields[k] == nil {
+					fields[k] = map[string]bool{}
+				}
+				maps.Copy(fields[k], dots[l])
+			}
+		}
+	}
+	for _, b := range p.plan.Blocks {
+		scope(b)
+	}
+	for _, fn := range p.funcs {
+		for _, b := range fn.f.Blocks {
+			scope(b)
+		}
+	}
+	out := map[string][]string{}
+	for k, fs := range fields {
+		if !all[k] {
+			out[k] = slices.Sorted(maps.Keys(fs))
+		}
+	}
+	return out
+}
+
+// InputFields are the keys of input[key] the plan can read, sorted; nil
+// when it may read input[key] whole, or when InputKeys leaves key out. A
+// caller may leave the other fields out of input[key]: the result is the
+// same.
+func (p *Program) InputFields(key string) []string { return p.inputFields[key] }
 
 // InputKeys are the top-level keys of the input the plan can read, sorted;
 // nil when it may read the input whole (it passes input to a builtin,
@@ -273,7 +361,7 @@ func (p *Program) readsOfInput() []string {
 	if whole {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(keys))
+	return append([]string{}, slices.Sorted(maps.Keys(keys))...) // not nil when there are none
 }
 
 // readsLocal reports whether s names local l (in any role).
@@ -285,6 +373,14 @@ func readsLocal(s ir.Stmt, l ir.Local) bool {
 		}
 	})
 	return found
+}
+
+// timeBuiltins are OPA's builtins that read BuiltinContext.Time (as of
+// OPA 1.22: topdown's time.go and tokens.go; http.send is refused).
+var timeBuiltins = map[string]bool{
+	ast.NowNanos.Name:        true,
+	ast.JWTDecodeVerify.Name: true,
+	ast.HTTPSend.Name:        true,
 }
 
 func walkBlock(b *ir.Block, visit func(ir.Stmt)) {
@@ -318,59 +414,71 @@ func maxLocal(s ir.Stmt) int {
 
 // forLocals calls f with each local a statement names (not those of the
 // blocks it holds).
-func forLocals(s ir.Stmt, f func(ir.Local)) {
-	l := func(xs ...ir.Local) {
+func forLocals(s ir.Stmt, f func(ir.Local)) { accesses(s, f, f) }
+
+// accesses calls read with each local a statement reads and write with
+// each it writes (a local it changes in place, such as an array appended
+// to, is both); not those of the blocks it holds.
+func accesses(s ir.Stmt, read, write func(ir.Local)) {
+	r := func(xs ...ir.Local) {
 		for _, x := range xs {
-			f(x)
+			read(x)
+		}
+	}
+	w := func(xs ...ir.Local) {
+		for _, x := range xs {
+			write(x)
 		}
 	}
 	o := func(ops ...ir.Operand) {
 		for _, op := range ops {
 			if x, ok := op.Value.(ir.Local); ok {
-				l(x)
+				read(x)
 			}
 		}
 	}
 	switch s := s.(type) {
 	case *ir.ReturnLocalStmt:
-		l(s.Source)
+		r(s.Source)
 	case *ir.CallStmt:
 		o(s.Args...)
-		l(s.Result)
+		w(s.Result)
 	case *ir.CallDynamicStmt:
-		l(s.Args...)
-		l(s.Result)
+		r(s.Args...)
 		o(s.Path...)
+		w(s.Result)
 	case *ir.DotStmt:
 		o(s.Source, s.Key)
-		l(s.Target)
+		w(s.Target)
 	case *ir.LenStmt:
 		o(s.Source)
-		l(s.Target)
+		w(s.Target)
 	case *ir.ScanStmt:
-		l(s.Source, s.Key, s.Value)
+		r(s.Source)
+		w(s.Key, s.Value)
 	case *ir.AssignIntStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.AssignVarStmt:
 		o(s.Source)
-		l(s.Target)
+		w(s.Target)
 	case *ir.AssignVarOnceStmt:
 		o(s.Source)
-		l(s.Target)
+		r(s.Target)
+		w(s.Target)
 	case *ir.ResetLocalStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.MakeNullStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.MakeNumberIntStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.MakeNumberRefStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.MakeArrayStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.MakeObjectStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.MakeSetStmt:
-		l(s.Target)
+		w(s.Target)
 	case *ir.EqualStmt:
 		o(s.A, s.B)
 	case *ir.NotEqualStmt:
@@ -382,28 +490,34 @@ func forLocals(s ir.Stmt, f func(ir.Local)) {
 	case *ir.IsSetStmt:
 		o(s.Source)
 	case *ir.IsDefinedStmt:
-		l(s.Source)
+		r(s.Source)
 	case *ir.IsUndefinedStmt:
-		l(s.Source)
+		r(s.Source)
 	case *ir.ArrayAppendStmt:
 		o(s.Value)
-		l(s.Array)
+		r(s.Array)
+		w(s.Array)
 	case *ir.ObjectInsertStmt:
 		o(s.Key, s.Value)
-		l(s.Object)
+		r(s.Object)
+		w(s.Object)
 	case *ir.ObjectInsertOnceStmt:
 		o(s.Key, s.Value)
-		l(s.Object)
+		r(s.Object)
+		w(s.Object)
 	case *ir.ObjectMergeStmt:
-		l(s.A, s.B, s.Target)
+		r(s.A, s.B)
+		w(s.Target)
 	case *ir.SetAddStmt:
 		o(s.Value)
-		l(s.Set)
+		r(s.Set)
+		w(s.Set)
 	case *ir.WithStmt:
-		l(s.Local)
 		o(s.Value)
+		r(s.Local)
+		w(s.Local)
 	case *ir.ResultSetAddStmt:
-		l(s.Value)
+		r(s.Value)
 	}
 }
 
@@ -467,8 +581,11 @@ var evals = sync.Pool{New: func() any {
 func (e *eval) release() {
 	clear(e.slab[:cap(e.slab)])
 	e.slab = e.slab[:0]
+	clear(e.docRefs)
+	e.docRefs = e.docRefs[:0]
 	clear(e.memo)
 	e.memo = e.memo[:0]
+	clear(e.memoBase)
 	if e.bctx != nil {
 		*e.bctx = topdown.BuiltinContext{}
 		e.bctxSet = false
@@ -508,14 +625,15 @@ func (p *Program) evalRego(ctx context.Context, ectx *rego.EvalContext) (ast.Val
 }
 
 type eval struct {
-	ctx     context.Context
-	p       *Program
-	o       Options
-	memo    [][]*ast.Term // a frame per with block: each rule's memoized value
-	result  ast.Set
-	bctx    *topdown.BuiltinContext
-	bctxSet bool        // bctx holds this evaluation's context
-	ops     []*ast.Term // a builtin call's operands
+	ctx      context.Context
+	p        *Program
+	o        Options
+	memo     [][]*ast.Term // a frame per with block: each rule's memoized value
+	memoBase []*ast.Term   // the outermost frame's, kept for the next evaluation
+	result   ast.Set
+	bctx     *topdown.BuiltinContext
+	bctxSet  bool        // bctx holds this evaluation's context
+	ops      []*ast.Term // a builtin call's operands
 	// iter (e.collect) receives a builtin's values into out, or all for
 	// a relation.
 	iter     func(*ast.Term) error
@@ -523,6 +641,7 @@ type eval struct {
 	out      *ast.Term
 	all      []*ast.Term
 	slab     []*ast.Term // where frames' locals are cut from
+	docRefs  []*ast.Term // the docRefs of input keys made so far
 	steps    int
 	err      error
 }
@@ -609,7 +728,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 	for _, s := range b.Stmts {
 		switch s := s.(type) {
 		case *ir.DotStmt:
-			t := dot(e.value(fr, s.Source), e.operand(fr, s.Key))
+			t := e.dot(e.value(fr, s.Source), e.operand(fr, s.Key))
 			if t == nil {
 				return 0
 			}
@@ -850,6 +969,9 @@ func upsert(doc *ast.Term, strs []*ast.Term, path []int, v *ast.Term) *ast.Term 
 }
 
 func copyObject(v ast.Value) ast.Object {
+	if r, ok := v.(docRef); ok {
+		v = r.value()
+	}
 	src, ok := v.(ast.Object)
 	if !ok {
 		return ast.NewObject()
@@ -943,10 +1065,6 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		e.bctx = &topdown.BuiltinContext{}
 	}
 	e.bctxSet = true
-	now := e.o.Time
-	if now.IsZero() {
-		now = time.Now()
-	}
 	seed := e.o.Seed
 	if seed == nil {
 		seed = rand.Reader
@@ -955,10 +1073,16 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		Context:   e.ctx,
 		Metrics:   noMetrics,
 		Seed:      seed,
-		Time:      ast.UIntNumberTerm(uint64(now.UnixNano())),
 		Cancel:    e.o.Cancel,
 		Cache:     builtins.Cache{},
 		PrintHook: e.o.PrintHook,
+	}
+	if e.p.needsTime {
+		now := e.o.Time
+		if now.IsZero() {
+			now = time.Now()
+		}
+		e.bctx.Time = ast.UIntNumberTerm(uint64(now.UnixNano()))
 	}
 	if x := e.o.ectx; x != nil {
 		e.bctx.Metrics = x.Metrics()
@@ -1006,7 +1130,14 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 		}
 		top := e.memo[len(e.memo)-1]
 		if top == nil {
-			top = make([]*ast.Term, len(e.p.funcs))
+			if len(e.memo) == 1 && cap(e.memoBase) >= len(e.p.funcs) {
+				top = e.memoBase[:len(e.p.funcs)] // cleared by release
+			} else {
+				top = make([]*ast.Term, len(e.p.funcs))
+			}
+			if len(e.memo) == 1 {
+				e.memoBase = top
+			}
 			e.memo[len(e.memo)-1] = top
 		}
 		top[fn.index] = fr.ret
@@ -1050,11 +1181,13 @@ func (e *eval) callDynamic(fr *frame, s *ir.CallDynamicStmt) int {
 
 // dot is src[key]: an object's value, an array's element, a set's member;
 // nil when undefined.
-func dot(src ast.Value, key *ast.Term) *ast.Term {
+func (e *eval) dot(src ast.Value, key *ast.Term) *ast.Term {
 	if key == nil {
 		return nil
 	}
 	switch s := src.(type) {
+	case docRef:
+		return e.dotDoc(s, key)
 	case ast.Object:
 		return s.Get(key)
 	case *ast.Array:

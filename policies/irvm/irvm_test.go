@@ -76,33 +76,51 @@ func TestInputKeys(t *testing.T) {
 	for _, c := range []struct {
 		name, module string
 		want         []string
+		fields       map[string][]string // InputFields of want's keys; absent: nil (all)
 	}{
 		{"dotted", `package p
 deny contains "limit" if input.arguments.limit > 50
 deny contains "tool" if input.tool == "x"
-inject["X"] := input.trace_id`, []string{"arguments", "tool"}}, // inject is not in the query: not planned
+inject["X"] := input.trace_id`, []string{"arguments", "tool"}, map[string][]string{"arguments": {"limit"}}}, // inject is not in the query: not planned
 		{"through a rule", `package p
 args := input.arguments
-deny contains "q" if args.q == ""`, []string{"arguments"}},
+deny contains "q" if args.q == ""`, []string{"arguments"}, nil},
+		{"fields of two keys", `package p
+deny contains "a" if input.arguments.a > 1
+deny contains "b" if input.arguments.b.c == "x"
+deny contains "h" if input.request.headers["x-approved-by"] == ""`, []string{"arguments", "request"},
+			map[string][]string{"arguments": {"a", "b"}, "request": {"headers"}}},
+		{"an argument iterated", `package p
+deny contains "a" if input.arguments.a > 1
+deny contains k if some k, _ in input.arguments`, []string{"arguments"}, nil},
+		{"an argument counted", `package p
+deny contains "a" if count(input.arguments) > 3`, []string{"arguments"}, nil},
 		{"with", `package p
 deny contains "q" if input.a.q == ""
-test_q if deny["q"] with input.a as {"q": ""}`, []string{"a"}},
+test_q if deny["q"] with input.a as {"q": ""}`, []string{"a"}, map[string][]string{"a": {"q"}}},
+		{"none", `package p
+deny contains "x" if false`, []string{}, nil},
 		{"walked", `package p
-deny contains "x" if walk(input, [_, "forbidden"])`, nil},
+deny contains "x" if walk(input, [_, "forbidden"])`, nil, nil},
 		{"iterated", `package p
-deny contains k if some k, _ in input`, nil},
+deny contains k if some k, _ in input`, nil, nil},
 		{"whole", `package p
-deny contains "x" if count(input) > 3`, nil},
+deny contains "x" if count(input) > 3`, nil, nil},
 		{"passed to a function", `package p
 f(doc) := doc.a
-deny contains "x" if f(input) == 1`, nil},
+deny contains "x" if f(input) == 1`, nil, nil},
 		{"dynamic key", `package p
-deny contains "x" if input[input.k] == 1`, nil},
+deny contains "x" if input[input.k] == 1`, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := prepare(t, "x = data.p.deny", c.module)
 			if got := p.InputKeys(); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
 				t.Fatalf("InputKeys() = %q, want %q", got, c.want)
+			}
+			for _, k := range c.want {
+				if got, want := p.InputFields(k), c.fields[k]; !slices.Equal(got, want) || (got == nil) != (want == nil) {
+					t.Errorf("InputFields(%q) = %q, want %q", k, got, want)
+				}
 			}
 		})
 	}
