@@ -69,6 +69,12 @@ type Evaluator interface {
 	Eval(ctx context.Context, in *Input) (Result, error)
 }
 
+// deadlineEvaluator is an Evaluator that bounds its own evaluation by a
+// deadline, without a context timer (the compiled engine's Rego).
+type deadlineEvaluator interface {
+	EvalBefore(ctx context.Context, in *Input, deadline time.Time) (Result, error)
+}
+
 // Result is what one policy said about one call.
 type Result struct {
 	// Denies are the deny messages; none means the policy did not deny.
@@ -120,10 +126,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 	var denied []string
 	allValidation := true
 	for _, b := range s.bound {
-		ectx, cancel := context.WithTimeout(ctx, s.deadline)
-		res, err := safeEval(ectx, b.Policy, in)
-		timedOut := ectx.Err() != nil && ctx.Err() == nil
-		cancel()
+		res, err, timedOut := s.eval(ctx, b.Policy, in)
 		if err != nil {
 			reason, what := ReasonPolicyError, "failed: "+err.Error()
 			if timedOut || errors.Is(err, context.DeadlineExceeded) {
@@ -177,15 +180,28 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 	return d
 }
 
-// safeEval runs one policy, turning a panic into an error: a broken policy
-// never takes the sidecar down.
-func safeEval(ctx context.Context, p Evaluator, in *Input) (res Result, err error) {
+// eval runs one policy within the set's deadline: its result or error, and
+// whether the deadline (not ctx) ended it.
+func (s *Set) eval(ctx context.Context, p Evaluator, in *Input) (Result, error, bool) {
+	if de, ok := p.(deadlineEvaluator); ok {
+		res, err := safeEval(func() (Result, error) { return de.EvalBefore(ctx, in, time.Now().Add(s.deadline)) })
+		return res, err, err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+	}
+	ectx, cancel := context.WithTimeout(ctx, s.deadline)
+	defer cancel()
+	res, err := safeEval(func() (Result, error) { return p.Eval(ectx, in) })
+	return res, err, ectx.Err() != nil && ctx.Err() == nil
+}
+
+// safeEval runs one policy's evaluation, turning a panic into an error: a
+// broken policy never takes the sidecar down.
+func safeEval(eval func() (Result, error)) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic during evaluation: %v", r)
 		}
 	}()
-	return p.Eval(ctx, in)
+	return eval()
 }
 
 // decodeResult reads a policy's decision document: deny (a set of strings,

@@ -285,10 +285,16 @@ func (p *Rego) Tests() int { return p.tests }
 
 // Eval evaluates the prepared decision query against one input.
 func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
+	return p.EvalBefore(ctx, in, time.Time{})
+}
+
+// EvalBefore is Eval bounded by deadline (none when zero) as well as ctx.
+// The compiled engine watches the deadline itself, which costs less than a
+// context with a timer; OPA's interpreter gets one.
+func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (Result, error) {
 	var doc map[string]any
 	if p.program != nil {
-		// The compiled engine watches ctx itself.
-		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true})
+		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true, Deadline: deadline})
 		if err != nil {
 			return Result{}, p.evalError(ctx, err)
 		}
@@ -296,6 +302,11 @@ func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
 			return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 		}
 	} else {
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		// Cancellation through a callback on ctx rather than OPA's goroutine
 		// per evaluation, and no per-evaluation metrics: both cost more than
 		// small policies do.
@@ -330,11 +341,11 @@ func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
 
 // resultDoc is the compiled engine's result set as the decision query's
 // bindings (nil when it has none), in the JSON shapes decodeResult reads.
-func resultDoc(rs ast.Set) (map[string]any, error) {
-	if rs.Len() == 0 {
+func resultDoc(rs []*ast.Term) (map[string]any, error) {
+	if len(rs) == 0 {
 		return nil, nil
 	}
-	obj, ok := rs.Slice()[0].Value.(ast.Object) // one result: the query binds each variable once
+	obj, ok := rs[0].Value.(ast.Object) // one result: the query binds each variable once
 	if !ok {
 		return nil, errors.New("the decision query's result is not an object")
 	}
@@ -359,10 +370,14 @@ func resultDoc(rs ast.Set) (map[string]any, error) {
 	return doc, err
 }
 
-// evalError is an evaluation's error: the context's when it ended it.
+// evalError is an evaluation's error: the context's when it ended it, a
+// deadline's as context.DeadlineExceeded.
 func (p *Rego) evalError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
 	}
 	return regoError(err)
 }
@@ -494,8 +509,8 @@ func (p *Rego) compiledTests(ctx context.Context, names []string) ([]error, erro
 		return nil, regoError(err)
 	}
 	var got ast.Object
-	if rs.Len() == 1 {
-		got, _ = rs.Slice()[0].Value.(ast.Object)
+	if len(rs) == 1 {
+		got, _ = rs[0].Value.(ast.Object)
 	}
 	out := make([]error, len(names))
 	for i := range names {

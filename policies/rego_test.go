@@ -120,39 +120,56 @@ deny contains 7 if input.arguments.n > 0
 		{"deadline fails open", []Bound{{slow, ModeEnforce}}, true, in(1, "", nil), true, "", "", nil, 0, "", 1},
 		{"bad decision document fails closed", []Bound{{badOutput, ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			set := NewSet("tool", tc.bound, 30*time.Millisecond, tc.failOpen)
-			start := time.Now()
-			d := set.Check(context.Background(), tc.in)
-			if el := time.Since(start); el > 2*time.Second {
-				t.Errorf("check took %v; the deadline must stop it", el)
-			}
-			if d.Allow != tc.wantAllow || d.Code != tc.wantCode || d.Reason != tc.wantReason {
-				t.Fatalf("decision = allow %v %s/%s (%s), want allow %v %s/%s", d.Allow, d.Code, d.Reason, d.Detail, tc.wantAllow, tc.wantCode, tc.wantReason)
-			}
-			if tc.wantMsgs != nil {
-				var msgs []string
-				for _, v := range d.Violations {
-					msgs = append(msgs, v.Message)
+	// Every case on both engines that decide Rego in process.
+	onEngine := func(engine string, bound []Bound) []Bound {
+		out := make([]Bound, len(bound))
+		for i, b := range bound {
+			out[i] = b
+			if r, ok := b.Policy.(*Rego); ok && engine == EngineCompiled {
+				c, err := r.Compiled(context.Background())
+				if err != nil {
+					t.Fatal(err)
 				}
-				if strings.Join(msgs, "|") != strings.Join(tc.wantMsgs, "|") {
-					t.Errorf("messages = %q, want %q", msgs, tc.wantMsgs)
+				out[i].Policy = c
+			}
+		}
+		return out
+	}
+	for _, run := range []struct{ engine string }{{EngineInterpreter}, {EngineCompiled}} {
+		for _, tc := range tests {
+			t.Run(run.engine+"/"+tc.name, func(t *testing.T) {
+				set := NewSet("tool", onEngine(run.engine, tc.bound), 30*time.Millisecond, tc.failOpen)
+				start := time.Now()
+				d := set.Check(context.Background(), tc.in)
+				if el := time.Since(start); el > 2*time.Second {
+					t.Errorf("check took %v; the deadline must stop it", el)
 				}
-			}
-			if !d.Allow && !strings.HasPrefix(d.Detail, "Tool 'tool' refused") {
-				t.Errorf("detail = %q", d.Detail)
-			}
-			if len(d.DryRun) != tc.wantDryRun {
-				t.Errorf("dry-run denials = %d, want %d", len(d.DryRun), tc.wantDryRun)
-			}
-			if got := d.Inject["X-Session-Id"]; got != tc.wantInject {
-				t.Errorf("inject X-Session-Id = %q, want %q", got, tc.wantInject)
-			}
-			if len(d.FailedOpen) != tc.wantOpen {
-				t.Errorf("failed open = %v, want %d", d.FailedOpen, tc.wantOpen)
-			}
-		})
+				if d.Allow != tc.wantAllow || d.Code != tc.wantCode || d.Reason != tc.wantReason {
+					t.Fatalf("decision = allow %v %s/%s (%s), want allow %v %s/%s", d.Allow, d.Code, d.Reason, d.Detail, tc.wantAllow, tc.wantCode, tc.wantReason)
+				}
+				if tc.wantMsgs != nil {
+					var msgs []string
+					for _, v := range d.Violations {
+						msgs = append(msgs, v.Message)
+					}
+					if strings.Join(msgs, "|") != strings.Join(tc.wantMsgs, "|") {
+						t.Errorf("messages = %q, want %q", msgs, tc.wantMsgs)
+					}
+				}
+				if !d.Allow && !strings.HasPrefix(d.Detail, "Tool 'tool' refused") {
+					t.Errorf("detail = %q", d.Detail)
+				}
+				if len(d.DryRun) != tc.wantDryRun {
+					t.Errorf("dry-run denials = %d, want %d", len(d.DryRun), tc.wantDryRun)
+				}
+				if got := d.Inject["X-Session-Id"]; got != tc.wantInject {
+					t.Errorf("inject X-Session-Id = %q, want %q", got, tc.wantInject)
+				}
+				if len(d.FailedOpen) != tc.wantOpen {
+					t.Errorf("failed open = %v, want %d", d.FailedOpen, tc.wantOpen)
+				}
+			})
+		}
 	}
 }
 

@@ -22,7 +22,7 @@ type Document interface {
 }
 
 // EvalDocument is Eval with the input given as a Document.
-func (p *Program) EvalDocument(ctx context.Context, doc Document, o Options) (ast.Set, error) {
+func (p *Program) EvalDocument(ctx context.Context, doc Document, o Options) ([]*ast.Term, error) {
 	if p.inputKeys == nil {
 		return p.Eval(ctx, ast.NewTerm(doc.Value()), o)
 	}

@@ -30,19 +30,19 @@ func prepare(t testing.TB, query, module string) *irvm.Program {
 }
 
 // result is the value bound to x in the only result, nil when there is none.
-func result(t testing.TB, rs ast.Set) ast.Value {
+func result(t testing.TB, rs []*ast.Term) ast.Value {
 	t.Helper()
-	switch rs.Len() {
+	switch len(rs) {
 	case 0:
 		return nil
 	case 1:
-		v := rs.Slice()[0].Value.(ast.Object).Get(ast.StringTerm("x"))
+		v := rs[0].Value.(ast.Object).Get(ast.StringTerm("x"))
 		if v == nil {
 			t.Fatalf("result %v binds no x", rs)
 		}
 		return v.Value
 	}
-	t.Fatalf("%d results: %v", rs.Len(), rs)
+	t.Fatalf("%d results: %v", len(rs), rs)
 	return nil
 }
 
@@ -142,6 +142,20 @@ n := count([1 | some a in numbers.range(1, 5000); some b in numbers.range(1, 500
 	}
 	if took > 500*time.Millisecond {
 		t.Fatalf("stopped after %v; the deadline was 20ms", took)
+	}
+	// So does Options.Deadline, with an error that says so, even inside a
+	// builtin that runs long.
+	big := prepare(t, "x = data.p.n", `package p
+n := count(numbers.range(1, 100000000))`)
+	start = time.Now()
+	_, err = big.Eval(context.Background(), nil, irvm.Options{Deadline: time.Now().Add(20 * time.Millisecond)})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("numbers.range past Options.Deadline: err = %v after %v, want context.DeadlineExceeded soon after 20ms", err, time.Since(start))
+	}
+	start = time.Now()
+	_, err = p.Eval(context.Background(), nil, irvm.Options{Deadline: time.Now().Add(20 * time.Millisecond)})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("past Options.Deadline: err = %v after %v, want context.DeadlineExceeded soon after 20ms", err, time.Since(start))
 	}
 	// Options.Cancel stops it too.
 	c := topdown.NewCancel()
