@@ -243,13 +243,23 @@ func decodeResult(policy string, doc map[string]any) (Result, error) {
 		res.Inject = make(map[string]string, len(m))
 		for k, v := range m {
 			s, isStr := v.(string)
-			if !isStr || !validHeaderName(k) || strings.ContainsAny(s, "\r\n") {
+			header, valid := injectHeader(k, s)
+			if !isStr || !valid {
 				return res, fmt.Errorf("inject[%q] must be a valid header name with a one-line string value", k)
 			}
-			res.Inject[textproto.CanonicalMIMEHeaderKey(k)] = s
+			res.Inject[header] = s
 		}
 	}
 	return res, nil
+}
+
+// injectHeader is the canonical name of header name, and whether name is a
+// header name and value a one-line value, as inject requires.
+func injectHeader(name, value string) (string, bool) {
+	if !validHeaderName(name) || strings.ContainsAny(value, "\r\n") {
+		return "", false
+	}
+	return textproto.CanonicalMIMEHeaderKey(name), true
 }
 
 func denyViolation(it any) (Violation, error) {

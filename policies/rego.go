@@ -298,6 +298,9 @@ func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (R
 		if err != nil {
 			return Result{}, p.evalError(ctx, err)
 		}
+		if res, ok := fastResult(rs); ok {
+			return res, nil
+		}
 		if doc, err = resultDoc(rs); err != nil {
 			return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 		}
@@ -337,6 +340,52 @@ func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (R
 		return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 	}
 	return res, nil
+}
+
+// fastResult reads the compiled engine's result set straight into a
+// Result in the common case: no deny message, allow true or undefined,
+// inject headers that are valid. Anything else (ok false) goes through
+// resultDoc and decodeResult, which also word its errors.
+func fastResult(rs []*ast.Term) (Result, bool) {
+	if len(rs) != 1 {
+		return Result{}, false
+	}
+	obj, isObj := rs[0].Value.(ast.Object)
+	if !isObj {
+		return Result{}, false
+	}
+	res := Result{Allowed: true}
+	ok := true
+	obj.Until(func(k, v *ast.Term) bool {
+		name, _ := k.Value.(ast.String)
+		switch name {
+		case "deny":
+			set, isSet := v.Value.(ast.Set)
+			ok = isSet && set.Len() == 0
+		case "allow":
+			// [] when allow is undefined, [true] when it holds.
+			arr, isArr := v.Value.(*ast.Array)
+			ok = isArr && (arr.Len() == 0 || arr.Len() == 1 && arr.Elem(0).Value.Compare(ast.Boolean(true)) == 0)
+		case "inject":
+			inj, isObj := v.Value.(ast.Object)
+			if ok = isObj; !ok {
+				break
+			}
+			res.Inject = make(map[string]string, inj.Len())
+			inj.Until(func(hk, hv *ast.Term) bool {
+				hname, nameOK := hk.Value.(ast.String)
+				val, valOK := hv.Value.(ast.String)
+				var header string
+				if ok = nameOK && valOK; ok {
+					header, ok = injectHeader(string(hname), string(val))
+					res.Inject[header] = string(val)
+				}
+				return !ok
+			})
+		}
+		return !ok
+	})
+	return res, ok
 }
 
 // resultDoc is the compiled engine's result set as the decision query's
