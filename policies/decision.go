@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -241,7 +242,8 @@ func decodeResult(policy string, doc map[string]any) (Result, error) {
 			return res, fmt.Errorf("inject must be an object of header names to strings, got %s", jsonTypeName(raw))
 		}
 		res.Inject = make(map[string]string, len(m))
-		for k, v := range m {
+		for _, k := range slices.Sorted(maps.Keys(m)) { // the first bad header, always the same
+			v := m[k]
 			s, isStr := v.(string)
 			header, valid := injectHeader(k, s)
 			if !isStr || !valid {
