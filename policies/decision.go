@@ -186,7 +186,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 func (s *Set) eval(ctx context.Context, p Evaluator, in *Input) (Result, error, bool) {
 	if de, ok := p.(deadlineEvaluator); ok {
 		res, err := safeEval(func() (Result, error) { return de.EvalBefore(ctx, in, time.Now().Add(s.deadline)) })
-		return res, err, err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		return res, err, errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 	}
 	ectx, cancel := context.WithTimeout(ctx, s.deadline)
 	defer cancel()

@@ -125,13 +125,11 @@ func (d document) Field(key string) (ast.Value, bool) {
 	case "tool":
 		return ast.String(in.Tool), true
 	case "arguments":
-		obj := ast.NewObjectWithCapacity(len(in.Arguments))
-		for f := range in.Arguments {
-			if v, ok := d.Subfield(key, f); ok {
-				obj.Insert(ast.StringTerm(f), ast.NewTerm(v))
-			}
+		if in.Arguments == nil {
+			return ast.NewObject(), true
 		}
-		return obj, true
+		v, err := ast.InterfaceToValue(in.Arguments)
+		return v, err == nil
 	case "request":
 		fields = requestKeys
 	case "caller":

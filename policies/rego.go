@@ -195,14 +195,20 @@ func (p *Rego) prepare() (rego.PreparedEvalQuery, error) {
 
 // options are the decision query's, on any engine.
 func (p *Rego) options() []func(*rego.Rego) {
+	return queryOptions(decisionQuery(p.pkg, p.decision, " = "), p.decision)
+}
+
+// queryOptions prepare query over modules as every toolgate query is:
+// restricted builtins, strict builtin errors, Rego v1, no data.
+func queryOptions(query string, modules []*ast.Module) []func(*rego.Rego) {
 	opts := []func(*rego.Rego){
-		rego.Query(decisionQuery(p.pkg, p.decision, " = ")),
+		rego.Query(query),
 		rego.Capabilities(capabilities),
 		rego.StrictBuiltinErrors(true),
 		rego.SetRegoVersion(ast.RegoV1),
 		rego.Store(inmem.New()),
 	}
-	for _, m := range p.decision {
+	for _, m := range modules {
 		opts = append(opts, rego.ParsedModule(m))
 	}
 	return opts
@@ -402,17 +408,6 @@ func resultDoc(rs []*ast.Term) (map[string]any, error) {
 	var err error
 	obj.Until(func(k, v *ast.Term) bool {
 		name, _ := k.Value.(ast.String)
-		if c, ok := v.Value.(interface{ Len() int }); ok && c.Len() == 0 {
-			// An empty deny set or inject object: nothing to convert.
-			if _, isSet := v.Value.(ast.Set); isSet {
-				doc[string(name)] = []any(nil)
-			} else if _, isObj := v.Value.(ast.Object); isObj {
-				doc[string(name)] = map[string]any(nil)
-			} else {
-				doc[string(name)] = []any(nil)
-			}
-			return false
-		}
 		doc[string(name)], err = ast.JSON(v.Value)
 		return err != nil
 	})
@@ -539,17 +534,11 @@ func (p *Rego) compiledTests(ctx context.Context, names []string) ([]error, erro
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("t%d = [v | v := %s]", i, n)
 	}
-	opts := []func(*rego.Rego){
-		rego.Query(strings.Join(parts, "; ")),
-		rego.Capabilities(capabilities),
-		rego.StrictBuiltinErrors(true),
-		rego.SetRegoVersion(ast.RegoV1),
-		rego.Store(inmem.New()),
-	}
+	var modules []*ast.Module
 	for _, f := range slices.Sorted(maps.Keys(p.modules)) {
-		opts = append(opts, rego.ParsedModule(p.modules[f]))
+		modules = append(modules, p.modules[f])
 	}
-	prog, err := irvm.Prepare(ctx, opts...)
+	prog, err := irvm.Prepare(ctx, queryOptions(strings.Join(parts, "; "), modules)...)
 	if err != nil {
 		return nil, err
 	}

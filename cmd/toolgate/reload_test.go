@@ -724,13 +724,6 @@ func TestReloadSwitchesEngine(t *testing.T) {
 	r := startRun(t, dir, reloadConfig)
 	l := r.running(t)
 	admin, client := directClient(t), proxyClient(t, l.Forward)
-	status := func() []policyStatus {
-		var st struct{ Policies []policyStatus }
-		if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+l.Admin+"/status", nil).body), &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Policies
-	}
 	for _, engine := range []string{"compiled", "interpreter", "compiled"} {
 		cfg := reloadConfig
 		if engine != "compiled" {
@@ -740,7 +733,7 @@ func TestReloadSwitchesEngine(t *testing.T) {
 		if code, a := postReload(t, admin, l.Admin); code != http.StatusOK || !a.OK {
 			t.Fatalf("reload to engine %s = %d %+v", engine, code, a)
 		}
-		if got, want := status(), []policyStatus{{"bounds", engine}}; !reflect.DeepEqual(got, want) {
+		if got, want := statusPolicies(t, admin, l.Admin), []policyStatus{{"bounds", engine}}; !reflect.DeepEqual(got, want) {
 			t.Errorf("/status policies = %+v, want %+v", got, want)
 		}
 		if got := esearch(t, client, up.URL(), 40); got != http.StatusOK {

@@ -62,6 +62,16 @@ tools:
     policies: [bench]
 `
 
+// statusPolicies is /status's list of policies and their engines.
+func statusPolicies(t *testing.T, admin *http.Client, addr string) []policyStatus {
+	t.Helper()
+	var st struct{ Policies []policyStatus }
+	if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+addr+"/status", nil).body), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Policies
+}
+
 func copyFixture(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
@@ -102,13 +112,9 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 		return answer{status: resp.StatusCode, header: resp.Header}
 	}
 
-	var st struct{ Policies []policyStatus }
-	if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+l.Admin+"/status", nil).body), &st); err != nil {
-		t.Fatal(err)
-	}
 	want := []policyStatus{{"bench", "wasm"}, {"words", "wasm"}, {"loop", "wasm"}}
-	if !reflect.DeepEqual(st.Policies, want) {
-		t.Errorf("/status policies = %+v, want %+v", st.Policies, want)
+	if got := statusPolicies(t, admin, l.Admin); !reflect.DeepEqual(got, want) {
+		t.Errorf("/status policies = %+v, want %+v", got, want)
 	}
 	if a := get("/esearch?term=x&query=fine"); a.status != 200 {
 		t.Fatalf("allowed call: status %d, want 200: %s", a.status, a.body)

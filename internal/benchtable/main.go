@@ -38,6 +38,26 @@ func main() {
 	os.Exit(run(os.Stdin, os.Stdout))
 }
 
+// addMetrics appends a benchmark line's "value unit" pairs to into.
+func addMetrics(into map[string][]float64, fields string) {
+	f := strings.Fields(fields)
+	for i := 0; i+1 < len(f); i += 2 {
+		if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+			into[f[i+1]] = append(into[f[i+1]], v)
+		}
+	}
+}
+
+// median is the median of v, 0 when it is empty.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
 func run(in io.Reader, out io.Writer) int {
 	// samples[kind/route][unit] = values over runs
 	samples := map[string]map[string][]float64{}
@@ -52,12 +72,7 @@ func run(in io.Reader, out io.Writer) int {
 				paired[m[1]] = map[string][]float64{}
 				engines = append(engines, m[1])
 			}
-			f := strings.Fields(m[3])
-			for i := 0; i+1 < len(f); i += 2 {
-				if v, err := strconv.ParseFloat(f[i], 64); err == nil {
-					paired[m[1]][f[i+1]] = append(paired[m[1]][f[i+1]], v)
-				}
-			}
+			addMetrics(paired[m[1]], m[3])
 			continue
 		}
 		m := line.FindStringSubmatch(sc.Text())
@@ -68,27 +83,13 @@ func run(in io.Reader, out io.Writer) int {
 		if !slices.Contains(order, route) {
 			order = append(order, route)
 		}
-		f := strings.Fields(m[4])
-		for i := 0; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				continue
-			}
-			key := m[1] + "/" + route
-			if samples[key] == nil {
-				samples[key] = map[string][]float64{}
-			}
-			samples[key][f[i+1]] = append(samples[key][f[i+1]], v)
+		key := m[1] + "/" + route
+		if samples[key] == nil {
+			samples[key] = map[string][]float64{}
 		}
+		addMetrics(samples[key], m[4])
 	}
-	med := func(kind, route, unit string) float64 {
-		v := slices.Clone(samples[kind+"/"+route][unit])
-		if len(v) == 0 {
-			return 0
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
+	med := func(kind, route, unit string) float64 { return median(samples[kind+"/"+route][unit]) }
 	if len(order) == 0 || med("throughput", "direct", "req/s") == 0 {
 		fmt.Fprintln(out, "benchtable: no BenchmarkProxy results with a direct baseline on input")
 		return 1
@@ -129,14 +130,7 @@ func run(in io.Reader, out io.Writer) int {
 	// are measured against the same targets for comparison. Without that
 	// benchmark's lines, from BenchmarkProxy's sequential routes.
 	if len(engines) > 0 {
-		pmed := func(engine, unit string) float64 {
-			v := slices.Clone(paired[engine][unit])
-			if len(v) == 0 {
-				return 0
-			}
-			slices.Sort(v)
-			return v[len(v)/2]
-		}
+		pmed := func(engine, unit string) float64 { return median(paired[engine][unit]) }
 		fmt.Fprintln(out)
 		for _, e := range engines {
 			cpu, loss := pmed(e, "added-cpu-us"), pmed(e, "loss-%")

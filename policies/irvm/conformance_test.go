@@ -182,7 +182,7 @@ func TestConformance(t *testing.T) {
 		// have renamed: compare Eval's and EvalDocument's).
 		if obj, ok := in.(ast.Object); ok {
 			byTerm, err1 := prog.Eval(ctx, ast.NewTerm(in), irvm.Options{StrictBuiltinErrors: true})
-			byDoc, err2 := prog.EvalDocument(ctx, objectDoc{obj}, irvm.Options{StrictBuiltinErrors: true})
+			byDoc, err2 := prog.EvalDocument(ctx, irvm.ObjectDocument(obj), irvm.Options{StrictBuiltinErrors: true})
 			if err1 != nil || err2 != nil || ast.NewSet(byTerm...).Compare(ast.NewSet(byDoc...)) != 0 {
 				t.Errorf("%s: Eval %v %v, EvalDocument %v %v", name, byTerm, err1, byDoc, err2)
 				continue
@@ -210,31 +210,4 @@ func resultValue(rs rego.ResultSet) ast.Value {
 		set.Add(ast.NewTerm(obj))
 	}
 	return set
-}
-
-// objectDoc is an input object as an irvm.Document.
-type objectDoc struct{ obj ast.Object }
-
-func (d objectDoc) Value() ast.Value { return d.obj }
-
-func (d objectDoc) Field(key string) (ast.Value, bool) {
-	if v := d.obj.Get(ast.StringTerm(key)); v != nil {
-		return v.Value, true
-	}
-	return nil, false
-}
-
-func (d objectDoc) Subfield(key, field string) (ast.Value, bool) {
-	v, ok := d.Field(key)
-	if !ok {
-		return nil, false
-	}
-	sub, ok := v.(ast.Object)
-	if !ok {
-		return nil, false
-	}
-	if f := sub.Get(ast.StringTerm(field)); f != nil {
-		return f.Value, true
-	}
-	return nil, false
 }

@@ -6,18 +6,22 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-type mapDoc struct{ obj ast.Object }
+// objectDoc is an input object as a Document; ObjectDocument hands one to
+// the package's external tests.
+type objectDoc struct{ obj ast.Object }
 
-func (d mapDoc) Value() ast.Value { return d.obj }
+func ObjectDocument(obj ast.Object) Document { return objectDoc{obj} }
 
-func (d mapDoc) Field(key string) (ast.Value, bool) {
+func (d objectDoc) Value() ast.Value { return d.obj }
+
+func (d objectDoc) Field(key string) (ast.Value, bool) {
 	if v := d.obj.Get(ast.StringTerm(key)); v != nil {
 		return v.Value, true
 	}
 	return nil, false
 }
 
-func (d mapDoc) Subfield(key, field string) (ast.Value, bool) {
+func (d objectDoc) Subfield(key, field string) (ast.Value, bool) {
 	v, ok := d.Field(key)
 	if !ok {
 		return nil, false
@@ -35,7 +39,7 @@ func (d mapDoc) Subfield(key, field string) (ast.Value, bool) {
 // prints as the value it stands for, converted whole.
 func TestDocRefStandsForItsValue(t *testing.T) {
 	in := ast.MustParseTerm(`{"arguments": {"a": 1, "b": [2, 3]}, "tool": "t"}`).Value.(ast.Object)
-	doc := mapDoc{in}
+	doc := objectDoc{in}
 	for _, c := range []struct {
 		ref  docRef
 		want ast.Value

@@ -155,12 +155,6 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 			}
 		}
 	}
-	decls := map[string]*ast.Builtin{}
-	if pol.Static != nil {
-		for _, b := range pol.Static.BuiltinFuncs {
-			decls[b.Name] = ast.BuiltinMap[b.Name]
-		}
-	}
 	var err error
 	prepare := func(blocks []*ir.Block) int {
 		n := 2 // input and data
@@ -186,9 +180,7 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 				} else if bi := topdown.GetBuiltin(s.Func); bi != nil {
 					c.builtin = bi
 					p.needsTime = p.needsTime || timeBuiltins[s.Func]
-					if d := decls[s.Func]; d != nil {
-						c.relation, c.void = d.Relation, d.Decl.Result() == nil
-					} else if d := ast.BuiltinMap[s.Func]; d != nil {
+					if d := ast.BuiltinMap[s.Func]; d != nil {
 						c.relation, c.void = d.Relation, d.Decl.Result() == nil
 					}
 				} else {
@@ -346,9 +338,7 @@ func (p *Program) readsOfInput() []string {
 			}
 			return
 		}
-		if maxLocal(s) >= 0 && readsLocal(s, ir.Input) {
-			whole = true
-		}
+		accesses(s, func(l ir.Local) { whole = whole || l == ir.Input }, func(ir.Local) {})
 	}
 	for _, b := range p.plan.Blocks {
 		walkBlock(b, visit)
@@ -362,17 +352,6 @@ func (p *Program) readsOfInput() []string {
 		return nil
 	}
 	return append([]string{}, slices.Sorted(maps.Keys(keys))...) // not nil when there are none
-}
-
-// readsLocal reports whether s names local l (in any role).
-func readsLocal(s ir.Stmt, l ir.Local) bool {
-	found := false
-	forLocals(s, func(x ir.Local) {
-		if x == l {
-			found = true
-		}
-	})
-	return found
 }
 
 // timeBuiltins are OPA's builtins that read BuiltinContext.Time (as of
@@ -408,13 +387,10 @@ func walkBlock(b *ir.Block, visit func(ir.Stmt)) {
 // blocks it holds), -1 when none.
 func maxLocal(s ir.Stmt) int {
 	m := -1
-	forLocals(s, func(x ir.Local) { m = max(m, int(x)) })
+	f := func(x ir.Local) { m = max(m, int(x)) }
+	accesses(s, f, f)
 	return m
 }
-
-// forLocals calls f with each local a statement names (not those of the
-// blocks it holds).
-func forLocals(s ir.Stmt, f func(ir.Local)) { accesses(s, f, f) }
 
 // accesses calls read with each local a statement reads and write with
 // each it writes (a local it changes in place, such as an array appended
@@ -694,9 +670,8 @@ type eval struct {
 
 // frame is a function call's locals and its return value.
 type frame struct {
-	l        []*ast.Term
-	ret      *ast.Term
-	returned bool
+	l   []*ast.Term
+	ret *ast.Term
 }
 
 // alloc cuts n cleared locals from the slab.
@@ -835,7 +810,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 		case *ir.ResetLocalStmt:
 			fr.l[s.Target] = nil
 		case *ir.ReturnLocalStmt:
-			fr.ret, fr.returned = fr.l[s.Source], true
+			fr.ret = fr.l[s.Source]
 			return unwind
 		case *ir.ResultSetAddStmt:
 			if t := fr.l[s.Value]; t != nil && !slices.ContainsFunc(e.results, func(r *ast.Term) bool { return r.Equal(t) }) {
@@ -1174,7 +1149,7 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 		clear(fr.l)
 		e.slab = e.slab[:mark]
 	}
-	if e.err != nil || !fr.returned || fr.ret == nil {
+	if e.err != nil || fr.ret == nil {
 		return nil, false
 	}
 	if fn.memo {
