@@ -46,19 +46,27 @@ const (
 	ReasonBodyTooLarge  = "body_too_large"
 	ReasonPolicyDenied  = "policy_denied"
 	ReasonNotAllowlist  = "not_allowlisted"
-	ReasonTimeout       = "timeout"
-	ReasonConnect       = "connect"
-	ReasonTruncated     = "truncated"
-	ReasonStatus4xx     = "status_4xx"
-	ReasonStatus5xx     = "status_5xx"
-	ReasonRateLimited   = "status_429"
-	ReasonUnauthorized  = "status_401"
-	ReasonForbidden     = "status_403"
-	ReasonErrorInBody   = "error_in_body"
-	ReasonUnexpected    = "unexpected_status"
-	ReasonCanceled      = "canceled" // the call was canceled (the client went away) before upstream's answer was read
-	ReasonTLS           = "tls"      // upstream's TLS certificate was not accepted
-	ReasonRule          = "rule"     // the default reason of a Rule that names none
+	// ReasonAmbiguousRequest (validation): the call's host, port or path
+	// has no one canonical form (an encoded '/', a double encoding, a
+	// numeric host that is no address, ...), so upstreams could read it
+	// differently from toolgate.
+	ReasonAmbiguousRequest = "ambiguous_request"
+	// ReasonOriginMismatch (policy): a call routed to a tool that injects
+	// headers goes to another origin (scheme, host, port) than the tool's.
+	ReasonOriginMismatch = "origin_mismatch"
+	ReasonTimeout        = "timeout"
+	ReasonConnect        = "connect"
+	ReasonTruncated      = "truncated"
+	ReasonStatus4xx      = "status_4xx"
+	ReasonStatus5xx      = "status_5xx"
+	ReasonRateLimited    = "status_429"
+	ReasonUnauthorized   = "status_401"
+	ReasonForbidden      = "status_403"
+	ReasonErrorInBody    = "error_in_body"
+	ReasonUnexpected     = "unexpected_status"
+	ReasonCanceled       = "canceled" // the call was canceled (the client went away) before upstream's answer was read
+	ReasonTLS            = "tls"      // upstream's TLS certificate was not accepted
+	ReasonRule           = "rule"     // the default reason of a Rule that names none
 )
 
 // ClassOf returns the default class of a code: the class a refusal or an

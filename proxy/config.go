@@ -36,10 +36,16 @@ const (
 type Config struct {
 	// Listen says where the proxy accepts calls.
 	Listen ListenConfig `yaml:"listen"`
-	// Unmatched says what happens to calls that match no tool: "pass"
-	// (forwarded and recorded; the default) or "deny" (refused as
-	// policy/not_allowlisted, never forwarded).
+	// Unmatched says what happens to calls that match no tool on a host
+	// no tool names: "pass" (forwarded and recorded; the default) or "deny"
+	// (refused as policy/not_allowlisted, never forwarded). A host a tool
+	// names (match.host) is closed whatever this says: see Hosts.
 	Unmatched string `yaml:"unmatched"`
+	// Hosts opens hosts that tools name. A host a tool names is closed by
+	// default: a call to it that matches no tool is refused as
+	// policy/not_allowlisted. An entry here sets what happens instead.
+	// Default: none (every tool host closed).
+	Hosts []HostConfig `yaml:"hosts"`
 	// MaxBodyBytes is the largest request body read from a caller; a larger
 	// one is refused as validation/body_too_large without being read in full.
 	// Default 1 MiB.
@@ -57,9 +63,25 @@ type Config struct {
 	// TLS is HTTPS interception (the CA) and upstream verification.
 	TLS TLSConfig `yaml:"tls"`
 
-	dir    string    // where relative schema files resolve
-	tools  []*tool   // compiled by Validate
-	digest hash.Hash // of every schema file read
+	dir     string            // where relative schema files resolve
+	tools   []*tool           // compiled by Validate
+	digest  hash.Hash         // of every schema file read
+	hostSet map[string]string // canonical "host" and "host:port" of Hosts -> mode
+	aliases *hostAliases
+}
+
+// HostConfig says what happens to unmatched calls on one host that tools
+// name.
+type HostConfig struct {
+	// Host is a host a tool's match.host names, with an optional port; an
+	// entry with a port applies to that port only, and wins over one
+	// without. Required.
+	Host string `yaml:"host"`
+	// Unmatched is "deny" (refused as policy/not_allowlisted; the default),
+	// "pass" (forwarded unchecked and recorded, as before toolgate knew the
+	// host), or "dry_run" (forwarded, and the event records the refusal
+	// that deny would have made, in dry_run_denied and dry_run_violations).
+	Unmatched string `yaml:"unmatched"`
 }
 
 // ListenConfig says which listeners run. Every address must be a loopback
@@ -126,8 +148,9 @@ const (
 
 // Unmatched modes, as named in Config.Unmatched.
 const (
-	UnmatchedPass = "pass"
-	UnmatchedDeny = "deny"
+	UnmatchedPass   = "pass"
+	UnmatchedDeny   = "deny"
+	UnmatchedDryRun = "dry_run" // hosts only
 )
 
 // ToolConfig is one tool: which calls it matches, where their arguments come
@@ -159,8 +182,16 @@ type ToolConfig struct {
 	// InjectHeaders are set on the upstream request after all checks passed,
 	// so they never trip a check. "${NAME}" in a value expands to the
 	// environment variable NAME when the configuration loads; a missing
-	// variable is an error.
+	// variable is an error. They go only to the tool's own origin: the
+	// host of match.host (required with inject_headers), its port (or the
+	// scheme's default port when match.host names none), over HTTPS unless
+	// InjectOverHTTP is set. A call routed to the tool but sent elsewhere
+	// (another port, plain HTTP) is refused as policy/origin_mismatch.
 	InjectHeaders map[string]string `yaml:"inject_headers"`
+	// InjectOverHTTP lets InjectHeaders (and headers the tool's policies
+	// inject) go over plain HTTP, where anyone on the path reads them.
+	// Default false: injection over HTTPS only.
+	InjectOverHTTP bool `yaml:"inject_over_http"`
 	// Rules override the status table for this tool, first match wins.
 	Rules bucketing.Rules `yaml:"rules"`
 	// Policies names the policies (from the policies section) that decide
@@ -187,14 +218,22 @@ type ToolConfig struct {
 // MatchConfig selects calls by host, method and path template.
 type MatchConfig struct {
 	// Host is the upstream host, with or without a port. Without a port it
-	// matches any port. "" matches any host.
+	// matches any port. "" matches any host. It is compared in canonical
+	// form (lower case, IP literals in one spelling, loopback names as one
+	// host; docs/config.md, "Matching"). A host named here is closed: see
+	// Config.Hosts.
 	Host string `yaml:"host"`
-	// Method is the HTTP method. "" matches any method.
+	// Method is the HTTP method, compared upper-cased. "" matches any
+	// method.
 	Method string `yaml:"method"`
 	// Path is a path template: literal segments and {name} variables, a
 	// variable taking one whole segment or the part between a literal prefix
 	// and suffix, as in "/v1/structure/{uniprot_id}" or
-	// "/v1/documents/{doc_id}:batchUpdate". Required.
+	// "/v1/documents/{doc_id}:batchUpdate". Required. Literals must be in
+	// canonical form (no dot or empty segments, no escapes of unreserved
+	// characters). A trailing slash is ignored in matching ("/v1/tools/"
+	// calls match "/v1/tools"); the path goes upstream with a trailing
+	// slash exactly when the template has one.
 	Path string `yaml:"path"`
 }
 
@@ -312,14 +351,115 @@ func (c *Config) Validate(dir string) error {
 			return fieldErr(p+".name", "tool %q is already defined by tools[%d]", t.cfg.Name, j)
 		}
 		names[t.cfg.Name] = i
-		key := strings.ToLower(t.cfg.Match.Host) + " " + t.cfg.Match.Method + " " + t.tmpl.shape()
+		key := t.host + ":" + t.port + " " + t.cfg.Match.Method + " " + t.tmpl.shape()
 		if j, dup := routes[key]; dup {
 			return fieldErr(p+".match", "matches exactly the same calls as tools[%d] (%s)", j, c.Tools[j].Name)
 		}
 		routes[key] = i
 		c.tools = append(c.tools, t)
 	}
+	if err := c.validateHosts(); err != nil {
+		return err
+	}
+	c.aliases = newHostAliases(c.tools)
 	return c.validateTLS()
+}
+
+// parseHostField parses a host with an optional port, as match.host and
+// hosts[].host give it, into canonical form.
+func parseHostField(s string) (host, port string, err error) {
+	if strings.ContainsAny(s, "/ ") {
+		return "", "", fmt.Errorf("%q is a URL or has spaces; give a host name, with an optional port", s)
+	}
+	h := s
+	if hh, pp, err := net.SplitHostPort(s); err == nil {
+		h = hh
+		p, ok := canonPort(pp, "")
+		if !ok || pp == "" {
+			return "", "", fmt.Errorf("%q has an invalid port", s)
+		}
+		port = p
+	}
+	host, ok := canonHost(h)
+	if !ok {
+		return "", "", fmt.Errorf("%q is not a host name or IP address that toolgate can match unambiguously", s)
+	}
+	return host, port, nil
+}
+
+// validateHosts checks the hosts section: each entry names a tool host
+// once, with a known mode.
+func (c *Config) validateHosts() error {
+	c.hostSet = map[string]string{}
+	for i := range c.Hosts {
+		hc := &c.Hosts[i]
+		p := fmt.Sprintf("hosts[%d]", i)
+		if hc.Host == "" {
+			return fieldErr(p+".host", "required")
+		}
+		h, port, err := parseHostField(hc.Host)
+		if err != nil {
+			return fieldErr(p+".host", "%v", err)
+		}
+		switch hc.Unmatched {
+		case "":
+			hc.Unmatched = UnmatchedDeny
+		case UnmatchedDeny, UnmatchedPass, UnmatchedDryRun:
+		default:
+			return fieldErr(p+".unmatched", "unknown mode %q; expected deny, pass or dry_run", hc.Unmatched)
+		}
+		named := false
+		for _, t := range c.tools {
+			if t.host == h && (port == "" || t.port == "" || t.port == port) {
+				named = true
+				break
+			}
+		}
+		if !named {
+			return fieldErr(p+".host", "no tool's match.host names %s; hosts opens hosts that tools close", hc.Host)
+		}
+		key := h
+		if port != "" {
+			key = net.JoinHostPort(h, port)
+		}
+		if _, dup := c.hostSet[key]; dup {
+			return fieldErr(p+".host", "%s is listed twice", hc.Host)
+		}
+		c.hostSet[key] = hc.Unmatched
+	}
+	return nil
+}
+
+// isToolHost reports whether a tool names the canonical host h.
+func (c *Config) isToolHost(h string) bool {
+	for _, t := range c.tools {
+		if t.host == h {
+			return true
+		}
+	}
+	return false
+}
+
+// hostMode returns what happens to an unmatched call to host:port: ""
+// when no tool names it (Config.Unmatched decides), else the host's mode.
+func (c *Config) hostMode(host, port string) string {
+	named := false
+	for _, t := range c.tools {
+		if t.host == host && (t.port == "" || t.port == port) {
+			named = true
+			break
+		}
+	}
+	if !named {
+		return ""
+	}
+	if m, ok := c.hostSet[net.JoinHostPort(host, port)]; ok {
+		return m
+	}
+	if m, ok := c.hostSet[host]; ok {
+		return m
+	}
+	return UnmatchedDeny
 }
 
 func (c *Config) checkListen(path, addr string) error {
@@ -370,15 +510,11 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	}
 	t := &tool{cfg: tc, tmpl: tmpl}
 	if tc.Match.Host != "" {
-		h := strings.ToLower(tc.Match.Host)
-		if strings.ContainsAny(h, "/ ") {
-			return nil, fieldErr(p+".match.host", "%q is a URL or has spaces; give a host name, with an optional port", tc.Match.Host)
+		h, port, err := parseHostField(tc.Match.Host)
+		if err != nil {
+			return nil, fieldErr(p+".match.host", "%v", err)
 		}
-		if hh, port, err := net.SplitHostPort(h); err == nil {
-			t.host, t.port = hh, port
-		} else {
-			t.host = h
-		}
+		t.host, t.port = h, port
 	}
 	for j, s := range tc.Args {
 		switch s {
@@ -417,6 +553,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 			return nil, fieldErr(fmt.Sprintf("%s.rules[%d]", p, re.Index), "%s", re.Problem)
 		}
 		return nil, &FieldError{Path: p + ".rules", Err: err}
+	}
+	if len(tc.InjectHeaders) > 0 && t.host == "" {
+		return nil, fieldErr(p+".inject_headers", "needs match.host: injected headers go only to the tool's own origin, and a tool without a host would send them to any host a caller names")
 	}
 	t.inject = make(map[string]string, len(tc.InjectHeaders))
 	for k, v := range tc.InjectHeaders {

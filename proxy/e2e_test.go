@@ -34,7 +34,9 @@ type env struct {
 }
 
 // baseConfig has one tool of each argument source over the demo upstream.
-// UPSTREAM is replaced by the demo upstream's URL.
+// UPSTREAM is replaced by the demo upstream's URL, UPHOSTPORT by its
+// host:port. The tools' host, 127.0.0.1, is opened (hosts: pass) so that
+// unmatched calls to the demo upstream pass; hostsPass is that line.
 const baseConfig = `
 listen:
   forward: 127.0.0.1:0
@@ -42,11 +44,11 @@ listen:
     - listen: 127.0.0.1:0
       upstream: UPSTREAM
 max_body_bytes: 2048
+` + hostsPass + `
 tools:
   - name: pubmed_search
     match: {host: 127.0.0.1, method: GET, path: /esearch}
     schema_file: schemas/pubmed_search.json
-    inject_headers: {X-Api-Key: injected-key}
   - name: structure_lookup
     match: {host: 127.0.0.1, method: GET, path: "/v1/structure/{uniprot_id}"}
     schema_file: schemas/structure_lookup.json
@@ -79,6 +81,24 @@ tools:
     schema: {type: object, properties: {q: {type: string}, n: {type: integer}}}
 `
 
+// hostsPass opens the tools' host in baseConfig.
+const hostsPass = "hosts: [{host: 127.0.0.1, unmatched: pass}]\n"
+
+// withInjection returns cfg with its pubmed_search tool bound to hostport
+// and injecting X-Api-Key (an injected header goes only to the tool's own
+// origin, so the tool names its port), over plain HTTP when overHTTP.
+func withInjection(cfg, hostport string, overHTTP bool) string {
+	tool := "  - name: pubmed_search\n    match: {host: \"" + hostport + "\", method: GET, path: /esearch}\n    inject_headers: {X-Api-Key: injected-key}\n"
+	if overHTTP {
+		tool += "    inject_over_http: true\n"
+	}
+	out := strings.Replace(cfg, "  - name: pubmed_search\n    match: {host: 127.0.0.1, method: GET, path: /esearch}\n", tool, 1)
+	if out == cfg {
+		panic("withInjection: pubmed_search not found")
+	}
+	return out
+}
+
 func newEnv(t testing.TB, cfgYAML string) *env {
 	t.Helper()
 	return newEnvWith(t, cfgYAML, nil, nil)
@@ -102,6 +122,7 @@ func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, p
 	}
 	t.Cleanup(func() { up.Close() })
 	cfgYAML = strings.ReplaceAll(cfgYAML, "UPSTREAM", up.URL())
+	cfgYAML = strings.ReplaceAll(cfgYAML, "UPHOSTPORT", up.Addr())
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
 	dec.KnownFields(true)
@@ -545,7 +566,7 @@ func TestLegacyCutShort(t *testing.T) {
 
 // TestValidCallsForwarded checks coercion, injection and enveloped data.
 func TestValidCallsForwarded(t *testing.T) {
-	e := newEnv(t, baseConfig)
+	e := newEnv(t, withInjection(baseConfig, "UPHOSTPORT", true))
 	a := do(t, e.viaHTTP, "GET", e.up.URL()+"/esearch?term=crispr&retmax=5&pmid=7", "", "", wantEnvelope)
 	if a.status != 200 || a.env == nil || !a.env.OK {
 		t.Fatalf("esearch: %d %s", a.status, a.body)
@@ -617,14 +638,16 @@ func TestValidCallsForwarded(t *testing.T) {
 }
 
 // TestUnmatched checks pass (forwarded, recorded) and deny (refused as
-// policy, never forwarded), for plain calls and CONNECT.
+// policy, never forwarded), for plain calls and CONNECT. The tools' host
+// is closed unless hosts opens it: baseConfig opens it (pass), and the
+// deny config does not.
 func TestUnmatched(t *testing.T) {
 	pass := newEnv(t, baseConfig)
 	a := do(t, pass.viaHTTP, "GET", pass.up.URL()+"/echo?x=1", "", "", nil)
 	if a.status != 200 {
 		t.Errorf("pass: status %d", a.status)
 	}
-	deny := newEnv(t, baseConfig+"\nunmatched: deny\n")
+	deny := newEnv(t, strings.Replace(baseConfig, hostsPass, "", 1)+"\nunmatched: deny\n")
 	a = do(t, deny.viaHTTP, "GET", deny.up.URL()+"/echo?x=1", "", "", nil)
 	if a.status != 403 || a.env == nil || a.env.Error == nil || a.env.Error.Reason != "not_allowlisted" || a.env.Error.Code != "policy" {
 		t.Errorf("deny: %d %s", a.status, a.body)
@@ -637,28 +660,19 @@ func TestUnmatched(t *testing.T) {
 	if a.status != 200 {
 		t.Errorf("matched tool under deny: %d", a.status)
 	}
-	// CONNECT: tunnelled under pass, refused under deny.
-	for _, tc := range []struct {
-		e    *env
-		want bool
-	}{{pass, true}, {deny, false}} {
-		c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: tc.e.srv.Addr("forward", 0)})}}
-		// localhost: no tool matches it (the tools match 127.0.0.1, whose
-		// CONNECT would be intercepted, or refused without a CA).
-		_, port, _ := strings.Cut(tc.e.up.Addr(), ":")
+	// CONNECT to localhost, another name of the tools' host 127.0.0.1: it
+	// would carry the tools' calls past their checks, so without a CA it
+	// is refused under pass and deny alike (mitm_test.go has the tunnel).
+	for _, e := range []*env{pass, deny} {
+		c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)})}}
+		_, port, _ := strings.Cut(e.up.Addr(), ":")
 		_, err := c.Get("https://localhost:" + port + "/esearch?term=x")
-		// The demo upstream speaks plain HTTP, so a tunnel that opens ends
-		// in a TLS error, and a refused one in a proxy error.
-		if err == nil {
-			t.Fatalf("https through a plain upstream cannot succeed")
-		}
-		tunnelled := !strings.Contains(err.Error(), "Forbidden")
-		if tunnelled != tc.want {
-			t.Errorf("CONNECT tunnelled = %v (%v), want %v", tunnelled, err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Errorf("CONNECT localhost: %v, want it refused", err)
 		}
 	}
 	pevs, devs := pass.readEvents(t), deny.readEvents(t)
-	if len(pevs) != 2 || pevs[0].Tool != "" || !pevs[0].OK || pevs[1].Listener != "connect" || pevs[1].Reason != "tunnel" {
+	if len(pevs) != 2 || pevs[0].Tool != "" || !pevs[0].OK || pevs[1].Listener != "connect" || pevs[1].Reason != proxy.ReasonNotIntercepted {
 		t.Errorf("pass events = %+v", pevs)
 	}
 	if len(devs) != 3 || devs[0].ErrorCode != "policy" || !devs[0].Refused || devs[2].Listener != "connect" || devs[2].ErrorCode != "policy" {

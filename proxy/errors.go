@@ -11,4 +11,8 @@ var (
 	// errSchemaTooLarge marks a learned MCP schema past its bounds: the
 	// tool's calls pass unchecked, recorded as inspected=false.
 	errSchemaTooLarge = errors.New("the listed schema is larger than the limit")
+	// errOtherName marks an upstream connection the dial guard refused: a
+	// call under a name that is not a tool host reached a loopback host a
+	// tool names. It becomes policy/not_allowlisted.
+	errOtherName = errors.New("the connection reached a loopback tool host under another name")
 )

@@ -91,8 +91,10 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range c.t.inject {
-		req.Header[k] = []string{v}
+	if c.t.originOK(req.URL) {
+		for k, v := range c.t.inject {
+			req.Header[k] = []string{v}
+		}
 	}
 	resp, err := c.s.transport.RoundTrip(req)
 	if err != nil {

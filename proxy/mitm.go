@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -192,14 +195,16 @@ const (
 	connectRefuse
 )
 
-// decideConnect decides a CONNECT to hostport: intercepted when a tool may
-// match its calls and a CA is configured; refused when a tool may match but
-// no CA is configured (a tunnel would skip the checks), or when no tool
-// matches and unmatched calls are denied; tunnelled otherwise.
-func (s *Server) decideConnect(st *state, hostport string) (connectAction, *refusal) {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host, port = hostport, "443"
+// decideConnect decides a CONNECT to hostport, by its canonical host and
+// port (canonical.go): intercepted when a tool may match its calls and a
+// CA is configured; refused when a tool may match but no CA is configured
+// (a tunnel would skip the checks), when the host or port is ambiguous, or
+// when no tool matches and unmatched calls are denied; tunnelled otherwise
+// (sniffed first when tools name hosts: sniffConnect).
+func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) (connectAction, *refusal) {
+	host, port, ok := canonConnect(ctx, st.cfg, hostport)
+	if !ok {
+		return connectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
 	}
 	if hasRoutes(st.cfg.tools, host, port) {
 		if s.mitm != nil {
@@ -215,6 +220,35 @@ func (s *Server) decideConnect(st *state, hostport string) (connectAction, *refu
 	return connectTunnel, nil
 }
 
+// canonConnect returns the canonical host (placed among tool hosts) and
+// port of a CONNECT's or a redirected connection's destination; the port
+// defaults to 443.
+func canonConnect(ctx context.Context, cfg *Config, hostport string) (host, port string, ok bool) {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		h, p = hostport, ""
+	}
+	if host, ok = canonHost(h); !ok {
+		return "", "", false
+	}
+	if port, ok = canonPort(p, "https"); !ok {
+		return "", "", false
+	}
+	host, ok = cfg.aliases.place(ctx, host, cfg.isToolHost)
+	return host, port, ok
+}
+
+// namesHosts reports whether any tool names a host: only then can a
+// tunnel carry calls meant for a tool under another address.
+func (c *Config) namesHosts() bool {
+	for _, t := range c.tools {
+		if t.host != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // interceptConnect answers a hijacked CONNECT and intercepts its TLS.
 func (s *Server) interceptConnect(c net.Conn, hostport string) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
@@ -227,6 +261,124 @@ func (s *Server) interceptConnect(c net.Conn, hostport string) {
 		host, port = hostport, "443"
 	}
 	s.mitm.serveTLS(c, strings.Trim(host, "[]"), &target{scheme: "https", authority: joinAuthority(strings.Trim(host, "[]"), port, "443"), kind: "forward"})
+}
+
+// sniffConnect answers a hijacked CONNECT to a host no tool matches, while
+// tools name other hosts, and reads the tunnel's first bytes before any
+// reach the destination: a TLS ClientHello whose SNI names a host a tool
+// may match is intercepted (its calls go to https://SNI:port, dialled at
+// the CONNECT's address) or, without a CA, refused; plain HTTP is served
+// by the interceptor, each request routed by its Host header and dialled
+// at the CONNECT's address. Anything else is tunnelled and recorded. A
+// client that sends nothing within handshakeTimeout is cut off: a protocol
+// whose server speaks first cannot be checked and does not pass.
+func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
+	st := s.state.Load()
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		c.Close()
+		return
+	}
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		port = "443"
+	}
+	br := bufio.NewReaderSize(c, 16)
+	first, err := br.Peek(1)
+	if err != nil {
+		c.Close()
+		return
+	}
+	pc := &prefixConn{Conn: c, r: br}
+	if first[0] == recordTypeHandshake {
+		sni, hello, err := readClientHello(br)
+		if err != nil {
+			s.connect(st, r, hostport, ambiguous("CONNECT to "+hostport+" carries bytes that start like TLS but hold no ClientHello"))
+			c.Close()
+			return
+		}
+		pc.r = io.MultiReader(bytes.NewReader(hello), br)
+		if sni != "" {
+			h, p, ok := canonConnect(r.Context(), st.cfg, net.JoinHostPort(sni, port))
+			switch {
+			case !ok:
+				s.connect(st, r, hostport, ambiguous("CONNECT to "+hostport+" carries TLS for a server name toolgate cannot read unambiguously"))
+				c.Close()
+				return
+			case hasRoutes(st.cfg.tools, h, p) && s.mitm == nil:
+				s.connect(st, r, hostport, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
+					"CONNECT to "+hostport+" refused: it carries TLS for "+h+", a host tools match, and its calls cannot be checked without a CA", nil))
+				c.Close()
+				return
+			case hasRoutes(st.cfg.tools, h, p):
+				s.tlsm.conns.WithLabelValues("connect", "sni_intercepted").Inc()
+				s.mitm.serveTLS(pc, sni, &target{scheme: "https", authority: joinAuthority(sni, port, "443"), dial: hostport, kind: "forward"})
+				return
+			}
+		}
+	} else if s.mitm != nil && looksLikeHTTP(br) {
+		c.SetDeadline(time.Time{})
+		s.tlsm.conns.WithLabelValues("connect", "plain").Inc()
+		s.mitm.hand(pc, &target{scheme: "http", port: port, dial: hostport, kind: "forward"})
+		return
+	}
+	c.SetDeadline(time.Time{})
+	h, p, _ := canonConnect(r.Context(), st.cfg, hostport)
+	up, err := s.dial(st.cfg.guarded(context.Background(), h, p), "tcp", hostport)
+	if errors.Is(err, errOtherName) {
+		s.connect(st, r, hostport, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+			"CONNECT to "+hostport+" refused: it reached a loopback host tools name, under another name", nil))
+		c.Close()
+		return
+	}
+	s.connect(st, r, hostport, nil)
+	if err != nil {
+		c.Close()
+		return
+	}
+	splice(pc, up)
+}
+
+// looksLikeHTTP reports whether a connection's first bytes are an HTTP
+// request line's method and a space.
+func looksLikeHTTP(br *bufio.Reader) bool {
+	for n := 2; n <= 16; n++ {
+		b, err := br.Peek(n)
+		if err != nil {
+			return false
+		}
+		c := b[n-1]
+		if c == ' ' {
+			return true
+		}
+		if c < 'A' || c > 'Z' {
+			if c < 'a' || c > 'z' {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// splice copies both ways between a client and upstream until both sides
+// are done, passing on half-closes.
+func splice(c, up net.Conn) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+		done <- struct{}{}
+	}
+	go cp(up, c)
+	go cp(c, up)
+	<-done
+	<-done
+	c.Close()
+	up.Close()
 }
 
 // connQueue is a net.Listener whose connections are handed in by push.
@@ -349,6 +501,10 @@ func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, add
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		if rt, ok := ctx.Value(routedKey{}).(routed); ok && rt.guard != nil && rt.guard(rt.host, c.RemoteAddr()) {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s reached %s", errOtherName, rt.host, c.RemoteAddr())
 		}
 		la := c.LocalAddr().String()
 		own.add(la)

@@ -172,7 +172,7 @@ func TestHTTPSLikePlain(t *testing.T) {
 // one leaf serves every connection to the host.
 func TestHTTPSValidForwarded(t *testing.T) {
 	rig := newTLSRig(t)
-	e := newEnv(t, baseConfig+rig.tlsSection(""))
+	e := newEnv(t, withInjection(baseConfig, rig.ts.Listener.Addr().String(), false)+rig.tlsSection(""))
 	for i := 0; i < 3; i++ {
 		// A fresh client each time: a new CONNECT, a new TLS handshake.
 		c := rig.client(e, i%2 == 1)
@@ -256,9 +256,12 @@ func rawConnect(t *testing.T, proxyAddr, target string) (net.Conn, *http.Respons
 func TestConnectOtherHosts(t *testing.T) {
 	rig := newTLSRig(t)
 	_, port, _ := net.SplitHostPort(rig.ts.Listener.Addr().String())
-	other := "localhost:" + port // the tools match host 127.0.0.1 only
+	// The tools here match 127.0.0.1 on port 1 only, so no tool matches
+	// the TLS upstream's port under any loopback name.
+	other := "localhost:" + port
+	onPort1 := strings.ReplaceAll(strings.Replace(baseConfig, hostsPass, "", 1), "host: 127.0.0.1,", `host: "127.0.0.1:1",`)
 
-	pass := newEnv(t, baseConfig+rig.tlsSection(""))
+	pass := newEnv(t, onPort1+rig.tlsSection(""))
 	upPool := x509.NewCertPool()
 	upPool.AddCert(rig.ts.Certificate())
 	tc := connectTLS(t, pass.srv.Addr("forward", 0), other, &tls.Config{RootCAs: upPool, ServerName: "example.com"})
@@ -267,7 +270,7 @@ func TestConnectOtherHosts(t *testing.T) {
 	}
 	tc.Close()
 
-	deny := newEnv(t, baseConfig+rig.tlsSection("")+"\nunmatched: deny\n")
+	deny := newEnv(t, onPort1+rig.tlsSection("")+"\nunmatched: deny\n")
 	noCA := newEnv(t, baseConfig)
 	for _, tc := range []struct {
 		name       string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -37,17 +38,39 @@ type call struct {
 // returns the answer for the caller. It never returns nil.
 func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Response {
 	st := s.state.Load()
-	host, port := splitHostPort(target)
 	c := &call{s: s, st: st, start: time.Now(), client: r.Context()}
-	c.ev = s.newEvent(st, kind, r.Method, target.Host, r)
+	cn, ref := st.cfg.canonicalize(r.Context(), r.Method, target)
+	c.ev = s.newEvent(st, kind, cn.method, target.Host, r)
+	if ref != nil {
+		c.envelope = askedForEnvelope(r)
+		return c.refuse(r, ref)
+	}
+	// From here on the call is its canonical form: routing matches it,
+	// policies see it, and it is what goes upstream.
+	if r.Method != cn.method {
+		r = r.WithContext(r.Context())
+		r.Method = cn.method
+	}
+	c.ev.Host = cn.authority()
 	var vars map[string]string
-	c.t, vars = route(st.cfg.tools, r.Method, host, port, target.EscapedPath())
+	c.t, vars = route(st.cfg.tools, cn.method, cn.host, cn.port, cn.path)
+	target = cn.url(c.t, target.RawQuery)
+	r = r.WithContext(st.cfg.guarded(r.Context(), cn.host, cn.port))
 
 	if c.t == nil {
 		c.envelope = askedForEnvelope(r)
-		if st.cfg.Unmatched == UnmatchedDeny {
+		mode := st.cfg.hostMode(cn.host, cn.port)
+		switch {
+		case mode == UnmatchedDeny:
 			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
-				fmt.Sprintf("Call %s %s matches no tool and unmatched calls are denied", r.Method, target.Host), nil))
+				fmt.Sprintf("Call %s %s%s matches no tool, and tools name this host, so its other calls are refused (hosts[].unmatched opens it)", cn.method, c.ev.Host, target.EscapedPath()), nil))
+		case mode == UnmatchedDryRun:
+			c.ev.DryRunDenied = true
+			c.ev.DryRunViolations = append(c.ev.DryRunViolations,
+				fmt.Sprintf("call %s %s matches no tool on a host tools name (hosts[].unmatched: dry_run)", cn.method, target.EscapedPath()))
+		case mode == "" && st.cfg.Unmatched == UnmatchedDeny:
+			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+				fmt.Sprintf("Call %s %s matches no tool and unmatched calls are denied", cn.method, c.ev.Host), nil))
 		}
 		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
 	}
@@ -85,10 +108,100 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	if ref == nil {
 		ref = c.check(r, target, vars, args)
 	}
+	if ref == nil {
+		ref = c.checkOrigin(target)
+	}
 	if ref != nil {
 		return c.refuse(r, ref)
 	}
 	return c.dispatch(r, target, body, size, t.cfg.Timeout)
+}
+
+// checkOrigin refuses a call whose tool injects headers (its own, or its
+// policies') when the call goes to another origin than the tool's: the
+// tool's host, its port (the scheme's default when it names none), over
+// HTTPS unless the tool allows plain HTTP. On a tool without a host (which
+// has no inject_headers: Validate refuses that), policy-injected headers
+// follow the scheme and port rule only; the policy sees the host.
+func (c *call) checkOrigin(target *url.URL) *refusal {
+	t := c.t
+	if len(t.inject) == 0 && len(c.inject) == 0 {
+		return nil
+	}
+	if t.originOK(target) {
+		return nil
+	}
+	want := "https"
+	if t.cfg.InjectOverHTTP {
+		want = "https or http"
+	}
+	port := t.port
+	if port == "" {
+		port = "the scheme's default port"
+	}
+	host := t.host
+	if host == "" {
+		host = "its host"
+	}
+	return refuse(bucketing.CodePolicy, bucketing.ReasonOriginMismatch,
+		fmt.Sprintf("Tool '%s' injects headers only to its own origin (%s, %s, %s), and this call goes to %s://%s", t.cfg.Name, want, host, port, target.Scheme, target.Host), nil)
+}
+
+// originOK reports whether a canonical upstream URL is the tool's origin.
+func (t *tool) originOK(u *url.URL) bool {
+	if u.Scheme != "https" && !(u.Scheme == "http" && t.cfg.InjectOverHTTP) {
+		return false
+	}
+	host, port := splitHostPort(u)
+	if t.host != "" && host != t.host {
+		return false
+	}
+	want := t.port
+	if want == "" {
+		want = defaultPort(u.Scheme)
+	}
+	return port == want
+}
+
+// routedKey carries, in a call's context, the host it was routed as, for
+// the dial guard.
+type routedKey struct{}
+
+type routed struct {
+	host, port string
+	guard      func(host string, remote net.Addr) bool // nil: no guard
+}
+
+// guarded returns ctx carrying the host and port a call or tunnel was
+// routed as, and the dial guard when tools name a loopback host.
+func (c *Config) guarded(ctx context.Context, host, port string) context.Context {
+	if len(c.aliases.loopback) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, routedKey{}, routed{host: host, port: port, guard: func(h string, remote net.Addr) bool {
+		return c.landsOnLoopbackTool(h, port, remote)
+	}})
+}
+
+// landsOnLoopbackTool is the dial guard: it reports whether a connection
+// made for a call routed as host (not a tool host) reached a loopback
+// address on a port a loopback tool host covers. Such a call used another
+// name (one that resolves to loopback) for a tool's host, and would
+// otherwise skip the tool's checks.
+func (c *Config) landsOnLoopbackTool(host, port string, remote net.Addr) bool {
+	if c.isToolHost(host) {
+		return false
+	}
+	ta, ok := remote.(*net.TCPAddr)
+	if !ok || !ta.IP.IsLoopback() {
+		return false
+	}
+	for _, t := range c.tools {
+		if t.host != "" && isLoopback(t.host) && (t.port == "" || t.port == port) {
+			return true
+		}
+	}
+	return false
 }
 
 // check runs the steps that decide extracted arguments: the schema, then
@@ -158,6 +271,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	c.cancel = cancel
 	out := r.Clone(ctx)
 	out.URL = target
+	out.Method = r.Method
 	out.Host = ""
 	out.RequestURI = ""
 	out.Body = readCloserOf(body)
@@ -166,13 +280,16 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		out.Body = nil
 	}
 	cleanRequestHeaders(out.Header, c.envelope)
-	if c.t != nil {
+	// Injected headers go only to the tool's own origin (checkOrigin
+	// refused a plain call that goes elsewhere; an MCP call just goes
+	// without them).
+	if c.t != nil && (len(c.t.inject) > 0 || len(c.inject) > 0) && c.t.originOK(target) {
 		for k, v := range c.t.inject {
 			out.Header[k] = []string{v}
 		}
-	}
-	for k, v := range c.inject {
-		out.Header[k] = []string{v}
+		for k, v := range c.inject {
+			out.Header[k] = []string{v}
+		}
 	}
 	c.upStart = time.Now()
 	resp, err := c.s.transport.RoundTrip(out)
@@ -180,6 +297,11 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		cancel()
 		if r.Context().Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return c.clientGone(r)
+		}
+		if errors.Is(err, errOtherName) {
+			c.upStart = time.Time{}
+			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+				fmt.Sprintf("Call to %s refused: the name leads to a loopback host that tools name, so its calls must use that host's name", c.ev.Host), nil))
 		}
 		res := bucketing.Classify(bucketing.Outcome{Err: err}, c.rules(), time.Now())
 		return c.fail(r, res, nil, statusForTransport(res))

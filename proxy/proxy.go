@@ -356,7 +356,7 @@ func (s *Server) forwardHandler() http.Handler {
 	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
 	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 		st := s.state.Load()
-		switch action, ref := s.decideConnect(st, host); action {
+		switch action, ref := s.decideConnect(ctx.Req.Context(), st, host); action {
 		case connectIntercept:
 			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
 				s.interceptConnect(c, host)
@@ -364,6 +364,12 @@ func (s *Server) forwardHandler() http.Handler {
 		case connectRefuse:
 			ctx.Resp = s.connect(st, ctx.Req, host, ref)
 			return goproxy.RejectConnect, host
+		}
+		if st.cfg.namesHosts() {
+			req := ctx.Req
+			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
+				s.sniffConnect(c, req, host)
+			}}, host
 		}
 		s.connect(st, ctx.Req, host, nil)
 		return goproxy.OkConnect, host

@@ -69,8 +69,9 @@ func sourceBit(s string) sourceSet {
 // template is a compiled path template. Each segment is a literal, or a
 // variable between an optional literal prefix and suffix.
 type template struct {
-	raw  string
-	segs []segment
+	raw      string
+	segs     []segment
+	trailing bool // the template ends in '/': calls go upstream with one
 }
 
 type segment struct {
@@ -85,7 +86,19 @@ func parseTemplate(s string) (*template, error) {
 	}
 	t := &template{raw: s}
 	names := map[string]bool{}
-	for _, part := range strings.Split(s[1:], "/") {
+	body := s[1:]
+	if len(body) > 0 && body[len(body)-1] == '/' {
+		t.trailing, body = true, body[:len(body)-1]
+	}
+	for _, part := range strings.Split(body, "/") {
+		if part == "" && body != "" {
+			return nil, fmt.Errorf("template %q has an empty segment (\"//\"); calls are matched with repeated slashes merged", s)
+		}
+		if lit := strings.NewReplacer("{", "", "}", "").Replace(part); lit != "" {
+			if c, _, ok := canonPath("/" + lit); !ok || c != "/"+lit {
+				return nil, fmt.Errorf("template %q: segment %q is not in canonical form (no dot segments, escapes only of reserved characters, in upper-case hex; write %%74 as t); calls are matched in canonical form", s, part)
+			}
+		}
 		open := strings.IndexByte(part, '{')
 		if open < 0 {
 			if strings.ContainsRune(part, '}') {
@@ -142,7 +155,8 @@ func (t *template) shape() string {
 	return b.String()
 }
 
-// match matches an escaped URL path against the template. It returns the
+// match matches a canonical escaped URL path (without a trailing slash)
+// against the template. It returns the
 // variables (unescaped) and a specificity score (literal bytes matched), or
 // ok false.
 func (t *template) match(path string) (vars map[string]string, score int, ok bool) {
@@ -186,6 +200,8 @@ func (t *template) match(path string) (vars map[string]string, score int, ok boo
 // route finds the tool for a call: the matching tool with the highest
 // specificity (literal path bytes, then a named method, then a named host),
 // the first in config order on a tie.
+//
+// method, host, port and path are the call's canonical form (canon).
 func route(tools []*tool, method, host, port, path string) (*tool, map[string]string) {
 	var best *tool
 	var bestVars map[string]string

@@ -22,7 +22,9 @@ import (
 //
 //   - a TLS handshake (0x16): the ClientHello's SNI names the host (the
 //     original destination's IP when there is none). When a tool may match
-//     calls to that host and port, or unmatched calls are denied, the
+//     calls to that host and port, or to the original destination's
+//     address (both in canonical form, canonical.go), or unmatched calls
+//     are denied, the
 //     connection is intercepted exactly like an intercepted CONNECT, and
 //     calls go to https://SNI:port, dialled at the original destination
 //     (so DNS is not consulted a second time, and the name is still what
@@ -155,12 +157,22 @@ func (tp *transparent) handle(c net.Conn) {
 	if host == "" {
 		host = orig.Addr().Unmap().String()
 	}
-	if hasRoutes(st.cfg.tools, host, port) || st.cfg.Unmatched == UnmatchedDeny {
+	// Intercepted when a tool may match the server name or the address the
+	// connection really goes to, both in canonical form (canonical.go).
+	sh, sp, okName := canonConnect(context.Background(), st.cfg, net.JoinHostPort(host, port))
+	ah, ap, okAddr := canonConnect(context.Background(), st.cfg, dial)
+	if !okName || !okAddr {
+		m.conns.WithLabelValues("transparent", "refused").Inc()
+		tp.s.log.Info("transparent connection refused: its server name or address is ambiguous", "client", c.RemoteAddr().String(), "dst", dial)
+		c.Close()
+		return
+	}
+	if hasRoutes(st.cfg.tools, sh, sp) || hasRoutes(st.cfg.tools, ah, ap) || st.cfg.Unmatched == UnmatchedDeny {
 		tp.s.mitm.serveTLS(pc, host, &target{scheme: "https", authority: joinAuthority(host, port, "443"), dial: dial, kind: "transparent"})
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	tp.tunnel(pc, st, dial, joinAuthority(host, port, "443"))
+	tp.tunnel(pc, st, st.cfg.guarded(context.Background(), sh, sp), dial, joinAuthority(host, port, "443"))
 }
 
 // loop refuses a connection that would loop, loudly: it is a broken
@@ -175,13 +187,13 @@ func (tp *transparent) loop(c net.Conn, why string) {
 
 // tunnel copies a TLS connection to its original destination untouched,
 // and records it like a tunnelled CONNECT.
-func (tp *transparent) tunnel(c net.Conn, st *state, dial, authority string) {
+func (tp *transparent) tunnel(c net.Conn, st *state, ctx context.Context, dial, authority string) {
 	ev := tp.s.newEvent(st, "transparent", http.MethodConnect, authority, nil)
 	ev.OK, ev.Reason = true, "tunnel"
 	tp.s.metrics.call("", "", 0)
 	tp.s.rec.Record(ev)
 	tp.s.tlsm.conns.WithLabelValues("transparent", "tunnelled").Inc()
-	up, err := tp.s.dial(context.Background(), "tcp", dial)
+	up, err := tp.s.dial(ctx, "tcp", dial)
 	if err != nil {
 		tp.s.log.Info("transparent tunnel: dial failed", "dst", dial, "err", err)
 		c.Close()

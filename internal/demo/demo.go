@@ -43,6 +43,9 @@ func WriteConfig(dir, upstreamURL, eventsPath string) (string, error) {
 		}
 		if p == "toolgate.yaml" {
 			b = bytes.ReplaceAll(b, []byte("UPSTREAM_URL"), []byte(upstreamURL))
+			if u, err := url.Parse(upstreamURL); err == nil {
+				b = bytes.ReplaceAll(b, []byte("UPSTREAM_HOSTPORT"), []byte(u.Host))
+			}
 			b = bytes.ReplaceAll(b, []byte("EVENTS_PATH"), []byte(eventsPath))
 		}
 		return os.WriteFile(dst, b, 0o644)

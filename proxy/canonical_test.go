@@ -1,0 +1,300 @@
+package proxy
+
+import (
+	"context"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestCanonHost(t *testing.T) {
+	cases := []struct {
+		in, want string // want "" means refused as ambiguous
+	}{
+		{"localhost", "localhost"},
+		{"LocalHost", "localhost"},
+		{"localhost.", "localhost"},
+		{"api.Example.COM.", "api.example.com"},
+		{"127.0.0.1", "127.0.0.1"},
+		{"127.1", "127.0.0.1"},
+		{"127.0.1", "127.0.0.1"},
+		{"0x7f000001", "127.0.0.1"},
+		{"0X7F.1", "127.0.0.1"},
+		{"2130706433", "127.0.0.1"},
+		{"0177.0.0.1", "127.0.0.1"},
+		{"017700000001", "127.0.0.1"},
+		{"127.0.0.1.", "127.0.0.1"},
+		{"[::ffff:127.0.0.1]", "127.0.0.1"},
+		{"::ffff:7f00:1", "127.0.0.1"},
+		{"[::1]", "::1"},
+		{"[0:0:0:0:0:0:0:1]", "::1"},
+		{"[2001:DB8::1]", "2001:db8::1"},
+		{"my_host-1.internal", "my_host-1.internal"},
+		{"1.2.3.256", ""},
+		{"127.0.0.0x100", ""},
+		{"4294967296", ""},
+		{"1.2.3.4.5", ""},
+		{"08.1.1.1", ""}, // an octal part with an 8
+		{"[fe80::1%25eth0]", ""},
+		{"", ""},
+		{".", ""},
+		{"a..b", ""},
+		{"loc%61lhost", ""},
+		{"exa mple.com", ""},
+		{"ex\u00e4mple.com", ""},
+		{"[127.0.0.1]", ""},
+	}
+	for _, tc := range cases {
+		got, ok := canonHost(tc.in)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("canonHost(%q) = %q, want it refused as ambiguous", tc.in, got)
+			}
+			continue
+		}
+		if !ok || got != tc.want {
+			t.Errorf("canonHost(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+		}
+	}
+}
+
+func TestCanonPath(t *testing.T) {
+	cases := []struct {
+		in       string
+		want     string // "" means refused as ambiguous
+		trailing bool
+	}{
+		{"/v1/tools", "/v1/tools", false},
+		{"", "/", false},
+		{"/", "/", false},
+		{"/v1/%74ools", "/v1/tools", false},
+		{"/v1/tool%73", "/v1/tools", false},
+		{"/%76%31/%74%6F%6f%6c%73", "/v1/tools", false},
+		{"//v1/tools", "/v1/tools", false},
+		{"/v1//tools", "/v1/tools", false},
+		{"/v1/./tools", "/v1/tools", false},
+		{"/v1/x/../tools", "/v1/tools", false},
+		{"/v1/%2e/tools", "/v1/tools", false},
+		{"/v1/%2E%2e/v1/tools", "/v1/tools", false},
+		{"/v1/x/%2e%2e/tools", "/v1/tools", false},
+		{"/../../v1/tools", "/v1/tools", false},
+		{"/v1/tools/", "/v1/tools", true},
+		{"/v1/tools//", "/v1/tools", true},
+		{"/v1/tools/.", "/v1/tools", true},
+		{"/v1/tools/x/..", "/v1/tools", true},
+		{"/v1/docs/a:batchUpdate", "/v1/docs/a:batchUpdate", false},
+		{"/v1/docs/a%3AbatchUpdate", "/v1/docs/a:batchUpdate", false},
+		{"/v1/a%20b", "/v1/a%20b", false},
+		{"/v1/a%c3%a9", "/v1/a%C3%A9", false},
+		{"/v1/a%3fb", "/v1/a%3Fb", false},
+		{"/v1/a%3bb", "/v1/a%3Bb", false},
+		{"/v1/...", "/v1/...", false},
+		{"/v1%2Ftools", "", false},
+		{"/v1%2ftools", "", false},
+		{"/v1%5Ctools", "", false},
+		{"/v1\\tools", "", false},
+		{"/v1/%252e/tools", "", false},
+		{"/v1/tools;x=1", "", false},
+		{"/v1/tools%00", "", false},
+		{"/v1/tools%0a", "", false},
+		{"/v1/tools%7f", "", false},
+		{"/v1/tools%", "", false},
+		{"/v1/tools%2", "", false},
+		{"/v1/tools%zz", "", false},
+		{"v1/tools", "", false},
+	}
+	for _, tc := range cases {
+		got, trailing, ok := canonPath(tc.in)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("canonPath(%q) = %q, want it refused as ambiguous", tc.in, got)
+			}
+			continue
+		}
+		if !ok || got != tc.want || trailing != tc.trailing {
+			t.Errorf("canonPath(%q) = %q, trailing %v, ok %v; want %q, trailing %v", tc.in, got, trailing, ok, tc.want, tc.trailing)
+		}
+	}
+}
+
+func TestCanonPort(t *testing.T) {
+	for _, tc := range []struct{ in, scheme, want string }{
+		{"", "http", "80"}, {"", "https", "443"}, {"8080", "http", "8080"},
+		{"080", "http", "80"}, {"0000443", "https", "443"},
+		{"0", "http", ""}, {"65536", "http", ""}, {"+80", "http", ""}, {"8o", "http", ""},
+	} {
+		got, ok := canonPort(tc.in, tc.scheme)
+		if (tc.want == "") == ok || got != tc.want {
+			t.Errorf("canonPort(%q, %s) = %q, %v; want %q", tc.in, tc.scheme, got, ok, tc.want)
+		}
+	}
+}
+
+// TestHostAliases checks where a call's host is placed among the hosts
+// tools name: loopback names are one host, and an IP literal of a named
+// tool host's address is that host.
+func TestHostAliases(t *testing.T) {
+	tools := func(hosts ...string) []*tool {
+		var ts []*tool
+		for _, h := range hosts {
+			ts = append(ts, &tool{host: h})
+		}
+		return ts
+	}
+	isTool := func(ts []*tool) func(string) bool {
+		return func(h string) bool {
+			for _, t := range ts {
+				if t.host == h {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	fixed := func(ctx context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "api.example.com":
+			return []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}, nil
+		case "cdn.example.com":
+			return []netip.Addr{netip.MustParseAddr("192.0.2.10")}, nil
+		}
+		return nil, context.DeadlineExceeded
+	}
+	cases := []struct {
+		name  string
+		tools []string
+		in    string
+		want  string // "" means ambiguous
+	}{
+		{"loopback literal to localhost", []string{"localhost"}, "127.0.0.1", "localhost"},
+		{"other loopback address", []string{"localhost"}, "127.0.0.2", "localhost"},
+		{"ipv6 loopback", []string{"localhost"}, "::1", "localhost"},
+		{"localhost to a literal tool host", []string{"127.0.0.1"}, "localhost", "127.0.0.1"},
+		{"sub.localhost", []string{"127.0.0.1"}, "a.localhost", "127.0.0.1"},
+		{"exact wins", []string{"localhost", "127.0.0.1"}, "127.0.0.1", "127.0.0.1"},
+		{"two loopback tool hosts", []string{"localhost", "127.0.0.1"}, "127.0.0.2", ""},
+		{"no loopback tool host", []string{"api.example.com"}, "127.0.0.1", "127.0.0.1"},
+		{"ip of a named tool host", []string{"api.example.com"}, "192.0.2.10", "api.example.com"},
+		{"ipv6 of a named tool host", []string{"api.example.com"}, "2001:db8::10", "api.example.com"},
+		{"ip of two tool hosts", []string{"api.example.com", "cdn.example.com"}, "192.0.2.10", ""},
+		{"other ip", []string{"api.example.com"}, "192.0.2.11", "192.0.2.11"},
+		{"names are not resolved", []string{"api.example.com"}, "other.example.com", "other.example.com"},
+		{"unresolvable tool host claims nothing", []string{"nxdomain.example"}, "192.0.2.10", "192.0.2.10"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := tools(tc.tools...)
+			a := newHostAliases(ts)
+			a.lookup = fixed
+			got, ok := a.place(context.Background(), tc.in, isTool(ts))
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("place(%q) = %q, want ambiguous", tc.in, got)
+				}
+				return
+			}
+			if !ok || got != tc.want {
+				t.Fatalf("place(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzCanonPath checks the path canonicaliser on any input: it never
+// panics, its result is a fixed point, and the result holds no dot
+// segments, no empty segments and no escapes of unreserved characters.
+func FuzzCanonPath(f *testing.F) {
+	for _, s := range []string{"/v1/tools", "/v1/%74ools", "//v1/tools", "/v1/./tools", "/v1/x/../tools",
+		"/v1/%2e/tools", "/v1/tools/", "/v1%2Ftools", "/a%c3%a9", "/%2E%2E/%2e", "/a/b/../../..", "/~%7E%7e", "/a%20b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		c, _, ok := canonPath(p)
+		if !ok {
+			return
+		}
+		c2, tr2, ok2 := canonPath(c)
+		if !ok2 || c2 != c || tr2 {
+			t.Fatalf("canonPath(%q) = %q, but canonPath of that = %q, %v, %v", p, c, c2, tr2, ok2)
+		}
+		if c != "/" && strings.HasSuffix(c, "/") {
+			t.Fatalf("canonPath(%q) = %q ends in '/'", p, c)
+		}
+		if strings.Contains(c, "//") {
+			t.Fatalf("canonPath(%q) = %q holds //", p, c)
+		}
+		for _, seg := range strings.Split(c[1:], "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("canonPath(%q) = %q holds a dot segment", p, c)
+			}
+		}
+		for i := 0; i+2 < len(c); i++ {
+			if c[i] == '%' {
+				if d := unhex(c[i+1])<<4 | unhex(c[i+2]); unreserved(d) || c[i+1] >= 'a' || c[i+2] >= 'a' {
+					t.Fatalf("canonPath(%q) = %q holds %s", p, c, c[i:i+3])
+				}
+			}
+		}
+		// What goes upstream reads back as the same canonical path.
+		cn := canon{scheme: "http", host: "h", port: "80", path: c}
+		u := cn.url(nil, "")
+		back, _, ok3 := canonPath(u.EscapedPath())
+		if !ok3 || back != c {
+			t.Fatalf("canonPath(%q) = %q goes upstream as %q, read back as %q", p, c, u.EscapedPath(), back)
+		}
+		if _, err := url.Parse("http://h" + u.EscapedPath()); err != nil {
+			t.Fatalf("canonPath(%q) = %q is not a valid URL path: %v", p, c, err)
+		}
+	})
+}
+
+// FuzzCanonHost checks the host canonicaliser: never panics, a fixed point.
+func FuzzCanonHost(f *testing.F) {
+	for _, s := range []string{"localhost", "127.1", "0x7f000001", "2130706433", "[::ffff:127.0.0.1]", "API.example.com.", "1.2.3.256"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		c, ok := canonHost(h)
+		if !ok {
+			return
+		}
+		c2, ok2 := canonHost(c)
+		if !ok2 || c2 != c {
+			t.Fatalf("canonHost(%q) = %q, but canonHost of that = %q, %v", h, c, c2, ok2)
+		}
+	})
+}
+
+// BenchmarkCanonicalize measures putting one call in canonical form: an
+// already canonical call (the common case) and one that needs rewriting.
+func BenchmarkCanonicalize(b *testing.B) {
+	cfg := &Config{Tools: []ToolConfig{
+		{Name: "a", Match: MatchConfig{Host: "api.example.com", Method: "POST", Path: "/v1/tools/{id}"}},
+		{Name: "b", Match: MatchConfig{Host: "localhost", Method: "GET", Path: "/esearch"}},
+	}}
+	if err := cfg.Validate(b.TempDir()); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, url string }{
+		{"canonical", "https://api.example.com/v1/tools/abc?x=1"},
+		{"rewritten", "https://API.example.com.:443//v1/./%74ools/abc/?x=1"},
+		{"loopback_alias", "http://0x7f000001:8080/esearch"},
+	} {
+		u, err := url.Parse(bc.url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				cn, ref := cfg.canonicalize(ctx, "post", u)
+				if ref != nil {
+					b.Fatal(ref.detail)
+				}
+				_ = cn.url(nil, u.RawQuery)
+			}
+		})
+	}
+}
