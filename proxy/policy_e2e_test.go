@@ -16,7 +16,10 @@ listen:
   forward: 127.0.0.1:0
 tools:
   - name: pubmed_search
-    match: {host: 127.0.0.1, method: GET, path: /esearch}
+    # Its policy injects a header, which goes only to the tool's origin:
+    # the demo upstream's port, over plain HTTP by consent.
+    match: {host: "UPHOSTPORT", method: GET, path: /esearch}
+    inject_over_http: true
     schema_file: schemas/pubmed_search.json
   - name: drug_targets
     match: {host: 127.0.0.1, method: POST, path: /v1/targets/search}
