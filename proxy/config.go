@@ -554,9 +554,6 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		}
 		return nil, &FieldError{Path: p + ".rules", Err: err}
 	}
-	if len(tc.InjectHeaders) > 0 && t.host == "" {
-		return nil, fieldErr(p+".inject_headers", "needs match.host: injected headers go only to the tool's own origin, and a tool without a host would send them to any host a caller names")
-	}
 	t.inject = make(map[string]string, len(tc.InjectHeaders))
 	for k, v := range tc.InjectHeaders {
 		val, err := expandEnv(v)
@@ -564,6 +561,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 			return nil, fieldErr(p+".inject_headers."+k, "%v", err)
 		}
 		t.inject[canonicalHeader(k)] = val
+	}
+	if len(tc.InjectHeaders) > 0 && t.host == "" {
+		return nil, fieldErr(p+".inject_headers", "needs match.host: injected headers go only to the tool's own origin, and a tool without a host would send them to any host a caller names")
 	}
 	strict := tc.Strict == nil || *tc.Strict
 	sch, err := c.loadSchema(p, tc.Name, tc.Schema, tc.SchemaFile, strict)
