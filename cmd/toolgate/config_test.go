@@ -272,6 +272,51 @@ admin:
 			want:  []string{"environment variable " + unsetVar + " is not set"},
 		},
 		{
+			name: "inject_headers without match.host",
+			yaml: `tools:
+  - name: search
+    match: {path: /esearch}
+    inject_headers: # <-
+      X-Api-Key: k
+`,
+			field: "tools[0].inject_headers",
+			want:  []string{"needs match.host", "tool's own origin"},
+		},
+		{
+			name: "template literal not canonical",
+			yaml: `tools:
+  - name: search
+    match:
+      path: /v1/%74ools # <-
+`,
+			field: "tools[0].match.path",
+			want:  []string{"not in canonical form"},
+		},
+		{
+			name: "hosts names no tool host",
+			yaml: `tools:
+  - name: search
+    match: {host: api.example.com, path: /esearch}
+hosts:
+  - host: other.example.com # <-
+    unmatched: pass
+`,
+			field: "hosts[0].host",
+			want:  []string{"no tool's match.host names other.example.com"},
+		},
+		{
+			name: "hosts unknown mode",
+			yaml: `tools:
+  - name: search
+    match: {host: api.example.com, path: /esearch}
+hosts:
+  - host: api.example.com
+    unmatched: open # <-
+`,
+			field: "hosts[0].unmatched",
+			want:  []string{"expected deny, pass or dry_run"},
+		},
+		{
 			name: "bad rule code",
 			yaml: `tools:
   - name: search
