@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -399,5 +400,44 @@ func TestConnectToToolHostAlias(t *testing.T) {
 				t.Errorf("upstream saw %d calls, want only the valid one", hits)
 			}
 		})
+	}
+}
+
+// TestDialGuard checks a name that is no tool host but resolves to a
+// loopback tool host (the machine's host name often does): a call under it
+// that matches no tool would reach the tool's server unchecked, so the
+// connection toolgate dials for it is refused, for plain calls and
+// CONNECT tunnels alike.
+func TestDialGuard(t *testing.T) {
+	name, err := os.Hostname()
+	if err != nil {
+		t.Skip("no host name")
+	}
+	addrs, err := net.LookupIP(name)
+	if err != nil || len(addrs) == 0 || !addrs[0].IsLoopback() {
+		t.Skipf("host name %q does not resolve to loopback here (%v %v)", name, addrs, err)
+	}
+	up := newRecUpstream(t)
+	e := newEnv(t, strings.ReplaceAll(routeConfig, "UPPORT", up.port()))
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/tools", `{"q":"toolong"}`},
+		{"GET", "/admin", ""},
+	} {
+		status, reason := rawCall(t, e.srv.Addr("forward", 0), tc.method, "http://"+name+":"+up.port()+tc.path, name, tc.body)
+		if status != 403 || reason != bucketing.ReasonNotAllowlist {
+			t.Errorf("%s %s under %s: %d %q, want 403 not_allowlisted", tc.method, tc.path, name, status, reason)
+		}
+	}
+	// A CONNECT tunnel under the name is cut before any byte goes on.
+	raw, resp := rawConnect(t, e.srv.Addr("forward", 0), name+":"+up.port())
+	if resp.StatusCode == 200 {
+		raw.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(raw, "GET /admin HTTP/1.1\r\nHost: %s\r\n\r\n", name)
+		if r, err := http.ReadResponse(bufio.NewReader(raw), nil); err == nil && r.StatusCode == 200 {
+			t.Errorf("a call through a CONNECT tunnel under %s was answered 200", name)
+		}
+	}
+	if seen := up.take(); len(seen) != 0 {
+		t.Errorf("upstream saw %+v; the guard must stop every call", seen)
 	}
 }
