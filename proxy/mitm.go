@@ -502,7 +502,7 @@ func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, add
 		if err != nil {
 			return nil, err
 		}
-		if rt, ok := ctx.Value(routedKey{}).(routed); ok && rt.guard != nil && rt.guard(rt.host, c.RemoteAddr()) {
+		if rt, ok := ctx.Value(routedKey{}).(routed); ok && rt.cfg.landsOnLoopbackTool(rt.host, rt.port, c.RemoteAddr()) {
 			c.Close()
 			return nil, fmt.Errorf("%w: %s reached %s", errOtherName, rt.host, c.RemoteAddr())
 		}

@@ -46,16 +46,16 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 		return c.refuse(r, ref)
 	}
 	// From here on the call is its canonical form: routing matches it,
-	// policies see it, and it is what goes upstream.
-	if r.Method != cn.method {
-		r = r.WithContext(r.Context())
+	// policies see it, and it is what goes upstream. Its context carries
+	// the host it was routed as, for the dial guard.
+	if ctx := st.cfg.guarded(r.Context(), cn.host, cn.port); ctx != r.Context() || r.Method != cn.method {
+		r = r.WithContext(ctx)
 		r.Method = cn.method
 	}
 	c.ev.Host = cn.authority()
 	var vars map[string]string
 	c.t, vars = route(st.cfg.tools, cn.method, cn.host, cn.port, cn.path)
 	target = cn.url(c.t, target.RawQuery)
-	r = r.WithContext(st.cfg.guarded(r.Context(), cn.host, cn.port))
 
 	if c.t == nil {
 		c.envelope = askedForEnvelope(r)
@@ -169,7 +169,7 @@ type routedKey struct{}
 
 type routed struct {
 	host, port string
-	guard      func(host string, remote net.Addr) bool // nil: no guard
+	cfg        *Config // whose tools the guard checks
 }
 
 // guarded returns ctx carrying the host and port a call or tunnel was
@@ -178,9 +178,7 @@ func (c *Config) guarded(ctx context.Context, host, port string) context.Context
 	if len(c.aliases.loopback) == 0 {
 		return ctx
 	}
-	return context.WithValue(ctx, routedKey{}, routed{host: host, port: port, guard: func(h string, remote net.Addr) bool {
-		return c.landsOnLoopbackTool(h, port, remote)
-	}})
+	return context.WithValue(ctx, routedKey{}, routed{host: host, port: port, cfg: c})
 }
 
 // landsOnLoopbackTool is the dial guard: it reports whether a connection
