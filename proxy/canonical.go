@@ -123,8 +123,8 @@ func canonHost(h string) (string, bool) {
 	if strings.HasSuffix(h, ".") {
 		h = h[:len(h)-1]
 	}
-	if h == "" || len(h) > 253 {
-		return "", false
+	if h == "" || len(h) > 253 || h[len(h)-1] == '.' {
+		return "", false // empty, too long, or an empty last label
 	}
 	lower := false
 	for i := 0; i < len(h); i++ {

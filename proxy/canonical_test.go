@@ -40,6 +40,8 @@ func TestCanonHost(t *testing.T) {
 		{"", ""},
 		{".", ""},
 		{"a..b", ""},
+		{"0..", ""},
+		{"localhost..", ""},
 		{"loc%61lhost", ""},
 		{"exa mple.com", ""},
 		{"ex\u00e4mple.com", ""},
