@@ -277,24 +277,23 @@ func canonPath(p string) (path string, trailing, ok bool) {
 		}
 		return p, false, true
 	}
-	var b strings.Builder
-	b.Grow(len(p) + 8)
-	var segStart []int // where each kept segment starts in b
+	// out grows by whole segments; a ".." segment truncates it to where
+	// the last kept segment started, so the work stays linear in len(p).
+	out := make([]byte, 0, len(p)+8)
+	var segStart []int // where each kept segment starts in out
 	seg := make([]byte, 0, 32)
 	flush := func() {
 		switch string(seg) {
 		case "", ".":
 		case "..":
 			if n := len(segStart); n > 0 {
-				s := b.String()[:segStart[n-1]]
+				out = out[:segStart[n-1]]
 				segStart = segStart[:n-1]
-				b.Reset()
-				b.WriteString(s)
 			}
 		default:
-			segStart = append(segStart, b.Len())
-			b.WriteByte('/')
-			b.Write(seg)
+			segStart = append(segStart, len(out))
+			out = append(out, '/')
+			out = append(out, seg...)
 		}
 		seg = seg[:0]
 	}
@@ -324,10 +323,10 @@ func canonPath(p string) (path string, trailing, ok bool) {
 	}
 	trailing = len(seg) == 0 || string(seg) == "." || string(seg) == ".."
 	flush()
-	if b.Len() == 0 {
+	if len(out) == 0 {
 		return "/", false, true
 	}
-	return b.String(), trailing, true
+	return string(out), trailing, true
 }
 
 // plainInPath reports whether a byte is written as itself in a canonical
@@ -530,13 +529,12 @@ func (c *canon) url(t *tool, rawQuery string) *url.URL {
 	if !c.raw && p != "/" && ((t != nil && t.tmpl.trailing) || (t == nil && c.trailing)) {
 		p += "/"
 	}
+	// RawPath keeps the exact spelling (Go would otherwise re-escape, say,
+	// '!' as %21); EscapedPath, which the request line is written from,
+	// uses it because it is a valid encoding of Path.
+	u.Path, u.RawPath = p, p
 	if up, err := url.PathUnescape(p); err == nil {
 		u.Path = up
-		if up != p {
-			u.RawPath = p
-		}
-	} else {
-		u.Path, u.RawPath = p, p
 	}
 	return u
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCanonHost(t *testing.T) {
@@ -117,6 +118,21 @@ func TestCanonPath(t *testing.T) {
 		if !ok || got != tc.want || trailing != tc.trailing {
 			t.Errorf("canonPath(%q) = %q, trailing %v, ok %v; want %q, trailing %v", tc.in, got, trailing, ok, tc.want, tc.trailing)
 		}
+	}
+}
+
+// TestCanonPathLinear checks a path of the largest size a request line can
+// carry, made of dot segments, is put in canonical form in linear time.
+func TestCanonPathLinear(t *testing.T) {
+	p := strings.Repeat("/a", 1<<18) + strings.Repeat("/..", 1<<18) + "/x"
+	start := time.Now()
+	got, _, ok := canonPath(p)
+	if !ok || got != "/x" {
+		t.Fatalf("canonPath = %q, %v; want /x", got, ok)
+	}
+	// Linear work is a few milliseconds; quadratic work would be minutes.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("canonPath of %d bytes took %v", len(p), d)
 	}
 }
 
@@ -264,6 +280,53 @@ func FuzzCanonHost(f *testing.F) {
 		c2, ok2 := canonHost(c)
 		if !ok2 || c2 != c {
 			t.Fatalf("canonHost(%q) = %q, but canonHost of that = %q, %v", h, c, c2, ok2)
+		}
+	})
+}
+
+// FuzzCanonicalize checks the whole canonical form of a call: never a
+// panic, and what goes upstream (the canonical URL and method) is a fixed
+// point: put in canonical form again, it routes to the same tool with the
+// same host, port and path.
+func FuzzCanonicalize(f *testing.F) {
+	cfg := &Config{Tools: []ToolConfig{
+		{Name: "a", Match: MatchConfig{Host: "localhost", Method: "POST", Path: "/v1/tools"}},
+		{Name: "b", Match: MatchConfig{Host: "api.example.com", Path: "/v1/items/{id}/"}},
+	}}
+	if err := cfg.Validate(f.TempDir()); err != nil {
+		f.Fatal(err)
+	}
+	cfg.aliases.lookup = func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("192.0.2.10")}, nil
+	}
+	for _, s := range []string{"http://127.1:8080//v1/./%74ools/", "https://192.0.2.10/v1/items/a%2fb", "http://API.example.com./v1/items/x/../y",
+		"http://[::ffff:127.0.0.1]/v1/tools", "http://other.example/a%2Fb/../c", "http://0x7f000001:0080/v1/tools?q=1"} {
+		f.Add("post", s)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, method, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || method == "" {
+			return
+		}
+		cn, ref := cfg.canonicalize(ctx, method, u)
+		if ref != nil {
+			return
+		}
+		tl, _ := route(cfg.tools, cn.method, cn.host, cn.port, cn.path)
+		out := cn.url(tl, u.RawQuery)
+		cn2, ref2 := cfg.canonicalize(ctx, cn.method, out)
+		if ref2 != nil {
+			t.Fatalf("%s %s -> %s, refused on a second pass: %s", method, raw, out, ref2.detail)
+		}
+		if out.EscapedPath() != cn.path && out.EscapedPath() != cn.path+"/" {
+			t.Fatalf("%s %s: canonical path %q goes upstream as %q", method, raw, cn.path, out.EscapedPath())
+		}
+		if cn2.method != cn.method || cn2.host != cn.host || cn2.port != cn.port || cn2.path != cn.path {
+			t.Fatalf("%s %s -> %+v -> %s -> %+v: not a fixed point", method, raw, cn, out, cn2)
+		}
+		if tl2, _ := route(cfg.tools, cn2.method, cn2.host, cn2.port, cn2.path); tl2 != tl {
+			t.Fatalf("%s %s routes differently on a second pass", method, raw)
 		}
 	})
 }
