@@ -5,13 +5,18 @@
 // Every call runs the same chain, in this order, and the first step that
 // refuses answers at once; a refused call never reaches upstream:
 //
-//  1. allowlist: the call is routed to a tool; with unmatched: deny, a call
-//     that matches no tool is refused (policy/not_allowlisted);
+//  0. canonical form (canonical.go): method, scheme, host, port and path are
+//     put in one form, which routing matches and which goes upstream; a
+//     call with no one form is refused (validation/ambiguous_request);
+//  1. allowlist: the call is routed to a tool; a call that matches no tool
+//     is refused (policy/not_allowlisted) on a host a tool names (unless
+//     hosts opens it) and, with unmatched: deny, everywhere;
 //  2. extraction: arguments are read from the path, the query and the body
 //     (bounded; malformed or oversized bodies are refused as validation);
 //  3. schema: arguments are coerced and validated strictly (validation);
 //  4. injection: configured headers are added, after every check, so an
-//     injected value can never trip one;
+//     injected value can never trip one, and only when the call goes to the
+//     tool's own origin (else policy/origin_mismatch);
 //  5. dispatch: the call goes upstream with the tool's timeout, and the
 //     answer is bucketed, enveloped when the caller asked, and recorded.
 //
