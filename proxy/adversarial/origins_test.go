@@ -1,0 +1,200 @@
+package adversarial_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/proxy/tlsca"
+)
+
+// connectAttack is a CONNECT through the forward listener, then (unless
+// inner is empty) a TLS handshake with SNI and one request inside.
+type connectAttack struct {
+	name    string
+	point   string
+	control bool   // a valid call: it must reach the tool's handler, checked, with the tool's secret
+	connect string // the CONNECT authority ({PORT}: the TLS upstream's port, {DEAD}: a closed port)
+	sni     string // "" sends no SNI
+	inner   string // the request inside the tunnel, without traceparent and the final CRLF; "" for none
+	// failed: the CONNECT's dial must fail, and its event must say so.
+	failed bool
+}
+
+// innerPost is a POST with a bad JSON body for the tools' path on host.
+func innerPost(host, body string) string {
+	return "POST /v1/tools HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		fmt.Sprint(len(body)) + "\r\nConnection: close\r\n" + "\r\n" + body
+}
+
+var connectAttacks = []connectAttack{
+	{name: "connect-control-valid", point: "control", control: true, connect: "localhost:{PORT}", sni: "localhost", inner: innerPost("localhost:{PORT}", goodJSON)},
+	{name: "connect-control-bad", point: "control", connect: "localhost:{PORT}", sni: "localhost", inner: innerPost("localhost:{PORT}", badJSON)},
+	{name: "connect-ip-alias-sni-tool-host", point: "3", connect: "127.0.0.1:{PORT}", sni: "localhost", inner: innerPost("localhost:{PORT}", badJSON)},
+	{name: "connect-ip-alias-no-sni", point: "3", connect: "127.0.0.1:{PORT}", inner: innerPost("127.0.0.1:{PORT}", badJSON)},
+	{name: "connect-ipv4-mapped-ipv6", point: "3", connect: "[::ffff:127.0.0.1]:{PORT}", sni: "localhost", inner: innerPost("localhost:{PORT}", badJSON)},
+	{name: "connect-upper-case-host", point: "v", connect: "LOCALHOST:{PORT}", sni: "localhost", inner: innerPost("localhost:{PORT}", badJSON)},
+	{name: "connect-trailing-dot", point: "v", connect: "localhost.:{PORT}", sni: "localhost", inner: innerPost("localhost:{PORT}", badJSON)},
+	{name: "connect-tool-host-inner-host-alias", point: "v", connect: "localhost:{PORT}", sni: "localhost", inner: innerPost("127.0.0.1:{PORT}", badJSON)},
+	{name: "connect-dial-fails", point: "7", connect: "127.0.0.1:{DEAD}", failed: true},
+}
+
+// TestAdversarialTLS attacks a tool on an HTTPS upstream through CONNECT:
+// other names for its host in the CONNECT and in the SNI must not tunnel
+// past the checks, the tool's injected secret reaches its own origin (the
+// control) and no other, and a CONNECT whose dial fails is recorded as a
+// failure.
+func TestAdversarialTLS(t *testing.T) {
+	w := shared(t)
+	dir := t.TempDir()
+	caCert, caKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := tlsca.Create(caCert, caKey, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("listen:\n  forward: 127.0.0.1:0\ntools:\n")
+	for _, m := range []string{"GET", "POST"} {
+		fmt.Fprintf(&b, "  - name: tls_%s\n    match: {host: %q, method: %s, path: /v1/tools}\n    schema: %s\n    inject_headers: {X-Api-Key: secret-tls}\n",
+			strings.ToLower(m), w.tls.authority(), m, toolSchema)
+	}
+	// The rig's upstream certificate names 127.0.0.1 and example.com, not
+	// localhost: the gate skips verifying it (a test rig's setting).
+	fmt.Fprintf(&b, "tls:\n  ca_cert: %s\n  ca_key: %s\n  insecure_skip_verify: true\n", caCert, caKey)
+	g, err := startGate(t, b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := g.srv.Addr("forward", 0)
+	o := newOracle(t)
+	rep := newReport()
+	for _, a := range connectAttacks {
+		t.Run(a.name, func(t *testing.T) {
+			j := &judge{t: t, g: g, o: o, w: w, secrets: map[string]string{"secret-tls": w.tls.origin()}}
+			expand := strings.NewReplacer("{PORT}", w.tls.port, "{DEAD}", dead).Replace
+			trace, tp := newTrace()
+			resp, err := sendConnect(forward, expand(a.connect), a.sni, expand(a.inner), tp)
+			v := j.verdict(trace, resp, err)
+			if a.failed {
+				g.read(t)
+				for _, e := range g.byTrace(trace) {
+					if e.Listener == "connect" && e.OK {
+						v.leaks = append(v.leaks, "a CONNECT whose dial failed was recorded as ok")
+						v.outcome = outLeaked
+					}
+				}
+			}
+			rep.add(t, a.name, "tls/forward/"+a.connect, v)
+			if a.control && (v.reached == 0 || !v.mediated) {
+				t.Errorf("control got %s (%s), want it inspected and forwarded to the tool's handler", v.outcome, strings.Join(v.notes, "; "))
+			}
+		})
+	}
+	t.Run("secret-reaches-own-origin", func(t *testing.T) {
+		// The control's secret must have arrived: else the secret checks
+		// above prove nothing.
+		trace, tp := newTrace()
+		resp, err := sendConnect(forward, w.tls.authority(), "localhost", innerPost(w.tls.authority(), goodJSON), tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := w.tls.take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) != 1 || hs[0].Secret != "secret-tls" || traceOf(hs[0].Trace) != trace {
+			t.Errorf("answer %d; the tool's HTTPS upstream got %+v, want one call with the tool's secret", resp.StatusCode, hs)
+		}
+	})
+	rep.print(t, "TestAdversarialTLS")
+}
+
+// sendConnect opens a CONNECT tunnel to authority through the forward
+// proxy at proxyAddr and, when inner is set, sends inner in TLS (SNI sni)
+// with the traceparent tp. It returns the inner answer, or the CONNECT's
+// own when the tunnel was refused or inner is empty.
+func sendConnect(proxyAddr, authority, sni, inner, tp string) (*http.Response, error) {
+	c, err := net.DialTimeout("tcp", proxyAddr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nTraceparent: %s\r\n\r\n", authority, authority, tp)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != http.StatusOK || inner == "" {
+		return resp, err
+	}
+	tc := tls.Client(&bufferedConn{Conn: c, r: br}, tlsClientConfig(sni))
+	if err := tc.Handshake(); err != nil {
+		return nil, fmt.Errorf("handshake in the tunnel: %w", err)
+	}
+	i := strings.Index(inner, "\r\n")
+	if _, err := tc.Write([]byte(inner[:i+2] + "Traceparent: " + tp + "\r\n" + inner[i+2:])); err != nil {
+		return nil, err
+	}
+	return readAnswer(tc, "POST")
+}
+
+// bufferedConn reads what the CONNECT answer's reader already buffered
+// before the connection itself.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// secretConfigs are tools that inject a secret with a match that names no
+// port, or no host: the secret's only origin is the scheme's default port
+// of the host, or none at all. toolgate may refuse such a tool at load.
+var secretConfigs = []struct {
+	name, match, origin string
+}{
+	{"inject-host-without-port", `{host: localhost, method: GET, path: /v1/secret}`, "http://localhost:80"},
+	{"inject-without-host", `{method: GET, path: /v1/secret}`, ""},
+}
+
+// TestAdversarialSecrets checks point 5 of issue 13: an injected secret
+// goes only to its tool's own origin (scheme, host and port), never to
+// another port of the host, another host, or over plain HTTP, whichever
+// listener the caller uses.
+func TestAdversarialSecrets(t *testing.T) {
+	w := shared(t)
+	o := newOracle(t)
+	rep := newReport()
+	for _, sc := range secretConfigs {
+		t.Run(sc.name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("listen:\n  forward: 127.0.0.1:0\n  reverse:\n")
+			for _, u := range w.ups {
+				fmt.Fprintf(&b, "    - {listen: \"127.0.0.1:0\", upstream: %q}\n", u.origin())
+			}
+			fmt.Fprintf(&b, "tools:\n  - name: secret\n    match: %s\n    inject_headers: {X-Api-Key: secret-%s}\n", sc.match, sc.name)
+			g, err := startGate(t, b.String())
+			if err != nil {
+				t.Logf("toolgate refused the configuration: %v", err)
+				rep.add(t, sc.name, "config", verdict{outcome: outRefused, notes: []string{"refused at load"}})
+				return
+			}
+			j := &judge{t: t, g: g, o: o, w: w, secrets: map[string]string{"secret-" + sc.name: sc.origin}}
+			for _, c := range cells(g, w, "pass") {
+				trace, tp := newTrace()
+				raw, method := rawReq{method: "GET", target: "/v1/secret?term=x"}.render(c, tp)
+				resp, err := exchange(c.addr, raw, method, 5*time.Second)
+				rep.add(t, sc.name, c.String(), j.verdict(trace, resp, err))
+			}
+		})
+	}
+	rep.print(t, "TestAdversarialSecrets")
+}
