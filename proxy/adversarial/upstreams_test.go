@@ -441,7 +441,13 @@ func (w *world) stop() {
 }
 
 // all is every upstream, the TLS one included, for draining hits.
-func (w *world) all() []*upstream { return append(append([]*upstream(nil), w.ups...), w.tls) }
+func (w *world) all() []*upstream {
+	out := append([]*upstream(nil), w.ups...)
+	if w.tls != nil {
+		out = append(out, w.tls)
+	}
+	return out
+}
 
 // tlsClientConfig lets an attacker's TLS client talk to anything: it does
 // not care whose certificate it gets.
