@@ -80,7 +80,7 @@ func newGoRecorder(useTLS bool) *goRecorder {
 	g := &goRecorder{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/tools", g.serve("tool"))
-	mux.HandleFunc("/v1/tools/", g.serve("tool"))
+	mux.HandleFunc("/v1/tools/{$}", g.serve("tool"))
 	mux.HandleFunc("/", g.serve("other"))
 	srv := httptest.NewUnstartedServer(mux)
 	if useTLS {
