@@ -33,6 +33,9 @@ const toolSchema = `{type: object, additionalProperties: false, properties: {ter
 // toolSchemaJSON is toolSchema as JSON, for the oracle.
 const toolSchemaJSON = `{"type":"object","additionalProperties":false,"properties":{"term":{"type":"string","maxLength":64},"retmax":{"type":"integer","minimum":1,"maximum":10}}}`
 
+// secretPrefix starts every secret the suite's tools inject (as X-Api-Key).
+const secretPrefix = "secret-"
+
 // maxCallerBytes bounds the agent and session values an event may carry:
 // the caller sets those headers freely (~256 bytes, with room for a
 // truncation mark).
@@ -241,7 +244,7 @@ func (j *judge) verdict(trace string, resp *http.Response, sendErr error) verdic
 	toolHits, mediationLeaks := 0, 0
 	for _, h := range hits {
 		u := j.upstreamByName(h.upstream)
-		if h.Secret != "" {
+		if strings.HasPrefix(h.Secret, secretPrefix) {
 			if allowed, ok := j.secrets[h.Secret]; !ok || allowed != u.origin() {
 				v.leaks = append(v.leaks, fmt.Sprintf("injected secret %q reached %s%s (the tool's origin is %q)", h.Secret, u.origin(), h.RawURI, allowed))
 			}
