@@ -180,12 +180,14 @@ type bufferedConn struct {
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // secretConfigs are tools that inject a secret with a match that names no
-// port, or no host: the secret's only origin is the scheme's default port
-// of the host, or none at all. toolgate may refuse such a tool at load.
+// port, or no host: the secret's only origin is https on the scheme's
+// default port of the host, or none at all (toolgate refuses such a tool
+// at load). The upstreams are plain HTTP on other ports: no call may carry
+// the secret to them.
 var secretConfigs = []struct {
 	name, match, origin string
 }{
-	{"inject-host-without-port", `{host: localhost, method: GET, path: /v1/secret}`, "http://localhost:80"},
+	{"inject-host-without-port", `{host: localhost, method: GET, path: /v1/secret}`, "https://localhost:443"},
 	{"inject-without-host", `{method: GET, path: /v1/secret}`, ""},
 }
 
