@@ -82,7 +82,7 @@ func TestAdversarial(t *testing.T) {
 					raw, method := a.req.render(c, tp)
 					resp, err := exchange(c.addr, raw, method, 5*time.Second)
 					v := r.j.verdict(trace, resp, err)
-					rep.add(t, a.name, c.String(), v)
+					rep.add(t, a.name, a.point, c.String(), v)
 					if a.control && (v.reached == 0 || !v.mediated) {
 						t.Errorf("%s: control got %s (%s), want it inspected and forwarded to the tool's handler", c, v.outcome, strings.Join(v.notes, "; "))
 					}
@@ -193,7 +193,7 @@ func TestAdversarialClients(t *testing.T) {
 					resp.Body.Close()
 				}
 				v := j.verdict(trace, resp, err)
-				rep.add(t, a.name, c.String(), v)
+				rep.add(t, a.name, a.point, c.String(), v)
 				if a.control && (v.reached == 0 || !v.mediated) {
 					t.Errorf("%s: control got %s (%s), want it inspected and forwarded to the tool's handler", c, v.outcome, strings.Join(v.notes, "; "))
 				}

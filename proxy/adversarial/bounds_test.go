@@ -73,7 +73,7 @@ func TestAdversarialBounds(t *testing.T) {
 			if err != nil {
 				v.notes = append(v.notes, shorten(err.Error(), 80))
 			}
-			rep.add(t, a.name, "go/forward/pass", v)
+			rep.add(t, a.name, "6", "go/forward/pass", v)
 		})
 	}
 	rep.print(t, "TestAdversarialBounds")

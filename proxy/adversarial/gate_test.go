@@ -399,10 +399,12 @@ type report struct {
 
 func newReport() *report { return &report{count: tally{}, leaky: map[string]bool{}} }
 
-func (r *report) add(t *testing.T, attack, cell string, v verdict) {
+// add records one attack's verdict on one cell; point is the issue 13
+// item the attack belongs to ("v" for a variant, "control" for a control).
+func (r *report) add(t *testing.T, attack, point, cell string, v verdict) {
 	t.Helper()
 	r.count[v.outcome]++
-	row := fmt.Sprintf("%-7s %-34s %-26s %s", v.outcome, attack, cell, strings.Join(v.notes, "; "))
+	row := fmt.Sprintf("%-7s %-7s %-34s %-26s %s", v.outcome, point, attack, cell, strings.Join(v.notes, "; "))
 	if len(v.leaks) > 0 {
 		r.leaky[attack] = true
 		ls := v.leaks

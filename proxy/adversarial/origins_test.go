@@ -88,7 +88,7 @@ func TestAdversarialTLS(t *testing.T) {
 					v.outcome = outLeaked
 				}
 			}
-			rep.add(t, a.name, "tls/forward/"+a.connect, v)
+			rep.add(t, a.name, a.point, "tls/forward/"+a.connect, v)
 			if a.control && (v.reached == 0 || !v.mediated) {
 				t.Errorf("control got %s (%s), want it inspected and forwarded to the tool's handler", v.outcome, strings.Join(v.notes, "; "))
 			}
@@ -210,7 +210,7 @@ func TestAdversarialSecrets(t *testing.T) {
 			g, err := startGate(t, b.String())
 			if err != nil {
 				t.Logf("toolgate refused the configuration: %v", err)
-				rep.add(t, sc.name, "config", verdict{outcome: outRefused, notes: []string{"refused at load"}})
+				rep.add(t, sc.name, "5", "config", verdict{outcome: outRefused, notes: []string{"refused at load"}})
 				return
 			}
 			j := &judge{t: t, g: g, o: o, w: w, secrets: map[string]string{"secret-" + sc.name: sc.origin}}
@@ -218,7 +218,7 @@ func TestAdversarialSecrets(t *testing.T) {
 				trace, tp := newTrace()
 				raw, method := rawReq{method: "GET", target: "/v1/secret?term=x"}.render(c, tp)
 				resp, err := exchange(c.addr, raw, method, 5*time.Second)
-				rep.add(t, sc.name, c.String(), j.verdict(trace, resp, err))
+				rep.add(t, sc.name, "5", c.String(), j.verdict(trace, resp, err))
 			}
 		})
 	}
