@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,24 +56,7 @@ var connectAttacks = []connectAttack{
 // failure.
 func TestAdversarialTLS(t *testing.T) {
 	w := shared(t)
-	dir := t.TempDir()
-	caCert, caKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	if err := tlsca.Create(caCert, caKey, "", 0); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString("listen:\n  forward: 127.0.0.1:0\ntools:\n")
-	for _, m := range []string{"GET", "POST"} {
-		fmt.Fprintf(&b, "  - name: tls_%s\n    match: {host: %q, method: %s, path: /v1/tools}\n    schema: %s\n    inject_headers: {X-Api-Key: secret-tls}\n",
-			strings.ToLower(m), w.tls.authority(), m, toolSchema)
-	}
-	// The rig's upstream certificate names 127.0.0.1 and example.com, not
-	// localhost: the gate skips verifying it (a test rig's setting).
-	fmt.Fprintf(&b, "tls:\n  ca_cert: %s\n  ca_key: %s\n  insecure_skip_verify: true\nupstream: {dial_timeout: 1s}\n", caCert, caKey)
-	g, err := startGate(t, b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := startTLSGate(t, w)
 	forward := g.srv.Addr("forward", 0)
 	o := newOracle(t)
 	rep := newReport()
@@ -134,6 +119,78 @@ func connectFailureRecorded(t *testing.T, g *gate, trace string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startTLSGate starts a gate with a CA whose tools (tls_get, tls_post)
+// are on the HTTPS upstream and inject the secret secret-tls.
+func startTLSGate(t *testing.T, w *world) *gate {
+	t.Helper()
+	dir := t.TempDir()
+	caCert, caKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := tlsca.Create(caCert, caKey, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("listen:\n  forward: 127.0.0.1:0\ntools:\n")
+	for _, m := range []string{"GET", "POST"} {
+		fmt.Fprintf(&b, "  - name: tls_%s\n    match: {host: %q, method: %s, path: /v1/tools}\n    schema: %s\n    inject_headers: {X-Api-Key: secret-tls}\n",
+			strings.ToLower(m), w.tls.authority(), m, toolSchema)
+	}
+	// The rig's upstream certificate names 127.0.0.1 and example.com, not
+	// localhost: the gate skips verifying it (a test rig's setting).
+	fmt.Fprintf(&b, "tls:\n  ca_cert: %s\n  ca_key: %s\n  insecure_skip_verify: true\nupstream: {dial_timeout: 1s}\n", caCert, caKey)
+	g, err := startGate(t, b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestAdversarialHTTP2 sends the legacy-client attacks over HTTP/2 inside
+// intercepted TLS (a CONNECT through the forward listener, ALPN h2), where
+// the method, path and headers arrive as HTTP/2 fields rather than a
+// request line.
+func TestAdversarialHTTP2(t *testing.T) {
+	w := shared(t)
+	g := startTLSGate(t, w)
+	j := &judge{g: g, o: newOracle(t), w: w, secrets: map[string]string{"secret-tls": w.tls.origin()}}
+	tr := &http.Transport{
+		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: g.srv.Addr("forward", 0)}),
+		TLSClientConfig:   tlsClientConfig(""),
+		ForceAttemptHTTP2: true,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	c := cell{up: w.tls, listener: "forward", mode: "pass", addr: g.srv.Addr("forward", 0)}
+	rep := newReport()
+	for _, a := range clientAttacks {
+		if a.forward {
+			continue // they name a plain-HTTP host
+		}
+		t.Run(a.name, func(t *testing.T) {
+			j.t = t
+			req, err := a.build(c, "https://"+w.tls.authority())
+			if err != nil {
+				t.Fatal(err)
+			}
+			trace, tp := newTrace()
+			req.Header.Set("Traceparent", tp)
+			resp, err := cl.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.Proto != "HTTP/2.0" {
+					t.Errorf("answer over %s, want HTTP/2.0 inside the tunnel", resp.Proto)
+				}
+			}
+			v := j.verdict(trace, resp, err)
+			rep.add(t, a.name, a.point, "tls/h2/pass", v)
+			if a.control && (v.reached == 0 || !v.mediated) {
+				t.Errorf("control got %s (%s), want it inspected and forwarded to the tool's handler", v.outcome, strings.Join(v.notes, "; "))
+			}
+		})
+	}
+	rep.print(t, "TestAdversarialHTTP2")
 }
 
 // sendConnect opens a CONNECT tunnel to authority through the forward
