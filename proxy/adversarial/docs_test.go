@@ -1,6 +1,7 @@
 package adversarial_test
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"regexp"
@@ -79,6 +80,9 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 				}
 			}
 		}
+	}
+	if want := fmt.Sprintf("(%d attacks,", len(attacks)); !strings.Contains(string(doc), want) {
+		t.Errorf("docs/security.md should say TestAdversarial runs %s", want)
 	}
 	if checked < 20 {
 		t.Fatalf("found only %d names in docs/security.md's guarantees table; has its header changed?", checked)
