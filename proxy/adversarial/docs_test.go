@@ -19,7 +19,7 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := ""
-	for _, f := range []string{"adversarial_test.go", "origins_test.go", "fuzz_test.go", "bounds_test.go"} {
+	for _, f := range []string{"adversarial_test.go", "origins_test.go", "fuzz_test.go", "bounds_test.go", "requests_test.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -34,6 +34,9 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 		names = append(names, a.name)
 	}
 	for _, a := range clientAttacks {
+		names = append(names, a.name)
+	}
+	for _, a := range requestsAttacks {
 		names = append(names, a.name)
 	}
 	for _, a := range slowAttacks {
