@@ -8,6 +8,7 @@
 #   wabt                                  wat2wasm, for `make wasm-fixtures`
 #   iproute2, iptables, curl, python3-requests
 #                                         the transparent-mode test in network namespaces
+#   python3-flask, nginx                  the adversarial suite's upstreams (proxy/adversarial)
 #
 # Already-installed packages are left alone; nothing is upgraded.
 set -euo pipefail
@@ -27,6 +28,8 @@ readonly WANTED=(
 	iptables:/usr/sbin/iptables
 	curl:/usr/bin/curl
 	python3-requests:/usr/lib/python3/dist-packages/requests/__init__.py
+	python3-flask:/usr/lib/python3/dist-packages/flask/__init__.py
+	nginx:/usr/sbin/nginx
 )
 
 missing=()
