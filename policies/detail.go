@@ -28,9 +28,46 @@ const (
 
 // Messages of schema violations, shared by Validate and Detail.
 const (
-	msgUnknown = "unknown argument"
-	msgMissing = "missing required argument"
+	msgUnknown      = "unknown argument"
+	msgMissing      = "missing required argument"
+	msgNotEvaluated = "argument declared only by a shape the call does not match"
 )
+
+// dropDeclared removes the declared leaves (names the schema declares but
+// no subschema that held evaluated) whose location has another problem at
+// or below it: there a branch failed for that other problem, and the
+// declared names are only its echo. A declared leaf that stands alone is
+// kept: the call matched a shape that does not allow the name.
+func dropDeclared(ls []leaf) []leaf {
+	any := false
+	for _, l := range ls {
+		if l.declared {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return ls
+	}
+	out := ls[:0:0]
+	for _, l := range ls {
+		if l.declared {
+			parent := l.v.Path[:strings.LastIndexByte(l.v.Path, '/')]
+			echo := false
+			for _, o := range ls {
+				if !o.declared && (o.v.Path == parent || strings.HasPrefix(o.v.Path, parent+"/")) {
+					echo = true
+					break
+				}
+			}
+			if echo {
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
 
 // Detail returns the one human sentence for a refusal: the violation that
 // explains it best (see headline), plus " (and N more problems)" when there
@@ -184,6 +221,10 @@ type leaf struct {
 	v     Violation
 	depth int // number of tokens in the instance location
 	class leafClass
+	// declared marks an unevaluated name that the schema does declare at
+	// its location, in a branch that did not hold (a failed allOf branch,
+	// an anyOf or oneOf branch that did not match, an if that failed).
+	declared bool
 }
 
 // collector maps a library ValidationError tree to flat leaf violations.
@@ -411,8 +452,14 @@ func (c *collector) leaves(e *jsonschema.ValidationError) []leaf {
 // maxListedNames bounds the allowed names an unknown-field message lists.
 const maxListedNames = 40
 
-// unknown builds an unknown_field leaf whose message lists the allowed names.
+// unknown builds an unknown_field leaf whose message lists the allowed
+// names. A name the location declares, but that no subschema which held
+// evaluated, is a declared leaf instead (see dropDeclared).
 func (c *collector) unknown(loc []string, allowed *allowedNames) leaf {
+	if allowed != nil && len(loc) > 0 && allowed.declares(loc[len(loc)-1]) {
+		return leaf{v: Violation{Path: pointerOf(loc), Reason: ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: c.gotAt(loc)},
+			depth: len(loc), class: classOther, declared: true}
+	}
 	msg := msgUnknown
 	if allowed != nil {
 		names := allowed.names

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +74,11 @@ type SchemaOptions struct {
 	// and typos are refused (see CompileSchema). Callers pass true by
 	// default; false uses the schema exactly as written.
 	Strict bool
+	// UnknownFormats says what to do with a "format" the validator does not
+	// know, such as a typo ("emial") or "idn-email": FormatsRefuse (the
+	// default, also "") fails the compile, naming the known formats;
+	// FormatsIgnore accepts the schema and leaves those formats unchecked.
+	UnknownFormats string
 	// Dir is the directory that relative $ref file references (such as
 	// "common.json#/$defs/Range") resolve against. Files outside Dir, and
 	// any network reference, are refused. Default "": no file references.
@@ -176,27 +182,19 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 		}
 		return nil, se
 	}
+	if err := checkFormats(sch, root, ld, opts); err != nil {
+		return nil, err
+	}
 	added := map[string]map[string]bool{}
+	var allowed map[string]*allowedNames
 	if opts.Strict {
-		plans := planStrict(sch)
-		if len(plans) > 0 {
-			docs := map[string]any{rootURL: root}
-			for u, d := range ld.docs {
-				docs[u] = d
-			}
-			if err := applyStrict(docs, plans, added); err != nil {
-				return nil, &SchemaError{Tool: opts.Tool, Msg: "strict closing: " + err.Error(), Err: err}
-			}
-			sch, err = compileDocs(rootURL, root, ld)
-			if err != nil {
-				se := ld.schemaError(err)
-				se.Msg = "after strict closing: " + se.Msg
-				return nil, se
-			}
+		sch, allowed, err = strictCompile(sch, root, ld, added)
+		if err != nil {
+			return nil, err
 		}
 	}
 	s = &Schema{tool: opts.Tool, sch: sch, added: added}
-	s.index()
+	s.index(allowed)
 	return s, nil
 }
 
@@ -224,7 +222,7 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 		return []Violation{{Reason: ReasonSchema, Message: "arguments could not be validated", Expected: "valid arguments", Got: "object"}}
 	}
 	c := collector{s: s, args: args}
-	return finish(c.collect(verr))
+	return finish(dropDeclared(c.collect(verr)))
 }
 
 // Bounds on a JSON number's text (json.Number) in arguments and schemas.
@@ -548,14 +546,19 @@ func escapeToken(t string) string {
 	return tokenEscaper.Replace(t)
 }
 
-// index precomputes the lookups used by Validate and Coerce.
-func (s *Schema) index() {
+// index precomputes the lookups used by Validate and Coerce. allowed holds
+// the names strict closing worked out for the schemas it closed.
+func (s *Schema) index(allowed map[string]*allowedNames) {
 	s.byLoc = map[string]*jsonschema.Schema{}
 	s.closed = map[string]*allowedNames{}
 	s.wants = map[*jsonschema.Schema]typeMask{}
 	walkAll(s.sch, func(x *jsonschema.Schema) {
 		s.byLoc[x.Location] = x
 		s.wants[x] = ownWants(x)
+		if a, ok := allowed[x.Location]; ok {
+			s.closed[x.Location] = a
+			return
+		}
 		if b, ok := x.AdditionalProperties.(bool); ok && !b {
 			s.closed[x.Location] = ownNames(x)
 		}
@@ -565,6 +568,139 @@ func (s *Schema) index() {
 			}
 		}
 	})
+}
+
+// strictCompile closes the compiled schema sch (see CompileSchema): it
+// translates draft-07 and older documents to 2020-12, plans and applies the
+// closing, and compiles again. It returns the closed schema and, per closed
+// location, the names an unknown-field message lists.
+func strictCompile(sch *jsonschema.Schema, root any, ld *docLoader, added map[string]map[string]bool) (*jsonschema.Schema, map[string]*allowedNames, error) {
+	docs := map[string]any{ld.rootURL: root}
+	for u, d := range ld.docs {
+		docs[u] = d
+	}
+	legacy := map[string]int{} // document URL -> draft
+	walkAll(sch, func(x *jsonschema.Schema) {
+		u, _, _ := strings.Cut(x.Location, "#")
+		if _, held := docs[u]; held && x.DraftVersion < 2019 {
+			if d, ok := legacy[u]; !ok || x.DraftVersion < d {
+				legacy[u] = x.DraftVersion
+			}
+		}
+	})
+	if len(legacy) > 0 {
+		for u, d := range legacy {
+			doc := translateLegacy(docs[u], d)
+			if obj, ok := doc.(map[string]any); ok {
+				obj["$schema"] = draft2020URL
+			}
+			docs[u] = doc
+		}
+		ld.docs = map[string]any{}
+		for u, d := range docs {
+			if u != ld.rootURL {
+				ld.docs[u] = d
+			}
+		}
+		var err error
+		sch, err = compileDocs(ld.rootURL, docs[ld.rootURL], ld)
+		if err != nil {
+			se := ld.schemaError(err)
+			se.Msg = "strict closing of a draft-07 or older schema (read as 2020-12): " + se.Msg
+			return nil, nil, se
+		}
+	}
+	edits, err := planStrict(sch)
+	if err != nil {
+		return nil, nil, &SchemaError{Tool: ld.tool, Msg: "strict closing: " + err.Error(), Err: err}
+	}
+	if len(edits) == 0 {
+		return sch, nil, nil
+	}
+	if err := applyStrict(docs, edits, added); err != nil {
+		return nil, nil, &SchemaError{Tool: ld.tool, Msg: "strict closing: " + err.Error(), Err: err}
+	}
+	allowed := make(map[string]*allowedNames, len(edits))
+	for _, e := range edits {
+		allowed[e.loc] = e.allowed
+	}
+	sch, err = compileDocs(ld.rootURL, docs[ld.rootURL], ld)
+	if err != nil {
+		se := ld.schemaError(err)
+		se.Msg = "after strict closing: " + se.Msg
+		return nil, nil, se
+	}
+	return sch, allowed, nil
+}
+
+// Values of SchemaOptions.UnknownFormats.
+const (
+	// FormatsRefuse fails the compile of a schema naming a format the
+	// validator does not know (the default).
+	FormatsRefuse = "refuse"
+	// FormatsIgnore accepts such a schema and leaves those formats
+	// unchecked.
+	FormatsIgnore = "ignore"
+)
+
+// KnownFormats lists the format names toolgate checks, sorted. They are
+// asserted in every draft. Any other name (idn-email and idn-hostname
+// among them) is unknown.
+var KnownFormats = []string{
+	"date", "date-time", "duration", "email", "hostname", "ipv4", "ipv6",
+	"iri", "iri-reference", "json-pointer", "period", "regex",
+	"relative-json-pointer", "semver", "time", "uri", "uri-reference",
+	"uri-template", "uuid",
+}
+
+// checkFormats refuses a compiled schema that names a format the validator
+// does not know, unless opts.UnknownFormats is FormatsIgnore.
+func checkFormats(sch *jsonschema.Schema, root any, ld *docLoader, opts SchemaOptions) error {
+	switch opts.UnknownFormats {
+	case "", FormatsRefuse:
+	case FormatsIgnore:
+		return nil
+	default:
+		return &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("unknown_formats %q: expected %s or %s", opts.UnknownFormats, FormatsRefuse, FormatsIgnore)}
+	}
+	docs := map[string]any{ld.rootURL: root}
+	for u, d := range ld.docs {
+		docs[u] = d
+	}
+	var bad []string // sorted locations
+	walkAll(sch, func(x *jsonschema.Schema) {
+		if x.Format != nil || x.Bool != nil {
+			return
+		}
+		u, _, _ := strings.Cut(x.Location, "#")
+		if _, held := docs[u]; !held {
+			return
+		}
+		node, err := lookupNode(docs, x.Location)
+		if err != nil {
+			return
+		}
+		if obj, ok := node.(map[string]any); ok {
+			if _, ok := obj["format"].(string); ok {
+				bad = append(bad, x.Location)
+			}
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	node, _ := lookupNode(docs, bad[0])
+	name := node.(map[string]any)["format"].(string)
+	doc, ptr, _ := strings.Cut(bad[0], "#")
+	ptr, _ = url.PathUnescape(ptr)
+	se := &SchemaError{Tool: opts.Tool, Pointer: ptr + "/format",
+		Msg: fmt.Sprintf("unknown format %q: toolgate would not check it; known formats: %s (or accept unknown formats unchecked with unknown_formats: ignore)",
+			name, strings.Join(KnownFormats, ", "))}
+	if doc != ld.rootURL {
+		se.Pointer, se.Msg = "", fmt.Sprintf("%s#%s/format: %s", ld.short(doc), ptr, se.Msg)
+	}
+	return se
 }
 
 // inPlaceCycle returns the location of a schema that reaches itself
@@ -720,6 +856,20 @@ func newAllowed(names, patterns map[string]bool) *allowedNames {
 	}
 	a.sort()
 	return a
+}
+
+// declares reports whether name is one of the names, or matches one of
+// the patterns.
+func (a *allowedNames) declares(name string) bool {
+	if _, ok := slices.BinarySearch(a.names, name); ok {
+		return true
+	}
+	for _, p := range a.patterns {
+		if ok, err := regexp.MatchString(p, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *allowedNames) sort() {
