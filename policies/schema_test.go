@@ -179,7 +179,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "typo inside oneOf branch", fixture: "docs_edit", strict: true,
-			args:   `{"documentId": "d1", "requests": [{"delete": {"startIndex": 1, "endIndex": 2}}, {"insert": {"text": "hi", "index": 1}, "delet": {}}]}`,
+			args: `{"documentId": "d1", "requests": [{"delete": {"startIndex": 1, "endIndex": 2}}, {"insert": {"text": "hi", "index": 1}, "delet": {}}]}`,
 			// Every name a branch at that location declares is listed.
 			want:   []Violation{unknownV("/requests/1/delet", "delete, insert")},
 			detail: "Tool 'docs_edit' got unknown argument 'requests[1].delet'; expected one of: delete, insert",
