@@ -184,30 +184,31 @@ func planStrict(root *jsonschema.Schema) ([]closeEdit, error) {
 			// the same and costs less to check.
 			e.keyword = "additionalProperties"
 		}
-		names, patterns := map[string]bool{}, map[string]bool{}
+		// Every name declared at the location is known, whether or not the
+		// branch declaring it holds for this call (an anyOf branch that
+		// does not match, a dependentSchemas entry not triggered, a then
+		// whose if failed): declared names are declared on x.
 		for _, m := range p.closure(x) {
 			for n := range m.s.Properties {
-				names[n] = true
+				extraN[n] = true
 			}
 			for re := range m.s.PatternProperties {
-				patterns[re.String()] = true
+				extraP[re.String()] = true
 			}
 		}
 		for n := range extraN {
-			names[n] = true
 			if _, ok := x.Properties[n]; !ok {
 				e.names = append(e.names, n)
 			}
 		}
 		for pt := range extraP {
-			patterns[pt] = true
 			if !hasPattern(x, pt) {
 				e.patterns = append(e.patterns, pt)
 			}
 		}
 		slices.Sort(e.names)
 		slices.Sort(e.patterns)
-		e.allowed = newAllowed(names, patterns)
+		e.allowed = newAllowed(extraN, extraP)
 		edits = append(edits, e)
 	}
 	return edits, nil
