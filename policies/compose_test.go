@@ -1,0 +1,180 @@
+package policies
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Composed schemas: the shapes real tool schemas take. Each must accept
+// its valid calls in strict mode, and refuse each typo (at depth 1 to 4)
+// with unknown_field at the typo's path, listing every name any branch
+// declares there.
+const (
+	// A base object extended through allOf, both halves describing the
+	// nested meta object, its tags and their attrs.
+	composeBaseExtension = `{
+		"$defs": {"base": {
+			"type": "object", "required": ["id"],
+			"properties": {
+				"id": {"type": "string"},
+				"meta": {"type": "object", "properties": {
+					"owner": {"type": "string"},
+					"tags": {"type": "array", "items": {"type": "object", "properties": {
+						"k": {"type": "string"},
+						"attrs": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}}}}}},
+		"allOf": [
+			{"$ref": "#/$defs/base"},
+			{"properties": {
+				"title": {"type": "string"},
+				"meta": {"properties": {
+					"rev": {"type": "integer"},
+					"tags": {"items": {"properties": {
+						"v": {"type": "string"},
+						"attrs": {"properties": {"y": {"type": "integer"}}}}}}}}}}
+		]}`
+	// An array whose items are one of several object shapes.
+	composeOneOfItems = `{
+		"type": "object",
+		"properties": {"blocks": {"type": "array", "items": {"oneOf": [
+			{"type": "object", "required": ["kind", "text"], "properties": {
+				"kind": {"const": "text"}, "text": {"type": "string"}}},
+			{"type": "object", "required": ["kind", "url"], "properties": {
+				"kind": {"const": "image"}, "url": {"type": "string"}, "alt": {"type": "string"},
+				"size": {"type": "object", "properties": {"w": {"type": "integer"}, "h": {"type": "integer"}}}}}
+		]}}}}`
+	// One $defs target used at two locations; one of them extends it.
+	composeSharedRef = `{
+		"$defs": {"range": {"type": "object", "properties": {"from": {"type": "integer"}, "to": {"type": "integer"}}}},
+		"type": "object",
+		"properties": {
+			"a": {"$ref": "#/$defs/range"},
+			"b": {"allOf": [{"$ref": "#/$defs/range"}, {"properties": {"step": {"type": "integer"}}}]},
+			"list": {"type": "array", "items": {"$ref": "#/$defs/range"}}
+		}}`
+	// A tree extended through $dynamicRef: the children of a labelled tree
+	// are labelled trees, which a static reading of the $dynamicRef misses.
+	composeDynamicTree = `{
+		"$id": "https://toolgate.test/labelled-tree",
+		"$dynamicAnchor": "node",
+		"$ref": "tree",
+		"properties": {"label": {"type": "string"}},
+		"$defs": {"tree": {
+			"$id": "tree",
+			"$dynamicAnchor": "node",
+			"type": "object",
+			"properties": {
+				"data": true,
+				"children": {"type": "array", "items": {"$dynamicRef": "#node"}}}}}}`
+)
+
+func TestStrictComposedSchemas(t *testing.T) {
+	type typo struct {
+		args    string
+		unknown []string // paths refused as unknown_field
+		names   string   // the "expected one of" list of the first
+	}
+	tests := []struct {
+		name   string
+		schema string
+		valid  []string
+		typos  []typo
+	}{
+		{
+			name:   "base and extension through allOf",
+			schema: composeBaseExtension,
+			valid: []string{
+				`{"id": "a"}`,
+				`{"id": "a", "title": "t", "meta": {"owner": "o", "rev": 2}}`,
+				`{"id": "a", "meta": {"tags": [{"k": "x", "v": "y", "attrs": {"x": 1, "y": 2}}]}}`,
+				`{"id": "a", "meta": {"rev": 1}}`,
+			},
+			typos: []typo{
+				{`{"id": "a", "titel": "t"}`, []string{"/titel"}, "id, meta, title"},
+				{`{"id": "a", "meta": {"ownr": "o"}}`, []string{"/meta/ownr"}, "owner, rev, tags"},
+				{`{"id": "a", "meta": {"tags": [{"k": "x", "vv": "y"}]}}`, []string{"/meta/tags/0/vv"}, "attrs, k, v"},
+				{`{"id": "a", "meta": {"tags": [{"attrs": {"x": 1, "z": 2}}]}}`, []string{"/meta/tags/0/attrs/z"}, "x, y"},
+				{`{"id": "a", "titel": "t", "meta": {"rev": 1, "ownr": "o", "tags": [{"attrs": {"z": 2}}]}}`,
+					[]string{"/meta/ownr", "/meta/tags/0/attrs/z", "/titel"}, "owner, rev, tags"},
+			},
+		},
+		{
+			name:   "oneOf of object shapes in an array",
+			schema: composeOneOfItems,
+			valid: []string{
+				`{"blocks": [{"kind": "text", "text": "hi"}, {"kind": "image", "url": "u", "alt": "a", "size": {"w": 1, "h": 2}}]}`,
+				`{"blocks": []}`,
+			},
+			typos: []typo{
+				{`{"blokcs": []}`, []string{"/blokcs"}, "blocks"},
+				{`{"blocks": [{"kind": "image", "url": "u", "widht": 3}]}`, []string{"/blocks/0/widht"}, "alt, kind, size, text, url"},
+				{`{"blocks": [{"kind": "text", "text": "x"}, {"kind": "image", "url": "u", "size": {"w": 1, "hh": 2}}]}`, []string{"/blocks/1/size/hh"}, "h, w"},
+				// A typo in a required name: the branch fails too, and the
+				// typo still leads.
+				{`{"blocks": [{"kind": "text", "txt": "x"}]}`, []string{"/blocks/0/txt"}, "alt, kind, size, text, url"},
+			},
+		},
+		{
+			name:   "a $defs target shared by three locations",
+			schema: composeSharedRef,
+			valid: []string{
+				`{"a": {"from": 1, "to": 2}, "b": {"from": 1, "to": 2, "step": 1}, "list": [{"from": 1}]}`,
+			},
+			typos: []typo{
+				// step belongs to b only.
+				{`{"a": {"from": 1, "step": 1}}`, []string{"/a/step"}, "from, to"},
+				{`{"b": {"from": 1, "stp": 1}}`, []string{"/b/stp"}, "from, step, to"},
+				{`{"list": [{"from": 1}, {"form": 1}]}`, []string{"/list/1/form"}, "from, to"},
+			},
+		},
+		{
+			name:   "recursion through $dynamicRef",
+			schema: composeDynamicTree,
+			valid: []string{
+				`{"label": "root", "data": 1, "children": [{"label": "a", "children": [{"label": "b", "data": null}]}]}`,
+			},
+			typos: []typo{
+				{`{"lable": "root"}`, []string{"/lable"}, "children, data, label"},
+				{`{"children": [{"lable": "a"}]}`, []string{"/children/0/lable"}, "children, data, label"},
+				{`{"children": [{"children": [{"children": [{"dat": 1}]}]}]}`, []string{"/children/0/children/0/children/0/dat"}, "children, data, label"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			strict := inline(t, "t", tt.schema, true)
+			loose := inline(t, "t", tt.schema, false)
+			for _, args := range tt.valid {
+				if vs := strict.Validate(decodeArgs(t, args, true)); vs != nil {
+					t.Errorf("strict refused valid %s: %+v", args, vs)
+				}
+			}
+			for _, ty := range tt.typos {
+				args := decodeArgs(t, ty.args, true)
+				for _, v := range loose.Validate(args) {
+					if v.Reason == ReasonUnknownField {
+						t.Errorf("non-strict %s: %+v", ty.args, v)
+					}
+				}
+				vs := strict.Validate(args)
+				var unknown []string
+				for _, v := range vs {
+					if v.Reason == ReasonUnknownField {
+						unknown = append(unknown, v.Path)
+					}
+				}
+				if !slices.Equal(unknown, ty.unknown) {
+					t.Errorf("strict %s: unknown_field at %q, want %q (all: %+v)", ty.args, unknown, ty.unknown, vs)
+					continue
+				}
+				if Reason(vs) != ReasonUnknownField {
+					t.Errorf("strict %s: Reason = %q, want unknown_field", ty.args, Reason(vs))
+				}
+				d := Detail("t", vs)
+				if want := "got unknown argument '" + DisplayPath(ty.unknown[0]) + "'; expected one of: " + ty.names; !strings.Contains(d, want) {
+					t.Errorf("strict %s: Detail = %q, want it to contain %q", ty.args, d, want)
+				}
+			}
+		})
+	}
+}
