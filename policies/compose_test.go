@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -176,5 +177,87 @@ func TestStrictComposedSchemas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestStrictSiblingBranchesAtDepth(t *testing.T) {
+	// The issue's minimal case: an object's properties split across allOf
+	// branches below the top level.
+	s := inline(t, "t", `{"allOf": [
+		{"properties": {"opts": {"properties": {"a": {}}}}},
+		{"properties": {"opts": {"properties": {"b": {}}}}}]}`, true)
+	for _, args := range []string{`{"opts": {"a": 1}}`, `{"opts": {"b": 1}}`, `{"opts": {"a": 1, "b": 2}}`} {
+		if vs := s.Validate(decodeArgs(t, args, true)); vs != nil {
+			t.Errorf("%s: %+v", args, vs)
+		}
+	}
+	vs := s.Validate(decodeArgs(t, `{"opts": {"c": 1}}`, true))
+	if want := []Violation{unknownV("/opts/c", "a, b")}; !slices.Equal(vs, want) {
+		t.Errorf("got %+v, want %+v", vs, want)
+	}
+}
+
+func TestStrictMetaschemaRef(t *testing.T) {
+	// A schema may $ref the metaschemas (served offline, from the
+	// library); strict closing closes the location that refers to them.
+	for _, doc := range []string{
+		`{"properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}}`,
+		`{"properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/meta/applicator"}}}`,
+		`{"$ref": "https://json-schema.org/draft/2020-12/meta/validation"}`,
+		`{"properties": {"s": {"$ref": "http://json-schema.org/draft-07/schema#"}}}`,
+	} {
+		s := inline(t, "t", doc, true)
+		if strings.Contains(doc, "validation") {
+			if vs := s.Validate(decodeArgs(t, `{"minLength": 1}`, true)); vs != nil {
+				t.Errorf("%s: valid: %+v", doc, vs)
+			}
+			if vs := s.Validate(decodeArgs(t, `{"minLenght": 1}`, true)); Reason(vs) != ReasonUnknownField {
+				t.Errorf("%s: typo: %+v", doc, vs)
+			}
+			continue
+		}
+		if vs := s.Validate(decodeArgs(t, `{"s": {"properties": {"x": {"type": "string"}}}}`, true)); vs != nil {
+			t.Errorf("%s: valid: %+v", doc, vs)
+		}
+		if vs := s.Validate(decodeArgs(t, `{"s": {"properties": 5}}`, true)); vs == nil {
+			t.Errorf("%s: invalid schema value accepted", doc)
+		}
+		if vs := s.Validate(decodeArgs(t, `{"s": {"propertees": {}}}`, true)); Reason(vs) != ReasonUnknownField || vs[0].Path != "/s/propertees" {
+			t.Errorf("%s: typo: %+v", doc, vs)
+		}
+	}
+}
+
+func TestUnknownFormats(t *testing.T) {
+	for _, name := range KnownFormats {
+		doc := `{"properties": {"f": {"type": "string", "format": "` + name + `"}}}`
+		if _, err := CompileSchema([]byte(doc), SchemaOptions{Tool: "t", Strict: true}); err != nil {
+			t.Errorf("known format %q refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"emial", "idn-email", "idn-hostname", "no-such-format"} {
+		doc := `{"properties": {"f": {"type": "string", "format": "` + name + `"}}}`
+		_, err := CompileSchema([]byte(doc), SchemaOptions{Tool: "t", Strict: true})
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Pointer != "/properties/f/format" ||
+			!strings.Contains(err.Error(), `unknown format "`+name+`"`) || !strings.Contains(err.Error(), "known formats: date, date-time,") {
+			t.Errorf("format %q: err = %v, want an unknown-format error at /properties/f/format listing the known ones", name, err)
+		}
+		s, err := CompileSchema([]byte(doc), SchemaOptions{Tool: "t", Strict: true, UnknownFormats: FormatsIgnore})
+		if err != nil {
+			t.Errorf("format %q with %s: %v", name, FormatsIgnore, err)
+			continue
+		}
+		if vs := s.Validate(map[string]any{"f": "anything"}); vs != nil {
+			t.Errorf("format %q ignored: %+v", name, vs)
+		}
+	}
+	// A known format is still asserted.
+	s := inline(t, "t", `{"properties": {"f": {"type": "string", "format": "email"}}}`, true)
+	if vs := s.Validate(map[string]any{"f": "not an email"}); len(vs) != 1 || vs[0].Message != "wrong format" {
+		t.Errorf("email: %+v", vs)
+	}
+	if _, err := CompileSchema([]byte(`{}`), SchemaOptions{UnknownFormats: "warn"}); err == nil {
+		t.Error("UnknownFormats warn accepted")
 	}
 }

@@ -89,13 +89,13 @@ func Detail(tool string, vs []Violation) string {
 	fmt.Fprintf(&b, "Tool '%s' ", tool)
 	switch {
 	case v.Reason == ReasonUnknownField && strings.HasPrefix(v.Message, msgUnknown):
-		fmt.Fprintf(&b, "got unknown argument '%s'%s", DisplayPath(v.Path), v.Message[len(msgUnknown):])
+		fmt.Fprintf(&b, "got unknown argument '%s'%s", displayOf(v), v.Message[len(msgUnknown):])
 	case v.Reason == ReasonMissingField:
-		fmt.Fprintf(&b, "is missing required argument '%s'", DisplayPath(v.Path))
+		fmt.Fprintf(&b, "is missing required argument '%s'", displayOf(v))
 	case v.Got != "" && v.Expected != "":
-		fmt.Fprintf(&b, "got %s=%s, expected %s", displayOrArgs(v.Path), v.Got, v.Expected)
+		fmt.Fprintf(&b, "got %s=%s, expected %s", displayOrArgs(v), v.Got, v.Expected)
 	case v.Path != "":
-		fmt.Fprintf(&b, "got %s: %s", displayOrArgs(v.Path), v.Message)
+		fmt.Fprintf(&b, "got %s: %s", displayOrArgs(v), v.Message)
 		if v.Expected != "" {
 			fmt.Fprintf(&b, ", expected %s", v.Expected)
 		}
@@ -145,17 +145,82 @@ func headline(vs []Violation) int {
 	return best
 }
 
-func displayOrArgs(ptr string) string {
-	if ptr == "" {
+func displayOrArgs(v Violation) string {
+	if v.Path == "" {
 		return "arguments"
 	}
-	return DisplayPath(ptr)
+	return displayOf(v)
+}
+
+// displayOf returns the dotted path of a violation for Detail.
+func displayOf(v Violation) string {
+	if v.Display != "" {
+		return v.Display
+	}
+	return DisplayPath(v.Path)
+}
+
+// setDisplay sets Display on the violations whose path holds a key made
+// of digits, which DisplayPath would show as an array index.
+func setDisplay(vs []Violation, args map[string]any) {
+	for i := range vs {
+		if d, ok := displayIn(vs[i].Path, args); ok {
+			vs[i].Display = d
+		}
+	}
+}
+
+// displayIn builds the dotted path of ptr walking the arguments, so that a
+// key of digits is told from an array index; ok is false when ptr has no
+// such key (DisplayPath already shows it right).
+func displayIn(ptr string, args map[string]any) (string, bool) {
+	if ptr == "" {
+		return "", false
+	}
+	toks := strings.Split(ptr[1:], "/")
+	digitKey := false
+	var b strings.Builder
+	var v any = args
+	for i, tok := range toks {
+		if strings.Contains(tok, "~") {
+			tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		}
+		arr, isArr := v.([]any)
+		switch {
+		case isArr && isIndex(tok):
+			b.WriteString("[" + tok + "]")
+			if n, err := strconv.Atoi(tok); err == nil && n < len(arr) {
+				v = arr[n]
+			} else {
+				v = nil
+			}
+			continue
+		case isIndex(tok):
+			digitKey = true
+			b.WriteString("[" + strconv.Quote(tok) + "]")
+		case isPlainKey(tok):
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+		default:
+			b.WriteString("[" + strconv.Quote(tok) + "]")
+		}
+		if m, ok := v.(map[string]any); ok {
+			v = m[tok]
+		} else {
+			v = nil
+		}
+	}
+	return b.String(), digitKey
 }
 
 // DisplayPath turns a JSON pointer into the dotted form used in sentences:
 // "/requests/0/txt" becomes "requests[0].txt". ~1 and ~0 are unescaped; a
 // token of digits is shown as an index; a key that is not plain letters,
-// digits, '_', '-' and '$' is shown quoted, as in a["x.y"].
+// digits, '_', '-' and '$' is shown quoted, as in a["x.y"]. A pointer alone
+// cannot tell a key of digits from an index; Validate sets
+// Violation.Display where the arguments say it is a key (a["123"]).
 func DisplayPath(ptr string) string {
 	if ptr == "" {
 		return ""

@@ -211,7 +211,9 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 	// The library turns numbers into big.Rat; a short argument such as
 	// 1e999999999 would cost seconds. Refuse such numbers up front.
 	if hasHugeNumber(args) {
-		return finish(hugeNumbers(args, nil, nil))
+		vs := finish(hugeNumbers(args, nil, nil))
+		setDisplay(vs, args)
+		return vs
 	}
 	err := s.sch.Validate(args)
 	if err == nil {
@@ -222,7 +224,9 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 		return []Violation{{Reason: ReasonSchema, Message: "arguments could not be validated", Expected: "valid arguments", Got: "object"}}
 	}
 	c := collector{s: s, args: args}
-	return finish(dropDeclared(c.collect(verr)))
+	vs := finish(dropDeclared(c.collect(verr)))
+	setDisplay(vs, args)
+	return vs
 }
 
 // Bounds on a JSON number's text (json.Number) in arguments and schemas.
