@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -98,7 +99,7 @@ func (t *translator) schema(v any, draft int, res any) any {
 				out["$id"] = base
 			}
 			if frag != "" {
-				out["$anchor"] = frag
+				out["$anchor"] = anchorName(frag)
 			}
 		case "properties", "patternProperties":
 			if m, ok := val.(map[string]any); ok {
@@ -185,9 +186,29 @@ func (t *translator) schemaList(a []any, draft int, res any) []any {
 	return out
 }
 
+// anchorName returns a draft-07 plain-name fragment as a 2020-12 $anchor:
+// itself when 2020-12 allows it, else "_" and its bytes in hex (draft-07
+// allows "#0"; 2020-12 wants a letter or '_' first).
+func anchorName(frag string) string {
+	ok := frag != ""
+	for i := 0; i < len(frag) && ok; i++ {
+		c := frag[i]
+		ok = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_' ||
+			i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '.')
+	}
+	if ok {
+		return frag
+	}
+	return "_" + hex.EncodeToString([]byte(frag))
+}
+
 // ref rewrites a JSON-pointer reference within the resource so that it
-// follows the renamed keywords; any other reference is returned as is.
+// follows the renamed keywords, and a plain-name fragment as anchorName
+// does; any other reference is returned as is.
 func (t *translator) ref(ref string, res any) string {
+	if base, frag, ok := strings.Cut(ref, "#"); ok && frag != "" && !strings.HasPrefix(frag, "/") {
+		return base + "#" + anchorName(frag)
+	}
 	if !strings.HasPrefix(ref, "#/") {
 		return ref
 	}
