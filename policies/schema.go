@@ -70,9 +70,10 @@ func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema 
 type SchemaOptions struct {
 	// Tool is the tool name, used in error messages. Default "".
 	Tool string
-	// Strict closes every object schema at every depth, so unknown fields
-	// and typos are refused (see CompileSchema). Callers pass true by
-	// default; false uses the schema exactly as written.
+	// Strict refuses, at every depth, a property that no schema describing
+	// its location declares or evaluates, so unknown fields and typos are
+	// refused (see CompileSchema). Callers pass true by default; false uses
+	// the schema exactly as written.
 	Strict bool
 	// UnknownFormats says what to do with a "format" the validator does not
 	// know, such as a typo ("emial") or "idn-email": FormatsRefuse (the
@@ -121,30 +122,37 @@ func (s *Schema) Tool() string { return s.tool }
 // Compile errors are *SchemaError values naming the JSON pointer of the
 // offending keyword where there is one.
 //
-// With opts.Strict, every object schema is closed at every depth before
-// compiling: the schema that gives an instance location its shape (the root,
-// each properties/patternProperties/additionalProperties value, each
-// items/prefixItems/additionalItems/unevaluated* schema, wherever it is) gets
-// additionalProperties: false, and every property name declared for that
-// location anywhere in its composition (allOf, anyOf, oneOf, $ref and $defs
-// targets, if/then/else, dependentSchemas) is added to its properties as {}.
-// So allOf [{a}, {b}] accepts exactly a and b, in every draft. In addition,
-// each branch of a oneOf is closed to its own names plus the names declared
-// outside that oneOf, which lets a typo inside a branch pick the right branch
-// and keeps one branch's fields out of another. Exceptions, by design:
-//   - a location whose schema itself sets additionalProperties or
-//     unevaluatedProperties (any value), or that composes a branch setting
-//     additionalProperties to true or a schema, is left as written;
-//   - a location that declares no properties or patternProperties at all,
-//     such as a bare {"type": "object"}, stays open: it is a free-form map;
-//   - schemas under not, if, contains and propertyNames are not closed, as
-//     closing them would loosen or change the condition they express;
-//   - oneOf branches reached through a $ref are not narrowed (the target is
-//     shared); the location itself is still closed.
+// With opts.Strict, the schema is closed before compiling, with JSON
+// Schema 2020-12's own means: the outermost schemas of every instance
+// location (the root; each properties, patternProperties,
+// additionalProperties, items, prefixItems, ... value reached from any
+// schema describing the parent location) get unevaluatedProperties: false,
+// or additionalProperties: false where they apply nothing in place (the
+// same meaning, cheaper to check). Every property name that any schema
+// describing that location declares (across allOf, anyOf, oneOf,
+// if/then/else, dependentSchemas, $ref, and $dynamicRef to any schema with
+// its anchor, and across the parent's branches) is declared on each of
+// them as {}: so a name is unknown, and refused as unknown_field, when no
+// schema of its location declares it and none that held evaluated it
+// (patternProperties, additionalProperties). Exceptions, by design:
+//   - a schema that sets additionalProperties or unevaluatedProperties
+//     itself is left as written, and so is everything applied in place
+//     under an author's unevaluatedProperties;
+//   - a location where another schema lets every name through
+//     (additionalProperties true or a schema, unevaluatedProperties true or
+//     a schema), or that declares no properties or patternProperties at
+//     all (a free-form map), stays open;
+//   - schemas under not, if, contains, propertyNames and contentSchema are
+//     not changed, as that would change the condition they express;
+//   - schemas in documents toolgate does not hold (the metaschemas the
+//     library embeds, which a $ref may name offline) are not changed;
+//   - arrays are not closed: items past a prefixItems tuple stay allowed.
 //
-// In draft-07 and older, a closed schema holding $ref has the $ref moved into
-// allOf, because those drafts ignore keywords beside $ref; keywords that were
-// ignored beside the $ref thereby take effect.
+// Documents in draft-07 and older are read as 2020-12 for strict closing
+// (see translateLegacy), so the closing means the same in every draft.
+//
+// Every "format" must be one toolgate checks (KnownFormats) unless
+// opts.UnknownFormats is FormatsIgnore.
 func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -488,13 +488,4 @@ func lookupNode(docs map[string]any, loc string) (any, error) {
 	return v, nil
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func sortStrings(s []string) { slices.Sort(s) }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -30,11 +29,7 @@ const (
 // suiteDir returns the directory holding the suite's draft folders.
 func suiteDir(t *testing.T) string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	out, err := exec.Command(goBin, "mod", "download", "-json", suiteModule+"@"+suiteVersion).Output()
+	out, err := exec.Command("go", "mod", "download", "-json", suiteModule+"@"+suiteVersion).Output()
 	if err != nil {
 		t.Fatalf("go mod download %s@%s: %v (the JSON-Schema-Test-Suite comes from that module)", suiteModule, suiteVersion, err)
 	}
