@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -127,8 +128,9 @@ func (s *Schema) Tool() string { return s.tool }
 // location (the root; each properties, patternProperties,
 // additionalProperties, items, prefixItems, ... value reached from any
 // schema describing the parent location) get unevaluatedProperties: false,
-// or additionalProperties: false where they apply nothing in place (the
-// same meaning, cheaper to check). Every property name that any schema
+// or additionalProperties: false where that means the same (nothing they
+// apply in place evaluates names through additionalProperties or
+// unevaluatedProperties; it is cheaper to check). Every property name that any schema
 // describing that location declares (across allOf, anyOf, oneOf,
 // if/then/else, dependentSchemas, $ref, and $dynamicRef to any schema with
 // its anchor, and across the parent's branches) is declared on each of
@@ -353,14 +355,55 @@ func sortedKeysAny(m map[string]any) []string {
 
 // compileDocs compiles the document at rootURL with a fresh compiler.
 func compileDocs(rootURL string, root any, ld *docLoader) (*jsonschema.Schema, error) {
+	sch, _, err := compileWith(rootURL, root, ld)
+	return sch, err
+}
+
+// compileWith is compileDocs, also returning the compiler, which compiles
+// more locations of the same documents into the same schema graph.
+func compileWith(rootURL string, root any, ld *docLoader) (*jsonschema.Schema, *jsonschema.Compiler, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(ld)
 	if err := c.AddResource(rootURL, root); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.Compile(rootURL)
+	sch, err := c.Compile(rootURL)
+	return sch, c, err
+}
+
+// dynamicAnchors compiles, with c, every schema of the documents that sets
+// $dynamicAnchor: a $dynamicRef may resolve to one that nothing else
+// refers to, so the compiled graph alone does not show it.
+func dynamicAnchors(c *jsonschema.Compiler, docs map[string]any) []*jsonschema.Schema {
+	var out []*jsonschema.Schema
+	for _, u := range slices.Sorted(maps.Keys(docs)) {
+		var walk func(v any, ptr string)
+		walk = func(v any, ptr string) {
+			switch x := v.(type) {
+			case map[string]any:
+				if _, ok := x["$dynamicAnchor"].(string); ok {
+					if sch, err := c.Compile(u + "#" + ptr); err == nil {
+						out = append(out, sch)
+					}
+				}
+				for _, k := range sortedKeysAny(x) {
+					switch k {
+					case "const", "enum", "default", "examples":
+						continue
+					}
+					walk(x[k], ptr+"/"+escapeToken(k))
+				}
+			case []any:
+				for i, e := range x {
+					walk(e, ptr+"/"+strconv.Itoa(i))
+				}
+			}
+		}
+		walk(docs[u], "")
+	}
+	return out
 }
 
 // decodeJSON decodes one JSON value, keeping numbers as json.Number.
@@ -614,15 +657,16 @@ func strictCompile(sch *jsonschema.Schema, root any, ld *docLoader, added map[st
 				ld.docs[u] = d
 			}
 		}
-		var err error
-		sch, err = compileDocs(ld.rootURL, docs[ld.rootURL], ld)
-		if err != nil {
-			se := ld.schemaError(err)
-			se.Msg = "strict closing of a draft-07 or older schema (read as 2020-12): " + se.Msg
-			return nil, nil, se
-		}
 	}
-	edits, err := planStrict(sch)
+	sch, c, err := compileWith(ld.rootURL, docs[ld.rootURL], ld)
+	if err != nil {
+		se := ld.schemaError(err)
+		if len(legacy) > 0 {
+			se.Msg = "strict closing of a draft-07 or older schema (read as 2020-12): " + se.Msg
+		}
+		return nil, nil, se
+	}
+	edits, err := planStrict(sch, dynamicAnchors(c, docs))
 	if err != nil {
 		return nil, nil, &SchemaError{Tool: ld.tool, Msg: "strict closing: " + err.Error(), Err: err}
 	}

@@ -21,14 +21,17 @@ import (
 //     location (those reached through properties, items, ... from the
 //     parent location's class) plus everything they apply in place ($ref,
 //     $dynamicRef, allOf, anyOf, oneOf, if/then/else, dependentSchemas).
-//  3. Each outermost schema gets unevaluatedProperties: false (or the
-//     equivalent, cheaper additionalProperties: false when it applies
-//     nothing in place), so that at its location a name is refused unless
-//     a subschema it applies evaluated it. The names that other schemas of
-//     the same classes declare (sibling branches of the parent, other
-//     referrers of a shared schema) are declared on it as {}: the standard's
-//     annotations do not flow between schemas reached from different parent
-//     branches, and a name declared there is not unknown.
+//  3. Each outermost schema gets unevaluatedProperties: false, so that at
+//     its location a name is refused unless a subschema it applies
+//     evaluated it. Every name that any schema of its classes declares (its
+//     own branches, sibling branches of the parent, other referrers of a
+//     shared schema) is declared on it as {}: the standard's annotations do
+//     not flow between schemas reached from different parent branches, nor
+//     out of a branch that failed, and a declared name is not unknown.
+//     Where no schema it applies in place evaluates names through
+//     additionalProperties or unevaluatedProperties, its own properties
+//     and patternProperties then cover every name, and the equivalent,
+//     cheaper additionalProperties: false is used instead.
 
 // closeEdit says how strict mode changes one schema node of a document.
 type closeEdit struct {
@@ -60,22 +63,30 @@ type planner struct {
 
 // planStrict works out, on the compiled schema (every reference resolved),
 // which nodes strict mode closes, with which keyword and extra names.
-func planStrict(root *jsonschema.Schema) ([]closeEdit, error) {
+// anchors are the schemas with a $dynamicAnchor, compiled or not from root.
+func planStrict(root *jsonschema.Schema, anchors []*jsonschema.Schema) ([]closeEdit, error) {
 	p := &planner{
 		dynAnchors: map[string][]*jsonschema.Schema{},
 		closures:   map[*jsonschema.Schema][]member{},
 		frozen:     map[*jsonschema.Schema]bool{},
 	}
 	var all []*jsonschema.Schema
-	walkAll(root, func(x *jsonschema.Schema) {
-		all = append(all, x)
-		if x.DynamicAnchor != "" {
-			p.dynAnchors[x.DynamicAnchor] = append(p.dynAnchors[x.DynamicAnchor], x)
-		}
-		if x.RecursiveAnchor {
-			p.recAnchors = append(p.recAnchors, x)
-		}
-	})
+	seen := map[*jsonschema.Schema]bool{}
+	for _, r := range append([]*jsonschema.Schema{root}, anchors...) {
+		walkAll(r, func(x *jsonschema.Schema) {
+			if seen[x] {
+				return
+			}
+			seen[x] = true
+			all = append(all, x)
+			if x.DynamicAnchor != "" {
+				p.dynAnchors[x.DynamicAnchor] = append(p.dynAnchors[x.DynamicAnchor], x)
+			}
+			if x.RecursiveAnchor {
+				p.recAnchors = append(p.recAnchors, x)
+			}
+		})
+	}
 	// Schemas below not, if, contains, propertyNames and contentSchema
 	// express conditions; closing them would change the condition. Schemas
 	// applied in place under an author's own unevaluatedProperties feed its
@@ -101,7 +112,7 @@ func planStrict(root *jsonschema.Schema) ([]closeEdit, error) {
 		members []member
 	}
 	var classes []*class
-	seen := map[string]bool{}
+	seenClass := map[string]bool{}
 	classesOf := map[*jsonschema.Schema][]int{}
 	outermost := map[*jsonschema.Schema]bool{}
 	queue := [][]*jsonschema.Schema{{root}}
@@ -109,10 +120,10 @@ func planStrict(root *jsonschema.Schema) ([]closeEdit, error) {
 		outer := queue[0]
 		queue = queue[1:]
 		key := classKey(outer)
-		if seen[key] {
+		if seenClass[key] {
 			continue
 		}
-		seen[key] = true
+		seenClass[key] = true
 		if len(classes) == maxStrictClasses {
 			return nil, fmt.Errorf("schema too complex: more than %d distinct locations", maxStrictClasses)
 		}
@@ -135,7 +146,7 @@ func planStrict(root *jsonschema.Schema) ([]closeEdit, error) {
 			classesOf[m.s] = append(classesOf[m.s], id)
 		}
 		for _, next := range childClasses(k.members) {
-			if !seen[classKey(next)] {
+			if !seenClass[classKey(next)] {
 				queue = append(queue, next)
 			}
 		}
@@ -178,11 +189,17 @@ func planStrict(root *jsonschema.Schema) ([]closeEdit, error) {
 		if skip {
 			continue
 		}
-		e := closeEdit{loc: x.Location, keyword: "unevaluatedProperties"}
-		if len(own) == 1 && x.If == nil {
-			// Nothing applies in place: additionalProperties: false means
-			// the same and costs less to check.
-			e.keyword = "additionalProperties"
+		// Every name declared in x's closure is declared on x below, so
+		// unless a schema x applies in place evaluates names by
+		// additionalProperties or unevaluatedProperties, x's own
+		// properties and patternProperties cover every name its closure
+		// can evaluate: additionalProperties: false then means the same as
+		// unevaluatedProperties: false and costs less to check.
+		e := closeEdit{loc: x.Location, keyword: "additionalProperties"}
+		for _, m := range p.closure(x) {
+			if m.s != x && (opensAll(m.s) || m.s.UnevaluatedProperties != nil) {
+				e.keyword = "unevaluatedProperties"
+			}
 		}
 		// Every name declared at the location is known, whether or not the
 		// branch declaring it holds for this call (an anyOf branch that
