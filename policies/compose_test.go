@@ -261,3 +261,31 @@ func TestUnknownFormats(t *testing.T) {
 		t.Error("UnknownFormats warn accepted")
 	}
 }
+
+func TestDeclaredButNotEvaluated(t *testing.T) {
+	// The author's own unevaluatedProperties: false refuses b, which only
+	// the anyOf branch that did not match declares: not an unknown name.
+	s := inline(t, "t", `{"properties": {"a": {}}, "unevaluatedProperties": false,
+		"anyOf": [{"properties": {"b": {"type": "integer"}}}, {"properties": {"c": {}}}]}`, true)
+	vs := s.Validate(decodeArgs(t, `{"a": 1, "b": "x", "c": 1}`, true))
+	want := []Violation{{Path: "/b", Reason: ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: "string"}}
+	if !slices.Equal(vs, want) {
+		t.Errorf("got %+v, want %+v", vs, want)
+	}
+	if d := Detail("t", vs); d != "Tool 't' got b=string, expected absent, or valid for a shape that declares it" {
+		t.Errorf("Detail = %q", d)
+	}
+	// A name nothing declares is still unknown.
+	vs = s.Validate(decodeArgs(t, `{"a": 1, "c": 1, "d": 2}`, true))
+	if want := []Violation{unknownV("/d", "a, b, c")}; !slices.Equal(vs, want) {
+		t.Errorf("got %+v, want %+v", vs, want)
+	}
+	// When the branch failed for a problem of its own, that problem is
+	// reported and the declared names are not echoed.
+	s = inline(t, "t", `{"unevaluatedProperties": false,
+		"oneOf": [{"properties": {"kind": {"const": "x"}, "n": {"type": "integer"}}, "required": ["kind", "n"]}]}`, true)
+	vs = s.Validate(decodeArgs(t, `{"kind": "x", "n": "1"}`, true))
+	if len(vs) != 1 || vs[0].Reason != ReasonWrongType || vs[0].Path != "/n" {
+		t.Errorf("got %+v, want one wrong_type at /n", vs)
+	}
+}
