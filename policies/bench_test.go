@@ -83,3 +83,21 @@ func BenchmarkCoerce(b *testing.B) {
 		s.Coerce(map[string]any{"query": "egfr", "limit": "20", "include_abstracts": "true", "fields": "title"})
 	}
 }
+
+// BenchmarkValidateComposed validates a call against a schema composed of
+// a base and an extension through allOf, both describing nested objects:
+// the shape where strict closing uses unevaluatedProperties.
+func BenchmarkValidateComposed(b *testing.B) {
+	s := inline(b, "bench", composeBaseExtension, true)
+	args := decodeArgs(b, `{"id": "a", "title": "t", "meta": {"owner": "o", "rev": 2,
+		"tags": [{"k": "x", "v": "y", "attrs": {"x": 1, "y": 2}}, {"k": "z"}]}}`, true)
+	if vs := s.Validate(args); vs != nil {
+		b.Fatalf("bench args invalid: %+v", vs)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.Validate(args) != nil {
+			b.Fatal("invalid")
+		}
+	}
+}

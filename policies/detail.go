@@ -28,9 +28,46 @@ const (
 
 // Messages of schema violations, shared by Validate and Detail.
 const (
-	msgUnknown = "unknown argument"
-	msgMissing = "missing required argument"
+	msgUnknown      = "unknown argument"
+	msgMissing      = "missing required argument"
+	msgNotEvaluated = "argument declared only by a shape the call does not match"
 )
+
+// dropDeclared removes the declared leaves (names the schema declares but
+// no subschema that held evaluated) whose location has another problem at
+// or below it: there a branch failed for that other problem, and the
+// declared names are only its echo. A declared leaf that stands alone is
+// kept: the call matched a shape that does not allow the name.
+func dropDeclared(ls []leaf) []leaf {
+	any := false
+	for _, l := range ls {
+		if l.declared {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return ls
+	}
+	out := ls[:0:0]
+	for _, l := range ls {
+		if l.declared {
+			parent := l.v.Path[:strings.LastIndexByte(l.v.Path, '/')]
+			echo := false
+			for _, o := range ls {
+				if !o.declared && (o.v.Path == parent || strings.HasPrefix(o.v.Path, parent+"/")) {
+					echo = true
+					break
+				}
+			}
+			if echo {
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
 
 // Detail returns the one human sentence for a refusal: the violation that
 // explains it best (see headline), plus " (and N more problems)" when there
@@ -52,13 +89,13 @@ func Detail(tool string, vs []Violation) string {
 	fmt.Fprintf(&b, "Tool '%s' ", tool)
 	switch {
 	case v.Reason == ReasonUnknownField && strings.HasPrefix(v.Message, msgUnknown):
-		fmt.Fprintf(&b, "got unknown argument '%s'%s", DisplayPath(v.Path), v.Message[len(msgUnknown):])
+		fmt.Fprintf(&b, "got unknown argument '%s'%s", displayOf(v), v.Message[len(msgUnknown):])
 	case v.Reason == ReasonMissingField:
-		fmt.Fprintf(&b, "is missing required argument '%s'", DisplayPath(v.Path))
+		fmt.Fprintf(&b, "is missing required argument '%s'", displayOf(v))
 	case v.Got != "" && v.Expected != "":
-		fmt.Fprintf(&b, "got %s=%s, expected %s", displayOrArgs(v.Path), v.Got, v.Expected)
+		fmt.Fprintf(&b, "got %s=%s, expected %s", displayOrArgs(v), v.Got, v.Expected)
 	case v.Path != "":
-		fmt.Fprintf(&b, "got %s: %s", displayOrArgs(v.Path), v.Message)
+		fmt.Fprintf(&b, "got %s: %s", displayOrArgs(v), v.Message)
 		if v.Expected != "" {
 			fmt.Fprintf(&b, ", expected %s", v.Expected)
 		}
@@ -108,17 +145,82 @@ func headline(vs []Violation) int {
 	return best
 }
 
-func displayOrArgs(ptr string) string {
-	if ptr == "" {
+func displayOrArgs(v Violation) string {
+	if v.Path == "" {
 		return "arguments"
 	}
-	return DisplayPath(ptr)
+	return displayOf(v)
+}
+
+// displayOf returns the dotted path of a violation for Detail.
+func displayOf(v Violation) string {
+	if v.Display != "" {
+		return v.Display
+	}
+	return DisplayPath(v.Path)
+}
+
+// setDisplay sets Display on the violations whose path holds a key made
+// of digits, which DisplayPath would show as an array index.
+func setDisplay(vs []Violation, args map[string]any) {
+	for i := range vs {
+		if d, ok := displayIn(vs[i].Path, args); ok {
+			vs[i].Display = d
+		}
+	}
+}
+
+// displayIn builds the dotted path of ptr walking the arguments, so that a
+// key of digits is told from an array index; ok is false when ptr has no
+// such key (DisplayPath already shows it right).
+func displayIn(ptr string, args map[string]any) (string, bool) {
+	if ptr == "" {
+		return "", false
+	}
+	toks := strings.Split(ptr[1:], "/")
+	digitKey := false
+	var b strings.Builder
+	var v any = args
+	for i, tok := range toks {
+		if strings.Contains(tok, "~") {
+			tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		}
+		arr, isArr := v.([]any)
+		switch {
+		case isArr && isIndex(tok):
+			b.WriteString("[" + tok + "]")
+			if n, err := strconv.Atoi(tok); err == nil && n < len(arr) {
+				v = arr[n]
+			} else {
+				v = nil
+			}
+			continue
+		case isIndex(tok):
+			digitKey = true
+			b.WriteString("[" + strconv.Quote(tok) + "]")
+		case isPlainKey(tok):
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+		default:
+			b.WriteString("[" + strconv.Quote(tok) + "]")
+		}
+		if m, ok := v.(map[string]any); ok {
+			v = m[tok]
+		} else {
+			v = nil
+		}
+	}
+	return b.String(), digitKey
 }
 
 // DisplayPath turns a JSON pointer into the dotted form used in sentences:
 // "/requests/0/txt" becomes "requests[0].txt". ~1 and ~0 are unescaped; a
 // token of digits is shown as an index; a key that is not plain letters,
-// digits, '_', '-' and '$' is shown quoted, as in a["x.y"].
+// digits, '_', '-' and '$' is shown quoted, as in a["x.y"]. A pointer alone
+// cannot tell a key of digits from an index; Validate sets
+// Violation.Display where the arguments say it is a key (a["123"]).
 func DisplayPath(ptr string) string {
 	if ptr == "" {
 		return ""
@@ -184,6 +286,10 @@ type leaf struct {
 	v     Violation
 	depth int // number of tokens in the instance location
 	class leafClass
+	// declared marks an unevaluated name that the schema does declare at
+	// its location, in a branch that did not hold (a failed allOf branch,
+	// an anyOf or oneOf branch that did not match, an if that failed).
+	declared bool
 }
 
 // collector maps a library ValidationError tree to flat leaf violations.
@@ -411,8 +517,14 @@ func (c *collector) leaves(e *jsonschema.ValidationError) []leaf {
 // maxListedNames bounds the allowed names an unknown-field message lists.
 const maxListedNames = 40
 
-// unknown builds an unknown_field leaf whose message lists the allowed names.
+// unknown builds an unknown_field leaf whose message lists the allowed
+// names. A name the location declares, but that no subschema which held
+// evaluated, is a declared leaf instead (see dropDeclared).
 func (c *collector) unknown(loc []string, allowed *allowedNames) leaf {
+	if allowed != nil && len(loc) > 0 && allowed.declares(loc[len(loc)-1]) {
+		return leaf{v: Violation{Path: pointerOf(loc), Reason: ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: c.gotAt(loc)},
+			depth: len(loc), class: classOther, declared: true}
+	}
 	msg := msgUnknown
 	if allowed != nil {
 		names := allowed.names

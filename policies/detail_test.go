@@ -75,3 +75,33 @@ func TestViolationsNeverHoldTheValue(t *testing.T) {
 		}
 	}
 }
+
+func TestDetailKeysOfDigits(t *testing.T) {
+	s := inline(t, "t", `{"properties": {
+		"123": {"type": "integer"},
+		"rows": {"type": "array", "items": {"type": "object", "properties": {"7": {"type": "integer"}}}}}}`, true)
+	tests := []struct{ args, path, detail string }{
+		{`{"123": "x"}`, "/123", `Tool 't' got ["123"]=string, expected integer`},
+		{`{"124": 1}`, "/124", `Tool 't' got unknown argument '["124"]'; expected one of: 123, rows`},
+		{`{"rows": [{"7": "x"}]}`, "/rows/0/7", `Tool 't' got rows[0]["7"]=string, expected integer`},
+		{`{"rows": [{"8": 1}]}`, "/rows/0/8", `Tool 't' got unknown argument 'rows[0]["8"]'; expected one of: 7`},
+	}
+	for _, tt := range tests {
+		vs := s.Validate(decodeArgs(t, tt.args, true))
+		if len(vs) != 1 || vs[0].Path != tt.path {
+			t.Errorf("%s: got %+v, want one violation at %s", tt.args, vs, tt.path)
+			continue
+		}
+		if d := Detail("t", vs); d != tt.detail {
+			t.Errorf("%s: Detail = %q, want %q", tt.args, d, tt.detail)
+		}
+		if b, _ := json.Marshal(vs[0]); strings.Contains(string(b), "isplay") {
+			t.Errorf("%s: Display is in the JSON: %s", tt.args, b)
+		}
+	}
+	// An index stays an index.
+	vs := s.Validate(decodeArgs(t, `{"rows": [{"7": 1}, {"7": "x"}]}`, true))
+	if d := Detail("t", vs); d != `Tool 't' got rows[1]["7"]=string, expected integer` {
+		t.Errorf("Detail = %q", d)
+	}
+}

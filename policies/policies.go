@@ -28,4 +28,10 @@ type Violation struct {
 	// (the default for deny messages) or "validation" (argument problems a
 	// schema cannot express). Empty for schema violations.
 	Code string `json:"code,omitempty"`
+	// Display is the path as Detail's sentence shows it, set by Validate
+	// only where Path alone would be misread: a key made of digits, such
+	// as "123", is an object key there, shown quoted (a["123"]), while
+	// DisplayPath reads "/a/123" as an array index (a[123]). Not sent in
+	// the envelope; "" otherwise.
+	Display string `json:"-"`
 }

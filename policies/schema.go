@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,10 +71,16 @@ func (e *SchemaError) Is(target error) bool { return target == ErrInvalidSchema 
 type SchemaOptions struct {
 	// Tool is the tool name, used in error messages. Default "".
 	Tool string
-	// Strict closes every object schema at every depth, so unknown fields
-	// and typos are refused (see CompileSchema). Callers pass true by
-	// default; false uses the schema exactly as written.
+	// Strict refuses, at every depth, a property that no schema describing
+	// its location declares or evaluates, so unknown fields and typos are
+	// refused (see CompileSchema). Callers pass true by default; false uses
+	// the schema exactly as written.
 	Strict bool
+	// UnknownFormats says what to do with a "format" the validator does not
+	// know, such as a typo ("emial") or "idn-email": FormatsRefuse (the
+	// default, also "") fails the compile, naming the known formats;
+	// FormatsIgnore accepts the schema and leaves those formats unchecked.
+	UnknownFormats string
 	// Dir is the directory that relative $ref file references (such as
 	// "common.json#/$defs/Range") resolve against. Files outside Dir, and
 	// any network reference, are refused. Default "": no file references.
@@ -115,30 +123,38 @@ func (s *Schema) Tool() string { return s.tool }
 // Compile errors are *SchemaError values naming the JSON pointer of the
 // offending keyword where there is one.
 //
-// With opts.Strict, every object schema is closed at every depth before
-// compiling: the schema that gives an instance location its shape (the root,
-// each properties/patternProperties/additionalProperties value, each
-// items/prefixItems/additionalItems/unevaluated* schema, wherever it is) gets
-// additionalProperties: false, and every property name declared for that
-// location anywhere in its composition (allOf, anyOf, oneOf, $ref and $defs
-// targets, if/then/else, dependentSchemas) is added to its properties as {}.
-// So allOf [{a}, {b}] accepts exactly a and b, in every draft. In addition,
-// each branch of a oneOf is closed to its own names plus the names declared
-// outside that oneOf, which lets a typo inside a branch pick the right branch
-// and keeps one branch's fields out of another. Exceptions, by design:
-//   - a location whose schema itself sets additionalProperties or
-//     unevaluatedProperties (any value), or that composes a branch setting
-//     additionalProperties to true or a schema, is left as written;
-//   - a location that declares no properties or patternProperties at all,
-//     such as a bare {"type": "object"}, stays open: it is a free-form map;
-//   - schemas under not, if, contains and propertyNames are not closed, as
-//     closing them would loosen or change the condition they express;
-//   - oneOf branches reached through a $ref are not narrowed (the target is
-//     shared); the location itself is still closed.
+// With opts.Strict, the schema is closed before compiling, with JSON
+// Schema 2020-12's own means: the outermost schemas of every instance
+// location (the root; each properties, patternProperties,
+// additionalProperties, items, prefixItems, ... value reached from any
+// schema describing the parent location) get unevaluatedProperties: false,
+// or additionalProperties: false where that means the same (nothing they
+// apply in place evaluates names through additionalProperties or
+// unevaluatedProperties; it is cheaper to check). Every property name that any schema
+// describing that location declares (across allOf, anyOf, oneOf,
+// if/then/else, dependentSchemas, $ref, and $dynamicRef to any schema with
+// its anchor, and across the parent's branches) is declared on each of
+// them as {}: so a name is unknown, and refused as unknown_field, when no
+// schema of its location declares it and none that held evaluated it
+// (patternProperties, additionalProperties). Exceptions, by design:
+//   - a schema that sets additionalProperties or unevaluatedProperties
+//     itself is left as written, and so is everything applied in place
+//     under an author's unevaluatedProperties;
+//   - a location where another schema lets every name through
+//     (additionalProperties true or a schema, unevaluatedProperties true or
+//     a schema), or that declares no properties or patternProperties at
+//     all (a free-form map), stays open;
+//   - schemas under not, if, contains, propertyNames and contentSchema are
+//     not changed, as that would change the condition they express;
+//   - schemas in documents toolgate does not hold (the metaschemas the
+//     library embeds, which a $ref may name offline) are not changed;
+//   - arrays are not closed: items past a prefixItems tuple stay allowed.
 //
-// In draft-07 and older, a closed schema holding $ref has the $ref moved into
-// allOf, because those drafts ignore keywords beside $ref; keywords that were
-// ignored beside the $ref thereby take effect.
+// Documents in draft-07 and older are read as 2020-12 for strict closing
+// (see translateLegacy), so the closing means the same in every draft.
+//
+// Every "format" must be one toolgate checks (KnownFormats) unless
+// opts.UnknownFormats is FormatsIgnore.
 func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -176,27 +192,19 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 		}
 		return nil, se
 	}
+	if err := checkFormats(sch, root, ld, opts); err != nil {
+		return nil, err
+	}
 	added := map[string]map[string]bool{}
+	var allowed map[string]*allowedNames
 	if opts.Strict {
-		plans := planStrict(sch)
-		if len(plans) > 0 {
-			docs := map[string]any{rootURL: root}
-			for u, d := range ld.docs {
-				docs[u] = d
-			}
-			if err := applyStrict(docs, plans, added); err != nil {
-				return nil, &SchemaError{Tool: opts.Tool, Msg: "strict closing: " + err.Error(), Err: err}
-			}
-			sch, err = compileDocs(rootURL, root, ld)
-			if err != nil {
-				se := ld.schemaError(err)
-				se.Msg = "after strict closing: " + se.Msg
-				return nil, se
-			}
+		sch, allowed, err = strictCompile(sch, root, ld, added)
+		if err != nil {
+			return nil, err
 		}
 	}
 	s = &Schema{tool: opts.Tool, sch: sch, added: added}
-	s.index()
+	s.index(allowed)
 	return s, nil
 }
 
@@ -213,7 +221,9 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 	// The library turns numbers into big.Rat; a short argument such as
 	// 1e999999999 would cost seconds. Refuse such numbers up front.
 	if hasHugeNumber(args) {
-		return finish(hugeNumbers(args, nil, nil))
+		vs := finish(hugeNumbers(args, nil, nil))
+		setDisplay(vs, args)
+		return vs
 	}
 	err := s.sch.Validate(args)
 	if err == nil {
@@ -224,7 +234,9 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 		return []Violation{{Reason: ReasonSchema, Message: "arguments could not be validated", Expected: "valid arguments", Got: "object"}}
 	}
 	c := collector{s: s, args: args}
-	return finish(c.collect(verr))
+	vs := finish(dropDeclared(c.collect(verr)))
+	setDisplay(vs, args)
+	return vs
 }
 
 // Bounds on a JSON number's text (json.Number) in arguments and schemas.
@@ -343,14 +355,55 @@ func sortedKeysAny(m map[string]any) []string {
 
 // compileDocs compiles the document at rootURL with a fresh compiler.
 func compileDocs(rootURL string, root any, ld *docLoader) (*jsonschema.Schema, error) {
+	sch, _, err := compileWith(rootURL, root, ld)
+	return sch, err
+}
+
+// compileWith is compileDocs, also returning the compiler, which compiles
+// more locations of the same documents into the same schema graph.
+func compileWith(rootURL string, root any, ld *docLoader) (*jsonschema.Schema, *jsonschema.Compiler, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(ld)
 	if err := c.AddResource(rootURL, root); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.Compile(rootURL)
+	sch, err := c.Compile(rootURL)
+	return sch, c, err
+}
+
+// dynamicAnchors compiles, with c, every schema of the documents that sets
+// $dynamicAnchor: a $dynamicRef may resolve to one that nothing else
+// refers to, so the compiled graph alone does not show it.
+func dynamicAnchors(c *jsonschema.Compiler, docs map[string]any) []*jsonschema.Schema {
+	var out []*jsonschema.Schema
+	for _, u := range slices.Sorted(maps.Keys(docs)) {
+		var walk func(v any, ptr string)
+		walk = func(v any, ptr string) {
+			switch x := v.(type) {
+			case map[string]any:
+				if _, ok := x["$dynamicAnchor"].(string); ok {
+					if sch, err := c.Compile(u + "#" + ptr); err == nil {
+						out = append(out, sch)
+					}
+				}
+				for _, k := range sortedKeysAny(x) {
+					switch k {
+					case "const", "enum", "default", "examples":
+						continue
+					}
+					walk(x[k], ptr+"/"+escapeToken(k))
+				}
+			case []any:
+				for i, e := range x {
+					walk(e, ptr+"/"+strconv.Itoa(i))
+				}
+			}
+		}
+		walk(docs[u], "")
+	}
+	return out
 }
 
 // decodeJSON decodes one JSON value, keeping numbers as json.Number.
@@ -548,14 +601,19 @@ func escapeToken(t string) string {
 	return tokenEscaper.Replace(t)
 }
 
-// index precomputes the lookups used by Validate and Coerce.
-func (s *Schema) index() {
+// index precomputes the lookups used by Validate and Coerce. allowed holds
+// the names strict closing worked out for the schemas it closed.
+func (s *Schema) index(allowed map[string]*allowedNames) {
 	s.byLoc = map[string]*jsonschema.Schema{}
 	s.closed = map[string]*allowedNames{}
 	s.wants = map[*jsonschema.Schema]typeMask{}
 	walkAll(s.sch, func(x *jsonschema.Schema) {
 		s.byLoc[x.Location] = x
 		s.wants[x] = ownWants(x)
+		if a, ok := allowed[x.Location]; ok {
+			s.closed[x.Location] = a
+			return
+		}
 		if b, ok := x.AdditionalProperties.(bool); ok && !b {
 			s.closed[x.Location] = ownNames(x)
 		}
@@ -565,6 +623,140 @@ func (s *Schema) index() {
 			}
 		}
 	})
+}
+
+// strictCompile closes the compiled schema sch (see CompileSchema): it
+// translates draft-07 and older documents to 2020-12, plans and applies the
+// closing, and compiles again. It returns the closed schema and, per closed
+// location, the names an unknown-field message lists.
+func strictCompile(sch *jsonschema.Schema, root any, ld *docLoader, added map[string]map[string]bool) (*jsonschema.Schema, map[string]*allowedNames, error) {
+	docs := map[string]any{ld.rootURL: root}
+	for u, d := range ld.docs {
+		docs[u] = d
+	}
+	legacy := map[string]int{} // document URL -> draft
+	walkAll(sch, func(x *jsonschema.Schema) {
+		u, _, _ := strings.Cut(x.Location, "#")
+		if _, held := docs[u]; held && x.DraftVersion < 2019 {
+			if d, ok := legacy[u]; !ok || x.DraftVersion < d {
+				legacy[u] = x.DraftVersion
+			}
+		}
+	})
+	if len(legacy) > 0 {
+		for u, d := range legacy {
+			doc := translateLegacy(docs[u], d)
+			if obj, ok := doc.(map[string]any); ok {
+				obj["$schema"] = draft2020URL
+			}
+			docs[u] = doc
+		}
+		ld.docs = map[string]any{}
+		for u, d := range docs {
+			if u != ld.rootURL {
+				ld.docs[u] = d
+			}
+		}
+	}
+	sch, c, err := compileWith(ld.rootURL, docs[ld.rootURL], ld)
+	if err != nil {
+		se := ld.schemaError(err)
+		if len(legacy) > 0 {
+			se.Msg = "strict closing of a draft-07 or older schema (read as 2020-12): " + se.Msg
+		}
+		return nil, nil, se
+	}
+	edits, err := planStrict(sch, dynamicAnchors(c, docs))
+	if err != nil {
+		return nil, nil, &SchemaError{Tool: ld.tool, Msg: "strict closing: " + err.Error(), Err: err}
+	}
+	if len(edits) == 0 {
+		return sch, nil, nil
+	}
+	if err := applyStrict(docs, edits, added); err != nil {
+		return nil, nil, &SchemaError{Tool: ld.tool, Msg: "strict closing: " + err.Error(), Err: err}
+	}
+	allowed := make(map[string]*allowedNames, len(edits))
+	for _, e := range edits {
+		allowed[e.loc] = e.allowed
+	}
+	sch, err = compileDocs(ld.rootURL, docs[ld.rootURL], ld)
+	if err != nil {
+		se := ld.schemaError(err)
+		se.Msg = "after strict closing: " + se.Msg
+		return nil, nil, se
+	}
+	return sch, allowed, nil
+}
+
+// Values of SchemaOptions.UnknownFormats.
+const (
+	// FormatsRefuse fails the compile of a schema naming a format the
+	// validator does not know (the default).
+	FormatsRefuse = "refuse"
+	// FormatsIgnore accepts such a schema and leaves those formats
+	// unchecked.
+	FormatsIgnore = "ignore"
+)
+
+// KnownFormats lists the format names toolgate checks, sorted. They are
+// asserted in every draft. Any other name (idn-email and idn-hostname
+// among them) is unknown.
+var KnownFormats = []string{
+	"date", "date-time", "duration", "email", "hostname", "ipv4", "ipv6",
+	"iri", "iri-reference", "json-pointer", "period", "regex",
+	"relative-json-pointer", "semver", "time", "uri", "uri-reference",
+	"uri-template", "uuid",
+}
+
+// checkFormats refuses a compiled schema that names a format the validator
+// does not know, unless opts.UnknownFormats is FormatsIgnore.
+func checkFormats(sch *jsonschema.Schema, root any, ld *docLoader, opts SchemaOptions) error {
+	switch opts.UnknownFormats {
+	case "", FormatsRefuse:
+	case FormatsIgnore:
+		return nil
+	default:
+		return &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("unknown_formats %q: expected %s or %s", opts.UnknownFormats, FormatsRefuse, FormatsIgnore)}
+	}
+	docs := map[string]any{ld.rootURL: root}
+	for u, d := range ld.docs {
+		docs[u] = d
+	}
+	var bad []string // sorted locations
+	walkAll(sch, func(x *jsonschema.Schema) {
+		if x.Format != nil || x.Bool != nil {
+			return
+		}
+		u, _, _ := strings.Cut(x.Location, "#")
+		if _, held := docs[u]; !held {
+			return
+		}
+		node, err := lookupNode(docs, x.Location)
+		if err != nil {
+			return
+		}
+		if obj, ok := node.(map[string]any); ok {
+			if _, ok := obj["format"].(string); ok {
+				bad = append(bad, x.Location)
+			}
+		}
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	node, _ := lookupNode(docs, bad[0])
+	name := node.(map[string]any)["format"].(string)
+	doc, ptr, _ := strings.Cut(bad[0], "#")
+	ptr, _ = url.PathUnescape(ptr)
+	se := &SchemaError{Tool: opts.Tool, Pointer: ptr + "/format",
+		Msg: fmt.Sprintf("unknown format %q: toolgate would not check it; known formats: %s (or accept unknown formats unchecked with unknown_formats: ignore)",
+			name, strings.Join(KnownFormats, ", "))}
+	if doc != ld.rootURL {
+		se.Pointer, se.Msg = "", fmt.Sprintf("%s#%s/format: %s", ld.short(doc), ptr, se.Msg)
+	}
+	return se
 }
 
 // inPlaceCycle returns the location of a schema that reaches itself
@@ -720,6 +912,20 @@ func newAllowed(names, patterns map[string]bool) *allowedNames {
 	}
 	a.sort()
 	return a
+}
+
+// declares reports whether name is one of the names, or matches one of
+// the patterns.
+func (a *allowedNames) declares(name string) bool {
+	if _, ok := slices.BinarySearch(a.names, name); ok {
+		return true
+	}
+	for _, p := range a.patterns {
+		if ok, err := regexp.MatchString(p, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *allowedNames) sort() {

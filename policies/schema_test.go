@@ -179,9 +179,10 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "typo inside oneOf branch", fixture: "docs_edit", strict: true,
-			args:   `{"documentId": "d1", "requests": [{"delete": {"startIndex": 1, "endIndex": 2}}, {"insert": {"text": "hi", "index": 1}, "delet": {}}]}`,
-			want:   []Violation{unknownV("/requests/1/delet", "insert")},
-			detail: "Tool 'docs_edit' got unknown argument 'requests[1].delet'; expected one of: insert",
+			args: `{"documentId": "d1", "requests": [{"delete": {"startIndex": 1, "endIndex": 2}}, {"insert": {"text": "hi", "index": 1}, "delet": {}}]}`,
+			// Every name a branch at that location declares is listed.
+			want:   []Violation{unknownV("/requests/1/delet", "delete, insert")},
+			detail: "Tool 'docs_edit' got unknown argument 'requests[1].delet'; expected one of: delete, insert",
 		},
 		{
 			name: "typo in the key that picks the oneOf branch", fixture: "docs_edit", strict: true,
@@ -195,7 +196,9 @@ func TestValidate(t *testing.T) {
 		{
 			name: "fields of two oneOf branches at once", fixture: "docs_edit", strict: true,
 			args: `{"documentId": "d1", "requests": [{"insert": {"text": "hi", "index": 1}, "delete": {"startIndex": 1, "endIndex": 2}}]}`,
-			want: []Violation{schemaV("/requests/0", "does not match any allowed shape", "one of 2 allowed shapes", "object")},
+			// Each branch holds on its own (the closing is at the location,
+			// not in the branches), so oneOf refuses the call as written.
+			want: []Violation{schemaV("/requests/0", "matches more than one allowed shape", "exactly one of the allowed shapes", "object")},
 		},
 		{
 			name: "wrong type and missing field at depth inside oneOf", fixture: "docs_edit", strict: true,

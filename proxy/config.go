@@ -166,14 +166,22 @@ type ToolConfig struct {
 	// (JSON or form). A name given by two sources is refused.
 	Args []string `yaml:"args"`
 	// Schema is an inline JSON Schema (draft 2020-12 or draft-07) for the
-	// arguments. At most one of Schema and SchemaFile. Without either,
-	// arguments are not validated.
-	Schema map[string]any `yaml:"schema"`
+	// arguments: a mapping, or a boolean (true accepts any arguments, false
+	// refuses every call). At most one of Schema and SchemaFile. Without
+	// either, arguments are not validated.
+	Schema any `yaml:"schema"`
 	// SchemaFile is a JSON Schema file, relative to the configuration file.
 	SchemaFile string `yaml:"schema_file"`
-	// Strict closes every object schema at every depth unless the schema sets
-	// additionalProperties itself. Default true.
+	// Strict refuses, at every depth, an argument that no schema describing
+	// its location declares or evaluates: unevaluatedProperties: false at
+	// every location (see docs/config.md). Default true.
 	Strict *bool `yaml:"strict"`
+	// UnknownFormats is what a schema's "format" that toolgate does not
+	// check (a typo, or idn-email) does: "refuse" (the default) fails the
+	// configuration load, naming the known formats; "ignore" loads the
+	// schema and leaves that format unchecked. It applies to Schema,
+	// SchemaFile and the mcp.tools schemas.
+	UnknownFormats string `yaml:"unknown_formats"`
 	// Timeout bounds the upstream exchange, answer body included. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
 	// Envelope is when the caller gets the envelope: "on_request" (when the
@@ -565,8 +573,13 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	if len(tc.InjectHeaders) > 0 && t.host == "" {
 		return nil, fieldErr(p+".inject_headers", "needs match.host: injected headers go only to the tool's own origin, and a tool without a host would send them to any host a caller names")
 	}
+	switch tc.UnknownFormats {
+	case "", policies.FormatsRefuse, policies.FormatsIgnore:
+	default:
+		return nil, fieldErr(p+".unknown_formats", "unknown mode %q; expected %s or %s", tc.UnknownFormats, policies.FormatsRefuse, policies.FormatsIgnore)
+	}
 	strict := tc.Strict == nil || *tc.Strict
-	sch, err := c.loadSchema(p, tc.Name, tc.Schema, tc.SchemaFile, strict)
+	sch, err := c.loadSchema(p, tc.Name, tc.Schema, tc.SchemaFile, schemaOpts{strict: strict, unknownFormats: tc.UnknownFormats})
 	if err != nil {
 		return nil, err
 	}
@@ -577,10 +590,17 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	return t, nil
 }
 
-// loadSchema compiles a tool's schema, given inline or as a file (at most
-// one), and adds a file's bytes to the schema digest. p is the field path
-// of the schema's owner, for errors. No schema gives nil.
-func (c *Config) loadSchema(p, tool string, inline map[string]any, file string, strict bool) (*policies.Schema, error) {
+// schemaOpts are a tool's settings for compiling its schemas.
+type schemaOpts struct {
+	strict         bool
+	unknownFormats string
+}
+
+// loadSchema compiles a tool's schema, given inline (a mapping or a
+// boolean) or as a file (at most one), and adds a file's bytes to the
+// schema digest. p is the field path of the schema's owner, for errors. No
+// schema gives nil.
+func (c *Config) loadSchema(p, tool string, inline any, file string, o schemaOpts) (*policies.Schema, error) {
 	var doc []byte
 	var dir string
 	switch {
@@ -607,7 +627,7 @@ func (c *Config) loadSchema(p, tool string, inline map[string]any, file string, 
 	default:
 		return nil, nil
 	}
-	s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tool, Strict: strict, Dir: dir})
+	s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tool, Strict: o.strict, Dir: dir, UnknownFormats: o.unknownFormats})
 	if err != nil {
 		path := p + ".schema"
 		if file != "" {

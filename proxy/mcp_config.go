@@ -65,8 +65,9 @@ type MCPConfig struct {
 // MCPToolConfig overrides one MCP tool's checks.
 type MCPToolConfig struct {
 	// Schema is an inline JSON Schema for the tool's arguments; it wins over
-	// the schema the server lists. At most one of Schema and SchemaFile.
-	Schema map[string]any `yaml:"schema"`
+	// the schema the server lists: a mapping, or a boolean. At most one of
+	// Schema and SchemaFile.
+	Schema any `yaml:"schema"`
 	// SchemaFile is a JSON Schema file, relative to the configuration file.
 	SchemaFile string `yaml:"schema_file"`
 	// Strict overrides the route's strict for this tool. Default: the route's.
@@ -162,7 +163,7 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		if tcfg.DryRun != nil {
 			r.dryRun = *tcfg.DryRun
 		}
-		sch, err := c.loadSchema(tp, name, tcfg.Schema, tcfg.SchemaFile, r.strict)
+		sch, err := c.loadSchema(tp, name, tcfg.Schema, tcfg.SchemaFile, schemaOpts{strict: r.strict, unknownFormats: tc.UnknownFormats})
 		if err != nil {
 			return err
 		}

@@ -155,7 +155,9 @@ func (s *mcpServer) lookup(name string, strict bool) (sch *policies.Schema, know
 	}
 	// Compiling outside the lock: two calls may compile the same schema
 	// once each; the result is the same.
-	sch, err = policies.CompileSchema(lt.doc, policies.SchemaOptions{Tool: name, Strict: strict})
+	// A server's own schema is not the operator's to fix: a format toolgate
+	// does not check is left unchecked there, as the library leaves it.
+	sch, err = policies.CompileSchema(lt.doc, policies.SchemaOptions{Tool: name, Strict: strict, UnknownFormats: policies.FormatsIgnore})
 	s.mu.Lock()
 	lt.compiled[i], lt.errs[i] = sch, err
 	s.mu.Unlock()

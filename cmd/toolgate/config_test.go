@@ -371,6 +371,30 @@ hosts:
 			want:  []string{`schema for tool "search"`, "/type"},
 		},
 		{
+			name: "schema with a format toolgate does not check",
+			yaml: `tools:
+  - name: signup
+    match: {path: /signup}
+    schema: # <-
+      properties:
+        email: {type: string, format: idn-email}
+`,
+			field: "tools[0].schema",
+			want: []string{`schema for tool "signup": at /properties/email/format: unknown format "idn-email": toolgate would not check it; known formats: date, date-time,`,
+				"unknown_formats: ignore"},
+		},
+		{
+			name: "unknown_formats with an unknown mode",
+			yaml: `tools:
+  - name: signup
+    match: {path: /signup}
+    unknown_formats: warn # <-
+    schema: true
+`,
+			field: "tools[0].unknown_formats",
+			want:  []string{`unknown mode "warn"; expected refuse or ignore`},
+		},
+		{
 			name: "schema file that is not JSON",
 			yaml: `tools:
   - name: search
