@@ -72,7 +72,10 @@ func (c *FileConfig) Validate() error {
 // File is the NDJSON file destination: one JSON object per line, appended,
 // and rotated by size. Each batch is encoded first and then written with a
 // single write, so a batch is stored whole or (after a failed write is
-// rolled back) not at all. File does not sync after each batch; Close does.
+// rolled back) not at all: once WriteEvents returned nil the batch is in
+// the page cache, and the death of the process cannot take it. File does
+// not sync after each batch; Sync (called by a Queue every SyncInterval),
+// a rotation and Close do.
 // A File is safe for concurrent use.
 type File struct {
 	cfg FileConfig
@@ -213,10 +216,10 @@ func (fl *File) backup(i int) string {
 	return fl.cfg.Path + "." + strconv.Itoa(i)
 }
 
-// rotate closes the current file, shifts Path.i to Path.i+1, deleting the
+// rotate syncs and closes the current file, shifts Path.i to Path.i+1, deleting the
 // oldest beyond MaxBackups, moves Path to Path.1 and opens a new Path.
 func (fl *File) rotate() error {
-	cerr := fl.f.Close()
+	cerr := errors.Join(fl.f.Sync(), fl.f.Close())
 	fl.f = nil
 	if cerr != nil {
 		return fmt.Errorf("sink: rotate %s: %w", fl.cfg.Path, cerr)
@@ -242,6 +245,25 @@ func (fl *File) rotate() error {
 	}
 	return fl.open()
 }
+
+// Sync fsyncs what was written to the current file. It does not hold up
+// WriteEvents, which may append meanwhile; a file rotated away was synced
+// by the rotation. A Queue in front of the File calls it every
+// QueueConfig.SyncInterval.
+func (fl *File) Sync() error {
+	fl.mu.Lock()
+	f := fl.f
+	fl.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("sink: sync %s: %w", fl.cfg.Path, err)
+	}
+	return nil
+}
+
+var _ Syncer = (*File)(nil)
 
 // Close syncs and closes the file. WriteEvents then returns ErrClosed;
 // closing again returns nil.

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/events.ndjson in File's exact output format")
@@ -289,7 +288,7 @@ func TestFileRotationRemovesStaleBackups(t *testing.T) {
 func TestFileWithQueue(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.ndjson")
 	f := openTestFile(t, FileConfig{Path: path, MaxBytes: 64 << 10, MaxBackups: 100})
-	q := NewQueue(f, QueueConfig{BatchSize: 50, FlushInterval: time.Millisecond}, nil)
+	q := NewQueue(f, QueueConfig{BatchSize: 50}, nil)
 	const n = 2000
 	for i := range n {
 		if !q.Record(ev(i)) {

@@ -1238,7 +1238,7 @@ func TestSpoolWithQueue(t *testing.T) {
 	cfg := fastSpool(t.TempDir())
 	cfg.SegmentBytes = 64 << 10
 	s := openTestSpool(t, cfg, dst, nil)
-	q := NewQueue(s, QueueConfig{BatchSize: 100, FlushInterval: time.Millisecond}, nil)
+	q := NewQueue(s, QueueConfig{BatchSize: 100}, nil)
 	const n = 5000
 	for i := range n {
 		if !q.Record(spoolEv(i)) {
