@@ -294,7 +294,7 @@ func BenchmarkSinkOverhead(b *testing.B) {
 				defer func() { sp.Close(context.Background()); ch.Close() }()
 				w = sp
 			}
-			e := newEnvTo(b, benchConfig, nil, nil, w, sink.DefaultFlushInterval)
+			e := newEnvTo(b, benchConfig, nil, nil, w, 0)
 			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)})}}
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()

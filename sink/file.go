@@ -109,19 +109,52 @@ func OpenFile(cfg FileConfig) (*File, error) {
 // Path returns the path of the file being written.
 func (fl *File) Path() string { return fl.cfg.Path }
 
-// open opens the current file for appending and learns its size.
+// open opens the current file for appending and learns its size. A file
+// that does not end with a line break ends in a write that a killed
+// process left half done, never acknowledged: its torn line is cut off,
+// so that the next batch starts on a line of its own.
 func (fl *File) open() error {
-	f, err := os.OpenFile(fl.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+	f, err := os.OpenFile(fl.cfg.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, fileMode)
 	if err != nil {
 		return fmt.Errorf("sink: open %s: %w", fl.cfg.Path, err)
 	}
-	st, err := f.Stat()
+	size, err := cutTornLine(f)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("sink: open %s: %w", fl.cfg.Path, err)
 	}
-	fl.f, fl.size = f, st.Size()
+	fl.f, fl.size = f, size
 	return nil
+}
+
+// cutTornLine truncates f after its last line break (to nothing if it has
+// none) and returns its size then.
+func cutTornLine(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	end := st.Size()
+	buf := make([]byte, 0, 4096)
+	for pos := end; pos > 0; {
+		n := min(int64(cap(buf)), pos)
+		pos -= n
+		buf = buf[:n]
+		if _, err := f.ReadAt(buf, pos); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			keep := pos + int64(i) + 1
+			if keep == end {
+				return end, nil
+			}
+			return keep, f.Truncate(keep)
+		}
+	}
+	if end == 0 {
+		return 0, nil
+	}
+	return 0, f.Truncate(0)
 }
 
 // WriteEvents appends events, one JSON object per line, in one write. When
