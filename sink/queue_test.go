@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -817,4 +819,67 @@ func BenchmarkQueueRecord(b *testing.B) {
 	}
 	s := q.Stats()
 	b.ReportMetric(float64(s.Dropped)/float64(s.Recorded), "dropped/op")
+}
+
+// BenchmarkQueueToSpool is what the event path costs a call: Record into
+// the production queue (default settings) in front of a disk spool, whose
+// destination takes everything. serial is one caller (ns/op is the time a
+// call spends in Record, its wait for the write included); parallel is 32
+// callers. cpu-us/op is the CPU of the whole process per event: Record, the
+// writer, the spool's writes, fsyncs and shipping. docs/performance.md
+// compares it with the queue before write-ahead group commit.
+func BenchmarkQueueToSpool(b *testing.B) {
+	event := func(i int) Event {
+		e := ev(i)
+		e.Listener, e.Method, e.Host = "forward", "POST", "127.0.0.1:38631"
+		e.PathTemplate, e.UpstreamStatus, e.OK = "/bench/validated", 200, true
+		e.TotalUS, e.UpstreamUS = 93, 71
+		e.ConfigVersion, e.PolicyVersion = "6d790ac87213", ""
+		return e
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for _, par := range []int{1, 32} {
+		name := "serial"
+		if par > 1 {
+			name = "parallel32"
+		}
+		b.Run(name, func(b *testing.B) {
+			dst := writerFunc(func(context.Context, []Event) error { return nil })
+			s, err := OpenSpool(SpoolConfig{Dir: b.TempDir(), MaxBytes: 4 << 30}, dst, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			q := NewQueue(s, QueueConfig{}, nil)
+			e := event(1)
+			b.ResetTimer()
+			cpu0 := cpu()
+			if par == 1 {
+				for i := 0; i < b.N; i++ {
+					q.Record(e)
+				}
+			} else {
+				b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						q.Record(e)
+					}
+				})
+			}
+			if err := q.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpu()-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-us/op")
+			if st := q.Stats(); st.Dropped > 0 {
+				b.Fatalf("dropped %d events: %+v", st.Dropped, st)
+			}
+			if err := s.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

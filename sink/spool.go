@@ -240,8 +240,9 @@ type Spool struct {
 	opts spoolOptions
 	lock *os.File // flock of Dir/LOCK; closed when the shipper stops
 
-	// wmu serializes appends: WriteEvents holds it across its write and
-	// fsync, and so does whoever seals or replaces the open segment. It
+	// wmu serializes appends: WriteEvents holds it across its write, and
+	// so does whoever seals or replaces the open segment; Sync never takes
+	// it. It
 	// guards enc, and (with mu) nextSeq, closed and open. Lock order:
 	// wmu, then mu.
 	wmu     sync.Mutex
@@ -657,7 +658,7 @@ func (s *Spool) createOpen() error {
 	}
 }
 
-// abandonOpen handles a failed write or fsync to the open segment, of
+// abandonOpen handles a failed write to the open segment, of
 // which n bytes were written: it truncates them away and seals the
 // segment (or removes it if it holds nothing), so that the next batch
 // starts a fresh file rather than trust this one. A tail it cannot
