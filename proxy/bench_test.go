@@ -320,7 +320,7 @@ func BenchmarkSinkOverhead(b *testing.B) {
 // BenchmarkEventPath is the cost of the event path as production runs it:
 // the validated route with events through the default queue into the disk
 // spool in front of a real ClickHouse. latency is one connection (p50 and
-// p99), throughput is 32 connections (req/s, and CPU per call of the whole
+// p99, CPU per call), throughput is 32 connections (req/s, and CPU per call of the whole
 // process: client, toolgate, upstream and the spool's shipper).
 // docs/performance.md compares it before and after the write-ahead group
 // commit, in interleaved runs of two builds.
@@ -351,6 +351,7 @@ func BenchmarkEventPath(b *testing.B) {
 		c := benchClient(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}, true, 1)
 		lat := make([]time.Duration, 0, b.N)
 		b.ResetTimer()
+		cpu0 := cpuTime()
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
 			if err := benchCall(c, e.up.URL()+"/bench/validated"); err != nil {
@@ -358,6 +359,7 @@ func BenchmarkEventPath(b *testing.B) {
 			}
 			lat = append(lat, time.Since(t0))
 		}
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -529,6 +530,10 @@ func (q *Queue) run() {
 // recorded while the previous one was written.
 func (q *Queue) drain() {
 	for {
+		// Let callers that are ready to run (those the last group's
+		// write released, say) record first, so that they join this
+		// group rather than each wait for a write of its own.
+		runtime.Gosched()
 		q.mu.Lock()
 		if len(q.pending) == 0 {
 			q.mu.Unlock()

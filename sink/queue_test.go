@@ -874,9 +874,11 @@ func BenchmarkQueueToSpool(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((cpu()-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-us/op")
-			if st := q.Stats(); st.Dropped > 0 {
+			st := q.Stats()
+			if st.Dropped > 0 {
 				b.Fatalf("dropped %d events: %+v", st.Dropped, st)
 			}
+			b.ReportMetric(float64(st.Written)/float64(max(1, st.Groups)), "events/group")
 			if err := s.Close(context.Background()); err != nil {
 				b.Fatal(err)
 			}
