@@ -37,7 +37,7 @@ const (
 	drillMaxCalls = 4000
 	// drillKillMin and drillKillSpan: the kill comes this long after the
 	// load starts, plus a random part of the span.
-	drillKillMin  = 150 * time.Millisecond
+	drillKillMin  = 300 * time.Millisecond
 	drillKillSpan = 600 * time.Millisecond
 )
 
