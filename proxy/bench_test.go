@@ -294,7 +294,7 @@ func BenchmarkSinkOverhead(b *testing.B) {
 				defer func() { sp.Close(context.Background()); ch.Close() }()
 				w = sp
 			}
-			e := newEnvTo(b, benchConfig, nil, nil, w, sink.DefaultFlushInterval)
+			e := newEnvTo(b, benchConfig, nil, nil, w, 0)
 			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)})}}
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -315,4 +315,73 @@ func BenchmarkSinkOverhead(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
 		})
 	}
+}
+
+// BenchmarkEventPath is the cost of the event path as production runs it:
+// the validated route with events through the default queue into the disk
+// spool in front of a real ClickHouse. latency is one connection (p50 and
+// p99, CPU per call), throughput is 32 connections (req/s, and CPU per call of the whole
+// process: client, toolgate, upstream and the spool's shipper).
+// docs/performance.md compares it before and after the write-ahead group
+// commit, in interleaved runs of two builds.
+func BenchmarkEventPath(b *testing.B) {
+	srv := chtest.Start(b)
+	newSidecar := func(b *testing.B, db string) *env {
+		cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
+		if err := cfg.Validate(); err != nil {
+			b.Fatal(err)
+		}
+		ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		scfg := sink.SpoolConfig{Dir: b.TempDir()}
+		if err := scfg.Validate(); err != nil {
+			b.Fatal(err)
+		}
+		sp, err := sink.OpenSpool(scfg, ch, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sp.Close(context.Background()); ch.Close() })
+		return newEnvTo(b, benchConfig, nil, nil, sp, 0)
+	}
+	b.Run("latency", func(b *testing.B) {
+		e := newSidecar(b, "bench_path_latency")
+		c := benchClient(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}, true, 1)
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		cpu0 := cpuTime()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if err := benchCall(c, e.up.URL()+"/bench/validated"); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
+	})
+	b.Run("throughput", func(b *testing.B) {
+		e := newSidecar(b, "bench_path_throughput")
+		c := benchClient(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}, true, 32)
+		b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+		var failed atomic.Int64
+		b.ResetTimer()
+		start, cpu0 := time.Now(), cpuTime()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if benchCall(c, e.up.URL()+"/bench/validated") != nil {
+					failed.Add(1)
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+		if failed.Load() > 0 {
+			b.Fatalf("%d calls failed", failed.Load())
+		}
+	})
 }

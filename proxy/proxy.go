@@ -51,8 +51,14 @@ const HeaderEnvelope = "X-Toolgate-Envelope"
 // rewrote as a failure.
 const HeaderErrorCode = "X-Toolgate-Error-Code"
 
-// Recorder receives one event per call. Record must never block; it reports
-// whether the event was kept.
+// Recorder receives one event per call. The pipeline calls Record before
+// the caller has the last byte of its answer: a refusal or an envelope
+// before its first byte, a raw answer when upstream's body has been read
+// to its end (or its declared length), before its last bytes go out. So a
+// Record that returns once the event is written (sink.Queue) makes every
+// answered call's event survive a crash of the process. Record may wait
+// for that, but only for a bounded time, never for a destination such as
+// ClickHouse; it reports whether the event was kept.
 type Recorder interface {
 	Record(e sink.Event) bool
 }

@@ -208,7 +208,7 @@ func textResponse(r *http.Request, status int, msg string) *http.Response {
 // first bucketing.MaxRuleBody bytes).
 func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 	c.ev.Envelope = false
-	pb := &passBody{c: c, rc: resp.Body, status: resp.StatusCode, header: resp.Header, stream: resp.ContentLength < 0}
+	pb := &passBody{c: c, rc: resp.Body, status: resp.StatusCode, header: resp.Header, length: resp.ContentLength, stream: resp.ContentLength < 0}
 	if c.t != nil && c.t.needsBody() {
 		pb.capture = make([]byte, 0, 512)
 		pb.capturing = true
@@ -228,6 +228,7 @@ type passBody struct {
 	status    int
 	header    http.Header
 	n         int64
+	length    int64 // the declared length, or -1
 	capture   []byte
 	capturing bool
 	stream    bool // no declared length: flush as it arrives
@@ -235,6 +236,9 @@ type passBody struct {
 }
 
 func (b *passBody) Read(p []byte) (int, error) {
+	if b.done && b.length > 0 && b.n >= b.length {
+		return 0, io.EOF // ended at its declared length
+	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
 	if b.c.mcp != nil && n > 0 {
@@ -250,6 +254,12 @@ func (b *passBody) Read(p []byte) (int, error) {
 		b.end(nil)
 	case err != nil:
 		b.end(err)
+	case b.length > 0 && b.n >= b.length:
+		// The whole declared body is here: finish the event now, before
+		// these last bytes are written to the caller, whatever upstream's
+		// reader says on the next Read.
+		b.end(nil)
+		err = io.EOF
 	}
 	return n, err
 }

@@ -72,7 +72,10 @@ func (c *FileConfig) Validate() error {
 // File is the NDJSON file destination: one JSON object per line, appended,
 // and rotated by size. Each batch is encoded first and then written with a
 // single write, so a batch is stored whole or (after a failed write is
-// rolled back) not at all. File does not sync after each batch; Close does.
+// rolled back) not at all: once WriteEvents returned nil the batch is in
+// the page cache, and the death of the process cannot take it. File does
+// not sync after each batch; Sync (called by a Queue every SyncInterval),
+// a rotation and Close do.
 // A File is safe for concurrent use.
 type File struct {
 	cfg FileConfig
@@ -106,19 +109,52 @@ func OpenFile(cfg FileConfig) (*File, error) {
 // Path returns the path of the file being written.
 func (fl *File) Path() string { return fl.cfg.Path }
 
-// open opens the current file for appending and learns its size.
+// open opens the current file for appending and learns its size. A file
+// that does not end with a line break ends in a write that a killed
+// process left half done, never acknowledged: its torn line is cut off,
+// so that the next batch starts on a line of its own.
 func (fl *File) open() error {
-	f, err := os.OpenFile(fl.cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+	f, err := os.OpenFile(fl.cfg.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, fileMode)
 	if err != nil {
 		return fmt.Errorf("sink: open %s: %w", fl.cfg.Path, err)
 	}
-	st, err := f.Stat()
+	size, err := cutTornLine(f)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("sink: open %s: %w", fl.cfg.Path, err)
 	}
-	fl.f, fl.size = f, st.Size()
+	fl.f, fl.size = f, size
 	return nil
+}
+
+// cutTornLine truncates f after its last line break (to nothing if it has
+// none) and returns its size then.
+func cutTornLine(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	end := st.Size()
+	buf := make([]byte, 0, 4096)
+	for pos := end; pos > 0; {
+		n := min(int64(cap(buf)), pos)
+		pos -= n
+		buf = buf[:n]
+		if _, err := f.ReadAt(buf, pos); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			keep := pos + int64(i) + 1
+			if keep == end {
+				return end, nil
+			}
+			return keep, f.Truncate(keep)
+		}
+	}
+	if end == 0 {
+		return 0, nil
+	}
+	return 0, f.Truncate(0)
 }
 
 // WriteEvents appends events, one JSON object per line, in one write. When
@@ -213,10 +249,10 @@ func (fl *File) backup(i int) string {
 	return fl.cfg.Path + "." + strconv.Itoa(i)
 }
 
-// rotate closes the current file, shifts Path.i to Path.i+1, deleting the
+// rotate syncs and closes the current file, shifts Path.i to Path.i+1, deleting the
 // oldest beyond MaxBackups, moves Path to Path.1 and opens a new Path.
 func (fl *File) rotate() error {
-	cerr := fl.f.Close()
+	cerr := errors.Join(fl.f.Sync(), fl.f.Close())
 	fl.f = nil
 	if cerr != nil {
 		return fmt.Errorf("sink: rotate %s: %w", fl.cfg.Path, cerr)
@@ -242,6 +278,25 @@ func (fl *File) rotate() error {
 	}
 	return fl.open()
 }
+
+// Sync fsyncs what was written to the current file. It does not hold up
+// WriteEvents, which may append meanwhile; a file rotated away was synced
+// by the rotation. A Queue in front of the File calls it every
+// QueueConfig.SyncInterval.
+func (fl *File) Sync() error {
+	fl.mu.Lock()
+	f := fl.f
+	fl.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("sink: sync %s: %w", fl.cfg.Path, err)
+	}
+	return nil
+}
+
+var _ Syncer = (*File)(nil)
 
 // Close syncs and closes the file. WriteEvents then returns ErrClosed;
 // closing again returns nil.

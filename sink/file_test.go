@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
-	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/events.ndjson in File's exact output format")
@@ -134,6 +134,48 @@ func TestFileAppendsOnReopen(t *testing.T) {
 	}
 	if got, want := ids(readFile(t, path)), idRange(0, 3); !reflect.DeepEqual(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
+	}
+}
+
+// TestFileCutsTornLine reopens files that a killed process left ending
+// in half a line (a write cut short, never acknowledged): the half line is
+// cut off, whole lines stay, and the next batch starts a line of its own.
+func TestFileCutsTornLine(t *testing.T) {
+	tests := []struct {
+		name  string
+		whole int // whole events before the torn line
+	}{
+		{name: "after whole lines", whole: 2},
+		{name: "only a torn line", whole: 0},
+		{name: "a long torn line", whole: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "events.ndjson")
+			f := openTestFile(t, FileConfig{Path: path})
+			for i := range tt.whole {
+				writeAll(t, f, ev(i))
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			half := `{"event_id":"torn","detail":"` + strings.Repeat("x", 10000*len(tt.name)%9000)
+			raw, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw.WriteString(half)
+			raw.Close()
+
+			f = openTestFile(t, FileConfig{Path: path})
+			writeAll(t, f, ev(tt.whole))
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := ids(readFile(t, path)), idRange(0, tt.whole+1); !reflect.DeepEqual(got, want) {
+				t.Errorf("events = %v, want %v", got, want)
+			}
+		})
 	}
 }
 
@@ -289,7 +331,7 @@ func TestFileRotationRemovesStaleBackups(t *testing.T) {
 func TestFileWithQueue(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.ndjson")
 	f := openTestFile(t, FileConfig{Path: path, MaxBytes: 64 << 10, MaxBackups: 100})
-	q := NewQueue(f, QueueConfig{BatchSize: 50, FlushInterval: time.Millisecond}, nil)
+	q := NewQueue(f, QueueConfig{BatchSize: 50}, nil)
 	const n = 2000
 	for i := range n {
 		if !q.Record(ev(i)) {

@@ -7,11 +7,11 @@ import "github.com/prometheus/client_golang/prometheus"
 var (
 	descQueueDepth = prometheus.NewDesc(
 		prometheus.BuildFQName("toolgate", "sink", "queue_depth"),
-		"Events waiting in the sink queue, not counting the batch being written.",
+		"Events in the sink queue's memory: waiting for the next group write, or in the one under way.",
 		nil, nil)
 	descQueueCapacity = prometheus.NewDesc(
 		prometheus.BuildFQName("toolgate", "sink", "queue_capacity"),
-		"Events the sink queue holds before it drops.",
+		"Events the sink queue holds before a call waits for room (at most events.queue.max_wait) and then drops.",
 		nil, nil)
 	descEventsRecorded = prometheus.NewDesc(
 		prometheus.BuildFQName("toolgate", "sink", "events_recorded_total"),
@@ -29,10 +29,18 @@ var (
 		prometheus.BuildFQName("toolgate", "sink", "write_errors_total"),
 		"Failed writes to the sink destination, retries included.",
 		nil, nil)
-	descEventsSpilled = prometheus.NewDesc(
-		prometheus.BuildFQName("toolgate", "sink", "events_spilled_total"),
-		"Events a full queue handed straight to the spool instead of dropping them.",
+	descGroups = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "groups_written_total"),
+		"Group writes of the sink queue; each takes every event recorded while the previous one was under way.",
 		nil, nil)
+	descWaitTimeouts = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "wait_timeouts_total"),
+		"Calls answered before their event was written, because the write took longer than events.queue.max_wait.",
+		nil, nil)
+	descSyncs = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "syncs_total"),
+		"Fsyncs of written events, by outcome: ok or error.",
+		[]string{"outcome"}, nil)
 )
 
 // Queue is a prometheus.Collector; register it in the binary's registry.
@@ -47,14 +55,17 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descEventsWritten
 	ch <- descEventsDropped
 	ch <- descWriteErrors
-	ch <- descEventsSpilled
+	ch <- descGroups
+	ch <- descWaitTimeouts
+	ch <- descSyncs
 }
 
 // Collect sends the queue's current metrics: toolgate_sink_queue_depth and
 // toolgate_sink_queue_capacity (gauges), and the counters
 // toolgate_sink_events_recorded_total, toolgate_sink_events_written_total,
 // toolgate_sink_events_dropped_total{reason} (every reason, zero or not),
-// toolgate_sink_write_errors_total and toolgate_sink_events_spilled_total.
+// toolgate_sink_write_errors_total, toolgate_sink_groups_written_total,
+// toolgate_sink_wait_timeouts_total and toolgate_sink_syncs_total{outcome}.
 func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	s := q.Stats()
 	ch <- prometheus.MustNewConstMetric(descQueueDepth, prometheus.GaugeValue, float64(s.Depth))
@@ -65,5 +76,8 @@ func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEventsDropped, prometheus.CounterValue, float64(s.DroppedWriteError), DropWriteError)
 	ch <- prometheus.MustNewConstMetric(descEventsDropped, prometheus.CounterValue, float64(s.DroppedShutdown), DropShutdown)
 	ch <- prometheus.MustNewConstMetric(descWriteErrors, prometheus.CounterValue, float64(s.WriteErrors))
-	ch <- prometheus.MustNewConstMetric(descEventsSpilled, prometheus.CounterValue, float64(s.Spilled))
+	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.CounterValue, float64(s.Groups))
+	ch <- prometheus.MustNewConstMetric(descWaitTimeouts, prometheus.CounterValue, float64(s.WaitTimeouts))
+	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Syncs), "ok")
+	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.SyncErrors), "error")
 }

@@ -20,7 +20,7 @@ func TestQueueCollector(t *testing.T) {
 		}
 		return nil
 	})
-	q := newQueue(w, QueueConfig{Capacity: 128, BatchSize: 16, FlushInterval: time.Hour}, nil, fastRetry())
+	q := newQueue(w, QueueConfig{Capacity: 128, BatchSize: 16, MaxWait: time.Minute}, nil, fastRetry())
 	ctx := testCtx(t)
 	for i := range 3 {
 		q.Record(ev(i))
@@ -47,18 +47,25 @@ toolgate_sink_events_dropped_total{reason="write_error"} 1
 # HELP toolgate_sink_events_recorded_total Events passed to the sink queue, accepted or dropped.
 # TYPE toolgate_sink_events_recorded_total counter
 toolgate_sink_events_recorded_total 6
-# HELP toolgate_sink_events_spilled_total Events a full queue handed straight to the spool instead of dropping them.
-# TYPE toolgate_sink_events_spilled_total counter
-toolgate_sink_events_spilled_total 0
 # HELP toolgate_sink_events_written_total Events the sink destination stored.
 # TYPE toolgate_sink_events_written_total counter
 toolgate_sink_events_written_total 3
-# HELP toolgate_sink_queue_capacity Events the sink queue holds before it drops.
+# HELP toolgate_sink_groups_written_total Group writes of the sink queue; each takes every event recorded while the previous one was under way.
+# TYPE toolgate_sink_groups_written_total counter
+toolgate_sink_groups_written_total 4
+# HELP toolgate_sink_queue_capacity Events the sink queue holds before a call waits for room (at most events.queue.max_wait) and then drops.
 # TYPE toolgate_sink_queue_capacity gauge
 toolgate_sink_queue_capacity 128
-# HELP toolgate_sink_queue_depth Events waiting in the sink queue, not counting the batch being written.
+# HELP toolgate_sink_queue_depth Events in the sink queue's memory: waiting for the next group write, or in the one under way.
 # TYPE toolgate_sink_queue_depth gauge
 toolgate_sink_queue_depth 0
+# HELP toolgate_sink_syncs_total Fsyncs of written events, by outcome: ok or error.
+# TYPE toolgate_sink_syncs_total counter
+toolgate_sink_syncs_total{outcome="error"} 0
+toolgate_sink_syncs_total{outcome="ok"} 0
+# HELP toolgate_sink_wait_timeouts_total Calls answered before their event was written, because the write took longer than events.queue.max_wait.
+# TYPE toolgate_sink_wait_timeouts_total counter
+toolgate_sink_wait_timeouts_total 0
 # HELP toolgate_sink_write_errors_total Failed writes to the sink destination, retries included.
 # TYPE toolgate_sink_write_errors_total counter
 toolgate_sink_write_errors_total 3
@@ -66,8 +73,8 @@ toolgate_sink_write_errors_total 3
 	if err := testutil.CollectAndCompare(q, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if got := testutil.CollectAndCount(q); got != 9 {
-		t.Errorf("CollectAndCount = %d, want 9", got)
+	if got := testutil.CollectAndCount(q); got != 12 {
+		t.Errorf("CollectAndCount = %d, want 12", got)
 	}
 	problems, err := testutil.CollectAndLint(q)
 	if err != nil {
@@ -80,19 +87,19 @@ toolgate_sink_write_errors_total 3
 
 func TestQueueCollectorDepth(t *testing.T) {
 	w := newStuckWriter(false)
-	q := NewQueue(w, QueueConfig{Capacity: 4, BatchSize: 1, FlushInterval: time.Hour}, nil)
+	q := NewQueue(w, QueueConfig{Capacity: 4, BatchSize: 1, Async: true}, nil)
 	q.Record(ev(0))
 	<-w.entered
 	for i := 1; i <= 6; i++ {
 		q.Record(ev(i))
 	}
 	const want = `
-# HELP toolgate_sink_queue_depth Events waiting in the sink queue, not counting the batch being written.
+# HELP toolgate_sink_queue_depth Events in the sink queue's memory: waiting for the next group write, or in the one under way.
 # TYPE toolgate_sink_queue_depth gauge
 toolgate_sink_queue_depth 4
 # HELP toolgate_sink_events_dropped_total Events lost by the sink, by reason: queue_full, write_error or shutdown.
 # TYPE toolgate_sink_events_dropped_total counter
-toolgate_sink_events_dropped_total{reason="queue_full"} 2
+toolgate_sink_events_dropped_total{reason="queue_full"} 3
 toolgate_sink_events_dropped_total{reason="shutdown"} 0
 toolgate_sink_events_dropped_total{reason="write_error"} 0
 `

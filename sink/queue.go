@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,9 +16,12 @@ const (
 	DefaultQueueCapacity = 65536
 	// DefaultBatchSize is the default largest batch handed to a Writer.
 	DefaultBatchSize = 1000
-	// DefaultFlushInterval is the default longest time an event waits for
-	// its batch to fill before the batch is written anyway.
-	DefaultFlushInterval = time.Second
+	// DefaultMaxWait is the default longest time Record waits for its
+	// event to be written.
+	DefaultMaxWait = 50 * time.Millisecond
+	// DefaultSyncInterval is the default time between two syncs of a
+	// Writer that is a Syncer.
+	DefaultSyncInterval = 20 * time.Millisecond
 )
 
 // Write retry policy: a failed batch is tried writeAttempts times in all,
@@ -29,12 +33,14 @@ const (
 	retryBackoffMax = 5 * time.Second
 )
 
-// dropLogEvery is the shortest time between two "queue full" warnings.
+// dropLogEvery is the shortest time between two "queue full" warnings, and
+// between two warnings about failed syncs.
 const dropLogEvery = 10 * time.Second
 
 // Drop reasons, used as the reason label of toolgate_sink_events_dropped_total.
 const (
-	// DropQueueFull counts events Record refused because the queue was full.
+	// DropQueueFull counts events Record refused because the queue was
+	// still full after waiting MaxWait for room.
 	DropQueueFull = "queue_full"
 	// DropWriteError counts events in batches the Writer failed to store
 	// after every retry.
@@ -47,17 +53,36 @@ const (
 // QueueConfig configures a Queue. The zero value is valid: Validate replaces
 // each zero field with its default.
 type QueueConfig struct {
-	// Capacity is how many events the queue holds before Record starts
-	// dropping them. Default DefaultQueueCapacity (65536).
+	// Capacity is how many events the queue holds in memory, those being
+	// written included, before Record waits for room (at most MaxWait) and
+	// then drops. Default DefaultQueueCapacity (65536).
 	Capacity int `yaml:"capacity"`
 	// BatchSize is the largest number of events handed to the Writer in one
-	// call. It may not exceed Capacity. Default DefaultBatchSize (1000), or
-	// Capacity when Capacity is set below that.
+	// call; a group larger than that is written in several calls. It may
+	// not exceed Capacity. Default DefaultBatchSize (1000), or Capacity
+	// when Capacity is set below that.
 	BatchSize int `yaml:"batch_size"`
-	// FlushInterval is the longest time an event waits for its batch to
-	// fill before the batch is written anyway; a duration such as "500ms"
-	// in YAML. Default DefaultFlushInterval (1s).
+	// FlushInterval is no longer used: events are written as soon as the
+	// writer is free (see Queue). It is accepted, and must not be negative,
+	// so that older configuration files still load. Default 0.
 	FlushInterval time.Duration `yaml:"flush_interval"`
+	// MaxWait is the longest time Record waits for the write of its event
+	// (and, when the queue is full, for room): the bound of the
+	// backpressure a slow disk puts on calls. A Record that waited that
+	// long returns with its event still in memory, counted in
+	// WaitTimeouts. A duration such as "50ms" in YAML. Default
+	// DefaultMaxWait (50ms).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// Async makes Record return at once, without waiting for the write:
+	// an event is then written within one group write of its call's
+	// answer, but a process crash in between loses it. Default false.
+	Async bool `yaml:"async"`
+	// SyncInterval is the time between two calls to the Writer's Sync
+	// (fsync), when the Writer has one and events were written since the
+	// last: the bound, with the fsync's own time, of what a machine crash
+	// loses. A duration such as "20ms" in YAML. Default
+	// DefaultSyncInterval (20ms).
+	SyncInterval time.Duration `yaml:"sync_interval"`
 }
 
 // Validate applies the defaults to zero fields and rejects negative values
@@ -73,14 +98,23 @@ func (c *QueueConfig) Validate() error {
 	if c.FlushInterval < 0 {
 		return fmt.Errorf("queue.flush_interval: must not be negative, got %s", c.FlushInterval)
 	}
+	if c.MaxWait < 0 {
+		return fmt.Errorf("queue.max_wait: must not be negative, got %s", c.MaxWait)
+	}
+	if c.SyncInterval < 0 {
+		return fmt.Errorf("queue.sync_interval: must not be negative, got %s", c.SyncInterval)
+	}
 	if c.Capacity == 0 {
 		c.Capacity = DefaultQueueCapacity
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = min(DefaultBatchSize, c.Capacity)
 	}
-	if c.FlushInterval == 0 {
-		c.FlushInterval = DefaultFlushInterval
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
 	}
 	if c.BatchSize > c.Capacity {
 		return fmt.Errorf("queue.batch_size: must not exceed queue.capacity (%d), got %d", c.Capacity, c.BatchSize)
@@ -92,8 +126,8 @@ func (c *QueueConfig) Validate() error {
 // by one, so a snapshot taken while events flow may be slightly skewed; once
 // Close has returned nil, Recorded == Written + Dropped.
 type QueueStats struct {
-	// Depth is the number of events waiting in the queue, not counting the
-	// batch the Writer is working on.
+	// Depth is the number of events in memory: waiting for the next
+	// group, or in the group being written.
 	Depth int `json:"depth"`
 	// Capacity is the configured capacity.
 	Capacity int `json:"capacity"`
@@ -104,7 +138,8 @@ type QueueStats struct {
 	// Dropped counts events lost for any reason; it is the sum of the three
 	// fields below.
 	Dropped uint64 `json:"dropped"`
-	// DroppedQueueFull counts events Record refused because the queue was full.
+	// DroppedQueueFull counts events Record refused because the queue was
+	// full.
 	DroppedQueueFull uint64 `json:"dropped_queue_full"`
 	// DroppedWriteError counts events in batches that failed every attempt.
 	DroppedWriteError uint64 `json:"dropped_write_error"`
@@ -114,15 +149,35 @@ type QueueStats struct {
 	// WriteErrors counts failed WriteEvents calls, retries included; a
 	// panicking Writer counts as a failed call.
 	WriteErrors uint64 `json:"write_errors"`
-	// Spilled counts events a full queue handed straight to its spill
-	// writer (see SpillTo); they are included in Written.
-	Spilled uint64 `json:"spilled"`
+	// Groups counts group writes: each takes every event recorded while
+	// the previous one was under way.
+	Groups uint64 `json:"groups"`
+	// WaitTimeouts counts Record calls that returned after MaxWait with
+	// their event accepted but not yet written.
+	WaitTimeouts uint64 `json:"wait_timeouts"`
+	// Syncs counts successful calls to the Writer's Sync.
+	Syncs uint64 `json:"syncs"`
+	// SyncErrors counts failed calls to the Writer's Sync.
+	SyncErrors uint64 `json:"sync_errors"`
 }
 
-// Queue is a bounded asynchronous queue in front of a Writer. Record adds an
-// event without ever blocking; one background goroutine collects events into
-// batches of up to BatchSize, or whatever arrived within FlushInterval, and
-// hands each batch to the Writer in arrival order.
+// Queue is a bounded queue in front of a Writer that commits events in
+// groups. Record adds an event to the pending group and, unless Async is
+// set, waits until the group has been handed to the Writer and the Writer
+// returned, or MaxWait passed. One background goroutine writes groups: as
+// soon as one write returns, everything recorded meanwhile is the next
+// group, handed to the Writer in calls of up to BatchSize events in
+// arrival order. So a Writer that appends to a file with one write(2) per
+// call (File, Spool) has every event in the page cache before Record
+// returns, and a killed process loses none of them; when the Writer is a
+// Syncer, a second goroutine calls Sync every SyncInterval after writes,
+// which bounds what a machine crash loses.
+//
+// Record never waits longer than MaxWait. When the queue holds Capacity
+// events (the disk cannot keep up), Record waits, within the same bound,
+// for the group being written to finish; if there is still no room the
+// event is dropped and counted as queue_full. A Record that timed out with
+// its event accepted is counted in WaitTimeouts.
 //
 // A failed batch is retried with exponential backoff (100ms, then doubling,
 // at most 5s between tries) for 3 attempts in all and then dropped. A
@@ -134,25 +189,31 @@ type QueueStats struct {
 // metrics from Collect). Log messages carry counts and errors, never event
 // contents.
 type Queue struct {
-	w    Writer
-	cfg  QueueConfig
-	log  *slog.Logger
-	opts queueOptions
+	w      Writer
+	syncer Syncer // w, when it is one
+	cfg    QueueConfig
+	log    *slog.Logger
+	opts   queueOptions
 
-	ch chan Event
+	// mu guards the fields up to writing. It is held only briefly, never
+	// across a write.
+	mu       sync.Mutex
+	closed   bool
+	pending  []Event       // the next group
+	spare    []Event       // the last group's slice, for reuse
+	held     int           // events in pending and in the group being written
+	cur      chan struct{} // closed when the pending group is written; nil until someone waits
+	writing  chan struct{} // the same for the group being written; nil until someone waits
+	inFlight bool          // a group is being written
 
-	// mu guards closed. Record holds it for reading only around its
-	// non-blocking send, so that Close, which takes it for writing, knows
-	// no send is in progress once closed is set.
-	mu     sync.RWMutex
-	closed bool
-
+	wake      chan struct{} // something is pending
 	closeOnce sync.Once
-	closing   chan struct{}      // closed when Close begins
-	stopped   chan struct{}      // closed when the drain goroutine returns
-	flushReq  chan chan struct{} // Flush requests
-	runCtx    context.Context    // passed to the Writer; canceled when Close gives up
+	closing   chan struct{} // closed when Close begins
+	stopped   chan struct{} // closed when the writer goroutine returns
+	synced    chan struct{} // closed when the sync goroutine returns
+	runCtx    context.Context
 	cancel    context.CancelFunc
+	dirty     atomic.Bool // written since the last Sync
 
 	recorded          atomic.Uint64
 	written           atomic.Uint64
@@ -160,12 +221,40 @@ type Queue struct {
 	droppedWriteError atomic.Uint64
 	droppedShutdown   atomic.Uint64
 	writeErrors       atomic.Uint64
+	groups            atomic.Uint64
+	waitTimeouts      atomic.Uint64
+	syncs             atomic.Uint64
+	syncErrors        atomic.Uint64
 
-	spill   Writer        // takes an event when the queue is full (SpillTo)
-	spilled atomic.Uint64 // events spill took
+	lastDropLog  atomic.Int64  // unix nanoseconds of the last "queue full" warning
+	dropsLogged  atomic.Uint64 // droppedQueueFull at the last warning
+	lastSyncWarn atomic.Int64  // unix nanoseconds of the last sync warning
+}
 
-	lastDropLog atomic.Int64  // unix nanoseconds of the last "queue full" warning
-	dropsLogged atomic.Uint64 // droppedQueueFull at the last warning
+// timers holds stopped timers for Record's bounded wait.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// writingLocked returns the channel closed once the group being written
+// is done, making it if need be, or nil when no group is being written.
+// The caller holds mu.
+func (q *Queue) writingLocked() chan struct{} {
+	if q.writing == nil && q.inFlight {
+		q.writing = make(chan struct{})
+	}
+	return q.writing
+}
+
+// curLocked returns the channel closed once the pending group is written,
+// making it if need be. The caller holds mu.
+func (q *Queue) curLocked() chan struct{} {
+	if q.cur == nil {
+		q.cur = make(chan struct{})
+	}
+	return q.cur
 }
 
 // queueOptions holds what tests change: the retry policy and the clock.
@@ -185,9 +274,9 @@ func defaultQueueOptions() queueOptions {
 	}
 }
 
-// NewQueue returns a Queue that drains into w and starts its background
-// goroutine; call Close to stop it. cfg is validated (defaults applied) on a
-// copy; NewQueue panics if w is nil or cfg is one Validate rejects, so
+// NewQueue returns a Queue that writes into w and starts its background
+// goroutines; call Close to stop them. cfg is validated (defaults applied)
+// on a copy; NewQueue panics if w is nil or cfg is one Validate rejects, so
 // validate configuration from files first. A nil log discards messages.
 func NewQueue(w Writer, cfg QueueConfig, log *slog.Logger) *Queue {
 	return newQueue(w, cfg, log, defaultQueueOptions())
@@ -205,57 +294,102 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) *Q
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &Queue{
-		w:        w,
-		cfg:      cfg,
-		log:      log,
-		opts:     opts,
-		ch:       make(chan Event, cfg.Capacity),
-		closing:  make(chan struct{}),
-		stopped:  make(chan struct{}),
-		flushReq: make(chan chan struct{}),
-		runCtx:   ctx,
-		cancel:   cancel,
+		w:       w,
+		cfg:     cfg,
+		log:     log,
+		opts:    opts,
+		wake:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
+		synced:  make(chan struct{}),
+		runCtx:  ctx,
+		cancel:  cancel,
 	}
+	q.syncer, _ = w.(Syncer)
 	go q.run()
+	go q.syncLoop()
 	return q
 }
 
-// Record enqueues e and reports whether it was accepted. It never blocks:
-// when the queue is full, or Close has begun, e is dropped and counted, and
-// Record returns false. While drops continue a warning with the count is
-// logged at most once every 10 seconds.
+// Record adds e to the pending group and reports whether it was accepted.
+// Unless Async is set it then waits until the group is written, or at
+// most MaxWait. When the queue is full it first waits, within the same
+// bound, for room; an event that finds none, or that arrives once Close
+// has begun, is dropped and counted, and Record returns false. While drops
+// continue a warning with the count is logged at most once every 10
+// seconds.
 func (q *Queue) Record(e Event) bool {
 	q.recorded.Add(1)
-	q.mu.RLock()
+	var deadline time.Time
+	q.mu.Lock()
+	if q.held >= q.cfg.Capacity && !q.closed && !q.cfg.Async {
+		g := q.writingLocked()
+		if g == nil {
+			g = q.curLocked()
+		}
+		q.mu.Unlock()
+		deadline = time.Now().Add(q.cfg.MaxWait)
+		q.wait(g, deadline)
+		q.mu.Lock()
+	}
 	if q.closed {
-		q.mu.RUnlock()
+		q.mu.Unlock()
 		q.droppedShutdown.Add(1)
 		return false
 	}
+	if q.held >= q.cfg.Capacity {
+		q.mu.Unlock()
+		q.dropFull()
+		return false
+	}
+	q.pending = append(q.pending, e)
+	q.held++
+	var g chan struct{}
+	if !q.cfg.Async {
+		g = q.curLocked()
+	}
+	q.mu.Unlock()
 	select {
-	case q.ch <- e:
-		q.mu.RUnlock()
+	case q.wake <- struct{}{}:
+	default:
+	}
+	if q.cfg.Async {
+		return true
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(q.cfg.MaxWait)
+	}
+	if !q.wait(g, deadline) {
+		q.waitTimeouts.Add(1)
+	}
+	return true
+}
+
+// wait waits for g to be written, until deadline, and reports whether it
+// was.
+func (q *Queue) wait(g chan struct{}, deadline time.Time) bool {
+	select {
+	case <-g:
 		return true
 	default:
 	}
-	q.mu.RUnlock()
-	if q.spill != nil {
-		if err := q.spill.WriteEvents(q.runCtx, []Event{e}); err == nil {
-			q.spilled.Add(1)
-			q.written.Add(1)
-			return true
-		}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return false
 	}
-	q.dropFull()
-	return false
+	t := timers.Get().(*time.Timer)
+	t.Reset(d)
+	defer func() {
+		t.Stop() // no stale tick is left in t.C after Stop (Go 1.23)
+		timers.Put(t)
+	}()
+	select {
+	case <-g:
+		return true
+	case <-t.C:
+		return false
+	}
 }
-
-// SpillTo makes a full queue hand an event straight to w (the disk spool)
-// instead of dropping it: the call that records it waits for that one
-// append, which is the price of losing nothing when the queue cannot keep
-// up. Spilled events count as written, and in Stats().Spilled. Call it
-// before the first Record.
-func (q *Queue) SpillTo(w Writer) { q.spill = w }
 
 // dropFull counts one event dropped because the queue is full and logs a
 // warning unless one was logged within dropLogEvery.
@@ -280,16 +414,21 @@ func (q *Queue) dropFull() {
 // counted as dropped), or until ctx ends. It returns ErrClosed once Close
 // has begun; Close flushes by itself.
 func (q *Queue) Flush(ctx context.Context) error {
-	done := make(chan struct{})
-	select {
-	case q.flushReq <- done:
-	case <-q.closing:
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
 		return ErrClosed
-	case <-ctx.Done():
-		return fmt.Errorf("sink: flush queue: %w", ctx.Err())
+	}
+	g := q.writingLocked()
+	if len(q.pending) > 0 {
+		g = q.curLocked() // written after the group under way
+	}
+	q.mu.Unlock()
+	if g == nil {
+		return nil
 	}
 	select {
-	case <-done:
+	case <-g:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("sink: flush queue: %w", ctx.Err())
@@ -297,11 +436,12 @@ func (q *Queue) Flush(ctx context.Context) error {
 }
 
 // Close stops accepting events (Record then drops with reason "shutdown"),
-// hands everything queued to the Writer, and returns when that is done. If
-// ctx ends first, Close cancels the context given to the Writer, counts the
-// events still queued as dropped with reason "shutdown", and returns the
-// context's error; the batch the Writer holds is counted when it returns.
-// Close does not close the Writer. Calling Close again waits the same way.
+// hands everything queued to the Writer, syncs it when it is a Syncer, and
+// returns when that is done. If ctx ends first, Close cancels the context
+// given to the Writer, counts the events still queued as dropped with
+// reason "shutdown", and returns the context's error; the batch the Writer
+// holds is counted when it returns. Close does not close the Writer.
+// Calling Close again waits the same way.
 func (q *Queue) Close(ctx context.Context) error {
 	q.closeOnce.Do(func() {
 		q.mu.Lock()
@@ -310,29 +450,30 @@ func (q *Queue) Close(ctx context.Context) error {
 		close(q.closing)
 	})
 	select {
-	case <-q.stopped:
+	case <-q.synced:
 		return nil
 	case <-ctx.Done():
 	}
 	select {
-	case <-q.stopped: // finished just as ctx ended
+	case <-q.synced: // finished just as ctx ended
 		return nil
 	default:
 	}
 	q.cancel()
-	// The drain goroutine may still be receiving too; each event is counted
-	// by whichever side receives it.
-	var n uint64
-drain:
-	for {
-		select {
-		case <-q.ch:
-			n++
-		default:
-			break drain
-		}
+	// The writer goroutine may still be taking groups too; each event is
+	// counted by whichever side takes it.
+	q.mu.Lock()
+	n := len(q.pending)
+	clear(q.pending)
+	q.pending = q.pending[:0]
+	q.held -= n
+	g := q.cur
+	q.cur = nil
+	q.mu.Unlock()
+	if g != nil {
+		close(g) // its waiters need not wait for MaxWait
 	}
-	q.droppedShutdown.Add(n)
+	q.droppedShutdown.Add(uint64(n))
 	q.log.Warn("sink: queue close timed out, dropping queued events",
 		"dropped", n, "error", ctx.Err())
 	return fmt.Errorf("sink: close queue: %w", ctx.Err())
@@ -340,15 +481,21 @@ drain:
 
 // Stats returns a snapshot of the queue's counters.
 func (q *Queue) Stats() QueueStats {
+	q.mu.Lock()
+	depth := q.held
+	q.mu.Unlock()
 	s := QueueStats{
-		Depth:             len(q.ch),
+		Depth:             depth,
 		Capacity:          q.cfg.Capacity,
 		Written:           q.written.Load(),
 		DroppedQueueFull:  q.droppedQueueFull.Load(),
 		DroppedWriteError: q.droppedWriteError.Load(),
 		DroppedShutdown:   q.droppedShutdown.Load(),
 		WriteErrors:       q.writeErrors.Load(),
-		Spilled:           q.spilled.Load(),
+		Groups:            q.groups.Load(),
+		WaitTimeouts:      q.waitTimeouts.Load(),
+		Syncs:             q.syncs.Load(),
+		SyncErrors:        q.syncErrors.Load(),
 	}
 	s.Dropped = s.DroppedQueueFull + s.DroppedWriteError + s.DroppedShutdown
 	// Loaded last, so that Recorded >= Written + Dropped in every snapshot.
@@ -356,61 +503,17 @@ func (q *Queue) Stats() QueueStats {
 	return s
 }
 
-// run is the drain goroutine.
+// run is the writer goroutine: it writes groups while anything is
+// pending, and on Close writes what is left and returns.
 func (q *Queue) run() {
 	defer close(q.stopped)
-	defer q.cancel()
-
-	batch := make([]Event, 0, q.cfg.BatchSize)
-	timer := time.NewTimer(q.cfg.FlushInterval)
-	timer.Stop()
-	defer timer.Stop()
-
-	add := func(e Event) {
-		batch = append(batch, e)
-		if len(batch) >= q.cfg.BatchSize {
-			batch = q.write(batch)
-		}
-	}
 	for {
 		select {
-		case e := <-q.ch:
-			if len(batch) == 0 {
-				timer.Reset(q.cfg.FlushInterval)
-			}
-			add(e)
-			if len(batch) == 0 {
-				timer.Stop()
-			}
-		case <-timer.C:
-			batch = q.write(batch)
-		case done := <-q.flushReq:
-			// Every event recorded before Flush was called was sent before
-			// the request, so it is among the first len(q.ch) queued.
-		flush:
-			for n := len(q.ch); n > 0; n-- {
-				select {
-				case e := <-q.ch:
-					add(e)
-				default:
-					break flush // Close took the rest
-				}
-			}
-			batch = q.write(batch)
-			timer.Stop()
-			close(done)
+		case <-q.wake:
+			q.drain()
 		case <-q.closing:
-			// Record no longer sends, so what is queued now is all there is.
-		drain:
-			for {
-				select {
-				case e := <-q.ch:
-					add(e)
-				default:
-					break drain
-				}
-			}
-			q.write(batch)
+			// Record no longer adds, so what is pending now is all there is.
+			q.drain()
 			if d := q.Stats(); d.Dropped > 0 {
 				q.log.Warn("sink: queue closed with dropped events",
 					"recorded", d.Recorded, "written", d.Written,
@@ -423,34 +526,113 @@ func (q *Queue) run() {
 	}
 }
 
-// write hands batch to the Writer, retrying as documented on Queue, counts
-// the outcome, and returns batch emptied for reuse.
-func (q *Queue) write(batch []Event) []Event {
+// drain writes groups until nothing is pending: each group is everything
+// recorded while the previous one was written.
+func (q *Queue) drain() {
+	for {
+		// Let callers that are ready to run (those the last group's
+		// write released, say) record first, so that they join this
+		// group rather than each wait for a write of its own.
+		runtime.Gosched()
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.mu.Unlock()
+			return
+		}
+		batch := q.pending
+		q.pending, q.writing, q.cur, q.inFlight = q.spare[:0], q.cur, nil, true
+		q.mu.Unlock()
+
+		for off := 0; off < len(batch); off += q.cfg.BatchSize {
+			q.write(batch[off:min(off+q.cfg.BatchSize, len(batch))])
+		}
+		clear(batch)
+		q.dirty.Store(true)
+		q.groups.Add(1)
+
+		q.mu.Lock()
+		q.held -= len(batch)
+		g := q.writing
+		q.writing, q.inFlight = nil, false
+		if cap(batch) <= 4*q.cfg.BatchSize {
+			q.spare = batch[:0]
+		} else {
+			q.spare = nil // let a burst's large slice go
+		}
+		q.mu.Unlock()
+		if g != nil {
+			close(g)
+		}
+	}
+}
+
+// syncLoop calls the Writer's Sync every SyncInterval when events were
+// written since the last call, and once more after the writer goroutine
+// stopped. Without a Syncer it only waits for the writer to stop.
+func (q *Queue) syncLoop() {
+	defer close(q.synced)
+	if q.syncer == nil {
+		<-q.stopped
+		return
+	}
+	t := time.NewTicker(q.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if q.dirty.Swap(false) {
+				q.sync()
+			}
+		case <-q.stopped:
+			q.dirty.Store(false)
+			q.sync()
+			return
+		}
+	}
+}
+
+// sync calls the Writer's Sync and counts the outcome; failures are logged
+// at most once every dropLogEvery.
+func (q *Queue) sync() {
+	if err := q.syncer.Sync(); err != nil {
+		q.syncErrors.Add(1)
+		now := q.opts.now().UnixNano()
+		if last := q.lastSyncWarn.Load(); (last == 0 || now-last >= int64(dropLogEvery)) && q.lastSyncWarn.CompareAndSwap(last, now) {
+			q.log.Warn("sink: sync failed; written events survive a process crash but may not survive a machine crash",
+				"sync_errors_total", q.syncErrors.Load(), "error", err)
+		}
+		return
+	}
+	q.syncs.Add(1)
+}
+
+// write hands batch to the Writer, retrying as documented on Queue, and
+// counts the outcome.
+func (q *Queue) write(batch []Event) {
 	n := uint64(len(batch))
 	if n == 0 {
-		return batch
+		return
 	}
-	defer clear(batch)
 	for attempt := 1; ; attempt++ {
 		if q.runCtx.Err() != nil {
 			q.droppedShutdown.Add(n)
-			return batch[:0]
+			return
 		}
 		err := q.safeWrite(batch)
 		if err == nil {
 			q.written.Add(n)
-			return batch[:0]
+			return
 		}
 		if q.runCtx.Err() != nil {
 			q.droppedShutdown.Add(n)
-			return batch[:0]
+			return
 		}
 		q.writeErrors.Add(1)
 		if attempt >= q.opts.attempts {
 			q.droppedWriteError.Add(n)
 			q.log.Error("sink: write failed, dropping batch",
 				"events", n, "attempts", attempt, "error", err)
-			return batch[:0]
+			return
 		}
 		wait := backoff(attempt, q.opts.backoffMin, q.opts.backoffMax)
 		q.log.Warn("sink: write failed, retrying",

@@ -1,10 +1,13 @@
 // Package sink carries toolgate's invocation events from the request path to
 // where analysts read them: the Event type, the Writer interface that every
 // destination satisfies, a bounded asynchronous Queue in front of it, and the
-// destinations themselves (an NDJSON file with rotation; ClickHouse later).
+// destinations themselves (an NDJSON file with rotation; a disk spool in
+// front of ClickHouse).
 //
-// The request path only ever calls Queue.Record, which never blocks: when the
-// queue is full the event is dropped and counted, never silently.
+// The request path only ever calls Queue.Record, which returns once the
+// event has been written (to the page cache: a killed process loses
+// nothing), or after a bounded wait (QueueConfig.MaxWait); when the queue
+// is full the event is dropped and counted, never silently.
 package sink
 
 import (
@@ -122,4 +125,13 @@ type Event struct {
 // return soon after ctx ends.
 type Writer interface {
 	WriteEvents(ctx context.Context, events []Event) error
+}
+
+// Syncer is a Writer that can force what it wrote to stable storage
+// (fsync). A Queue in front of one calls Sync every
+// QueueConfig.SyncInterval while it writes, from a goroutine of its own,
+// so Sync must be safe to call while WriteEvents runs, and should not make
+// it wait.
+type Syncer interface {
+	Sync() error
 }

@@ -163,6 +163,16 @@ type SpoolStatus struct {
 	// TornRecords counts records cut short by a crash mid-write and
 	// truncated away; their batches were never acknowledged.
 	TornRecords uint64 `json:"torn_records"`
+	// SyncedSegment and SyncedBytes are the sync point of the last Sync:
+	// every segment numbered below SyncedSegment (the number in its file
+	// name) was fsynced whole, and segment SyncedSegment up to SyncedBytes.
+	// A machine crash loses at most what was written past that point.
+	// Both 0 before the first Sync.
+	SyncedSegment uint64 `json:"synced_segment"`
+	SyncedBytes   int64  `json:"synced_bytes"`
+	// LastSync is when the last successful Sync began: every event written
+	// before it is durable. Zero before the first.
+	LastSync time.Time `json:"last_sync"`
 }
 
 // Spool is a durable FIFO of event batches on disk, between a Queue and a
@@ -175,8 +185,11 @@ type SpoolStatus struct {
 // # Writing
 //
 // WriteEvents encodes a batch (the same NDJSON as File), frames it in
-// checksummed records, appends them to the open segment with one write and
-// fsyncs before it returns: a nil error means the batch is on disk. It
+// checksummed records and appends them to the open segment with one
+// write(2): a nil error means the batch is in the file, in the page cache,
+// where the death of the process cannot take it. Sync (which a Queue calls
+// every SyncInterval) fsyncs what was written, and the directory after a
+// segment was created or sealed; no fsync ever holds up WriteEvents. It
 // never waits on the destination. The open segment is sealed (renamed from
 // .open to .seg) when it reaches SegmentBytes or SegmentAge after its first
 // record; only sealed segments ship.
@@ -202,9 +215,12 @@ type SpoolStatus struct {
 //
 // # Crash safety
 //
-// A returned nil from WriteEvents follows an fsync of the segment, and a
-// segment's directory entry is synced when it is created and when it is
-// sealed. OpenSpool recovers what a killed process left: an .open segment
+// A returned nil from WriteEvents follows the write(2) of the batch: a
+// killed process loses nothing it acknowledged. A machine crash loses what
+// was written after the last Sync's sync point (SpoolStatus.SyncedSegment
+// and SyncedBytes), which a Queue keeps within SyncInterval plus one
+// fsync. OpenSpool recovers what a killed process or a crashed machine
+// left: an .open segment
 // is sealed; a torn last record (a write the crash cut short, never
 // acknowledged) is truncated away and counted; a segment with a complete
 // record whose checksum fails is copied as found to Dir/corrupt (never
@@ -224,9 +240,10 @@ type Spool struct {
 	opts spoolOptions
 	lock *os.File // flock of Dir/LOCK; closed when the shipper stops
 
-	// wmu serializes appends: WriteEvents holds it across its write and
-	// fsync, and so does whoever seals or replaces the open segment. It
-	// guards enc and nextSeq, and (with mu) closed and open. Lock order:
+	// wmu serializes appends: WriteEvents holds it across its write, and
+	// so does whoever seals or replaces the open segment; Sync never takes
+	// it. It
+	// guards enc, and (with mu) nextSeq, closed and open. Lock order:
 	// wmu, then mu.
 	wmu     sync.Mutex
 	enc     *eventEncoder
@@ -242,6 +259,16 @@ type Spool struct {
 	inflight *segment   // sealed[0] while the shipper works on it, or nil
 	bytes    int64      // of open and sealed
 	pending  int64      // events in open and sealed
+	unsynced []*os.File // sealed segments' files, for Sync to fsync and close
+	dirDirty bool       // a segment was created or renamed since the last Sync
+
+	// syncMu serializes Sync. The sync point says what the last Sync made
+	// durable: every segment before syncedSeq, and syncedBytes of segment
+	// syncedSeq; guarded by mu.
+	syncMu      sync.Mutex
+	syncedSeq   uint64
+	syncedBytes int64
+	lastSync    time.Time // when the last successful Sync began
 
 	shippedEvents   uint64
 	shippedSegments uint64
@@ -510,18 +537,18 @@ func truncateSync(path string, size int64) error {
 }
 
 // WriteEvents appends events to the open segment, as one or more records
-// written at once, and fsyncs it: a nil error means they are on disk and
-// will ship. It never waits on the destination, only on the disk (and on
-// other WriteEvents calls). When the spool then holds more than MaxBytes
-// the oldest segments are dropped.
+// written with one write(2): a nil error means they are in the file (in
+// the page cache), survive the death of the process, and will ship; Sync
+// makes them survive a machine crash. It never waits on the destination,
+// nor on an fsync, only on the write (and on other WriteEvents calls).
+// When the spool then holds more than MaxBytes the oldest segments are
+// dropped.
 //
 // An error means the batch is not known to be stored, and the caller may
 // retry it: a write cut short is rolled back (or, if that fails too,
 // truncated as a torn record before the segment ships), and the segment is
-// sealed so the next batch starts a fresh file. A batch whose write landed
-// but whose fsync failed may ship as well as its retry; the destination's
-// deduplication absorbs that. An event that cannot be encoded fails the
-// whole batch and nothing is written, as with File.
+// sealed so the next batch starts a fresh file. An event that cannot be
+// encoded fails the whole batch and nothing is written, as with File.
 func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
@@ -545,9 +572,6 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	}
 	o := s.open
 	n, err := o.f.Write(s.enc.buf.Bytes())
-	if err == nil {
-		err = o.f.Sync()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -609,13 +633,15 @@ func (s *Spool) frame(events []Event) error {
 	return nil
 }
 
-// createOpen creates the next .open segment and syncs the directory, so
-// that the file outlives a crash along with the records synced into it.
-// The caller holds wmu.
+// createOpen creates the next .open segment. The next Sync syncs the
+// directory, so that the file outlives a machine crash along with the
+// records synced into it. The caller holds wmu.
 func (s *Spool) createOpen() error {
 	for {
+		s.mu.Lock() // Sync reads nextSeq holding mu only
 		seq := s.nextSeq
 		s.nextSeq++
+		s.mu.Unlock()
 		path := filepath.Join(s.cfg.Dir, segmentName(seq, openExt))
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, spoolFileMode)
 		if errors.Is(err, fs.ErrExist) {
@@ -624,19 +650,15 @@ func (s *Spool) createOpen() error {
 		if err != nil {
 			return err
 		}
-		if err := syncDir(s.cfg.Dir); err != nil {
-			f.Close()
-			os.Remove(path)
-			return err
-		}
 		s.mu.Lock()
 		s.open = &segment{seq: seq, path: path, f: f, created: s.opts.now()}
+		s.dirDirty = true
 		s.mu.Unlock()
 		return nil
 	}
 }
 
-// abandonOpen handles a failed write or fsync to the open segment, of
+// abandonOpen handles a failed write to the open segment, of
 // which n bytes were written: it truncates them away and seals the
 // segment (or removes it if it holds nothing), so that the next batch
 // starts a fresh file rather than trust this one. A tail it cannot
@@ -659,27 +681,25 @@ func (s *Spool) abandonOpen(n int) {
 	s.open = nil
 }
 
-// seal closes the open segment and renames it from .open to .seg, making
-// it shippable. If the rename fails it ships under its .open name. The
-// caller holds wmu and mu.
+// seal renames the open segment from .open to .seg, making it shippable,
+// and leaves its file to the next Sync to fsync and close. If the rename
+// fails it ships under its .open name. The caller holds wmu and mu.
 func (s *Spool) seal() {
 	o := s.open
 	s.open = nil
-	if err := o.f.Close(); err != nil {
-		// Its records were synced when they were written.
-		s.log.Warn("sink: spool close segment", "segment", filepath.Base(o.path), "error", err)
-	}
+	// The next Sync fsyncs and closes the file; a spool that is never
+	// synced again keeps it open until the process ends.
+	s.unsynced = append(s.unsynced, o.f)
 	o.f = nil
 	path := filepath.Join(s.cfg.Dir, segmentName(o.seq, segmentExt))
 	if err := os.Rename(o.path, path); err != nil {
 		s.log.Error("sink: spool cannot seal segment; shipping it under its .open name",
 			"segment", filepath.Base(o.path), "error", err)
 	} else {
+		// The next Sync syncs the directory; after a machine crash before
+		// that the file may be .open again, which OpenSpool seals.
 		o.path = path
-		if err := syncDir(s.cfg.Dir); err != nil {
-			// After a crash it may be .open again, which OpenSpool seals.
-			s.log.Warn("sink: spool sync directory", "error", err)
-		}
+		s.dirDirty = true
 	}
 	s.sealed = append(s.sealed, o)
 }
@@ -907,6 +927,62 @@ func (s *Spool) send(events []Event) (err error) {
 	return s.dst.WriteEvents(s.runCtx, events)
 }
 
+// Sync makes every record written so far durable: it fsyncs the segments
+// sealed since the last Sync (and closes their files), then the open
+// segment, and moves the sync point (SpoolStatus.SyncedSegment and
+// SyncedBytes) past what they held when Sync began. It does not hold up
+// WriteEvents, which may append meanwhile; what they append is covered by
+// the next Sync. A Queue in front of the Spool calls it every
+// QueueConfig.SyncInterval. A failed fsync is returned (the first, wrapped
+// with the segment's name) and leaves the sync point where it was.
+func (s *Spool) Sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	start := s.opts.now()
+	s.mu.Lock()
+	files, dirDirty := s.unsynced, s.dirDirty
+	s.unsynced, s.dirDirty = nil, false
+	var (
+		open      *os.File
+		seq, size = s.nextSeq, int64(0)
+	)
+	if o := s.open; o != nil {
+		open, seq, size = o.f, o.seq, o.size
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, f := range files {
+		if err := f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(f.Name()), err))
+		}
+		f.Close()
+	}
+	if open != nil && size > 0 {
+		if err := open.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(open.Name()), err))
+		}
+	}
+	if dirDirty {
+		if err := syncDir(s.cfg.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("sink: spool sync directory: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		if dirDirty {
+			s.mu.Lock()
+			s.dirDirty = true
+			s.mu.Unlock()
+		}
+		return errs[0]
+	}
+	s.mu.Lock()
+	s.syncedSeq, s.syncedBytes, s.lastSync = seq, size, start
+	s.mu.Unlock()
+	return nil
+}
+
+var _ Syncer = (*Spool)(nil)
+
 // Status returns a snapshot of the spool.
 func (s *Spool) Status() SpoolStatus {
 	s.mu.Lock()
@@ -929,6 +1005,9 @@ func (s *Spool) statusLocked() SpoolStatus {
 		DroppedSegments:   s.droppedSegments,
 		CorruptSegments:   s.corrupt,
 		TornRecords:       s.torn,
+		SyncedSegment:     s.syncedSeq,
+		SyncedBytes:       s.syncedBytes,
+		LastSync:          s.lastSync,
 	}
 	for _, seg := range s.sealed {
 		if !seg.first.IsZero() {
@@ -945,7 +1024,7 @@ func (s *Spool) statusLocked() SpoolStatus {
 	return st
 }
 
-// Close seals the open segment, then makes one last attempt to ship every
+// Close seals the open segment and syncs it, then makes one last attempt to ship every
 // segment, in order, stopping at the first failure, and stops the
 // shipper. What is not shipped stays on disk for the next OpenSpool, and
 // Close still returns nil: nothing is lost. WriteEvents then returns
@@ -965,6 +1044,9 @@ func (s *Spool) Close(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		s.wmu.Unlock()
+		if err := s.Sync(); err != nil {
+			s.log.Warn("sink: spool sync at close failed", "error", err)
+		}
 		close(s.closing)
 	})
 	select {

@@ -1238,7 +1238,7 @@ func TestSpoolWithQueue(t *testing.T) {
 	cfg := fastSpool(t.TempDir())
 	cfg.SegmentBytes = 64 << 10
 	s := openTestSpool(t, cfg, dst, nil)
-	q := NewQueue(s, QueueConfig{BatchSize: 100, FlushInterval: time.Millisecond}, nil)
+	q := NewQueue(s, QueueConfig{BatchSize: 100}, nil)
 	const n = 5000
 	for i := range n {
 		if !q.Record(spoolEv(i)) {
@@ -1385,5 +1385,58 @@ func writeTestFile(t testing.TB, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpoolSyncPoint checks what Sync reports: the sync point moves to the
+// end of what was written when Sync began, not before Sync runs, and past
+// sealed segments once they are synced too. Cutting the spool back to the
+// sync point (what a machine crash may do) keeps every event written
+// before the last Sync.
+func TestSpoolSyncPoint(t *testing.T) {
+	dir := t.TempDir()
+	dst := writerFunc(func(context.Context, []Event) error { return errors.New("away") }) // everything stays on disk
+	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour}, dst, nil)
+	if st := s.Status(); st.SyncedSegment != 0 || st.SyncedBytes != 0 || !st.LastSync.IsZero() {
+		t.Fatalf("before any Sync: %+v", st)
+	}
+	writeSpool(t, s, []Event{ev(0), ev(1)})
+	size := func(seq uint64) int64 {
+		fi, err := os.Stat(filepath.Join(dir, segmentName(seq, openExt)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := time.Now()
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Status()
+	if st.SyncedSegment != 1 || st.SyncedBytes != size(1) || st.LastSync.Before(before) {
+		t.Fatalf("after Sync: segment %d, bytes %d (file %d), last %v; want segment 1 synced whole",
+			st.SyncedSegment, st.SyncedBytes, size(1), st.LastSync)
+	}
+	synced := st.SyncedBytes
+	writeSpool(t, s, []Event{ev(2)})
+	if st := s.Status(); st.SyncedBytes != synced {
+		t.Errorf("a write moved the sync point to %d before a Sync", st.SyncedBytes)
+	}
+	// What a machine crash may leave: the file cut at the sync point.
+	if err := s.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	<-s.stopped
+	seg := filepath.Join(dir, segmentName(1, segmentExt))
+	if err := os.Truncate(seg, synced); err != nil {
+		t.Fatal(err)
+	}
+	got := &memWriter{}
+	s2 := openTestSpool(t, SpoolConfig{Dir: dir}, got, nil)
+	if err := s2.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ids := ids(got.snapshot()); !slices.Equal(ids, []string{ev(0).EventID, ev(1).EventID}) {
+		t.Errorf("after the cut the spool shipped %v, want the two events synced before it", ids)
 	}
 }

@@ -18,7 +18,8 @@ const retentionEvery = time.Hour
 
 // eventPath is where events go: the bounded queue in front of either the
 // NDJSON file, or the disk spool in front of ClickHouse (when
-// events.clickhouse.addr is set). Nothing on it ever blocks a call.
+// events.clickhouse.addr is set). A call waits for its event's write to
+// the file or spool, at most events.queue.max_wait; never for ClickHouse.
 type eventPath struct {
 	queue *sink.Queue
 	file  *sink.File
@@ -86,10 +87,9 @@ func openEvents(ec eventsConfig, log *slog.Logger) (*eventPath, error) {
 		}
 		ep.file, w = f, f
 	}
+	// The queue writes each group of events with one write(2) before their
+	// calls are answered, and fsyncs the file or spool every sync_interval.
 	ep.queue = sink.NewQueue(w, ec.Queue, log.With("component", "sink"))
-	if ep.spool != nil {
-		ep.queue.SpillTo(ep.spool) // a full queue spills to disk rather than dropping
-	}
 	return ep, nil
 }
 

@@ -243,6 +243,9 @@ type statusDoc struct {
 			Recorded uint64 `json:"recorded"`
 			Written  uint64 `json:"written"`
 			Dropped  uint64 `json:"dropped"`
+			// WaitTimeouts counts calls answered before their event
+			// was written.
+			WaitTimeouts uint64 `json:"wait_timeouts"`
 		} `json:"queue"`
 		Destination string `json:"destination"`
 	} `json:"events"`
@@ -262,8 +265,9 @@ func getStatus(t *testing.T, c *http.Client, admin string) statusDoc {
 }
 
 // e2eConfig has every listener on a free port, one tool over the demo
-// upstream, and a flush interval so long that events reach the file only
-// when a graceful stop flushes them. UPSTREAM is the demo upstream's URL.
+// upstream, and a flush_interval, which is no longer used but still loads
+// (events are written before their calls are answered). UPSTREAM is the
+// demo upstream's URL.
 const e2eConfig = `listen:
   forward: 127.0.0.1:0
   reverse:
@@ -364,14 +368,12 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("upstream saw %d requests in all, want 1", got)
 	}
 
-	// Both events are recorded at once but, with a 1h flush interval, not
-	// yet written: only the graceful stop below can write them.
-	deadline := time.Now().Add(5 * time.Second)
-	for st = getStatus(t, admin, l.Admin); st.Events.Queue.Recorded < 2 && time.Now().Before(deadline); st = getStatus(t, admin, l.Admin) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st.Events.Queue.Recorded != 2 || st.Events.Queue.Written != 0 {
-		t.Errorf("/status events recorded, written = %d, %d; want 2, 0", st.Events.Queue.Recorded, st.Events.Queue.Written)
+	// Both events were written to the file before their calls were
+	// answered.
+	st = getStatus(t, admin, l.Admin)
+	if st.Events.Queue.Recorded != 2 || st.Events.Queue.Written != 2 || st.Events.Queue.WaitTimeouts != 0 {
+		t.Errorf("/status events recorded, written, wait timeouts = %d, %d, %d; want 2, 2, 0",
+			st.Events.Queue.Recorded, st.Events.Queue.Written, st.Events.Queue.WaitTimeouts)
 	}
 
 	endpoints := []struct {
