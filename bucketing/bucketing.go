@@ -44,21 +44,33 @@ const (
 	ReasonWrongType     = "wrong_type"
 	ReasonMalformedBody = "malformed_body"
 	ReasonBodyTooLarge  = "body_too_large"
-	ReasonPolicyDenied  = "policy_denied"
-	ReasonNotAllowlist  = "not_allowlisted"
-	ReasonTimeout       = "timeout"
-	ReasonConnect       = "connect"
-	ReasonTruncated     = "truncated"
-	ReasonStatus4xx     = "status_4xx"
-	ReasonStatus5xx     = "status_5xx"
-	ReasonRateLimited   = "status_429"
-	ReasonUnauthorized  = "status_401"
-	ReasonForbidden     = "status_403"
-	ReasonErrorInBody   = "error_in_body"
-	ReasonUnexpected    = "unexpected_status"
-	ReasonCanceled      = "canceled" // the call was canceled (the client went away) before upstream's answer was read
-	ReasonTLS           = "tls"      // upstream's TLS certificate was not accepted
-	ReasonRule          = "rule"     // the default reason of a Rule that names none
+	// ReasonUnsupportedMediaType refuses a body toolgate cannot read, or
+	// cannot read unambiguously, as the tool's arguments (an unknown or
+	// malformed Content-Type, multipart, an encoded body): an upstream
+	// might parse arguments from it that no check saw.
+	ReasonUnsupportedMediaType = "unsupported_media_type"
+	// ReasonDuplicateArgument refuses an argument given twice: by two
+	// sources, or by two members of one JSON object (at any depth).
+	ReasonDuplicateArgument = "duplicate_argument"
+	// ReasonBodyTimeout refuses a call whose body did not arrive in time.
+	ReasonBodyTimeout = "body_timeout"
+	// ReasonTooManyConnections refuses a connection over a listener's cap.
+	ReasonTooManyConnections = "too_many_connections"
+	ReasonPolicyDenied       = "policy_denied"
+	ReasonNotAllowlist       = "not_allowlisted"
+	ReasonTimeout            = "timeout"
+	ReasonConnect            = "connect"
+	ReasonTruncated          = "truncated"
+	ReasonStatus4xx          = "status_4xx"
+	ReasonStatus5xx          = "status_5xx"
+	ReasonRateLimited        = "status_429"
+	ReasonUnauthorized       = "status_401"
+	ReasonForbidden          = "status_403"
+	ReasonErrorInBody        = "error_in_body"
+	ReasonUnexpected         = "unexpected_status"
+	ReasonCanceled           = "canceled" // the call was canceled (the client went away) before upstream's answer was read
+	ReasonTLS                = "tls"      // upstream's TLS certificate was not accepted
+	ReasonRule               = "rule"     // the default reason of a Rule that names none
 )
 
 // ClassOf returns the default class of a code: the class a refusal or an

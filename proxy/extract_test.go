@@ -51,8 +51,9 @@ func TestExtractArgs(t *testing.T) {
 		url        string
 		ctype      string
 		body       string
-		want       string // arguments as JSON
-		wantReason string // refusal reason, "" for none
+		want       string   // arguments as JSON
+		wantReason string   // refusal reason, "" for none
+		wantPaths  []string // the refusal's violation paths, when given
 	}{
 		{name: "query strings coerced where the schema asks", url: "/s/x1?term=a&retmax=5&exact=true",
 			want: `{"id":"x1","term":"a","retmax":5,"exact":true}`},
@@ -72,8 +73,28 @@ func TestExtractArgs(t *testing.T) {
 			want: `{"id":"x1","term":"a","retmax":3,"pmid":["1","2"]}`},
 		{name: "body of another type is not read as arguments", url: "/s/x1", ctype: "text/plain", body: "hello",
 			want: `{"id":"x1"}`},
-		{name: "explicit json source ignores the content type", sources: []string{"json"}, url: "/s/x1?term=ignored", ctype: "text/plain", body: `{"term":"b"}`,
+		{name: "explicit json source reads a body without a content type", sources: []string{"json"}, url: "/s/x1?term=ignored", body: `{"term":"b"}`,
 			want: `{"term":"b"}`},
+		{name: "duplicate name at the top", url: "/s/x1", ctype: js, body: `{"retmax":500,"retmax":5}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/retmax"}},
+		{name: "duplicate name deep inside", url: "/s/x1", ctype: js, body: `{"filters":{"n":1,"list":[{"a":1},{"b":2,"b":3}],"n":2}}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/filters/list/1/b", "/filters/n"}},
+		{name: "names equal up to case", url: "/s/x1", ctype: js, body: `{"retmax":5,"RetMax":500}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/RetMax"}},
+		{name: "names equal up to Unicode folding (Kelvin sign)", url: "/s/x1", ctype: js, body: `{"k":1,"\u212a":2}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/\u212a"}},
+		{name: "names that decode to the same string", url: "/s/x1", ctype: js, body: `{"a\ud800":1,"a\ufffd":2}`, wantReason: "duplicate_argument"},
+		{name: "escaped and plain spelling of one name", url: "/s/x1", ctype: js, body: `{"term":"a","\u0074erm":"b"}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/term"}},
+		{name: "same name in different objects is fine", url: "/s/x1", ctype: js, body: `{"filters":{"n":1},"x":[{"n":2},{"n":3}]}`,
+			want: `{"id":"x1","filters":{"n":1},"x":[{"n":2},{"n":3}]}`},
+		{name: "colons inside strings are not members", url: "/s/x1", ctype: js, body: `{"term":"a:b:\"c:d"}`,
+			want: `{"id":"x1","term":"a:b:\"c:d"}`},
+		{name: "nesting at the limit", url: "/s/x1", ctype: js, body: `{"a":` + strings.Repeat("[", DefaultMaxJSONDepth-1) + strings.Repeat("]", DefaultMaxJSONDepth-1) + `}`,
+			want: `{"id":"x1","a":` + strings.Repeat("[", DefaultMaxJSONDepth-1) + strings.Repeat("]", DefaultMaxJSONDepth-1) + `}`},
+		{name: "nesting past the limit", url: "/s/x1", ctype: js, body: `{"a":` + strings.Repeat("[", DefaultMaxJSONDepth) + strings.Repeat("]", DefaultMaxJSONDepth) + `}`,
+			wantReason: "malformed_body"},
+		{name: "form body that is also JSON", url: "/s/x1", ctype: form, body: `{"retmax":500}`, wantReason: "unsupported_media_type"},
 		{name: "empty JSON body is no arguments", sources: []string{"json"}, url: "/s/x1", ctype: js, body: "  ",
 			want: `{}`},
 		{name: "path variable is unescaped", url: "/s/a%20b",
@@ -100,7 +121,8 @@ func TestExtractArgs(t *testing.T) {
 			if !ok {
 				t.Fatalf("template did not match %s", r.URL.Path)
 			}
-			args, ref := extractArgs(tl, r, vars, []byte(tc.body))
+			src, _ := bodySource(tl, r)
+			args, ref := extractArgs(tl, r, vars, []byte(tc.body), src, DefaultMaxJSONDepth)
 			if tc.wantReason != "" {
 				if ref == nil {
 					t.Fatalf("args = %v, want refusal %s", args, tc.wantReason)
@@ -110,6 +132,15 @@ func TestExtractArgs(t *testing.T) {
 				}
 				if tc.body != "" && len(tc.body) > 3 && strings.Contains(ref.detail, tc.body) {
 					t.Errorf("detail %q echoes the body", ref.detail)
+				}
+				if tc.wantPaths != nil {
+					var paths []string
+					for _, v := range ref.violations {
+						paths = append(paths, v.Path)
+					}
+					if !reflect.DeepEqual(paths, tc.wantPaths) {
+						t.Errorf("violation paths = %q, want %q", paths, tc.wantPaths)
+					}
 				}
 				return
 			}
@@ -196,7 +227,8 @@ func FuzzExtractArgs(f *testing.F) {
 		u := &url.URL{Scheme: "http", Host: "h", Path: "/s/x", RawQuery: query}
 		r := &http.Request{Method: "POST", URL: u, Header: http.Header{"Content-Type": {ctype}},
 			Body: http.NoBody, ContentLength: int64(len(body))}
-		args, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body)
+		src, _ := bodySource(tl, r)
+		args, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body, src, DefaultMaxJSONDepth)
 		if ref != nil {
 			if ref.code != bucketing.CodeValidation || ref.reason == "" || ref.detail == "" {
 				t.Fatalf("refusal without code, reason or detail: %+v", ref)

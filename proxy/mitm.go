@@ -75,12 +75,12 @@ type interceptor struct {
 	targets sync.Map // net.Conn -> *target, until the server accepts it
 }
 
-func newInterceptor(s *Server, ca *tlsca.CA) *interceptor {
+func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *interceptor {
 	m := &interceptor{s: s, ca: ca, ln: newConnQueue()}
 	m.srv = &http.Server{
 		Handler:           http.HandlerFunc(m.serveHTTP),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if t, ok := m.targets.LoadAndDelete(c); ok {
@@ -136,6 +136,7 @@ func (m *interceptor) serveTLS(c net.Conn, host string, t *target) {
 // serveHTTP runs one decrypted (or redirected plain) request through the
 // pipeline.
 func (m *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	bodyDeadline(w, m.s.state.Load().cfg.Limits.BodyTimeout)
 	t, _ := r.Context().Value(targetKey{}).(*target)
 	if t == nil {
 		http.Error(w, "toolgate: connection without a destination", http.StatusInternalServerError)

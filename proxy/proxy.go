@@ -99,6 +99,8 @@ type Server struct {
 	metrics   *metrics
 	mcp       mcpSchemas // tool schemas learned from MCP servers
 	tlsm      *tlsMetrics
+	connm     *connMetrics
+	capLog    logLimit                                                          // one log line a second for connections over the cap
 	own       ownConns                                                          // upstream connections, for loop detection
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
 	mitm      *interceptor                                                      // nil without a CA
@@ -133,11 +135,11 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics()}
+	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
 	if ca := snap.Config.TLS.ca; ca != nil {
-		s.mitm = newInterceptor(s, ca)
+		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
 	}
 	if err := s.Swap(snap); err != nil {
@@ -181,7 +183,9 @@ var defaultPolicyHeaders = []string{"content-type", "user-agent"}
 // the same transport.
 func sameListeners(a, b *Config) bool {
 	if a.Listen.Forward != b.Listen.Forward || a.Listen.AllowNonLoopback != b.Listen.AllowNonLoopback ||
-		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) {
+		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) ||
+		a.Limits.MaxConns != b.Limits.MaxConns || a.Limits.ReadHeaderTimeout != b.Limits.ReadHeaderTimeout ||
+		a.Limits.IdleTimeout != b.Limits.IdleTimeout {
 		return false
 	}
 	for i := range a.Listen.Reverse {
@@ -226,7 +230,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fmt.Errorf("listen %s on %s: %w", kind, addr, err)
 		}
-		ls = append(ls, &listener{kind: kind, ln: ln, h: h})
+		ls = append(ls, &listener{kind: kind, ln: s.capped(ln, kind, true), h: h})
 		return nil
 	}
 	var err error
@@ -249,18 +253,27 @@ func (s *Server) Listen() error {
 		return err
 	}
 	if tln != nil {
-		s.tproxy = newTransparent(s, tln)
+		s.tproxy = newTransparent(s, s.capped(tln, "transparent", false))
 	}
 	s.listeners = ls
 	for _, l := range ls {
 		s.servers = append(s.servers, &http.Server{
 			Handler:           l.h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			IdleTimeout:       cfg.Limits.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		})
 	}
 	return nil
+}
+
+// capped wraps a listener in limits.max_conns; httpAnswer says whether a
+// connection over the cap gets an HTTP 503 or is only closed.
+func (s *Server) capped(ln net.Listener, kind string, httpAnswer bool) net.Listener {
+	max := s.state.Load().cfg.Limits.MaxConns
+	return newCapListener(ln, kind, max, httpAnswer, s.connm, func() {
+		s.logLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
+	})
 }
 
 // Addr returns the bound address of the first listener of kind ("forward",
@@ -375,6 +388,7 @@ func (s *Server) forwardHandler() http.Handler {
 		case !r.URL.IsAbs():
 			http.Error(w, "toolgate: this is a forward proxy; send absolute-form requests (set HTTP_PROXY) or use a reverse listener", http.StatusBadRequest)
 		default:
+			bodyDeadline(w, s.state.Load().cfg.Limits.BodyTimeout)
 			writeResponse(w, s.handle(r, "forward", r.URL))
 		}
 	})
@@ -396,12 +410,14 @@ func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refus
 	ev.Detail, ev.Refused = ref.detail, true
 	s.metrics.call("", ev.ErrorCode, 0)
 	body := bucketing.Refusal(ref.code, ref.reason, ref.detail, nil).Marshal()
-	return envelopeResponse(r, refusalStatus(ref.code), string(ref.code), nil, body)
+	return envelopeResponse(r, refusalStatus(ref), string(ref.code), nil, body)
 }
 
 func (s *Server) reverseHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := s.state.Load().cfg.Listen.Reverse[i]
+		cfg := s.state.Load().cfg
+		bodyDeadline(w, cfg.Limits.BodyTimeout)
+		rc := cfg.Listen.Reverse[i]
 		target := *rc.base
 		target.Path = joinPath(rc.base.Path, r.URL.Path)
 		target.RawPath = ""
