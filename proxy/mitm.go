@@ -403,7 +403,7 @@ func newTLSMetrics() *tlsMetrics {
 	return &tlsMetrics{
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "toolgate", Subsystem: "proxy", Name: "intercept_connections_total",
-			Help: "Connections taken by CONNECT or the transparent listener, by listener and outcome (intercepted, plain, tunnelled, refused, handshake_failed, loop, error).",
+			Help: "Connections taken by CONNECT or the transparent listener, by listener and outcome (intercepted, plain, tunnelled, dial_failed, refused, handshake_failed, loop, error).",
 		}, []string{"listener", "outcome"}),
 		loops: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "toolgate", Subsystem: "proxy", Name: "loops_total",

@@ -192,9 +192,8 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	resp, err := c.s.transport.RoundTrip(out)
 	if err != nil {
 		cancel()
-		if r.Context().Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return c.clientGone(r)
-		}
+		// A body that stalled also ends the request's context (net/http
+		// cancels it on a read error): tell it apart first.
 		if streamed != nil {
 			if berr := streamed.failed(); isTimeout(berr) {
 				// Part of the body may have reached upstream: a failure, not a refusal.
@@ -204,6 +203,9 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			} else if berr != nil {
 				return c.clientGone(r)
 			}
+		}
+		if r.Context().Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return c.clientGone(r)
 		}
 		res := bucketing.Classify(bucketing.Outcome{Err: err}, c.rules(), time.Now())
 		return c.fail(r, res, nil, statusForTransport(res))

@@ -367,6 +367,17 @@ func (s *Server) forwardHandler() http.Handler {
 	gp.Logger = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	gp.Tr = s.transport
 	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
+	// A tunnelled CONNECT is recorded once its dial is decided: ok, or the
+	// connect failure it is.
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		c, err := s.dial(req.Context(), network, addr)
+		host := req.URL.Host
+		if host == "" {
+			host = addr
+		}
+		s.tunnelled(s.state.Load(), "connect", req, host, err)
+		return c, err
+	}
 	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 		st := s.state.Load()
 		switch action, ref := s.decideConnect(st, host); action {
@@ -378,8 +389,7 @@ func (s *Server) forwardHandler() http.Handler {
 			ctx.Resp = s.connect(st, ctx.Req, host, ref)
 			return goproxy.RejectConnect, host
 		}
-		s.connect(st, ctx.Req, host, nil)
-		return goproxy.OkConnect, host
+		return goproxy.OkConnect, host // recorded by ConnectDialWithReq
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -394,17 +404,33 @@ func (s *Server) forwardHandler() http.Handler {
 	})
 }
 
-// connect records a CONNECT that is tunnelled (ref nil; its bytes are not
-// inspected) or refused. It returns the refusal to send, or nil.
+// tunnelled records a tunnel (a CONNECT, or a TLS connection on the
+// transparent listener) whose bytes are not inspected, once dialling its
+// destination succeeded (ok, reason tunnel) or failed (the transport
+// failure it is: upstream/connect or upstream/timeout). r is nil on the
+// transparent listener.
+func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport string, dialErr error) {
+	ev := s.newEvent(st, kind, http.MethodConnect, hostport, r)
+	listener := kind
+	if dialErr == nil {
+		ev.OK, ev.Reason = true, "tunnel"
+		s.metrics.call("", "", 0)
+		s.tlsm.conns.WithLabelValues(listener, "tunnelled").Inc()
+		s.rec.Record(ev)
+		return
+	}
+	res := bucketing.Classify(bucketing.Outcome{Err: dialErr}, nil, time.Now())
+	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(res.Code), string(res.Class), res.Reason
+	ev.Detail = "Tunnel to " + hostport + " failed: " + res.Detail
+	s.metrics.call("", ev.ErrorCode, 0)
+	s.tlsm.conns.WithLabelValues(listener, "dial_failed").Inc()
+	s.rec.Record(ev)
+}
+
+// connect records a refused CONNECT and returns the refusal to send.
 func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refusal) *http.Response {
 	ev := s.newEvent(st, "connect", http.MethodConnect, hostport, r)
 	defer func() { s.rec.Record(ev) }()
-	if ref == nil {
-		ev.OK, ev.Reason = true, "tunnel"
-		s.metrics.call("", "", 0)
-		s.tlsm.conns.WithLabelValues("connect", "tunnelled").Inc()
-		return nil
-	}
 	s.tlsm.conns.WithLabelValues("connect", "refused").Inc()
 	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.code), string(bucketing.ClassOf(ref.code)), ref.reason
 	ev.Detail, ev.Refused = ref.detail, true
