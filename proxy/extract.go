@@ -265,6 +265,30 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *refu
 	return obj, nil
 }
 
+// checkJSONNames refuses a JSON text (an MCP message) nested deeper than
+// maxDepth, or with a name given twice in one object (exactly or up to case
+// folding), whoever parses it afterwards. what names the message's
+// receiver in the detail ("MCP server x"). Text that is not JSON passes: the
+// parser after it refuses it.
+func checkJSONNames(what string, body []byte, maxDepth int) *refusal {
+	members, depth := jsonShape(body)
+	if maxDepth > 0 && depth > maxDepth {
+		return refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			fmt.Sprintf("%s got a JSON message nested deeper than %d levels", what, maxDepth), nil)
+	}
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	if n, folds := countMembers(v); n != members || folds {
+		if vs := duplicateNames(body); len(vs) > 0 {
+			return refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
+				fmt.Sprintf("%s got a JSON object that names '%s' more than once", what, vs[0].Path), vs)
+		}
+	}
+	return nil
+}
+
 // jsonShape scans a JSON text and returns how many object members it holds
 // (each is followed by one ':' outside a string) and how deep its arrays
 // and objects nest. On text that is not valid JSON the counts mean nothing.
