@@ -297,10 +297,19 @@ func jsonShape(b []byte) (members, depth int) {
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			for i++; i < len(b); i++ {
-				if c := b[i]; c == '\\' {
-					i++
-				} else if c == '"' {
+			// The string ends at the next quote preceded by an even
+			// number of backslashes.
+			for {
+				j := bytes.IndexByte(b[i+1:], '"')
+				if j < 0 {
+					return members, depth
+				}
+				i += j + 1
+				k := i - 1
+				for k >= 0 && b[k] == '\\' {
+					k--
+				}
+				if (i-1-k)%2 == 0 {
 					break
 				}
 			}
@@ -318,20 +327,20 @@ func jsonShape(b []byte) (members, depth int) {
 }
 
 // countMembers counts the members of every object in a decoded JSON value,
-// and reports whether some object holds a name with an upper-case ASCII or
-// a non-ASCII byte (two such names may be equal under case folding).
+// and reports whether some object holds two names equal under case folding
+// (encoding/json matches both to one struct field).
 func countMembers(v any) (n int, folds bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		n = len(x)
+		suspect := false
 		for k, e := range x {
-			if !folds && len(x) > 1 && needsFold(k) {
-				folds = true
-			}
+			suspect = suspect || needsFold(k)
 			en, ef := countMembers(e)
 			n += en
 			folds = folds || ef
 		}
+		folds = folds || suspect && len(x) > 1 && foldCollision(x)
 	case []any:
 		for _, e := range x {
 			en, ef := countMembers(e)
@@ -340,6 +349,41 @@ func countMembers(v any) (n int, folds bool) {
 		}
 	}
 	return n, folds
+}
+
+// foldCollision reports whether two names of m are equal under case
+// folding. Only names with an upper-case ASCII or a non-ASCII byte can
+// collide with another (distinct lower-case ASCII names never fold
+// together), so countMembers calls it only for an object that has one.
+func foldCollision(m map[string]any) bool {
+	var suspects []string
+	for k := range m {
+		if needsFold(k) {
+			suspects = append(suspects, k)
+		}
+	}
+	if len(suspects) == 0 {
+		return false
+	}
+	if len(m) <= 16 {
+		for _, s := range suspects {
+			for k := range m {
+				if k != s && strings.EqualFold(k, s) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[string]bool, len(m))
+	for k := range m {
+		f := foldName(k)
+		if seen[f] {
+			return true
+		}
+		seen[f] = true
+	}
+	return false
 }
 
 func needsFold(k string) bool {
