@@ -42,12 +42,19 @@ type received struct {
 	form                       url.Values
 }
 
+// slowUpstream is how long the recorder takes to answer paths under /slow:
+// three times limits.body_timeout in limitsConfig.
+const slowUpstream = 1500 * time.Millisecond
+
 func newRecorder(t *testing.T) *recorder {
 	t.Helper()
 	rec := &recorder{}
 	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(strings.NewReader(string(b)))
+		if strings.HasPrefix(r.URL.Path, "/slow") {
+			time.Sleep(slowUpstream)
+		}
 		r.ParseMultipartForm(1 << 20)
 		rec.mu.Lock()
 		rec.got = append(rec.got, received{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery,
@@ -335,6 +342,9 @@ tools:
   - name: by_schema
     match: {method: POST, path: /schema}
     schema: {type: object, properties: {n: {type: integer}}}
+  - name: slow_checked
+    match: {method: POST, path: /slow/checked}
+    schema: {type: object, properties: {n: {type: integer}}}
 `
 
 // slowRequest writes a request's head, then its chunked body one byte
@@ -404,6 +414,44 @@ func TestSlowBodyCutOff(t *testing.T) {
 	g.eventsWhere(t, func(e sink.Event) bool {
 		return e.Tool == "" && !e.OK && e.Reason == "body_timeout"
 	})
+}
+
+// TestLongCallsOutliveBodyTimeout: limits.body_timeout bounds the body
+// only; a call whose upstream takes longer than it, with or without a
+// body, checked or streamed, is answered in full.
+func TestLongCallsOutliveBodyTimeout(t *testing.T) {
+	up := newRecorder(t)
+	g := startGate(t, limitsConfig, up.srv.URL, nil)
+	tests := []struct{ name, method, path, body string }{
+		{"no body", http.MethodGet, "/slow/get", ""},
+		{"checked body", http.MethodPost, "/slow/checked", `{"n":1}`},
+		{"streamed body", http.MethodPost, "/slow/streamed", `{"n":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			req, _ := http.NewRequest(tc.method, g.reverse+tc.path, body)
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			start := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || string(b) != `{"ok":1}` {
+				t.Fatalf("after %s: %d %q %v", time.Since(start), resp.StatusCode, b, err)
+			}
+			if got := up.take(); len(got) != 1 || got[0].body != tc.body {
+				t.Fatalf("upstream received %+v", got)
+			}
+		})
+	}
 }
 
 // TestSlowHeadersCutOff: a request whose headers never end is closed after

@@ -136,7 +136,7 @@ func (m *interceptor) serveTLS(c net.Conn, host string, t *target) {
 // serveHTTP runs one decrypted (or redirected plain) request through the
 // pipeline.
 func (m *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	bodyDeadline(w, m.s.state.Load().cfg.Limits.BodyTimeout)
+	bodyDeadline(w, r, m.s.state.Load().cfg.Limits.BodyTimeout)
 	t, _ := r.Context().Value(targetKey{}).(*target)
 	if t == nil {
 		http.Error(w, "toolgate: connection without a destination", http.StatusInternalServerError)

@@ -398,7 +398,7 @@ func (s *Server) forwardHandler() http.Handler {
 		case !r.URL.IsAbs():
 			http.Error(w, "toolgate: this is a forward proxy; send absolute-form requests (set HTTP_PROXY) or use a reverse listener", http.StatusBadRequest)
 		default:
-			bodyDeadline(w, s.state.Load().cfg.Limits.BodyTimeout)
+			bodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
 			writeResponse(w, s.handle(r, "forward", r.URL))
 		}
 	})
@@ -442,7 +442,7 @@ func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refus
 func (s *Server) reverseHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cfg := s.state.Load().cfg
-		bodyDeadline(w, cfg.Limits.BodyTimeout)
+		bodyDeadline(w, r, cfg.Limits.BodyTimeout)
 		rc := cfg.Listen.Reverse[i]
 		target := *rc.base
 		target.Path = joinPath(rc.base.Path, r.URL.Path)
