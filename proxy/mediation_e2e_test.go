@@ -548,10 +548,18 @@ func waitMetric(t *testing.T, srv *proxy.Server, name, listener string, want flo
 }
 
 // TestCallerIDsBounded: agent and session values longer than
-// limits.max_caller_id_bytes are cut and marked in the event.
+// limits.max_caller_id_bytes are cut and marked, in the event and in the
+// policies' input alike.
 func TestCallerIDsBounded(t *testing.T) {
 	up := newRecorder(t)
-	g := startGate(t, limitsConfig, up.srv.URL, nil)
+	pol := compile(t, "idlen", `package t.idlen
+deny contains "the agent is longer than the bound and its mark" if count(input.caller.agent) > 30
+deny contains "the cut agent lacks its mark" if not endswith(input.caller.agent, "...[truncated]")
+`)
+	checkers := map[string]proxy.Checker{
+		"by_schema": policies.NewSet("by_schema", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 5*time.Second, false),
+	}
+	g := startGate(t, limitsConfig, up.srv.URL, checkers)
 	req, _ := http.NewRequest(http.MethodPost, g.reverse+"/schema", strings.NewReader(`{"n":1}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(proxy.DefaultAgentHeader, strings.Repeat("a", 100<<10))
@@ -561,6 +569,9 @@ func TestCallerIDsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: the policy saw an agent value that is not bounded", resp.StatusCode)
+	}
 	evs := g.eventsWhere(t, func(e sink.Event) bool { return e.Tool == "by_schema" })
 	e := evs[len(evs)-1]
 	if want := strings.Repeat("a", 16) + "...[truncated]"; e.Agent != want {
