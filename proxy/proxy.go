@@ -158,7 +158,7 @@ func (s *Server) Swap(snap Snapshot) error {
 		return errors.New("proxy: config was not validated")
 	}
 	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
-		return errors.New("listen and upstream settings changed: they take effect only on restart")
+		return errors.New("listen and upstream settings changed (or limits.max_conns, read_header_timeout, idle_timeout): they take effect only on restart")
 	} else if old != nil && !sameTLS(old.cfg, cfg) {
 		return errors.New("tls settings, their files or listen.transparent changed: they take effect only on restart")
 	}
