@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -219,19 +221,32 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuseTimeout bounds answering and draining a refused connection.
-const refuseTimeout = 2 * time.Second
+// refuseTimeout bounds reading the head of, answering and draining a
+// refused connection; maxRefusedHead bounds what is read of its head.
+const (
+	refuseTimeout  = 2 * time.Second
+	maxRefusedHead = 64 << 10
+)
 
-// refuse answers a connection over the cap and closes it. The request is
-// not read; the answer is written, the sending side closed, and what the
+// refuse answers a connection over the cap and closes it. The request's
+// head is read first (bounded in size and time; a client that gets an
+// answer before it has sent its request takes it for a broken connection),
+// then the answer is written, the sending side closed, and what else the
 // caller sent drained briefly, so the caller reads the answer rather than a
-// reset.
+// reset. The request itself goes nowhere.
 func (l *capListener) refuse(c net.Conn) {
 	defer c.Close()
 	if !l.http {
 		return
 	}
 	c.SetDeadline(time.Now().Add(refuseTimeout))
+	br := bufio.NewReaderSize(io.LimitReader(c, maxRefusedHead), 4<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil || len(bytes.TrimRight(line, "\r\n")) == 0 && len(line) > 0 {
+			break
+		}
+	}
 	detail := fmt.Sprintf("toolgate's %s listener has %d connections open, its limit (limits.max_conns); retry shortly", l.kind, l.max)
 	body := bucketing.Refusal(bucketing.CodeRateLimit, bucketing.ReasonTooManyConnections, detail, nil).Marshal()
 	head := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n" +

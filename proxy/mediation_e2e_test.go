@@ -639,3 +639,62 @@ tools:
 		return e.Method == http.MethodConnect && e.Host == dead && !e.OK && e.ErrorCode == "upstream" && e.Reason == "connect"
 	})
 }
+
+// TestConnectionCapCountsTunnels: a CONNECT tunnel holds its place on the
+// forward listener for as long as it is open, and gives it back when it
+// closes.
+func TestConnectionCapCountsTunnels(t *testing.T) {
+	up := newRecorder(t)
+	g := startGate(t, `
+listen: {forward: 127.0.0.1:0}
+limits: {max_conns: 2}
+tools:
+  - name: elsewhere
+    match: {host: api.example.test, path: /x}
+`, "", nil)
+	target := strings.TrimPrefix(up.srv.URL, "http://")
+	var tunnels []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", g.forward)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		// The tunnel carries a call to the upstream.
+		fmt.Fprintf(c, "GET /through HTTP/1.1\r\nHost: %s\r\n\r\n", target)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("through the tunnel: %v %v", resp, err)
+		}
+		tunnels = append(tunnels, c)
+	}
+	waitMetric(t, g.srv, "toolgate_proxy_open_connections", "forward", 2)
+
+	proxyURL, _ := url.Parse("http://" + g.forward)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	resp, err := client.Get(up.srv.URL + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third connection: status %d, want 503", resp.StatusCode)
+	}
+
+	tunnels[0].Close()
+	waitMetric(t, g.srv, "toolgate_proxy_open_connections", "forward", 1)
+	resp, err = client.Get(up.srv.URL + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after a tunnel closed: status %d", resp.StatusCode)
+	}
+}
