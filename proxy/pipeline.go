@@ -179,6 +179,11 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	if size == 0 {
 		out.Body = nil
 	}
+	if streamed == nil {
+		// A body toolgate read goes upstream as exactly the bytes checked,
+		// with a length: no chunked trailers ride along.
+		out.Trailer = nil
+	}
 	cleanRequestHeaders(out.Header, c.envelope)
 	if c.t != nil {
 		for k, v := range c.t.inject {
