@@ -44,8 +44,20 @@ const (
 	ReasonWrongType     = "wrong_type"
 	ReasonMalformedBody = "malformed_body"
 	ReasonBodyTooLarge  = "body_too_large"
-	ReasonPolicyDenied  = "policy_denied"
-	ReasonNotAllowlist  = "not_allowlisted"
+	// ReasonUnsupportedMediaType refuses a body toolgate cannot read, or
+	// cannot read unambiguously, as the tool's arguments (an unknown or
+	// malformed Content-Type, multipart, an encoded body): an upstream
+	// might parse arguments from it that no check saw.
+	ReasonUnsupportedMediaType = "unsupported_media_type"
+	// ReasonDuplicateArgument refuses an argument given twice: by two
+	// sources, or by two members of one JSON object (at any depth).
+	ReasonDuplicateArgument = "duplicate_argument"
+	// ReasonBodyTimeout refuses a call whose body did not arrive in time.
+	ReasonBodyTimeout = "body_timeout"
+	// ReasonTooManyConnections refuses a connection over a listener's cap.
+	ReasonTooManyConnections = "too_many_connections"
+	ReasonPolicyDenied       = "policy_denied"
+	ReasonNotAllowlist       = "not_allowlisted"
 	// ReasonAmbiguousRequest (validation): the call's host, port or path
 	// has no one canonical form (an encoded '/', a double encoding, a
 	// numeric host that is no address, ...), so upstreams could read it

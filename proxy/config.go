@@ -28,6 +28,13 @@ const (
 	DefaultSessionHeader    = "X-Toolgate-Session"
 	DefaultMaxIdlePerHost   = 512
 	DefaultDialTimeout      = 5 * time.Second
+
+	DefaultMaxConns          = 1024
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxJSONDepth      = 64
+	DefaultMaxCallerIDBytes  = 256
 )
 
 // Config is the proxy's section of the configuration file. It is plain data:
@@ -58,6 +65,8 @@ type Config struct {
 	Headers HeaderConfig `yaml:"headers"`
 	// Upstream tunes the connections to upstream servers.
 	Upstream TransportConfig `yaml:"upstream"`
+	// Limits bound what a caller may hold: connections, time, nesting.
+	Limits LimitsConfig `yaml:"limits"`
 	// Tools are the routes toolgate inspects, tried most specific first.
 	Tools []ToolConfig `yaml:"tools"`
 	// TLS is HTTPS interception (the CA) and upstream verification.
@@ -129,6 +138,77 @@ type TransportConfig struct {
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
 	// DialTimeout bounds connecting to upstream. Default 5s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
+}
+
+// LimitsConfig bounds what callers may hold on every listener (forward,
+// reverse, transparent, and the connections CONNECT hands to the
+// interceptor). Connection-level limits take effect only on restart.
+type LimitsConfig struct {
+	// MaxConns caps the connections open at once on each listener. A
+	// connection over the cap is answered 503 with the envelope
+	// (rate_limit/too_many_connections; on the transparent listener it is
+	// closed) and counted in toolgate_proxy_connections_refused_total.
+	// Default 1024.
+	MaxConns int `yaml:"max_conns"`
+	// ReadHeaderTimeout bounds reading a request's line and headers.
+	// Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers: a body that has not arrived in full by then (a chunked body
+	// that never ends, one byte every few seconds) is cut off, the call
+	// refused as validation/body_timeout (408) and the connection closed.
+	// Default 30s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long between
+	// requests. Default 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxJSONDepth is the deepest nesting of arrays and objects a JSON body
+	// may have; a deeper one is refused as validation/malformed_body.
+	// Default 64.
+	MaxJSONDepth int `yaml:"max_json_depth"`
+	// MaxCallerIDBytes bounds the agent and session header values recorded
+	// in events and given to policies (input.caller): a longer value is cut
+	// at a UTF-8 boundary and ends with "...[truncated]". Default 256.
+	MaxCallerIDBytes int `yaml:"max_caller_id_bytes"`
+}
+
+// validate applies the defaults and rejects negative limits.
+func (l *LimitsConfig) validate() error {
+	ints := []struct {
+		v    *int
+		def  int
+		name string
+	}{
+		{&l.MaxConns, DefaultMaxConns, "max_conns"},
+		{&l.MaxJSONDepth, DefaultMaxJSONDepth, "max_json_depth"},
+		{&l.MaxCallerIDBytes, DefaultMaxCallerIDBytes, "max_caller_id_bytes"},
+	}
+	for _, f := range ints {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < 0 {
+			return fieldErr("limits."+f.name, "must be positive")
+		}
+	}
+	durs := []struct {
+		v    *time.Duration
+		def  time.Duration
+		name string
+	}{
+		{&l.ReadHeaderTimeout, DefaultReadHeaderTimeout, "read_header_timeout"},
+		{&l.BodyTimeout, DefaultBodyTimeout, "body_timeout"},
+		{&l.IdleTimeout, DefaultIdleTimeout, "idle_timeout"},
+	}
+	for _, f := range durs {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < 0 {
+			return fieldErr("limits."+f.name, "must be positive")
+		}
+	}
+	return nil
 }
 
 // Argument sources, as named in ToolConfig.Args.
@@ -345,6 +425,9 @@ func (c *Config) Validate(dir string) error {
 	}
 	if c.Upstream.DialTimeout < 0 {
 		return fieldErr("upstream.dial_timeout", "must be positive")
+	}
+	if err := c.Limits.validate(); err != nil {
+		return err
 	}
 	c.tools = c.tools[:0]
 	names := map[string]int{}

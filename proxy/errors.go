@@ -3,11 +3,15 @@ package proxy
 import "errors"
 
 // Sentinels for bounded inputs. Each maps to one answer in exactly one place
-// (handle): errBodyTooLarge to validation/body_too_large, errClientBody to a
+// (handle): errBodyTooLarge to validation/body_too_large, errBodyTimeout to
+// validation/body_timeout, errClientBody to a
 // caller that went away, which is not a failure of the tool.
 var (
 	errBodyTooLarge = errors.New("request body exceeds the limit")
 	errClientBody   = errors.New("reading the caller's body failed")
+	// errBodyTimeout marks a body that did not arrive within
+	// limits.body_timeout: validation/body_timeout, 408.
+	errBodyTimeout = errors.New("the caller's body did not arrive in time")
 	// errSchemaTooLarge marks a learned MCP schema past its bounds: the
 	// tool's calls pass unchecked, recorded as inspected=false.
 	errSchemaTooLarge = errors.New("the listed schema is larger than the limit")

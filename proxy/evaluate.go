@@ -96,12 +96,12 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 		st.PolicyHeaders = defaultPolicyHeaders
 	}
 	c := &call{st: st, t: t, start: time.Now(), client: ctx}
-	c.ev.Agent = r.Header.Get(snap.Config.Headers.Agent)
-	c.ev.Session = r.Header.Get(snap.Config.Headers.Session)
+	c.ev.Agent = boundCallerID(r.Header.Get(snap.Config.Headers.Agent), snap.Config.Limits.MaxCallerIDBytes)
+	c.ev.Session = boundCallerID(r.Header.Get(snap.Config.Headers.Session), snap.Config.Limits.MaxCallerIDBytes)
 	c.ev.TraceID = traceID(r.Header.Get("Traceparent"))
 	v := Verdict{Allowed: true}
 	if ref := c.check(r, target, vars, args); ref != nil {
-		v = Verdict{Status: refusalStatus(ref.code), Envelope: ref.envelope(), Code: string(ref.code), Reason: ref.reason, Detail: ref.detail}
+		v = Verdict{Status: refusalStatus(ref), Envelope: ref.envelope(), Code: string(ref.code), Reason: ref.reason, Detail: ref.detail}
 		for _, vi := range ref.violations {
 			v.Paths = append(v.Paths, vi.Path)
 			v.Messages = append(v.Messages, vi.Message)

@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -51,8 +55,9 @@ func TestExtractArgs(t *testing.T) {
 		url        string
 		ctype      string
 		body       string
-		want       string // arguments as JSON
-		wantReason string // refusal reason, "" for none
+		want       string   // arguments as JSON
+		wantReason string   // refusal reason, "" for none
+		wantPaths  []string // the refusal's violation paths, when given
 	}{
 		{name: "query strings coerced where the schema asks", url: "/s/x1?term=a&retmax=5&exact=true",
 			want: `{"id":"x1","term":"a","retmax":5,"exact":true}`},
@@ -72,8 +77,28 @@ func TestExtractArgs(t *testing.T) {
 			want: `{"id":"x1","term":"a","retmax":3,"pmid":["1","2"]}`},
 		{name: "body of another type is not read as arguments", url: "/s/x1", ctype: "text/plain", body: "hello",
 			want: `{"id":"x1"}`},
-		{name: "explicit json source ignores the content type", sources: []string{"json"}, url: "/s/x1?term=ignored", ctype: "text/plain", body: `{"term":"b"}`,
+		{name: "explicit json source reads a body without a content type", sources: []string{"json"}, url: "/s/x1?term=ignored", body: `{"term":"b"}`,
 			want: `{"term":"b"}`},
+		{name: "duplicate name at the top", url: "/s/x1", ctype: js, body: `{"retmax":500,"retmax":5}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/retmax"}},
+		{name: "duplicate name deep inside", url: "/s/x1", ctype: js, body: `{"filters":{"n":1,"list":[{"a":1},{"b":2,"b":3}],"n":2}}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/filters/list/1/b", "/filters/n"}},
+		{name: "names equal up to case", url: "/s/x1", ctype: js, body: `{"retmax":5,"RetMax":500}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/RetMax"}},
+		{name: "names equal up to Unicode folding (Kelvin sign)", url: "/s/x1", ctype: js, body: `{"k":1,"\u212a":2}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/\u212a"}},
+		{name: "names that decode to the same string", url: "/s/x1", ctype: js, body: `{"a\ud800":1,"a\ufffd":2}`, wantReason: "duplicate_argument"},
+		{name: "escaped and plain spelling of one name", url: "/s/x1", ctype: js, body: `{"term":"a","\u0074erm":"b"}`, wantReason: "duplicate_argument",
+			wantPaths: []string{"/term"}},
+		{name: "same name in different objects is fine", url: "/s/x1", ctype: js, body: `{"filters":{"n":1},"x":[{"n":2},{"n":3}]}`,
+			want: `{"id":"x1","filters":{"n":1},"x":[{"n":2},{"n":3}]}`},
+		{name: "colons inside strings are not members", url: "/s/x1", ctype: js, body: `{"term":"a:b:\"c:d"}`,
+			want: `{"id":"x1","term":"a:b:\"c:d"}`},
+		{name: "nesting at the limit", url: "/s/x1", ctype: js, body: `{"a":` + strings.Repeat("[", DefaultMaxJSONDepth-1) + strings.Repeat("]", DefaultMaxJSONDepth-1) + `}`,
+			want: `{"id":"x1","a":` + strings.Repeat("[", DefaultMaxJSONDepth-1) + strings.Repeat("]", DefaultMaxJSONDepth-1) + `}`},
+		{name: "nesting past the limit", url: "/s/x1", ctype: js, body: `{"a":` + strings.Repeat("[", DefaultMaxJSONDepth) + strings.Repeat("]", DefaultMaxJSONDepth) + `}`,
+			wantReason: "malformed_body"},
+		{name: "form body that is also JSON", url: "/s/x1", ctype: form, body: `{"retmax":500}`, wantReason: "unsupported_media_type"},
 		{name: "empty JSON body is no arguments", sources: []string{"json"}, url: "/s/x1", ctype: js, body: "  ",
 			want: `{}`},
 		{name: "path variable is unescaped", url: "/s/a%20b",
@@ -100,7 +125,8 @@ func TestExtractArgs(t *testing.T) {
 			if !ok {
 				t.Fatalf("template did not match %s", r.URL.Path)
 			}
-			args, ref := extractArgs(tl, r, vars, []byte(tc.body))
+			src, _ := bodySource(tl, r)
+			args, ref := extractArgs(tl, r, vars, []byte(tc.body), src, DefaultMaxJSONDepth)
 			if tc.wantReason != "" {
 				if ref == nil {
 					t.Fatalf("args = %v, want refusal %s", args, tc.wantReason)
@@ -110,6 +136,15 @@ func TestExtractArgs(t *testing.T) {
 				}
 				if tc.body != "" && len(tc.body) > 3 && strings.Contains(ref.detail, tc.body) {
 					t.Errorf("detail %q echoes the body", ref.detail)
+				}
+				if tc.wantPaths != nil {
+					var paths []string
+					for _, v := range ref.violations {
+						paths = append(paths, v.Path)
+					}
+					if !reflect.DeepEqual(paths, tc.wantPaths) {
+						t.Errorf("violation paths = %q, want %q", paths, tc.wantPaths)
+					}
 				}
 				return
 			}
@@ -191,12 +226,24 @@ func FuzzExtractArgs(f *testing.F) {
 	f.Add("", "application/json", []byte(`{"a":[{"b":{"c":[1e400]}}]}`))
 	f.Add("id=dup", "application/json", []byte(`{"id":"x"}`))
 	f.Add("retmax=99999999999999999999999", "application/json; charset=utf-8", []byte(`{"term":null}`))
+	f.Add("", "application/json; x", []byte(`{"retmax":500,"retmax":5}`))
+	f.Add("", "application/x-www-form-urlencoded", []byte(`{"retmax":500}`))
+	f.Add("", "multipart/form-data; boundary=X", []byte("--X\r\nContent-Disposition: form-data; name=\"retmax\"\r\n\r\n500\r\n--X--"))
+	f.Add("", "text/json", []byte(`{"filters":{"n":1,"N":2}}`))
 	tl := testTool(f, "/s/{id}")
 	f.Fuzz(func(t *testing.T, query, ctype string, body []byte) {
 		u := &url.URL{Scheme: "http", Host: "h", Path: "/s/x", RawQuery: query}
 		r := &http.Request{Method: "POST", URL: u, Header: http.Header{"Content-Type": {ctype}},
 			Body: http.NoBody, ContentLength: int64(len(body))}
-		args, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body)
+		src, _ := bodySource(tl, r)
+		args, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body, src, DefaultMaxJSONDepth)
+		if src == 0 && ref == nil {
+			// An unreadable body gives no arguments; handle refuses it
+			// when it is not empty. Only the query and path count.
+			if mt, _, err := mime.ParseMediaType(ctype); err == nil && (mt == "application/json" || mt == "application/x-www-form-urlencoded") && !strings.Contains(ctype, "charset") {
+				t.Fatalf("media type %q (parsed as %q) was not read", ctype, mt)
+			}
+		}
 		if ref != nil {
 			if ref.code != bucketing.CodeValidation || ref.reason == "" || ref.detail == "" {
 				t.Fatalf("refusal without code, reason or detail: %+v", ref)
@@ -210,6 +257,171 @@ func FuzzExtractArgs(f *testing.F) {
 		}
 		if d := policies.Detail("t", tl.schema.Validate(args)); strings.Contains(d, "\n") {
 			t.Fatalf("detail is not one sentence: %q", d)
+		}
+	})
+}
+
+// decodeOnly is decodeObject as it was before duplicate names and depth
+// were checked: the baseline of BenchmarkDecodeObject.
+func decodeOnly(body []byte) (map[string]any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, extra := dec.Token(); extra != io.EOF {
+		return nil, false
+	}
+	obj, ok := v.(map[string]any)
+	return obj, ok
+}
+
+// benchBodies are argument bodies of the sizes tools get: a search's few
+// members, a document edit's nested list, and a 64 KiB batch.
+func benchBodies() map[string][]byte {
+	var big strings.Builder
+	big.WriteString(`{"doc_id":"d-1","requests":[`)
+	for i := 0; big.Len() < 64<<10; i++ {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `{"insertText":{"text":"line %d: a:b \"quoted\"","location":{"index":%d}}}`, i, i+1)
+	}
+	big.WriteString(`]}`)
+	return map[string][]byte{
+		"small":  []byte(`{"term":"crispr cas9","retmax":20,"sort":"relevance","mindate":"2020/01/01"}`),
+		"nested": []byte(`{"doc_id":"d-1","requests":[{"insertText":{"text":"hello","location":{"index":1}}},{"deleteContentRange":{"range":{"startIndex":3,"endIndex":9}}},{"replaceAllText":{"containsText":{"text":"a","matchCase":true},"replaceText":"b"}}]}`),
+		"64KiB":  []byte(big.String()),
+	}
+}
+
+// BenchmarkDecodeObject compares decoding a JSON body of arguments as it
+// was (decode) with decoding it and checking duplicate names and depth
+// (decode+check), side by side in one run; check-only is the added scan and
+// walk alone.
+func BenchmarkDecodeObject(b *testing.B) {
+	bodies := benchBodies()
+	for _, name := range []string{"small", "nested", "64KiB"} {
+		body := bodies[name]
+		b.Run(name+"/decode", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := decodeOnly(body); !ok {
+					b.Fatal("not decoded")
+				}
+			}
+		})
+		obj, _ := decodeOnly(body)
+		b.Run(name+"/check-only", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				members, _ := jsonShape(body)
+				if n, folds := countMembers(obj); n != members || folds {
+					b.Fatal("duplicates found")
+				}
+			}
+		})
+		b.Run(name+"/decode+check", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ref := decodeObject("t", body, DefaultMaxJSONDepth); ref != nil {
+					b.Fatal(ref.detail)
+				}
+			}
+		})
+	}
+}
+
+// firstWins decodes a JSON text the way a parser that keeps the first of
+// two equal names reads it (encoding/json keeps the last): the other half
+// of FuzzDecodeObject's differential.
+func firstWins(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		m := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k := kt.(string)
+			v, err := firstWins(dec)
+			if err != nil {
+				return nil, err
+			}
+			if _, seen := m[k]; !seen {
+				m[k] = v
+			}
+		}
+		_, err = dec.Token()
+		return m, err
+	case json.Delim('['):
+		a := []any{}
+		for dec.More() {
+			v, err := firstWins(dec)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err = dec.Token()
+		return a, err
+	}
+	return tok, nil
+}
+
+// FuzzDecodeObject checks the duplicate-name rule as a differential: every
+// JSON body toolgate accepts reads the same to a parser that keeps the first
+// of two names as to one that keeps the last, has no two names equal up to
+// case in one object, and nests within the limit; every body it refuses as
+// duplicate_argument has such names, each violation a JSON pointer.
+func FuzzDecodeObject(f *testing.F) {
+	for _, s := range []string{
+		`{"retmax":500,"retmax":5}`, `{"a":{"b":1,"b":2}}`, `{"a":[{"x":1},{"x":2,"x":3}]}`,
+		`{"n":1,"N":2}`, `{"k":1,"\u212a":2}`, `{"a\ud800":1,"a\ufffd":2}`, `{"t":"a:b\"c:","u":1}`,
+		`{"x":"\\","y":"\\\""}`, `{"a":[[[[1]]]]}`, `{}`, `{"a":1} {"a":2}`, `[1]`, `{"a":`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		obj, ref := decodeObject("t", body, 8)
+		if ref != nil {
+			if ref.reason == bucketing.ReasonDuplicateArgument {
+				if len(ref.violations) == 0 {
+					t.Fatalf("duplicate_argument without violations")
+				}
+				for _, v := range ref.violations {
+					if !strings.HasPrefix(v.Path, "/") {
+						t.Fatalf("violation path %q is not a JSON pointer", v.Path)
+					}
+				}
+			}
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		first, err := firstWins(dec)
+		if err != nil {
+			t.Fatalf("accepted a body the first-wins parser cannot read: %v", err)
+		}
+		got, _ := json.Marshal(obj)
+		want, _ := json.Marshal(first)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("accepted body reads %s to encoding/json and %s to a first-wins parser", got, want)
+		}
+		if vs := duplicateNames(body); len(vs) > 0 {
+			t.Fatalf("accepted a body with duplicate names: %+v", vs)
+		}
+		if _, depth := jsonShape(body); depth > 8 {
+			t.Fatalf("accepted a body nested %d deep", depth)
 		}
 	})
 }

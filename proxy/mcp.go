@@ -87,10 +87,15 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	case errors.Is(err, errBodyTooLarge):
 		return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonBodyTooLarge,
 			fmt.Sprintf("MCP server %s got a message larger than the %d-byte limit", m.server, c.st.cfg.MaxBodyBytes), nil))
+	case errors.Is(err, errBodyTimeout):
+		return c.refuse(r, bodyTimeoutRefusal("MCP server "+m.server, c.st.cfg.Limits.BodyTimeout))
 	case err != nil:
 		return c.clientGone(r)
 	}
 	c.ev.RequestBytes = int64(len(raw))
+	if ref := checkJSONNames("MCP server "+m.server, raw, c.st.cfg.Limits.MaxJSONDepth); ref != nil {
+		return c.refuse(r, ref)
+	}
 	msgs, batch, err := parseRPC(raw)
 	if err != nil {
 		// What toolgate cannot read is never sent: a lenient server could

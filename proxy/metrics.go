@@ -103,6 +103,7 @@ func (s *Server) Describe(ch chan<- *prometheus.Desc) {
 	s.metrics.duration.Describe(ch)
 	s.metrics.upstream.Describe(ch)
 	s.tlsm.describe(ch)
+	s.connm.describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -111,6 +112,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	s.metrics.duration.Collect(ch)
 	s.metrics.upstream.Collect(ch)
 	s.tlsm.collect(ch)
+	s.connm.collect(ch)
 }
 
 var _ prometheus.Collector = (*Server)(nil)

@@ -78,12 +78,12 @@ type interceptor struct {
 	targets sync.Map // net.Conn -> *target, until the server accepts it
 }
 
-func newInterceptor(s *Server, ca *tlsca.CA) *interceptor {
+func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *interceptor {
 	m := &interceptor{s: s, ca: ca, ln: newConnQueue()}
 	m.srv = &http.Server{
 		Handler:           http.HandlerFunc(m.serveHTTP),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if t, ok := m.targets.LoadAndDelete(c); ok {
@@ -139,6 +139,7 @@ func (m *interceptor) serveTLS(c net.Conn, host string, t *target) {
 // serveHTTP runs one decrypted (or redirected plain) request through the
 // pipeline.
 func (m *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	bodyDeadline(w, r, m.s.state.Load().cfg.Limits.BodyTimeout)
 	t, _ := r.Context().Value(targetKey{}).(*target)
 	if t == nil {
 		http.Error(w, "toolgate: connection without a destination", http.StatusInternalServerError)
@@ -331,7 +332,7 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 		c.Close()
 		return
 	}
-	s.connect(st, r, hostport, nil)
+	s.tunnelled(st, "connect", r, hostport, err)
 	if err != nil {
 		c.Close()
 		return
@@ -558,7 +559,7 @@ func newTLSMetrics() *tlsMetrics {
 	return &tlsMetrics{
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "toolgate", Subsystem: "proxy", Name: "intercept_connections_total",
-			Help: "Connections taken by CONNECT or the transparent listener, by listener and outcome (intercepted, sni_intercepted, plain, tunnelled, refused, handshake_failed, loop, error).",
+			Help: "Connections taken by CONNECT or the transparent listener, by listener and outcome (intercepted, sni_intercepted, plain, tunnelled, dial_failed, refused, handshake_failed, loop, error).",
 		}, []string{"listener", "outcome"}),
 		loops: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "toolgate", Subsystem: "proxy", Name: "loops_total",

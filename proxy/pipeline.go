@@ -83,28 +83,37 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	}
 	c.ev.Inspected = true
 
-	// Read the body only when arguments come from it.
-	src := t.sources
-	if src == 0 {
-		src = bodyKind(r)
-	}
+	// The body is read when arguments come from it, and always when the
+	// tool's calls are checked: a checked tool never forwards a body it did
+	// not parse (bodySource says which bodies it can read).
+	bodySrc, unreadable := bodySource(t, r)
+	checked := t.schema != nil || st.Checkers[t.cfg.Name] != nil
 	var body io.Reader = r.Body
 	size := r.ContentLength
 	var raw []byte
-	if src&(bitJSON|bitForm) != 0 {
+	if bodySrc != 0 || checked {
 		var err error
 		raw, err = readBody(r, st.cfg.MaxBodyBytes)
 		switch {
 		case errors.Is(err, errBodyTooLarge):
 			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonBodyTooLarge,
 				fmt.Sprintf("Tool '%s' got a body larger than the %d-byte limit", t.cfg.Name, st.cfg.MaxBodyBytes), nil))
+		case errors.Is(err, errBodyTimeout):
+			return c.refuse(r, bodyTimeoutRefusal("Tool '"+t.cfg.Name+"'", st.cfg.Limits.BodyTimeout))
 		case err != nil:
 			return c.clientGone(r)
 		}
 		c.ev.RequestBytes = int64(len(raw))
 		body, size = bytesBody(raw), int64(len(raw))
+		if len(raw) > 0 && bodySrc == 0 {
+			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
+				fmt.Sprintf("Tool '%s' cannot check a body it cannot read as its arguments: %s", t.cfg.Name, unreadable), nil))
+		}
 	}
-	args, ref := extractArgs(t, r, vars, raw)
+	if checked && t.sources != 0 && t.sources&bitQuery == 0 && r.URL.RawQuery != "" {
+		return c.refuse(r, unreadQuery(t.cfg.Name, r.URL.RawQuery))
+	}
+	args, ref := extractArgs(t, r, vars, raw, bodySrc, st.cfg.Limits.MaxJSONDepth)
 	if ref == nil {
 		ref = c.check(r, target, vars, args)
 	}
@@ -273,9 +282,19 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	out.Host = ""
 	out.RequestURI = ""
 	out.Body = readCloserOf(body)
+	var streamed *callerBody // the caller's body, streamed unread
+	if rc, ok := body.(io.ReadCloser); ok && body == io.Reader(r.Body) && r.Body != nil && r.Body != http.NoBody {
+		streamed = &callerBody{rc: rc}
+		out.Body = streamed
+	}
 	out.ContentLength = size
 	if size == 0 {
 		out.Body = nil
+	}
+	if streamed == nil {
+		// A body toolgate read goes upstream as exactly the bytes checked,
+		// with a length: no chunked trailers ride along.
+		out.Trailer = nil
 	}
 	cleanRequestHeaders(out.Header, c.envelope)
 	// Injected headers go only to the tool's own origin (checkOrigin
@@ -293,6 +312,18 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	resp, err := c.s.transport.RoundTrip(out)
 	if err != nil {
 		cancel()
+		// A body that stalled also ends the request's context (net/http
+		// cancels it on a read error): tell it apart first.
+		if streamed != nil {
+			if berr := streamed.failed(); isTimeout(berr) {
+				// Part of the body may have reached upstream: a failure, not a refusal.
+				res := bucketing.Result{Code: bucketing.CodeValidation, Class: bucketing.ClassUser, Reason: bucketing.ReasonBodyTimeout,
+					Detail: fmt.Sprintf("the body did not arrive within %s (limits.body_timeout)", c.st.cfg.Limits.BodyTimeout)}
+				return c.fail(r, res, nil, http.StatusRequestTimeout)
+			} else if berr != nil {
+				return c.clientGone(r)
+			}
+		}
 		if r.Context().Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return c.clientGone(r)
 		}
@@ -305,6 +336,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		return c.fail(r, res, nil, statusForTransport(res))
 	}
 	removeHopHeaders(resp.Header)
+	removeOwnHeaders(resp.Header)
 	if c.envelope && envelopable(r, resp) {
 		return c.envelopeAnswer(r, resp)
 	}
@@ -395,8 +427,8 @@ func (s *Server) newEvent(st *state, kind, method, host string, r *http.Request)
 		PolicyVersion: st.PolicyVersion,
 	}
 	if r != nil {
-		ev.Agent = r.Header.Get(st.cfg.Headers.Agent)
-		ev.Session = r.Header.Get(st.cfg.Headers.Session)
+		ev.Agent = boundCallerID(r.Header.Get(st.cfg.Headers.Agent), st.cfg.Limits.MaxCallerIDBytes)
+		ev.Session = boundCallerID(r.Header.Get(st.cfg.Headers.Session), st.cfg.Limits.MaxCallerIDBytes)
 		ev.TraceID = traceID(r.Header.Get("Traceparent"))
 	} else {
 		ev.TraceID = newTraceID()
@@ -457,6 +489,20 @@ func removeHopHeaders(h http.Header) {
 		delete(h, k)
 	}
 }
+
+// removeOwnHeaders removes X-Toolgate-* headers from upstream's answer:
+// only toolgate sets them, so a legacy caller never mistakes an upstream's
+// own X-Toolgate-Error-Code on a raw 200 for a refusal.
+func removeOwnHeaders(h http.Header) {
+	for k := range h {
+		if len(k) >= len(ownHeaderPrefix) && strings.EqualFold(k[:len(ownHeaderPrefix)], ownHeaderPrefix) {
+			delete(h, k)
+		}
+	}
+}
+
+// ownHeaderPrefix starts every header toolgate sets on an answer.
+const ownHeaderPrefix = "X-Toolgate-"
 
 // cleanRequestHeaders removes hop-by-hop headers and toolgate's own
 // negotiation from a request going upstream. An enveloped call also drops

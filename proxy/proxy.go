@@ -110,6 +110,8 @@ type Server struct {
 	metrics   *metrics
 	mcp       mcpSchemas // tool schemas learned from MCP servers
 	tlsm      *tlsMetrics
+	connm     *connMetrics
+	capLog    logLimit                                                          // one log line a second for connections over the cap
 	own       ownConns                                                          // upstream connections, for loop detection
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
 	mitm      *interceptor                                                      // nil without a CA
@@ -144,11 +146,11 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics()}
+	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
 	if ca := snap.Config.TLS.ca; ca != nil {
-		s.mitm = newInterceptor(s, ca)
+		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
 	}
 	if err := s.Swap(snap); err != nil {
@@ -167,7 +169,7 @@ func (s *Server) Swap(snap Snapshot) error {
 		return errors.New("proxy: config was not validated")
 	}
 	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
-		return errors.New("listen and upstream settings changed: they take effect only on restart")
+		return errors.New("listen and upstream settings changed (or limits.max_conns, read_header_timeout, idle_timeout): they take effect only on restart")
 	} else if old != nil && !sameTLS(old.cfg, cfg) {
 		return errors.New("tls settings, their files or listen.transparent changed: they take effect only on restart")
 	}
@@ -192,7 +194,9 @@ var defaultPolicyHeaders = []string{"content-type", "user-agent"}
 // the same transport.
 func sameListeners(a, b *Config) bool {
 	if a.Listen.Forward != b.Listen.Forward || a.Listen.AllowNonLoopback != b.Listen.AllowNonLoopback ||
-		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) {
+		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) ||
+		a.Limits.MaxConns != b.Limits.MaxConns || a.Limits.ReadHeaderTimeout != b.Limits.ReadHeaderTimeout ||
+		a.Limits.IdleTimeout != b.Limits.IdleTimeout {
 		return false
 	}
 	for i := range a.Listen.Reverse {
@@ -237,7 +241,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fmt.Errorf("listen %s on %s: %w", kind, addr, err)
 		}
-		ls = append(ls, &listener{kind: kind, ln: ln, h: h})
+		ls = append(ls, &listener{kind: kind, ln: s.capped(ln, kind, true), h: h})
 		return nil
 	}
 	var err error
@@ -260,18 +264,27 @@ func (s *Server) Listen() error {
 		return err
 	}
 	if tln != nil {
-		s.tproxy = newTransparent(s, tln)
+		s.tproxy = newTransparent(s, s.capped(tln, "transparent", false))
 	}
 	s.listeners = ls
 	for _, l := range ls {
 		s.servers = append(s.servers, &http.Server{
 			Handler:           l.h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			IdleTimeout:       cfg.Limits.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		})
 	}
 	return nil
+}
+
+// capped wraps a listener in limits.max_conns; httpAnswer says whether a
+// connection over the cap gets an HTTP 503 or is only closed.
+func (s *Server) capped(ln net.Listener, kind string, httpAnswer bool) net.Listener {
+	max := s.state.Load().cfg.Limits.MaxConns
+	return newCapListener(ln, kind, max, httpAnswer, s.connm, func() {
+		s.logLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
+	})
 }
 
 // Addr returns the bound address of the first listener of kind ("forward",
@@ -365,6 +378,17 @@ func (s *Server) forwardHandler() http.Handler {
 	gp.Logger = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	gp.Tr = s.transport
 	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
+	// A tunnelled CONNECT is recorded once its dial is decided: ok, or the
+	// connect failure it is.
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		c, err := s.dial(req.Context(), network, addr)
+		host := req.URL.Host
+		if host == "" {
+			host = addr
+		}
+		s.tunnelled(s.state.Load(), "connect", req, host, err)
+		return c, err
+	}
 	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 		st := s.state.Load()
 		switch action, ref := s.decideConnect(ctx.Req.Context(), st, host); action {
@@ -382,8 +406,7 @@ func (s *Server) forwardHandler() http.Handler {
 				s.sniffConnect(c, req, host)
 			}}, host
 		}
-		s.connect(st, ctx.Req, host, nil)
-		return goproxy.OkConnect, host
+		return goproxy.OkConnect, host // recorded by ConnectDialWithReq
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -392,33 +415,52 @@ func (s *Server) forwardHandler() http.Handler {
 		case !r.URL.IsAbs():
 			http.Error(w, "toolgate: this is a forward proxy; send absolute-form requests (set HTTP_PROXY) or use a reverse listener", http.StatusBadRequest)
 		default:
+			bodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
 			writeResponse(w, s.handle(r, "forward", r.URL))
 		}
 	})
 }
 
-// connect records a CONNECT that is tunnelled (ref nil; its bytes are not
-// inspected) or refused. It returns the refusal to send, or nil.
+// tunnelled records a tunnel (a CONNECT, or a TLS connection on the
+// transparent listener) whose bytes are not inspected, once dialling its
+// destination succeeded (ok, reason tunnel) or failed (the transport
+// failure it is: upstream/connect or upstream/timeout). r is nil on the
+// transparent listener.
+func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport string, dialErr error) {
+	ev := s.newEvent(st, kind, http.MethodConnect, hostport, r)
+	listener := kind
+	if dialErr == nil {
+		ev.OK, ev.Reason = true, "tunnel"
+		s.metrics.call("", "", 0)
+		s.tlsm.conns.WithLabelValues(listener, "tunnelled").Inc()
+		s.rec.Record(ev)
+		return
+	}
+	res := bucketing.Classify(bucketing.Outcome{Err: dialErr}, nil, time.Now())
+	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(res.Code), string(res.Class), res.Reason
+	ev.Detail = "Tunnel to " + hostport + " failed: " + res.Detail
+	s.metrics.call("", ev.ErrorCode, 0)
+	s.tlsm.conns.WithLabelValues(listener, "dial_failed").Inc()
+	s.rec.Record(ev)
+}
+
+// connect records a refused CONNECT and returns the refusal to send.
 func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refusal) *http.Response {
 	ev := s.newEvent(st, "connect", http.MethodConnect, hostport, r)
 	defer func() { s.rec.Record(ev) }()
-	if ref == nil {
-		ev.OK, ev.Reason = true, "tunnel"
-		s.metrics.call("", "", 0)
-		s.tlsm.conns.WithLabelValues("connect", "tunnelled").Inc()
-		return nil
-	}
 	s.tlsm.conns.WithLabelValues("connect", "refused").Inc()
 	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.code), string(bucketing.ClassOf(ref.code)), ref.reason
 	ev.Detail, ev.Refused = ref.detail, true
 	s.metrics.call("", ev.ErrorCode, 0)
 	body := bucketing.Refusal(ref.code, ref.reason, ref.detail, nil).Marshal()
-	return envelopeResponse(r, refusalStatus(ref.code), string(ref.code), nil, body)
+	return envelopeResponse(r, refusalStatus(ref), string(ref.code), nil, body)
 }
 
 func (s *Server) reverseHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := s.state.Load().cfg.Listen.Reverse[i]
+		cfg := s.state.Load().cfg
+		bodyDeadline(w, r, cfg.Limits.BodyTimeout)
+		rc := cfg.Listen.Reverse[i]
 		target := *rc.base
 		target.Path = joinPath(rc.base.Path, r.URL.Path)
 		target.RawPath = ""

@@ -41,10 +41,17 @@ func schemaRefusal(tool string, vs []policies.Violation) *refusal {
 	return refuse(bucketing.CodeValidation, policies.Reason(vs), policies.Detail(tool, vs), vs)
 }
 
-// refusalStatus is the one place a refusal's code becomes an HTTP status.
-func refusalStatus(code bucketing.Code) int {
-	if code == bucketing.CodePolicy {
+// refusalStatus is the one place a refusal becomes an HTTP status: 403 for
+// policy, 408 for a body that did not arrive in time, 415 for a body
+// toolgate cannot read, 422 for every other validation refusal.
+func refusalStatus(ref *refusal) int {
+	switch {
+	case ref.code == bucketing.CodePolicy:
 		return http.StatusForbidden
+	case ref.reason == bucketing.ReasonBodyTimeout:
+		return http.StatusRequestTimeout
+	case ref.reason == bucketing.ReasonUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusUnprocessableEntity
 }
@@ -62,7 +69,7 @@ func (c *call) refuse(r *http.Request, ref *refusal) *http.Response {
 	c.ev.Detail = ref.detail
 	c.ev.ViolationPaths = paths
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, 0, int64(len(body)))
-	return envelopeResponse(r, refusalStatus(ref.code), string(ref.code), nil, body)
+	return envelopeResponse(r, refusalStatus(ref), string(ref.code), nil, body)
 }
 
 // fail answers a call whose upstream exchange failed with no usable answer

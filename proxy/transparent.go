@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -188,12 +187,10 @@ func (tp *transparent) loop(c net.Conn, why string) {
 // tunnel copies a TLS connection to its original destination untouched,
 // and records it like a tunnelled CONNECT.
 func (tp *transparent) tunnel(c net.Conn, st *state, ctx context.Context, dial, authority string) {
-	ev := tp.s.newEvent(st, "transparent", http.MethodConnect, authority, nil)
-	ev.OK, ev.Reason = true, "tunnel"
-	tp.s.metrics.call("", "", 0)
-	tp.s.rec.Record(ev)
-	tp.s.tlsm.conns.WithLabelValues("transparent", "tunnelled").Inc()
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	up, err := tp.s.dial(ctx, "tcp", dial)
+	cancel()
+	tp.s.tunnelled(st, "transparent", nil, authority, err)
 	if err != nil {
 		tp.s.log.Info("transparent tunnel: dial failed", "dst", dial, "err", err)
 		c.Close()

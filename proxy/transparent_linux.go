@@ -20,6 +20,9 @@ const ip6tSOOriginalDst = 80
 // for IPv4, IP6T_SO_ORIGINAL_DST for IPv6. A connection that was not
 // redirected reports its own local address.
 func originalDst(c net.Conn) (netip.AddrPort, error) {
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok { // a capped connection
+		c = nc.NetConn()
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return netip.AddrPort{}, errors.New("not a TCP connection")

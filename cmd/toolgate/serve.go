@@ -122,7 +122,10 @@ func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
 	}
 	go func() { sc.errc <- sc.proxy.Serve() }()
 	if sc.adminLn != nil {
-		sc.admin = &http.Server{Handler: sc.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		// The admin listener's callers are probes and scrapers: every read
+		// is bounded, so a stalled client cannot hold a connection for long.
+		sc.admin = &http.Server{Handler: sc.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 		go func() {
 			if err := sc.admin.Serve(sc.adminLn); !errors.Is(err, http.ErrServerClosed) {
 				sc.errc <- err
