@@ -144,7 +144,7 @@ func TestCanonicalRouting(t *testing.T) {
 		{"trailing slash", "POST", "localhost", "/v1/tools/", routed, "/v1/tools", "POST"},
 		{"lower-case method", "post", "localhost", "/v1/tools", routed, "/v1/tools", "POST"},
 		{"mixed-case method", "pOsT", "localhost", "/v1/%74ools/", routed, "/v1/tools", "POST"},
-		{"query kept", "POST", "localhost", "/v1/tools?a=1", routed, "/v1/tools?a=1", "POST"},
+		{"query kept", "GET", "localhost", "/v1/dir/?n=1", routed, "/v1/dir/?n=1", "GET"},
 		{"host 127.0.0.1", "POST", "127.0.0.1", "/v1/tools", routed, "/v1/tools", "POST"},
 		{"host 127.1", "POST", "127.1", "/v1/tools", routed, "/v1/tools", "POST"},
 		{"host hex", "POST", "0x7f000001", "/v1/tools", routed, "/v1/tools", "POST"},
@@ -215,7 +215,11 @@ func TestCanonicalRouting(t *testing.T) {
 				bad := invalid
 				badPath := tc.path
 				if body == "" {
-					badPath, bad = badPath+"?bogus=1", ""
+					sep := "?"
+					if strings.Contains(badPath, "?") {
+						sep = "&"
+					}
+					badPath, bad = badPath+sep+"bogus=1", ""
 				}
 				target := via.target[:len(via.target)-len(tc.path)] + badPath
 				status, reason = rawCall(t, via.addr, tc.method, target, via.host, bad)

@@ -276,6 +276,30 @@ func (s *Server) interceptConnect(c net.Conn, hostport string) {
 func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 	st := s.state.Load()
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	// Dial first, so that a destination that cannot be reached is
+	// answered as the failure it is rather than with a 200.
+	h, p, _ := canonConnect(r.Context(), st.cfg, hostport)
+	up, err := s.dial(st.cfg.guarded(context.Background(), h, p), "tcp", hostport)
+	if errors.Is(err, errOtherName) {
+		s.connect(st, r, hostport, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+			"CONNECT to "+hostport+" refused: it reached a loopback host tools name, under another name", nil)).Write(c)
+		c.Close()
+		return
+	}
+	if err != nil {
+		ref := s.tunnelled(st, "connect", r, hostport, err)
+		body := bucketing.Refusal(ref.code, ref.reason, ref.detail, nil).Marshal()
+		envelopeResponse(r, http.StatusBadGateway, string(ref.code), nil, body).Write(c)
+		c.Close()
+		return
+	}
+	// The tunnel is not used when its bytes are intercepted or refused.
+	keep := false
+	defer func() {
+		if !keep {
+			up.Close()
+		}
+	}()
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		c.Close()
 		return
@@ -313,6 +337,7 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 				return
 			case hasRoutes(st.cfg.tools, h, p):
 				s.tlsm.conns.WithLabelValues("connect", "sni_intercepted").Inc()
+				up.Close()
 				s.mitm.serveTLS(pc, sni, &target{scheme: "https", authority: joinAuthority(sni, port, "443"), dial: hostport, kind: "forward"})
 				return
 			}
@@ -320,23 +345,13 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 	} else if s.mitm != nil && looksLikeHTTP(br) {
 		c.SetDeadline(time.Time{})
 		s.tlsm.conns.WithLabelValues("connect", "plain").Inc()
+		up.Close()
 		s.mitm.hand(pc, &target{scheme: "http", port: port, dial: hostport, kind: "forward"})
 		return
 	}
 	c.SetDeadline(time.Time{})
-	h, p, _ := canonConnect(r.Context(), st.cfg, hostport)
-	up, err := s.dial(st.cfg.guarded(context.Background(), h, p), "tcp", hostport)
-	if errors.Is(err, errOtherName) {
-		s.connect(st, r, hostport, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
-			"CONNECT to "+hostport+" refused: it reached a loopback host tools name, under another name", nil))
-		c.Close()
-		return
-	}
-	s.tunnelled(st, "connect", r, hostport, err)
-	if err != nil {
-		c.Close()
-		return
-	}
+	s.tunnelled(st, "connect", r, hostport, nil)
+	keep = true
 	splice(pc, up)
 }
 

@@ -426,7 +426,10 @@ func (s *Server) forwardHandler() http.Handler {
 // destination succeeded (ok, reason tunnel) or failed (the transport
 // failure it is: upstream/connect or upstream/timeout). r is nil on the
 // transparent listener.
-func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport string, dialErr error) {
+//
+// It returns the failure to answer the caller with, or nil when the dial
+// succeeded.
+func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport string, dialErr error) *refusal {
 	ev := s.newEvent(st, kind, http.MethodConnect, hostport, r)
 	listener := kind
 	if dialErr == nil {
@@ -434,7 +437,7 @@ func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport str
 		s.metrics.call("", "", 0)
 		s.tlsm.conns.WithLabelValues(listener, "tunnelled").Inc()
 		s.rec.Record(ev)
-		return
+		return nil
 	}
 	res := bucketing.Classify(bucketing.Outcome{Err: dialErr}, nil, time.Now())
 	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(res.Code), string(res.Class), res.Reason
@@ -442,6 +445,7 @@ func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport str
 	s.metrics.call("", ev.ErrorCode, 0)
 	s.tlsm.conns.WithLabelValues(listener, "dial_failed").Inc()
 	s.rec.Record(ev)
+	return refuse(res.Code, res.Reason, ev.Detail, nil)
 }
 
 // connect records a refused CONNECT and returns the refusal to send.
