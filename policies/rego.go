@@ -23,7 +23,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
-	"github.com/toolgate/toolgate/policies/irvm"
+	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
 
 // deniedBuiltins are the Rego builtins a toolgate policy may not call: they
@@ -35,7 +35,9 @@ var deniedBuiltins = map[string]bool{
 	"opa.runtime":        true,
 }
 
-// capabilities is this OPA's builtins minus deniedBuiltins.
+// capabilities is this OPA's builtins minus deniedBuiltins, and no host
+// for the builtins that may reach one (AllowNet empty, not nil: nil would
+// allow every host). Every engine gives them to every builtin call.
 var capabilities = func() *ast.Capabilities {
 	c := ast.CapabilitiesForThisVersion()
 	kept := c.Builtins[:0]
@@ -45,6 +47,7 @@ var capabilities = func() *ast.Capabilities {
 		}
 	}
 	c.Builtins = kept
+	c.AllowNet = []string{}
 	return c
 }()
 
@@ -182,7 +185,11 @@ func (p *Rego) Compiled(ctx context.Context) (*Rego, error) {
 	c := *p
 	c.engine = EngineCompiled
 	var err error
-	if c.program, err = irvm.Prepare(ctx, c.options()...); err != nil {
+	if c.program, err = irvm.Prepare(ctx, irvm.Query{
+		Query:        decisionQuery(p.pkg, p.decision, " = "),
+		Modules:      p.decision,
+		Capabilities: capabilities,
+	}); err != nil {
 		return nil, fmt.Errorf("policy %q cannot run on the compiled engine (use engine: interpreter): %w", p.name, err)
 	}
 	return &c, nil
@@ -298,6 +305,9 @@ func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
 // The compiled engine watches the deadline itself, which costs less than a
 // context with a timer; OPA's interpreter gets one.
 func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (Result, error) {
+	if err := checkDepth(in.Arguments); err != nil {
+		return Result{}, err
+	}
 	var doc map[string]any
 	if p.program != nil {
 		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true, Deadline: deadline})
@@ -538,7 +548,7 @@ func (p *Rego) compiledTests(ctx context.Context, names []string) ([]error, erro
 	for _, f := range slices.Sorted(maps.Keys(p.modules)) {
 		modules = append(modules, p.modules[f])
 	}
-	prog, err := irvm.Prepare(ctx, queryOptions(strings.Join(parts, "; "), modules)...)
+	prog, err := irvm.Prepare(ctx, irvm.Query{Query: strings.Join(parts, "; "), Modules: modules, Capabilities: capabilities})
 	if err != nil {
 		return nil, err
 	}
