@@ -19,9 +19,10 @@ func init() {
 	for _, name := range []string{"http.send", "net.lookup_ip_addr", "opa.runtime"} {
 		topdown.RegisterBuiltinFunc(name, refuseBuiltin(name))
 	}
-	for _, name := range []string{"json.match_schema", "json.verify_schema"} {
-		topdown.RegisterBuiltinFunc(name, localSchemaOnly(topdown.GetBuiltin(name)))
-	}
+	// The schema is the second operand of json.match_schema, the first of
+	// json.verify_schema (OPA's interpreter passes the output too).
+	topdown.RegisterBuiltinFunc("json.match_schema", localSchemaOnly(topdown.GetBuiltin("json.match_schema"), 1))
+	topdown.RegisterBuiltinFunc("json.verify_schema", localSchemaOnly(topdown.GetBuiltin("json.verify_schema"), 0))
 }
 
 // errOutside is the error of a builtin that would reach outside the
@@ -35,17 +36,17 @@ func refuseBuiltin(name string) topdown.BuiltinFunc {
 }
 
 // localSchemaOnly wraps json.match_schema or json.verify_schema (whose
-// schema is the last operand) so that a schema that could load another
+// schema is operand i) so that a schema that could load another
 // document is refused before OPA's loader sees it: a $ref that is not a
 // fragment of the schema itself ("#/definitions/x"), or an $id or id
 // naming a URI (a base against which a relative $ref would resolve, as
 // file:///etc/ does). Remote hosts are also refused by the capabilities'
 // empty allow_net; file: references are not, so this is what keeps files
 // out.
-func localSchemaOnly(f topdown.BuiltinFunc) topdown.BuiltinFunc {
+func localSchemaOnly(f topdown.BuiltinFunc, i int) topdown.BuiltinFunc {
 	return func(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
-		if len(ops) > 0 {
-			if ref, bad := outsideRef(ops[len(ops)-1].Value); bad {
+		if i < len(ops) {
+			if ref, bad := outsideRef(ops[i].Value); bad {
 				return &topdown.Error{Code: topdown.BuiltinErr, Location: bctx.Location,
 					Message: "json schema: the reference " + ref + " is refused: " + errOutside.Error() + "; only local references (#/...) are allowed"}
 			}
