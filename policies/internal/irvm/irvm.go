@@ -690,7 +690,7 @@ func (e *eval) release() {
 	}
 	clear(e.results)
 	e.results = e.results[:0]
-	e.ctx, e.p, e.o, e.err, e.steps, e.cancel.polls, e.spent = nil, nil, Options{}, nil, 0, 0, 0
+	e.ctx, e.p, e.o, e.err, e.steps, e.cancel.polls, e.spent, e.fn = nil, nil, Options{}, nil, 0, 0, 0, nil
 	evals.Put(e)
 }
 
@@ -718,8 +718,9 @@ type eval struct {
 	slab     []*ast.Term // where frames' locals are cut from
 	docRefs  []*ast.Term // the docRefs of input keys made so far
 	steps    int
-	spent    int64 // bytes of values built, as charge counts them
-	limit    int64 // Options.MaxBytes, or no bound when <= 0
+	fn       *function // the function running, nil in the query
+	spent    int64     // bytes of values built, as charge counts them
+	limit    int64     // Options.MaxBytes, or no bound when <= 0
 	err      error
 }
 
@@ -818,7 +819,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 		case *ir.AssignVarOnceStmt:
 			t := e.operand(fr, s.Source)
 			if old := fr.l[s.Target]; old != nil && compare(old, t) != 0 {
-				return e.fail(e.conflict(s.GetLocation(), "complete rules must not produce multiple outputs"))
+				return e.fail(e.conflict(s.GetLocation(), e.conflictMessage()))
 			}
 			fr.l[s.Target] = t
 		case *ir.EqualStmt:
@@ -1278,11 +1279,14 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 	mark := len(e.slab)
 	fr := frame{l: e.alloc(fn.nlocals)}
 	args(fr.l)
+	caller := e.fn
+	e.fn = fn
 	for _, b := range fn.f.Blocks {
 		if r := e.block(&fr, b); r == unwind || r > 0 {
 			break
 		}
 	}
+	e.fn = caller
 	// Release the frame when it is the slab's last (a new slab may have
 	// been cut since).
 	if len(e.slab) == mark+fn.nlocals && &e.slab[mark] == &fr.l[0] {
@@ -1399,6 +1403,19 @@ func (e *eval) location(l *ir.Location) *ast.Location {
 		loc.File = e.p.files[l.File]
 	}
 	return loc
+}
+
+// conflictMessage words a complete rule's or a function's conflicting
+// values as OPA's interpreter does, naming the rule by its path.
+func (e *eval) conflictMessage() string {
+	if e.fn == nil || len(e.fn.f.Path) < 2 {
+		return "complete rules must not produce multiple outputs"
+	}
+	path := "data." + strings.Join(e.fn.f.Path[1:], ".") // Path[0] is the plan's generation, "g0"
+	if e.fn.memo {
+		return "rule " + path + " produced conflicting values"
+	}
+	return "function " + path + " produced conflicting values for the same inputs"
 }
 
 func (e *eval) conflict(l *ir.Location, msg string) error {
