@@ -179,9 +179,36 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	return p, nil
 }
 
+// maxCompiledRules is the number of rules in a policy's decision package
+// past which Compiled keeps the policy in OPA's interpreter: the
+// interpreter indexes rules (it evaluates only those whose conditions on
+// input can hold), the compiled engine evaluates every rule, and with
+// rules keyed on input.tool the two break even at about 100 rules
+// (BenchmarkRuleCount; docs/policies.md#engines).
+const maxCompiledRules = 100
+
 // Compiled is the policy on the compiled engine: the same decision query,
-// planned once by OPA's planner and run by package irvm.
+// planned once by OPA's planner and run by package irvm. A policy whose
+// decision package holds more than maxCompiledRules rules stays in the
+// interpreter, where it runs faster (Engine says which).
 func (p *Rego) Compiled(ctx context.Context) (*Rego, error) {
+	if p.rules() > maxCompiledRules {
+		return p, nil
+	}
+	return p.compiledEngine(ctx)
+}
+
+// rules counts the rules of the decision package.
+func (p *Rego) rules() int {
+	n := 0
+	for _, m := range p.decision {
+		n += len(m.Rules)
+	}
+	return n
+}
+
+// compiledEngine is the policy on the compiled engine, whatever its size.
+func (p *Rego) compiledEngine(ctx context.Context) (*Rego, error) {
 	c := *p
 	c.engine = EngineCompiled
 	var err error
