@@ -1188,8 +1188,8 @@ func (e *eval) charge(n int64) bool {
 }
 
 // bytesOf estimates what a builtin's value cost to build: a string's
-// bytes, a collection's elements and, one level down, its elements' (a
-// walk's [path, value] counts its path). Values shared with the builtin's
+// bytes, a collection's elements and, for an array, one level down its
+// elements' (a walk's [path, value] counts its path). Values shared with the builtin's
 // operands are counted too: an over-estimate, never under one level.
 func bytesOf(t *ast.Term) int64 {
 	n := int64(elemBytes)
@@ -1201,9 +1201,11 @@ func bytesOf(t *ast.Term) int64 {
 			n += shallowBytes(v.Elem(i).Value)
 		}
 	case ast.Object:
-		v.Foreach(func(k, x *ast.Term) { n += shallowBytes(k.Value) + shallowBytes(x.Value) })
+		// Not visited (a closure per call would cost an allocation on
+		// every decision): its strings were counted as they were made.
+		n += 2 * elemBytes * int64(v.Len())
 	case ast.Set:
-		v.Foreach(func(x *ast.Term) { n += shallowBytes(x.Value) })
+		n += elemBytes * int64(v.Len())
 	}
 	return n
 }
