@@ -43,6 +43,12 @@ func TestPoliciesCannotReachOutside(t *testing.T) {
 		"file $ref by id (draft 4)":  map[string]any{"id": "file://" + dir + "/", "$ref": "secret.json"},
 		"relative $ref":              map[string]any{"$ref": "secret.json"},
 		"file $ref, upper-case FILE": map[string]any{"$ref": "FILE://" + secretFile},
+		// $refs that lead back where they started: OPA's validator
+		// recursed until the stack overflowed, ending the process.
+		"$ref to the root":        map[string]any{"$ref": "#"},
+		"$ref cycle a, b":         map[string]any{"$ref": "#/definitions/a", "definitions": map[string]any{"a": map[string]any{"$ref": "#/definitions/b"}, "b": map[string]any{"allOf": []any{map[string]any{"$ref": "#/definitions/a"}}}}},
+		"$ref to a missing part":  map[string]any{"$ref": "#/definitions/none"},
+		"$ref not a JSON pointer": map[string]any{"$ref": "#\xb1\xb1"},
 	}
 	policies := map[string]string{
 		"json.match_schema": `package s
@@ -77,7 +83,12 @@ deny contains "bad schema" if {
 					t.Errorf("%s/%s/%s: the detail leaks the file: %s", builtin, p.Engine(), name, d.Detail)
 				}
 			}
-			// A local reference still works.
+			// A recursive schema that descends into the document still
+			// works, as does a local reference.
+			tree := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"$ref": "#"}}}
+			if d := set.Check(ctx, &Input{Tool: "t", Arguments: map[string]any{"doc": map[string]any{"a": map[string]any{"a": map[string]any{}}}, "schema": tree}}); !d.Allow {
+				t.Errorf("%s/%s: a recursive schema: %+v, want allowed", builtin, p.Engine(), d)
+			}
 			local := map[string]any{"$ref": "#/definitions/s", "definitions": map[string]any{"s": map[string]any{"type": "object"}}}
 			if d := set.Check(ctx, &Input{Tool: "t", Arguments: map[string]any{"doc": map[string]any{"a": json.Number("1")}, "schema": local}}); !d.Allow {
 				t.Errorf("%s/%s: a local $ref: %+v, want allowed", builtin, p.Engine(), d)
@@ -134,4 +145,65 @@ func TestNetworkBuiltinsRefused(t *testing.T) {
 	if n := fetches.Load(); n != 0 {
 		t.Fatalf("%d fetches from the loopback server, want none", n)
 	}
+}
+
+// FuzzSchemaFence feeds json.match_schema and json.verify_schema schema
+// texts, as a policy would hand them over from its input (SRV stands for
+// a loopback server's URL, DIR for a folder holding a canary file), and
+// asserts that nothing is fetched from the server and that no result or
+// error holds the canary's content.
+func FuzzSchemaFence(f *testing.F) {
+	var fetches atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Write([]byte(`{"type": "string"}`))
+	}))
+	defer srv.Close()
+	dir := f.TempDir()
+	const canary = "CANARY-e41b"
+	if err := os.WriteFile(filepath.Join(dir, "c.json"), []byte(`{"type": "object", "required": ["`+canary+`"]}`), 0o600); err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		`{"$ref": "SRV/s.json"}`,
+		`{"$ref": "file://DIR/c.json"}`,
+		`{"$ref": "FILE://DIR/c.json#/x"}`,
+		`{"$id": "file://DIR/", "$ref": "c.json"}`,
+		`{"id": "SRV/", "properties": {"a": {"$ref": "c.json"}}}`,
+		`{"allOf": [{"$ref": "#/definitions/a"}, {"$ref": "file:DIR/c.json"}], "definitions": {"a": {}}}`,
+		`{"$ref": "#/definitions/a", "definitions": {"a": {"type": "string"}}}`,
+		`{"items": [{"$ref": "\u0066ile://DIR/c.json"}]}`,
+		`{"$schema": "file://DIR/c.json"}`,
+		`not json`,
+		`{"$ref": "#"}`,
+		`{"$ref": "#/definitions/a", "definitions": {"a": {"not": {"$ref": "#/definitions/a"}}}}`,
+		`{"type": "object", "properties": {"a": {"$ref": "#"}}}`,
+	} {
+		f.Add(seed)
+	}
+	match := topdown.GetBuiltin("json.match_schema")
+	verify := topdown.GetBuiltin("json.verify_schema")
+	f.Fuzz(func(t *testing.T, schema string) {
+		schema = strings.ReplaceAll(strings.ReplaceAll(schema, "SRV", srv.URL), "DIR", dir)
+		caps := ast.CapabilitiesForThisVersion()
+		caps.AllowNet = []string{}
+		bctx := topdown.BuiltinContext{Context: context.Background(), Capabilities: caps}
+		var out []string
+		collect := func(x *ast.Term) error { out = append(out, x.String()); return nil }
+		s := ast.StringTerm(schema)
+		if err := match(bctx, []*ast.Term{ast.StringTerm(`{}`), s}, collect); err != nil {
+			out = append(out, err.Error())
+		}
+		if err := verify(bctx, []*ast.Term{s}, collect); err != nil {
+			out = append(out, err.Error())
+		}
+		for _, o := range out {
+			if strings.Contains(o, canary) || strings.Contains(o, "e41b") {
+				t.Fatalf("schema %q: the canary file leaked: %s", schema, o)
+			}
+		}
+		if n := fetches.Load(); n != 0 {
+			t.Fatalf("schema %q: %d fetches", schema, n)
+		}
+	})
 }
