@@ -8,6 +8,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/types"
 
 	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
@@ -72,5 +74,33 @@ func TestDataRefused(t *testing.T) {
 	_, err = rego.New(rego.Query("x = 1"), rego.Target("toolgate-ir")).PrepareForEval(context.Background())
 	if !errors.Is(err, irvm.ErrNotPrepare) {
 		t.Fatalf("the target through the rego package: %v, want ErrNotPrepare", err)
+	}
+}
+
+// TestCapabilitiesReachBuiltins checks that every builtin call gets the
+// query's capabilities (what OPA's builtins read allow_net from): a
+// builtin registered for this test reports the allow_net it sees.
+func TestCapabilitiesReachBuiltins(t *testing.T) {
+	decl := &ast.Builtin{Name: "toolgate_test.allow_net", Decl: types.NewFunction(nil, types.A)}
+	ast.RegisterBuiltin(decl)
+	topdown.RegisterBuiltinFunc(decl.Name, func(bctx topdown.BuiltinContext, _ []*ast.Term, iter func(*ast.Term) error) error {
+		if bctx.Capabilities == nil {
+			return iter(ast.StringTerm("no capabilities"))
+		}
+		return iter(ast.NewTerm(ast.MustInterfaceToValue(bctx.Capabilities.AllowNet)))
+	})
+	caps := ast.CapabilitiesForThisVersion()
+	caps.Builtins = append(caps.Builtins, decl)
+	caps.AllowNet = []string{}
+	p, err := irvm.Prepare(context.Background(), irvm.Query{Query: "x = toolgate_test.allow_net()", Capabilities: caps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := p.Eval(context.Background(), nil, irvm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := result(t, rs); got.Compare(ast.NewArray()) != 0 {
+		t.Fatalf("allow_net seen by a builtin: %v, want []", got)
 	}
 }
