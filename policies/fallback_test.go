@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestManyRulesStayInInterpreter checks that a policy with more rules
@@ -26,7 +27,7 @@ func TestManyRulesStayInInterpreter(t *testing.T) {
 		if e.Engine() != c.want {
 			t.Errorf("%d rules: engine %s, want %s", c.rules, e.Engine(), c.want)
 		}
-		set := NewSet("t", []Bound{{Policy: e, Mode: ModeEnforce}}, 0, false)
+		set := NewSet("t", []Bound{{Policy: e, Mode: ModeEnforce}}, time.Minute, false)
 		if d := set.Check(ctx, &Input{Tool: "tool_3", Arguments: map[string]any{"n": 11}}); d.Allow || d.Violations[0].Message != "tool_3 is refused" {
 			t.Errorf("%d rules: %+v, want tool_3 refused", c.rules, d)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -73,7 +74,7 @@ deny contains "bad schema" if {
 			t.Fatal(err)
 		}
 		for _, p := range []*Rego{compiled, interp} {
-			set := NewSet("t", []Bound{{Policy: p, Mode: ModeEnforce}}, 0, false)
+			set := NewSet("t", []Bound{{Policy: p, Mode: ModeEnforce}}, time.Minute, false)
 			for name, schema := range schemas {
 				d := set.Check(ctx, &Input{Tool: "t", Arguments: map[string]any{"doc": "x", "schema": schema}})
 				if d.Allow || d.Reason != ReasonPolicyError {
