@@ -259,7 +259,9 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				if err != nil {
 					return nil, &FieldError{p + ".engine", err}
 				}
-				lp.eval, lp.rego = c, c
+				// A policy of many rules stays in the interpreter (see
+				// maxCompiledRules): status and events name that engine.
+				lp.eval, lp.rego, lp.engine = c, c, c.Engine()
 				return lp, nil
 			}
 			if o.Wasm == nil {

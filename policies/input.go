@@ -1,9 +1,11 @@
 package policies
 
 import (
+	"fmt"
+
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"github.com/toolgate/toolgate/policies/irvm"
+	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
 
 // Input is the document every policy sees as `input`, for Rego and WASM
@@ -212,3 +214,41 @@ var (
 	requestKeys = []string{"method", "host", "path", "path_vars", "query", "headers"}
 	callerKeys  = []string{"agent", "session"}
 )
+
+// errTooDeep is the error of a call whose arguments nest deeper than
+// maxInputDepth, on every engine: the wasm engine's AppendJSON refuses
+// them too.
+var errTooDeep = fmt.Errorf("arguments nested deeper than %d", maxInputDepth)
+
+// checkDepth refuses arguments nested deeper than maxInputDepth (counting
+// the arguments object itself as 1), before an engine sees them.
+func checkDepth(args map[string]any) error {
+	if !shallow(args, 1) {
+		return errTooDeep
+	}
+	return nil
+}
+
+func shallow(v any, depth int) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > maxInputDepth {
+			return false
+		}
+		for _, e := range x {
+			if !shallow(e, depth+1) {
+				return false
+			}
+		}
+	case []any:
+		if depth > maxInputDepth {
+			return false
+		}
+		for _, e := range x {
+			if !shallow(e, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -23,7 +23,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
-	"github.com/toolgate/toolgate/policies/irvm"
+	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
 
 // deniedBuiltins are the Rego builtins a toolgate policy may not call: they
@@ -35,7 +35,9 @@ var deniedBuiltins = map[string]bool{
 	"opa.runtime":        true,
 }
 
-// capabilities is this OPA's builtins minus deniedBuiltins.
+// capabilities is this OPA's builtins minus deniedBuiltins, and no host
+// for the builtins that may reach one (AllowNet empty, not nil: nil would
+// allow every host). Every engine gives them to every builtin call.
 var capabilities = func() *ast.Capabilities {
 	c := ast.CapabilitiesForThisVersion()
 	kept := c.Builtins[:0]
@@ -45,6 +47,7 @@ var capabilities = func() *ast.Capabilities {
 		}
 	}
 	c.Builtins = kept
+	c.AllowNet = []string{}
 	return c
 }()
 
@@ -176,13 +179,44 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	return p, nil
 }
 
+// maxCompiledRules is the number of rules in a policy's decision package
+// past which Compiled keeps the policy in OPA's interpreter: the
+// interpreter indexes rules (it evaluates only those whose conditions on
+// input can hold), the compiled engine evaluates every rule, and with
+// rules keyed on input.tool the two break even at about 100 rules
+// (BenchmarkRuleCount; docs/policies.md#engines).
+const maxCompiledRules = 100
+
 // Compiled is the policy on the compiled engine: the same decision query,
-// planned once by OPA's planner and run by package irvm.
+// planned once by OPA's planner and run by package irvm. A policy whose
+// decision package holds more than maxCompiledRules rules stays in the
+// interpreter, where it runs faster (Engine says which).
 func (p *Rego) Compiled(ctx context.Context) (*Rego, error) {
+	if p.rules() > maxCompiledRules {
+		return p, nil
+	}
+	return p.compiledEngine(ctx)
+}
+
+// rules counts the rules of the decision package.
+func (p *Rego) rules() int {
+	n := 0
+	for _, m := range p.decision {
+		n += len(m.Rules)
+	}
+	return n
+}
+
+// compiledEngine is the policy on the compiled engine, whatever its size.
+func (p *Rego) compiledEngine(ctx context.Context) (*Rego, error) {
 	c := *p
 	c.engine = EngineCompiled
 	var err error
-	if c.program, err = irvm.Prepare(ctx, c.options()...); err != nil {
+	if c.program, err = irvm.Prepare(ctx, irvm.Query{
+		Query:        decisionQuery(p.pkg, p.decision, " = "),
+		Modules:      p.decision,
+		Capabilities: capabilities,
+	}); err != nil {
 		return nil, fmt.Errorf("policy %q cannot run on the compiled engine (use engine: interpreter): %w", p.name, err)
 	}
 	return &c, nil
@@ -298,6 +332,9 @@ func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
 // The compiled engine watches the deadline itself, which costs less than a
 // context with a timer; OPA's interpreter gets one.
 func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (Result, error) {
+	if err := checkDepth(in.Arguments); err != nil {
+		return Result{}, err
+	}
 	var doc map[string]any
 	if p.program != nil {
 		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true, Deadline: deadline})
@@ -538,7 +575,7 @@ func (p *Rego) compiledTests(ctx context.Context, names []string) ([]error, erro
 	for _, f := range slices.Sorted(maps.Keys(p.modules)) {
 		modules = append(modules, p.modules[f])
 	}
-	prog, err := irvm.Prepare(ctx, queryOptions(strings.Join(parts, "; "), modules)...)
+	prog, err := irvm.Prepare(ctx, irvm.Query{Query: strings.Join(parts, "; "), Modules: modules, Capabilities: capabilities})
 	if err != nil {
 		return nil, err
 	}

@@ -2,25 +2,25 @@
 // intermediate representation (package ir) that OPA's planner makes of a
 // compiled query and that OPA's WebAssembly compiler turns into wasm.
 //
-// It is an OPA target plugin. A query prepared with
+// Prepare parses, compiles, type-checks and plans a query with OPA's own
+// front end (rego.PrepareForEval, on this package's target) and returns
+// the Program; its Eval then walks the plan's statements over ast values
+// and calls OPA's own builtin implementations (topdown), so values,
+// comparisons and builtins behave exactly as in OPA's interpreter. What it
+// saves is the interpreter's search machinery (unification, bindings,
+// rule indexing and the virtual-document cache), which is most of the
+// cost of evaluating a small policy: see docs/performance.md.
 //
-//	rego.New(..., rego.Target(irvm.Target)).PrepareForEval(ctx)
+// Where it cannot be right it refuses rather than answer: a query with
+// data (Query.Data not empty) is refused, the data document being always
+// empty; a plan holding a statement this package does not run is refused
+// at Prepare. The package is internal: its OPA target is registered (OPA
+// finds target plugins only by a global registry) but answers only to
+// Prepare, so nothing else in the process can run a query on it.
 //
-// is parsed, compiled, type-checked and planned by OPA as usual; each
-// evaluation then walks the plan's statements over ast values and calls
-// OPA's own builtin implementations (topdown), so values, comparisons and
-// builtins behave exactly as in OPA's interpreter. What it saves is the
-// interpreter's search machinery (unification, bindings, rule indexing and
-// the virtual-document cache), which is most of the cost of evaluating a
-// small policy: see docs/performance.md.
-//
-// Prepare does the same and also returns the Program itself, whose Eval
-// skips the rego package's per-evaluation work (a store transaction, the
-// result set's conversion to Go values): what toolgate's compiled engine
-// calls on every tool call.
-//
-// Limits: the data document is always empty (toolgate policies get their
-// facts from input), and a query's plan must come from OPA's planner.
+// Every evaluation is bounded (Options): by its deadline, read before each
+// builtin call and at each value an iterating builtin (walk, numbers.range,
+// ...) yields, and by a budget of the bytes of values it builds.
 package irvm
 
 import (
@@ -41,21 +41,29 @@ import (
 	"github.com/open-policy-agent/opa/v1/ir"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 	"github.com/open-policy-agent/opa/v1/topdown/print"
 )
 
-// Target is the name to give rego.Target.
-const Target = "toolgate-ir"
+// target is the name of this package's OPA target.
+const target = "toolgate-ir"
 
-func init() { rego.RegisterPlugin(Target, plugin{}) }
+func init() { rego.RegisterPlugin(target, plugin{}) }
 
 type plugin struct{}
 
-func (plugin) IsTarget(t string) bool { return t == Target }
+func (plugin) IsTarget(t string) bool { return t == target }
+
+// ErrNotPrepare is the error of the target used other than through Prepare.
+var ErrNotPrepare = errors.New("irvm: the toolgate-ir target runs only through irvm.Prepare")
 
 func (plugin) PrepareForEval(ctx context.Context, pol *ir.Policy, opts ...rego.PrepareOption) (rego.TargetPluginEval, error) {
+	slot, ok := ctx.Value(slotKey{}).(*prepareSlot)
+	if !ok {
+		return nil, ErrNotPrepare
+	}
 	cfg := &rego.PrepareConfig{}
 	for _, o := range opts {
 		o(cfg)
@@ -64,28 +72,79 @@ func (plugin) PrepareForEval(ctx context.Context, pol *ir.Policy, opts ...rego.P
 	if err != nil {
 		return nil, err
 	}
-	if slot, ok := ctx.Value(slotKey{}).(**Program); ok {
-		*slot = p
-	}
-	return regoEval{p}, nil
+	p.caps = slot.caps
+	slot.p = p
+	return refused{}, nil
 }
 
 type slotKey struct{}
 
-// Prepare prepares a query as rego.New(opts...).PrepareForEval does, on
-// this package's target, and returns its Program. The query's variables
-// are the keys of each result's object; declare them with = (x = ...), as
-// OPA renames those declared with :=.
-func Prepare(ctx context.Context, opts ...func(*rego.Rego)) (*Program, error) {
-	var p *Program
-	opts = append(opts[:len(opts):len(opts)], rego.Target(Target))
-	if _, err := rego.New(opts...).PrepareForEval(context.WithValue(ctx, slotKey{}, &p)); err != nil {
+type prepareSlot struct {
+	p    *Program
+	caps *ast.Capabilities
+}
+
+// refused is the rego package's evaluation of a query on this target:
+// never run, as Prepare hands out the Program instead.
+type refused struct{}
+
+func (refused) Eval(context.Context, *rego.EvalContext, ast.Value) (ast.Value, error) {
+	return nil, ErrNotPrepare
+}
+
+// ErrData is Prepare's error for a query given data: the compiled engine's
+// data document is always empty, and a query that reads data would be
+// answered as if it were.
+var ErrData = errors.New("irvm: the compiled engine has no data document; a query with data must run in OPA's interpreter")
+
+// Query is what Prepare plans.
+type Query struct {
+	// Query is the query, such as "x = data.p.deny". Its variables are the
+	// keys of each result's object; declare them with = (x = ...), as OPA
+	// may rename those declared with :=.
+	Query string
+	// Modules are the parsed modules the query may read.
+	Modules []*ast.Module
+	// Capabilities are the builtins the query may call and what they may
+	// reach (AllowNet); given to the compiler and to every builtin call.
+	// Default: OPA's for this version, which lets builtins reach any host.
+	Capabilities *ast.Capabilities
+	// RegoVersion is the query's syntax; default ast.RegoV1.
+	RegoVersion ast.RegoVersion
+	// Data is refused when not empty (ErrData).
+	Data map[string]any
+}
+
+// Prepare prepares q: parsed, compiled, type-checked and planned by OPA,
+// made ready to run.
+func Prepare(ctx context.Context, q Query) (*Program, error) {
+	if len(q.Data) > 0 {
+		return nil, ErrData
+	}
+	v := q.RegoVersion
+	if v == ast.RegoUndefined {
+		v = ast.RegoV1
+	}
+	opts := []func(*rego.Rego){
+		rego.Query(q.Query),
+		rego.SetRegoVersion(v),
+		rego.Store(inmem.New()),
+		rego.Target(target),
+	}
+	if q.Capabilities != nil {
+		opts = append(opts, rego.Capabilities(q.Capabilities))
+	}
+	for _, m := range q.Modules {
+		opts = append(opts, rego.ParsedModule(m))
+	}
+	slot := &prepareSlot{caps: q.Capabilities}
+	if _, err := rego.New(opts...).PrepareForEval(context.WithValue(ctx, slotKey{}, slot)); err != nil {
 		return nil, err
 	}
-	if p == nil {
+	if slot.p == nil {
 		return nil, errors.New("irvm: OPA did not hand the plan to this package's target")
 	}
-	return p, nil
+	return slot.p, nil
 }
 
 // Program is a plan made ready to run: every call resolved, every constant
@@ -93,6 +152,7 @@ func Prepare(ctx context.Context, opts ...func(*rego.Rego)) (*Program, error) {
 // safe for concurrent use.
 type Program struct {
 	plan        *ir.Plan
+	caps        *ast.Capabilities // given to every builtin call
 	nlocals     int
 	files       []string
 	needsTime   bool                // a builtin it calls reads the evaluation's time
@@ -160,6 +220,10 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 		n := 2 // input and data
 		visit := func(s ir.Stmt) {
 			n = max(n, maxLocal(s)+1)
+			if !supported(s) {
+				err = fmt.Errorf("irvm: the plan holds a %T statement, which this engine does not run", s)
+				return
+			}
 			switch s := s.(type) {
 			case *ir.MakeNumberRefStmt:
 				if s.Index < 0 || s.Index >= len(p.strings) {
@@ -562,9 +626,20 @@ type Options struct {
 	Seed io.Reader
 	// PrintHook receives print() output; default: none.
 	PrintHook print.Hook
-
-	ectx *rego.EvalContext // when run by the rego package: its caches and metrics
+	// MaxBytes bounds the bytes of values the evaluation builds (strings
+	// and collections that builtins return, values iterating builtins
+	// yield, collections the plan fills), an estimate counted as they are
+	// made; past it the evaluation ends with ErrBudget. Default
+	// DefaultMaxBytes; negative: no bound.
+	MaxBytes int64
 }
+
+// DefaultMaxBytes is Options.MaxBytes's default: 64 MiB.
+const DefaultMaxBytes = 64 << 20
+
+// ErrBudget is the error of an evaluation that built more than
+// Options.MaxBytes of values.
+var ErrBudget = errors.New("irvm: the evaluation built more values than its budget allows")
 
 // Eval runs the plan on input (nil: undefined) and returns its result set:
 // one object per result, keyed by the query's variables, each result once,
@@ -572,6 +647,10 @@ type Options struct {
 func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.Term, error) {
 	e := evals.Get().(*eval)
 	e.ctx, e.p, e.o = ctx, p, o
+	e.limit = o.MaxBytes
+	if e.limit == 0 {
+		e.limit = DefaultMaxBytes
+	}
 	defer e.release()
 	fr := &frame{l: e.alloc(p.nlocals)}
 	fr.l[ir.Input] = input
@@ -611,39 +690,13 @@ func (e *eval) release() {
 	}
 	clear(e.results)
 	e.results = e.results[:0]
-	e.ctx, e.p, e.o, e.err, e.steps, e.cancel.polls = nil, nil, Options{}, nil, 0, 0
+	e.ctx, e.p, e.o, e.err, e.steps, e.cancel.polls, e.spent, e.fn = nil, nil, Options{}, nil, 0, 0, 0, nil
 	evals.Put(e)
 }
 
 // emptyObject is the data document. Nothing changes it: a with on data
 // copies it.
 var emptyObject = ast.ObjectTerm()
-
-// Eval is Program run by the rego package (rego.Target(Target)).
-func (p *Program) evalRego(ctx context.Context, ectx *rego.EvalContext) (ast.Value, error) {
-	var input *ast.Term
-	if in := ectx.ParsedInput(); in != nil {
-		input = ast.NewTerm(in)
-	} else if raw := ectx.RawInput(); raw != nil {
-		v, err := ast.InterfaceToValue(*raw)
-		if err != nil {
-			return nil, err
-		}
-		input = ast.NewTerm(v)
-	}
-	rs, err := p.Eval(ctx, input, Options{
-		Cancel:              ectx.ExternalCancel(),
-		StrictBuiltinErrors: ectx.StrictBuiltinErrors(),
-		Time:                ectx.Time(),
-		Seed:                ectx.Seed(),
-		PrintHook:           ectx.PrintHook(),
-		ectx:                ectx,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ast.NewSet(rs...), nil
-}
 
 type eval struct {
 	ctx      context.Context
@@ -665,6 +718,9 @@ type eval struct {
 	slab     []*ast.Term // where frames' locals are cut from
 	docRefs  []*ast.Term // the docRefs of input keys made so far
 	steps    int
+	fn       *function // the function running, nil in the query
+	spent    int64     // bytes of values built, as charge counts them
+	limit    int64     // Options.MaxBytes, or no bound when <= 0
 	err      error
 }
 
@@ -763,7 +819,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 		case *ir.AssignVarOnceStmt:
 			t := e.operand(fr, s.Source)
 			if old := fr.l[s.Target]; old != nil && compare(old, t) != 0 {
-				return e.fail(e.conflict(s.GetLocation(), "complete rules must not produce multiple outputs"))
+				return e.fail(e.conflict(s.GetLocation(), e.conflictMessage()))
 			}
 			fr.l[s.Target] = t
 		case *ir.EqualStmt:
@@ -855,6 +911,9 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			if !ok || v == nil {
 				return e.fail(e.internal(s.GetLocation(), "append to a value that is not an array"))
 			}
+			if !e.charge(elemBytes) {
+				return unwind
+			}
 			// A new term: the array may already be shared.
 			fr.l[s.Array] = ast.NewTerm(arr.Append(v))
 		case *ir.ObjectInsertStmt:
@@ -862,6 +921,9 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
 			if !ok || k == nil || v == nil {
 				return e.fail(e.internal(s.GetLocation(), "insert into a value that is not an object"))
+			}
+			if !e.charge(2 * elemBytes) {
+				return unwind
 			}
 			obj.Insert(k, v)
 		case *ir.ObjectInsertOnceStmt:
@@ -876,12 +938,18 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 				}
 				continue
 			}
+			if !e.charge(2 * elemBytes) {
+				return unwind
+			}
 			obj.Insert(k, v)
 		case *ir.ObjectMergeStmt:
 			a, aok := valueOf(fr.l[s.A]).(ast.Object)
 			b, bok := valueOf(fr.l[s.B]).(ast.Object)
 			if !aok || !bok {
 				return e.fail(e.conflict(s.GetLocation(), "object keys must be unique"))
+			}
+			if !e.charge(2 * elemBytes * int64(a.Len()+b.Len())) {
+				return unwind
 			}
 			m, ok := a.Merge(b)
 			if !ok {
@@ -893,6 +961,9 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			v := e.operand(fr, s.Value)
 			if !ok || v == nil {
 				return e.fail(e.internal(s.GetLocation(), "add to a value that is not a set"))
+			}
+			if !e.charge(elemBytes) {
+				return unwind
 			}
 			set.Add(v)
 		case *ir.WithStmt:
@@ -1041,12 +1112,18 @@ func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
 			return nil, 0
 		}
 	}
+	if e.pastDeadline() {
+		return nil, e.fail(ErrDeadline)
+	}
 	bctx := e.builtinContext()
 	bctx.Location = c.loc
 	e.relation, e.out, e.all = c.relation, nil, nil
 	err := c.builtin(*bctx, ops, e.iter)
 	out, all := e.out, e.all
 	e.out, e.all = nil, nil
+	if e.err != nil {
+		return nil, unwind // collect stopped it: past the deadline or the budget
+	}
 	if err != nil {
 		if e.stopped() == stopDeadline {
 			return nil, e.fail(ErrDeadline) // the builtin saw the deadline pass
@@ -1065,16 +1142,87 @@ func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
 	case out == nil:
 		return nil, 0
 	}
+	if !e.charge(bytesOf(out)) {
+		return nil, unwind
+	}
 	return out, completed
 }
 
+// collect receives a builtin's value; for a relation, one of its values,
+// each charged and each checked against the deadline, so an iterating
+// builtin (walk) stops at the value that passes either.
 func (e *eval) collect(t *ast.Term) error {
 	if e.relation {
+		if e.pastDeadline() {
+			e.fail(ErrDeadline)
+			return ErrDeadline
+		}
+		if !e.charge(bytesOf(t)) {
+			return ErrBudget
+		}
 		e.all = append(e.all, t)
 		return nil
 	}
 	e.out = t
 	return nil
+}
+
+// pastDeadline reads the clock: whether Options.Deadline has passed.
+func (e *eval) pastDeadline() bool {
+	return !e.o.Deadline.IsZero() && time.Now().After(e.o.Deadline)
+}
+
+// elemBytes is what charge counts for one element of a collection: a term
+// and its place in the collection.
+const elemBytes = 64
+
+// charge counts n bytes of values built: false, the evaluation failed with
+// ErrBudget, once they pass the budget.
+func (e *eval) charge(n int64) bool {
+	e.spent += n
+	if e.limit > 0 && e.spent > e.limit {
+		e.fail(ErrBudget)
+		return false
+	}
+	return true
+}
+
+// bytesOf estimates what a builtin's value cost to build: a string's
+// bytes, a collection's elements and, for an array, one level down its
+// elements' (a walk's [path, value] counts its path). Values shared with the builtin's
+// operands are counted too: an over-estimate, never under one level.
+func bytesOf(t *ast.Term) int64 {
+	n := int64(elemBytes)
+	switch v := t.Value.(type) {
+	case ast.String:
+		n += int64(len(v))
+	case *ast.Array:
+		for i := 0; i < v.Len(); i++ {
+			n += shallowBytes(v.Elem(i).Value)
+		}
+	case ast.Object:
+		// Not visited (a closure per call would cost an allocation on
+		// every decision): its strings were counted as they were made.
+		n += 2 * elemBytes * int64(v.Len())
+	case ast.Set:
+		n += elemBytes * int64(v.Len())
+	}
+	return n
+}
+
+func shallowBytes(v ast.Value) int64 {
+	n := int64(elemBytes)
+	switch v := v.(type) {
+	case ast.String:
+		n += int64(len(v))
+	case *ast.Array:
+		n += 16 * int64(v.Len())
+	case ast.Object:
+		n += 32 * int64(v.Len())
+	case ast.Set:
+		n += 16 * int64(v.Len())
+	}
+	return n
 }
 
 func builtinError(c *callee, err error) error {
@@ -1104,6 +1252,8 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		Cancel:    &e.cancel,
 		Cache:     builtins.Cache{},
 		PrintHook: e.o.PrintHook,
+
+		Capabilities: e.p.caps,
 	}
 	if e.p.needsTime {
 		now := e.o.Time
@@ -1111,13 +1261,6 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 			now = time.Now()
 		}
 		e.bctx.Time = ast.UIntNumberTerm(uint64(now.UnixNano()))
-	}
-	if x := e.o.ectx; x != nil {
-		e.bctx.Metrics = x.Metrics()
-		e.bctx.InterQueryBuiltinCache = x.InterQueryBuiltinCache()
-		e.bctx.InterQueryBuiltinValueCache = x.InterQueryBuiltinValueCache()
-		e.bctx.NDBuiltinCache = x.NDBCache()
-		e.bctx.DistributedTracingOpts = x.TracingOpts()
 	}
 	return e.bctx
 }
@@ -1138,11 +1281,14 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 	mark := len(e.slab)
 	fr := frame{l: e.alloc(fn.nlocals)}
 	args(fr.l)
+	caller := e.fn
+	e.fn = fn
 	for _, b := range fn.f.Blocks {
 		if r := e.block(&fr, b); r == unwind || r > 0 {
 			break
 		}
 	}
+	e.fn = caller
 	// Release the frame when it is the slab's last (a new slab may have
 	// been cut since).
 	if len(e.slab) == mark+fn.nlocals && &e.slab[mark] == &fr.l[0] {
@@ -1261,6 +1407,19 @@ func (e *eval) location(l *ir.Location) *ast.Location {
 	return loc
 }
 
+// conflictMessage words a complete rule's or a function's conflicting
+// values as OPA's interpreter does, naming the rule by its path.
+func (e *eval) conflictMessage() string {
+	if e.fn == nil || len(e.fn.f.Path) < 2 {
+		return "complete rules must not produce multiple outputs"
+	}
+	path := "data." + strings.Join(e.fn.f.Path[1:], ".") // Path[0] is the plan's generation, "g0"
+	if e.fn.memo {
+		return "rule " + path + " produced conflicting values"
+	}
+	return "function " + path + " produced conflicting values for the same inputs"
+}
+
 func (e *eval) conflict(l *ir.Location, msg string) error {
 	return &topdown.Error{Code: topdown.ConflictErr, Message: msg, Location: e.location(l)}
 }
@@ -1269,9 +1428,19 @@ func (e *eval) internal(l *ir.Location, msg string) error {
 	return &topdown.Error{Code: topdown.InternalErr, Message: msg, Location: e.location(l)}
 }
 
-// regoEval adapts Program to rego.TargetPluginEval.
-type regoEval struct{ p *Program }
-
-func (r regoEval) Eval(ctx context.Context, ectx *rego.EvalContext, _ ast.Value) (ast.Value, error) {
-	return r.p.evalRego(ctx, ectx)
+// supported says whether block runs s.
+func supported(s ir.Stmt) bool {
+	switch s.(type) {
+	case *ir.DotStmt, *ir.AssignVarStmt, *ir.AssignVarOnceStmt, *ir.EqualStmt,
+		*ir.NotEqualStmt, *ir.CallStmt, *ir.BlockStmt, *ir.BreakStmt, *ir.ScanStmt,
+		*ir.NotStmt, *ir.IsDefinedStmt, *ir.IsUndefinedStmt, *ir.ResetLocalStmt,
+		*ir.ReturnLocalStmt, *ir.ResultSetAddStmt, *ir.MakeNullStmt,
+		*ir.MakeNumberIntStmt, *ir.AssignIntStmt, *ir.MakeNumberRefStmt,
+		*ir.MakeArrayStmt, *ir.MakeObjectStmt, *ir.MakeSetStmt, *ir.LenStmt,
+		*ir.IsArrayStmt, *ir.IsObjectStmt, *ir.IsSetStmt, *ir.ArrayAppendStmt,
+		*ir.ObjectInsertStmt, *ir.ObjectInsertOnceStmt, *ir.ObjectMergeStmt,
+		*ir.SetAddStmt, *ir.WithStmt, *ir.CallDynamicStmt, *ir.NopStmt:
+		return true
+	}
+	return false
 }

@@ -10,19 +10,18 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
-	"github.com/toolgate/toolgate/policies/irvm"
+	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
 
 func prepare(t testing.TB, query, module string) *irvm.Program {
 	t.Helper()
-	opts := []func(*rego.Rego){rego.Query(query), rego.SetRegoVersion(ast.RegoV1)}
+	q := irvm.Query{Query: query}
 	if module != "" {
-		opts = append(opts, rego.Module("p.rego", module))
+		q.Modules = []*ast.Module{ast.MustParseModuleWithOpts(module, ast.ParserOptions{RegoVersion: ast.RegoV1})}
 	}
-	p, err := irvm.Prepare(context.Background(), opts...)
+	p, err := irvm.Prepare(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
