@@ -609,7 +609,7 @@ deny contains {"msg": "no issues about secrets", "path": "/title"} if {
 }
 `)
 	up, e, cs := mcpEnv(t, "", map[string]proxy.Checker{
-		"issues_mcp": policies.NewSet("issues_mcp", []policies.Bound{{Policy: guard, Mode: policies.ModeEnforce}}, 0, false),
+		"issues_mcp": policies.NewSet("issues_mcp", []policies.Bound{{Policy: guard, Mode: policies.ModeEnforce}}, 10*time.Second, false),
 	})
 	er := refusalOf(t, callTool(t, cs, "create_issue", map[string]any{"title": "the secret plan"}))
 	if er == nil || er.Code != bucketing.CodePolicy || er.Violations[0].Path != "/title" {
