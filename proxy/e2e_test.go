@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -745,10 +747,21 @@ func TestConcurrentCallsOneEventEach(t *testing.T) {
 // answers leaves an event with no error code and reason client_closed.
 func TestCallerGoneIsNotAFailure(t *testing.T) {
 	e := newEnv(t, baseConfig)
-	// The caller gives up long after its request reached toolgate, even
-	// on a loaded machine, and long before upstream answers.
-	impatient := &http.Client{Transport: e.viaHTTP.Transport, Timeout: time.Second}
-	if _, err := impatient.Get(e.up.URL() + "/faults/slow?ms=5000"); err == nil {
+	// The caller gives up once its request has reached upstream, which
+	// answers only when the caller is gone: no timing to lose on a loaded
+	// machine.
+	arrived := make(chan struct{})
+	var once sync.Once
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(arrived) })
+		<-r.Context().Done()
+	}))
+	defer up.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-arrived; cancel() }()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/slow", nil)
+	if _, err := e.viaHTTP.Do(req); err == nil {
 		t.Fatal("the call should have timed out on the caller's side")
 	}
 	evs := e.waitEvents(t, 1)
