@@ -120,9 +120,7 @@ func canonHost(h string) (string, bool) {
 	if strings.IndexByte(h, ':') >= 0 {
 		return canonIPv6(h)
 	}
-	if strings.HasSuffix(h, ".") {
-		h = h[:len(h)-1]
-	}
+	h = strings.TrimSuffix(h, ".")
 	if h == "" || len(h) > 253 || h[len(h)-1] == '.' {
 		return "", false // empty, too long, or an empty last label
 	}
