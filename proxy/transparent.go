@@ -202,22 +202,7 @@ func (tp *transparent) tunnel(c net.Conn, st *state, ctx context.Context, dial, 
 		return
 	}
 	defer tp.untrack(c, up)
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-		done <- struct{}{}
-	}
-	go cp(up, c)
-	go cp(c, up)
-	<-done
-	<-done
-	c.Close()
-	up.Close()
+	splice(c, up)
 }
 
 func (tp *transparent) track(cs ...net.Conn) bool {
