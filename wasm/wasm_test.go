@@ -639,3 +639,48 @@ func TestDroppedPoliciesAreReleased(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestEngineCloseDuringACall: closing the engine while a module is busy
+// writing its memory does not pull the memory from under it (it lives
+// outside the Go heap, and is released when the call ends): the call ends
+// at its deadline with an error, and the process carries on.
+func TestEngineCloseDuringACall(t *testing.T) {
+	mod := wat(t, `(module (memory (export "memory") 1)
+		(func (export "toolgate_abi_version") (result i32) (i32.const 1))
+		(func (export "toolgate_alloc") (param i32) (result i32) (i32.const 1024))
+		(func (export "toolgate_validate") (param i32 i32) (result i64)
+			(loop $l (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (i32.const 1))) (br $l))
+			(i64.const 0)))`)
+	if mod == nil {
+		t.Skip("wat2wasm not installed")
+	}
+	ctx := context.Background()
+	e, err := NewEngine(ctx, EngineOptions{CacheDir: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Load(ctx, "writer", mod, Options{Deadline: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Eval(ctx, benchInput())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a call that loops forever returned no error")
+		}
+	case <-time.After(giveUp):
+		t.Fatalf("the call did not end %s after the engine closed", giveUp)
+	}
+	if _, err := p.Eval(ctx, benchInput()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Engine.Close: %v", err)
+	}
+}
