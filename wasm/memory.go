@@ -37,6 +37,20 @@ type linearMemory struct {
 
 var _ experimental.LinearMemory = (*linearMemory)(nil)
 
+// committed counts the bytes of linear memory committed by every instance
+// in the process, and peakCommitted its highest value, for tests.
+var committed, peakCommitted atomic.Int64
+
+func addCommitted(n int64) {
+	now := committed.Add(n)
+	for {
+		peak := peakCommitted.Load()
+		if now <= peak || peakCommitted.CompareAndSwap(peak, now) {
+			return
+		}
+	}
+}
+
 // newLinearMemory returns a memory of at most limit bytes, held busy by
 // the goroutine making the instance.
 func newLinearMemory(limit uint64) *linearMemory {
@@ -74,6 +88,7 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 			m.refuse()
 			return nil
 		}
+		addCommitted(int64(size - m.size))
 		m.buf, m.size = b, size
 	}
 	return m.buf[:size]
@@ -124,6 +139,7 @@ func (m *linearMemory) release() {
 func (m *linearMemory) unmap() {
 	if m.buf != nil {
 		releaseMemory(m.buf)
+		addCommitted(-int64(m.size))
 		m.buf, m.size = nil, 0
 	}
 }

@@ -194,11 +194,19 @@ func TestHostileModules(t *testing.T) {
 		{"garbage output", "garbage", Options{Deadline: fastDeadline}, 0, ErrBadDecision, "module returned a bad decision: decision is not JSON", policies.ReasonPolicyError, 0},
 		{"out-of-bounds output", "outofbounds", Options{Deadline: fastDeadline}, 0, ErrBadDecision, "past the end of memory", policies.ReasonPolicyError, 0},
 	}
+	// The good instances' memory grows on their first calls: let it, so
+	// what the hostile cases commit is measured alone.
+	for warm := time.Now().Add(giveUp); goodCalls.Load() < 60 && time.Now().Before(warm); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	var worstOverrun, worstFast time.Duration
+	var worstPeak int64 // bytes of linear memory committed above the baseline
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := load(t, e, tt.file, tt.opts)
 			defer p.Close(ctx)
+			base := committed.Load()
+			peakCommitted.Store(base)
 			bound := fastBound
 			if tt.deadline > 0 {
 				bound = tt.deadline + overrunBound
@@ -230,6 +238,21 @@ func TestHostileModules(t *testing.T) {
 			if len(p.pool) != 0 {
 				t.Fatalf("%d failed instances went back to the pool", len(p.pool))
 			}
+			// The memory each hostile instance took went back with it, and
+			// it never held more than its limit at once (plus what the good
+			// policies' instances grew meanwhile: a few MiB).
+			limit := int64(tt.opts.MemoryLimit)
+			if limit == 0 {
+				limit = DefaultMemoryLimit
+			}
+			peak := peakCommitted.Load() - base
+			worstPeak = max(worstPeak, peak)
+			if peak > limit+8<<20 {
+				t.Errorf("%d MiB of linear memory committed at the peak, limit %d MiB", peak>>20, limit>>20)
+			}
+			if left := committed.Load() - base; left > 8<<20 {
+				t.Errorf("%d MiB of linear memory still committed after the failed calls", left>>20)
+			}
 			// Through a Set, as the pipeline decides: fail closed, with the
 			// reason that names what happened.
 			setDeadline := tt.deadline + overrunBound
@@ -256,7 +279,7 @@ func TestHostileModules(t *testing.T) {
 		t.Fatalf("only %d good calls completed", n)
 	}
 	t.Logf("%d good calls completed meanwhile", goodCalls.Load())
-	t.Logf("worst overrun past the deadline %s (bound %s); worst self-ending failure %s (bound %s)", worstOverrun, overrunBound, worstFast, fastBound)
+	t.Logf("worst overrun past the deadline %s (bound %s); worst self-ending failure %s (bound %s); peak linear memory committed by a hostile case %d MiB", worstOverrun, overrunBound, worstFast, fastBound, worstPeak>>20)
 	if base, peak := baseRSS, peakRSS(t); base > 0 {
 		t.Logf("peak RSS %d MiB before the hostile modules, %d MiB after", base>>20, peak>>20)
 	}
