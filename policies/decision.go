@@ -130,8 +130,13 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 		res, err, timedOut := s.eval(ctx, b.Policy, in)
 		if err != nil {
 			reason, what := ReasonPolicyError, "failed: "+err.Error()
-			if timedOut || errors.Is(err, context.DeadlineExceeded) {
+			switch {
+			case timedOut:
 				reason, what = ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
+			case errors.Is(err, context.DeadlineExceeded):
+				// The policy's own, shorter deadline (a WASM module's): its
+				// error says which.
+				reason, what = ReasonPolicyTimeout, "did not decide in time: "+strings.TrimPrefix(err.Error(), "timeout: ")
 			}
 			if s.failOpen || b.Mode == ModeDryRun {
 				d.FailedOpen = append(d.FailedOpen, b.Policy.Name()+": "+reason)

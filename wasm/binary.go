@@ -12,6 +12,9 @@ const maxModuleBytes = 64 << 20
 // pageSize is a WebAssembly memory page.
 const pageSize = 65536
 
+// maxPages is the most pages a 32-bit WebAssembly memory may have (4 GiB).
+const maxPages = 65536
+
 // Section ids of the WebAssembly binary format.
 const (
 	secImport = 2

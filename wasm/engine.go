@@ -245,11 +245,16 @@ func (e *Engine) load(ctx context.Context, name string, module []byte, o Options
 		}
 	}
 
-	memMax := uint32(0)
-	if abi == abiOPA {
-		memMax = pages
+	// The limit is enforced by each instance's linearMemory, which sees
+	// every grow because the module's memory is declared as large as
+	// WebAssembly allows: a grow past the limit is refused and stops the
+	// call with ErrMemoryLimit. A module's own smaller maximum is kept
+	// there too.
+	memLimit := uint64(pages) * pageSize
+	if len(info.memories) == 1 && info.memories[0].hasMax {
+		memLimit = min(memLimit, uint64(info.memories[0].max)*pageSize)
 	}
-	if module, err = instrument(module, info, memMax); err != nil {
+	if module, err = instrument(module, info, maxPages); err != nil {
 		return nil, err
 	}
 
@@ -257,7 +262,7 @@ func (e *Engine) load(ctx context.Context, name string, module []byte, o Options
 	// module at far less cost.
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(e.cache).
-		WithMemoryLimitPages(pages).
+		WithMemoryLimitPages(maxPages).
 		WithDebugInfoEnabled(false)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	ref := &runtimeRef{rt: rt}
@@ -273,13 +278,14 @@ func (e *Engine) load(ctx context.Context, name string, module []byte, o Options
 		}
 	}()
 	p := &Policy{
-		name:    name,
-		version: hex.EncodeToString(sum[:])[:12],
-		opts:    o,
-		engine:  e,
-		rt:      ref,
-		pool:    make(chan instance, o.PoolSize),
-		logs:    &logTarget{name: name, log: o.Log},
+		name:     name,
+		version:  hex.EncodeToString(sum[:])[:12],
+		opts:     o,
+		engine:   e,
+		rt:       ref,
+		memLimit: memLimit,
+		pool:     make(chan instance, o.PoolSize),
+		logs:     &logTarget{name: name, log: o.Log},
 	}
 	if err := p.host(ctx, abi, wasi); err != nil {
 		return nil, err
@@ -297,6 +303,7 @@ func (e *Engine) load(ctx context.Context, name string, module []byte, o Options
 		return nil, err
 	}
 	p.abi = first.abi()
+	first.release()
 	p.pool <- first
 	ok = true
 	// The runtime outlives Close for calls that picked the policy just

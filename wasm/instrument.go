@@ -47,9 +47,11 @@ const checkEvery = 1 << 12
 // expressions) 5-20 times slower.
 //
 // It also moves a start function to the export toolgate_start, so it runs
-// interruptible after instantiation, and, when memoryMax > 0, turns an
-// imported memory (OPA modules import env.memory) into a defined one with
-// that maximum, so each instance owns its memory.
+// interruptible after instantiation, and, when memoryMax > 0, declares the
+// module's memory with that maximum: a defined memory keeps its minimum,
+// an imported one (OPA modules import env.memory) becomes a defined one,
+// so each instance owns its memory. The host enforces the real limit (see
+// linearMemory).
 func instrument(b []byte, info *moduleInfo, memoryMax uint32) ([]byte, error) {
 	var secs []section
 	r := &reader{b: b, off: 8}
@@ -114,6 +116,16 @@ func instrument(b []byte, info *moduleInfo, memoryMax uint32) ([]byte, error) {
 			secs = append(secs[:i], secs[i+1:]...)
 		} else {
 			secs[i].payload = imp
+		}
+		var mem []byte
+		mem = appendU32(mem, 1)
+		mem = append(mem, 1)
+		mem = appendU32(mem, info.memories[0].min)
+		mem = appendU32(mem, memoryMax)
+		set(secMemory, mem)
+	} else if memoryMax > 0 && len(info.memories) > 0 {
+		if len(info.memories) != 1 {
+			return nil, errors.New("module declares more than one memory")
 		}
 		var mem []byte
 		mem = appendU32(mem, 1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/toolgate/toolgate/policies"
@@ -24,17 +25,26 @@ const (
 )
 
 // instance is one instantiated module; it is not safe for concurrent use.
+// A goroutine holds an instance from instantiate, or from acquire, until
+// release or close.
 type instance interface {
 	// eval hands the input document to the module and returns its
 	// decision document, a view into the instance's memory valid until
 	// the next call.
 	eval(ctx context.Context, input []byte) ([]byte, error)
-	// memory is the instance's memory, for the limit check after a failure.
-	memory() api.Memory
+	// overLimit says whether the module asked for memory past its limit,
+	// and what the limit is.
+	overLimit() (limit uint64, refused bool)
 	// interrupt makes the module trap at its next loop iteration; it is
 	// safe to call from another goroutine.
 	interrupt()
 	abi() string
+	// acquire holds an idle instance for a call; false when it was closed
+	// meanwhile (by Engine.Close).
+	acquire() bool
+	// release lets an instance go idle.
+	release()
+	// close closes the instance and releases it.
 	close(ctx context.Context)
 }
 
@@ -42,30 +52,39 @@ type instance interface {
 type base struct {
 	mod  api.Module
 	mem  api.Memory
+	lm   *linearMemory
 	stop api.MutableGlobal
 }
 
-func (b *base) memory() api.Memory { return b.mem }
-func (b *base) interrupt()         { b.stop.Set(1) }
+func (b *base) interrupt()    { b.stop.Set(1) }
+func (b *base) acquire() bool { return b.lm.acquire() }
+func (b *base) release()      { b.lm.release() }
+func (b *base) overLimit() (uint64, bool) {
+	return b.lm.limit, b.lm.refused.Load()
+}
 func (b *base) close(ctx context.Context) {
 	_ = b.mod.Close(ctx)
+	b.lm.release()
 }
 
 // newBase instantiates the compiled module without running anything, then
 // runs its start function and _initialize (a reactor's, such as Go's
 // c-shared) interruptibly under ctx.
 func (p *Policy) newBase(ctx context.Context, cfg wazero.ModuleConfig) (*base, error) {
-	mod, err := p.rt.rt.InstantiateModule(ctx, p.compiled, cfg.WithName("").WithStartFunctions())
+	lm := newLinearMemory(p.memLimit)
+	mod, err := p.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm.allocator()), p.compiled, cfg.WithName("").WithStartFunctions())
 	if err != nil {
+		lm.release()
 		return nil, err
 	}
-	b := &base{mod: mod, mem: mod.Memory()}
+	b := &base{mod: mod, mem: mod.Memory(), lm: lm}
 	g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
 	if !ok {
-		mod.Close(ctx)
+		b.close(ctx)
 		return nil, errors.New("module lost its interrupt global")
 	}
 	b.stop = g
+	lm.onRefuse = b.interrupt
 	for _, name := range []string{startExport, "_initialize"} {
 		f := mod.ExportedFunction(name)
 		if f == nil {
@@ -81,7 +100,7 @@ func (p *Policy) newBase(ctx context.Context, cfg wazero.ModuleConfig) (*base, e
 			if errors.As(err, &exit) && exit.ExitCode() == 0 {
 				continue
 			}
-			mod.Close(ctx)
+			b.close(ctx)
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -99,6 +118,7 @@ type Policy struct {
 	engine   *Engine
 	rt       *runtimeRef
 	compiled wazero.CompiledModule
+	memLimit uint64 // bytes an instance's memory may grow to
 
 	pool   chan instance
 	closed atomic.Bool
@@ -191,7 +211,7 @@ func (p *Policy) eval(ctx context.Context, in *policies.Input, fresh bool) (poli
 	stop := context.AfterFunc(ectx, inst.interrupt)
 	out, err := inst.eval(ectx, input)
 	interrupted := !stop()
-	if err != nil || interrupted {
+	if _, refused := inst.overLimit(); err != nil || interrupted || refused {
 		if err == nil {
 			err = ErrTimeout // decided, but the flag is set: throw the instance away
 		}
@@ -219,7 +239,10 @@ func (p *Policy) get(ctx context.Context, fresh bool) (instance, error) {
 	if !fresh {
 		select {
 		case inst := <-p.pool:
-			return inst, nil
+			if inst.acquire() {
+				return inst, nil
+			}
+			inst.close(context.Background())
 		default:
 		}
 	}
@@ -241,6 +264,7 @@ func (p *Policy) get(ctx context.Context, fresh bool) (instance, error) {
 // put returns an instance to the pool, or closes it when the pool is full
 // or the policy closed.
 func (p *Policy) put(inst instance) {
+	inst.release()
 	if !p.closed.Load() {
 		select {
 		case p.pool <- inst:
@@ -255,6 +279,11 @@ func (p *Policy) put(inst instance) {
 func (p *Policy) classify(ctx, ectx context.Context, inst instance, err error, interrupted bool) error {
 	var exit *sys.ExitError
 	isExit := errors.As(err, &exit)
+	if limit, refused := inst.overLimit(); refused || errors.Is(err, ErrMemoryLimit) {
+		// A refused grow raised the interrupt flag: whatever the module
+		// did next (trap, exit, retry), the limit is what happened.
+		return fmt.Errorf("%w of %s", ErrMemoryLimit, mib(uint32(limit)))
+	}
 	if interrupted {
 		switch {
 		case errors.Is(ctx.Err(), context.Canceled):
@@ -270,9 +299,6 @@ func (p *Policy) classify(ctx, ectx context.Context, inst instance, err error, i
 	var be *builtinError
 	if errors.As(err, &be) {
 		return be // without wazero's stack trace
-	}
-	if m := inst.memory(); m != nil && m.Size()+pageSize > p.opts.MemoryLimit || errors.Is(err, ErrMemoryLimit) {
-		return fmt.Errorf("%w of %s", ErrMemoryLimit, mib(p.opts.MemoryLimit))
 	}
 	if isExit {
 		return fmt.Errorf("%w: module exited with code %d", ErrTrap, exit.ExitCode())

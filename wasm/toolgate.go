@@ -90,16 +90,16 @@ func (p *Policy) newToolgate(ctx context.Context) (instance, error) {
 	}
 	ver := mod.ExportedFunction("toolgate_abi_version")
 	if in.mem == nil || in.alloc == nil || in.validate == nil || ver == nil {
-		mod.Close(ctx)
+		b.close(ctx)
 		return nil, fmt.Errorf("module lacks toolgate's exports (memory, toolgate_alloc, toolgate_validate, toolgate_abi_version)")
 	}
 	v, err := ver.Call(ctx)
 	if err != nil {
-		mod.Close(ctx)
+		b.close(ctx)
 		return nil, fmt.Errorf("toolgate_abi_version: %w", err)
 	}
 	if len(v) != 1 || uint32(v[0]) != ABIVersion {
-		mod.Close(ctx)
+		b.close(ctx)
 		return nil, fmt.Errorf("module speaks toolgate ABI version %d; this toolgate speaks %d", uint32(v[0]), ABIVersion)
 	}
 	return in, nil

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -33,7 +34,27 @@ type fileConfig struct {
 	Events eventsConfig `yaml:"events"`
 	// Policies are the Rego policies tools bind by name.
 	Policies policies.Config `yaml:"policies"`
+	// Reload configures hot reload.
+	Reload reloadSection `yaml:"reload"`
 }
+
+// reloadSection configures hot reload. It takes effect at start; a reload
+// that changes it says a restart is needed.
+type reloadSection struct {
+	// Settle is how long the configuration file and every file it names
+	// must read the same before a reload reads them, so a file still being
+	// written is never loaded half-written. It applies to reloads asked for
+	// by a file change, SIGHUP and POST /reload alike. Default
+	// defaultReloadSettle (250ms); at most maxReloadSettle (1m).
+	Settle time.Duration `yaml:"settle"`
+}
+
+const (
+	// defaultReloadSettle is reload.settle's default.
+	defaultReloadSettle = 250 * time.Millisecond
+	// maxReloadSettle bounds reload.settle.
+	maxReloadSettle = time.Minute
+)
 
 // adminConfig configures the admin listener.
 type adminConfig struct {
@@ -133,6 +154,12 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 				return nil, where(&proxy.FieldError{Path: "admin.listen", Err: fmt.Errorf("address %s is already used by %s", lc.Admin.Listen, other)})
 			}
 		}
+	}
+	switch s := lc.Reload.Settle; {
+	case s == 0:
+		lc.Reload.Settle = defaultReloadSettle
+	case s < 0 || s > maxReloadSettle:
+		return nil, where(&proxy.FieldError{Path: "reload.settle", Err: fmt.Errorf("%s is outside 0 to %s", s, maxReloadSettle)})
 	}
 	if err := validateEvents(&lc.Events, filepath.Dir(path)); err != nil {
 		return nil, where(sectionError("events", err))

@@ -350,6 +350,14 @@ hosts:
 			want:  []string{"must not exceed queue.capacity"},
 		},
 		{
+			name: "settle time above a minute",
+			yaml: `reload:
+  settle: 2m # <-
+`,
+			field: "reload.settle",
+			want:  []string{"2m0s is outside 0 to 1m0s"},
+		},
+		{
 			name: "negative events file size",
 			yaml: `events:
   file:
@@ -626,6 +634,7 @@ func TestExampleConfig(t *testing.T) {
 				{"unmatched", lc.Unmatched, "pass"},
 				{"events.sidecar", lc.Events.Sidecar, host},
 				{"events.queue.capacity", lc.Events.Queue.Capacity, 65536},
+				{"reload.settle", lc.Reload.Settle, defaultReloadSettle},
 				{"events.file.path", lc.Events.File.Path, filepath.Join(filepath.Dir(examplePath), "toolgate-events.ndjson")},
 				{"version length", len(lc.version), 12},
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -36,38 +37,47 @@ import (
 //
 // Three things trigger one: a change to the configuration file or to a
 // file it names (schema files, policy files and folders), SIGHUP, and
-// POST /reload on the admin listener. File changes and signals are
-// debounced (reloadQuiet); reloads never overlap.
+// POST /reload on the admin listener. Whatever the trigger, a reload reads
+// the files only once their content has read the same for the settle time
+// (reload.settle, 250ms by default): a file being written in pieces is
+// never loaded half-written as long as no pause in the writing is that
+// long (an atomic rename has no such pause). The settle time also
+// debounces a burst (an editor's write-rename, a checkout, signals) into
+// one reload; reloads never overlap.
 //
 // Files are watched through fsnotify on their folders, and decided by
 // digests of their content, by path: an in-place write, an editor's
 // write-then-rename and a Kubernetes ConfigMap's symlink swap all count,
 // and nothing else in their folders does. The files are also read every
-// reloadPoll, for file systems that do not notify.
+// reloadPoll, for file systems that do not notify; the settle check reads
+// them itself, so it holds there too.
 
 const (
-	// reloadQuiet is how long file changes and signals must stay quiet
-	// before the reload they ask for starts, so a burst (an editor's
-	// write-rename, a checkout) reloads once.
-	reloadQuiet = 100 * time.Millisecond
 	// reloadPoll is how often the watched files are read for changes even
 	// without a notification.
 	reloadPoll = 2 * time.Second
+	// settleRounds bounds how many settle times POST /reload waits for the
+	// files to stop changing before it gives up.
+	settleRounds = 20
 )
 
 // errReloadStopping is the outcome of a reload abandoned because the
 // sidecar is stopping.
 var errReloadStopping = errors.New("the sidecar is stopping")
 
+// errStillChanging is the outcome of a POST /reload whose files did not
+// stop changing; nothing was reloaded.
+var errStillChanging = errors.New("the configuration's files are still changing")
+
 // reloader re-reads the configuration of a running sidecar and swaps its
 // proxy's snapshot. It is a prometheus.Collector of the toolgate_config_*
 // series.
 type reloader struct {
-	sc    *sidecar
-	path  string // the configuration file
-	log   *slog.Logger
-	quiet time.Duration // debounce; default reloadQuiet
-	poll  time.Duration // file check interval; default reloadPoll
+	sc     *sidecar
+	path   string // the configuration file
+	log    *slog.Logger
+	settle time.Duration // how long files must read the same before a reload; reload.settle
+	poll   time.Duration // file check interval; default reloadPoll
 
 	mu    sync.Mutex // held for a whole reload: one at a time
 	state atomic.Pointer[reloadStatus]
@@ -128,7 +138,7 @@ type reloadAnswer struct {
 func newReloader(sc *sidecar, lc *loadedConfig) *reloader {
 	r := &reloader{
 		sc: sc, path: lc.path, log: sc.log.With("component", "reload"),
-		quiet: reloadQuiet, poll: reloadPoll,
+		settle: lc.Reload.Settle, poll: reloadPoll,
 		reloadsDesc: prometheus.NewDesc("toolgate_config_reloads_total",
 			"Configuration reloads by result (ok, error).", []string{"result"}, nil),
 		successDesc: prometheus.NewDesc("toolgate_config_last_reload_successful",
@@ -163,8 +173,8 @@ func (r *reloader) stop() {
 	r.wg.Wait()
 }
 
-// loop turns file changes and signals into reloads, once they have been
-// quiet for r.quiet.
+// loop turns file changes and signals into reloads, once the files have
+// read the same for r.settle.
 func (r *reloader) loop(signals <-chan os.Signal) {
 	tick := time.NewTicker(r.poll)
 	defer tick.Stop()
@@ -194,17 +204,19 @@ func (r *reloader) loop(signals <-chan os.Signal) {
 		}
 	}
 	sync()
-	quiet := time.NewTimer(r.quiet)
-	quiet.Stop()
-	defer quiet.Stop()
-	trigger := "" // what asked for the pending reload; "" when none is pending
+	settle := time.NewTimer(r.settle)
+	settle.Stop()
+	defer settle.Stop()
+	trigger := ""                // what asked for the pending reload; "" when none is pending
+	var before map[string]string // the files' digests when the settle time started
 	ask := func(what string) {
 		if trigger == "" {
 			trigger = what
 		} else if !strings.Contains(trigger, what) {
 			trigger += "+" + what
 		}
-		quiet.Reset(r.quiet)
+		before = r.snapshot()
+		settle.Reset(r.settle)
 	}
 	for {
 		select {
@@ -223,7 +235,15 @@ func (r *reloader) loop(signals <-chan os.Signal) {
 			if r.changed() {
 				ask("file")
 			}
-		case <-quiet.C:
+		case <-settle.C:
+			// Read again rather than trust notifications: a file system
+			// that does not notify, or a write between two events, shows
+			// here, and the settle time starts over.
+			if now := r.snapshot(); !maps.Equal(now, before) {
+				before = now
+				settle.Reset(r.settle)
+				continue
+			}
 			what := trigger
 			trigger = ""
 			r.reload(r.ctx, what)
@@ -255,6 +275,40 @@ func (r *reloader) watchDirs() []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(dirs))
+}
+
+// snapshot reads the digests of the files the configuration file names
+// now, and of those the configuration in force depends on.
+func (r *reloader) snapshot() map[string]string {
+	files, cfgDigest := dependencies(r.path)
+	r.wmu.Lock()
+	inForce := r.inForce
+	r.wmu.Unlock()
+	return digests(union(files, inForce), r.path, cfgDigest)
+}
+
+// settled waits until the files have read the same for r.settle, for at
+// most settleRounds settle times.
+func (r *reloader) settled(ctx context.Context) error {
+	before := r.snapshot()
+	t := time.NewTimer(r.settle)
+	defer t.Stop()
+	for range settleRounds {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.ctx.Done():
+			return errReloadStopping
+		case <-t.C:
+		}
+		now := r.snapshot()
+		if maps.Equal(now, before) {
+			return nil
+		}
+		before = now
+		t.Reset(r.settle)
+	}
+	return fmt.Errorf("%w after %s; nothing was reloaded", errStillChanging, settleRounds*r.settle)
 }
 
 // changed reads the watched files and reports whether any differs from
@@ -317,7 +371,10 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 	if !reflect.DeepEqual(lc.Events, prev.Events) {
 		restart = append(restart, "events")
 	}
-	lc.Admin, lc.Events = prev.Admin, prev.Events
+	if lc.Reload != prev.Reload {
+		restart = append(restart, "reload")
+	}
+	lc.Admin, lc.Events, lc.Reload = prev.Admin, prev.Events, prev.Reload
 	r.sc.cfg.Store(lc)
 	prev.closePolicies(lc)
 	r.wmu.Lock()
@@ -366,11 +423,22 @@ func (r *reloader) status() reloadStatus { return *r.state.Load() }
 
 // ServeHTTP answers POST /reload once the reload it runs has ended: 200
 // with the versions in force, 422 with the error (the configuration in
-// force is unchanged), or 503 when the sidecar is stopping.
+// force is unchanged), 409 when the files did not stop changing (nothing
+// was reloaded), or 503 when the sidecar is stopping. Like every reload,
+// it first waits for the files to read the same for the settle time.
 func (r *reloader) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	a, err := r.reload(r.ctx, "admin")
+	var a reloadAnswer
+	err := r.settled(req.Context())
+	if err == nil {
+		a, err = r.reload(r.ctx, "admin")
+	} else {
+		a = r.answer(nil)
+		a.OK, a.Error = false, err.Error()
+	}
 	code := http.StatusOK
 	switch {
+	case errors.Is(err, errStillChanging):
+		code = http.StatusConflict
 	case errors.Is(err, errReloadStopping):
 		code, a.OK, a.Error = http.StatusServiceUnavailable, false, err.Error()
 	case err != nil:

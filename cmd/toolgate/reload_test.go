@@ -477,7 +477,7 @@ func TestReloadOnSignal(t *testing.T) {
 	}
 	t.Cleanup(stop)
 	sc.reload.poll = time.Hour // only the signal may reload
-	sc.reload.quiet = 300 * time.Millisecond
+	sc.reload.settle = 300 * time.Millisecond
 	hup := make(chan os.Signal)
 	sc.reload.start(hup)
 	admin, client := directClient(t), proxyClient(t, sc.proxy.Addr("forward", 0))
@@ -493,7 +493,7 @@ func TestReloadOnSignal(t *testing.T) {
 	if got := esearch(t, client, up.URL(), 40); got != http.StatusForbidden {
 		t.Errorf("retmax=40 under bound 30: status %d, want 403", got)
 	}
-	time.Sleep(2 * sc.reload.quiet)
+	time.Sleep(2 * sc.reload.settle)
 	if d := getReload(t, admin, sc.adminAddr()); d.Reload.Reloads.OK != 1 {
 		t.Errorf("%d reloads after a burst of 5 signals, want 1", d.Reload.Reloads.OK)
 	}

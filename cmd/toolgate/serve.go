@@ -37,7 +37,9 @@ gracefully: calls under way finish and queued events are written.
 
 The configuration reloads while traffic flows when the file or a schema or
 policy file it names changes, on SIGHUP, and on POST /reload to the admin
-listener. A reload that fails (a YAML, schema or Rego error, a failing
+listener, once those files have read the same for reload.settle (250ms by
+default): replace files by rename, and a half-written one is never loaded.
+A reload that fails (a YAML, schema or Rego error, a failing
 policy test, a listener change) leaves the configuration in force as it
 was; /status, the metrics and the log say why.`,
 		Args: exactArgs(0),
