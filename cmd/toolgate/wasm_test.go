@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,7 +51,8 @@ tools:
     match: {host: 127.0.0.1, method: GET, path: /faults/text}
     policies: [loop]
   - name: bench
-    match: {host: 127.0.0.1, method: POST, path: /bench/policy}
+    match: {host: "UPHOSTPORT", method: POST, path: /bench/policy}
+    inject_over_http: true # the bench policy injects a header; the test upstream speaks plain HTTP
     envelope: always
     schema:
       type: object
@@ -95,10 +97,10 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 	copyFixture(t, "../../wasm/testdata/allow.wasm", words)
 	copyFixture(t, "../../wasm/testdata/loop.wasm", filepath.Join(dir, "loop.wasm"))
 	copyFixture(t, "../../policies/testdata/bench/bench.rego", filepath.Join(dir, "bench.rego"))
-	r := startRun(t, dir, wasmConfig)
+	base := up.URL()
+	r := startRun(t, dir, strings.ReplaceAll(wasmConfig, "UPHOSTPORT", strings.TrimPrefix(base, "http://")))
 	l := r.running(t)
 	admin, client := directClient(t), proxyClient(t, l.Forward)
-	base := up.URL()
 
 	get := func(path string) answer { return do(t, client, "GET", base+path, nil) }
 	post := func(body string) answer {
@@ -109,7 +111,8 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		return answer{status: resp.StatusCode, header: resp.Header}
+		b, _ := io.ReadAll(resp.Body)
+		return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	}
 
 	want := []policyStatus{{"bench", "wasm"}, {"words", "wasm"}, {"loop", "wasm"}}
@@ -147,7 +150,7 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 	}
 
 	if a := post(`{"query":"q","organism":"human","limit":20}`); a.status != 200 {
-		t.Errorf("bench within bounds: status %d, want 200", a.status)
+		t.Errorf("bench within bounds: status %d, want 200: %s", a.status, a.body)
 	}
 	if a := post(`{"query":"q","organism":"cat","limit":80}`); a.status != http.StatusForbidden {
 		t.Errorf("bench out of bounds: status %d, want 403", a.status)
