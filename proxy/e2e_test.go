@@ -125,43 +125,8 @@ func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, p
 	t.Cleanup(func() { up.Close() })
 	cfgYAML = strings.ReplaceAll(cfgYAML, "UPSTREAM", up.URL())
 	cfgYAML = strings.ReplaceAll(cfgYAML, "UPHOSTPORT", up.Addr())
-	var cfg proxy.Config
-	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatalf("decode config: %v", err)
-	}
-	if err := cfg.Validate(schemaDir(t)); err != nil {
-		t.Fatalf("validate config: %v", err)
-	}
-	events := filepath.Join(t.TempDir(), "events.ndjson")
-	f, err := sink.OpenFile(sink.FileConfig{Path: events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w sink.Writer = f
-	if dest != nil {
-		w = dest
-	}
-	q := sink.NewQueue(w, sink.QueueConfig{FlushInterval: flush}, nil)
-	snap := proxy.Snapshot{Config: &cfg, Version: "v-test", PolicyVersion: "p-test", Checkers: checkers, PolicyHeaders: policyHeaders}
-	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		q.Close(ctx)
-		f.Close()
-	})
+	snap := proxy.Snapshot{Version: "v-test", PolicyVersion: "p-test", Checkers: checkers, PolicyHeaders: policyHeaders}
+	srv, q, events := serveConfig(t, cfgYAML, schemaDir(t), snap, dest, flush)
 	proxyURL := &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}
 	e := &env{
 		up: up, srv: srv, queue: q, events: events,
@@ -172,6 +137,53 @@ func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, p
 		e.reverse = "http://" + a
 	}
 	return e
+}
+
+// serveConfig decodes cfgYAML (known fields only), validates it with dir
+// for relative files, and serves it as snap's config on real listeners,
+// its events going through a queue flushing every flush to w, or to a new
+// NDJSON file whose path it returns when w is nil. Everything stops when
+// the test ends.
+func serveConfig(t testing.TB, cfgYAML, dir string, snap proxy.Snapshot, w sink.Writer, flush time.Duration) (*proxy.Server, *sink.Queue, string) {
+	t.Helper()
+	var cfg proxy.Config
+	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("decode config: %v", err)
+	}
+	if err := cfg.Validate(dir); err != nil {
+		t.Fatalf("validate config: %v", err)
+	}
+	var events string
+	if w == nil {
+		events = filepath.Join(t.TempDir(), "events.ndjson")
+		f, err := sink.OpenFile(sink.FileConfig{Path: events})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() }) // after the queue's close below: cleanups run last first
+		w = f
+	}
+	q := sink.NewQueue(w, sink.QueueConfig{FlushInterval: flush}, nil)
+	snap.Config = &cfg
+	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		q.Close(ctx)
+	})
+	return srv, q, events
 }
 
 // schemaDir is the demo's schema folder, shared with `toolgate demo`.
@@ -191,6 +203,9 @@ func (e *env) readEvents(t *testing.T) []sink.Event {
 	defer cancel()
 	if err := e.queue.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if e.events == "" {
+		return nil // the events went to another Writer
 	}
 	f, err := os.Open(e.events)
 	if err != nil {

@@ -11,13 +11,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
@@ -92,38 +89,7 @@ type gate struct {
 func startGate(t *testing.T, cfgYAML, upstream string, checkers map[string]proxy.Checker) *gate {
 	t.Helper()
 	cfgYAML = strings.ReplaceAll(cfgYAML, "UPSTREAM", upstream)
-	var cfg proxy.Config
-	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatalf("decode config: %v", err)
-	}
-	if err := cfg.Validate(t.TempDir()); err != nil {
-		t.Fatalf("validate config: %v", err)
-	}
-	events := filepath.Join(t.TempDir(), "events.ndjson")
-	f, err := sink.OpenFile(sink.FileConfig{Path: events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
-	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "v", PolicyVersion: "p", Checkers: checkers}, proxy.Options{Recorder: q, Sidecar: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		q.Close(ctx)
-		f.Close()
-	})
+	srv, q, events := serveConfig(t, cfgYAML, t.TempDir(), proxy.Snapshot{Version: "v", PolicyVersion: "p", Checkers: checkers}, nil, 10*time.Millisecond)
 	g := &gate{srv: srv, queue: q, events: events, forward: srv.Addr("forward", 0)}
 	if a := srv.Addr("reverse", 0); a != "" {
 		g.reverse = "http://" + a
