@@ -9,13 +9,13 @@ import (
 	"errors"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/procstat"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -140,7 +140,7 @@ func TestHostileModules(t *testing.T) {
 			p.put(inst)
 		}
 	}
-	baseRSS := peakRSS(t)
+	baseRSS := procstat.PeakRSS()
 
 	stop := make(chan struct{})
 	var goodCalls atomic.Int64
@@ -280,7 +280,7 @@ func TestHostileModules(t *testing.T) {
 	}
 	t.Logf("%d good calls completed meanwhile", goodCalls.Load())
 	t.Logf("worst overrun past the deadline %s (bound %s); worst self-ending failure %s (bound %s); peak linear memory committed by a hostile case %d MiB", worstOverrun, overrunBound, worstFast, fastBound, worstPeak>>20)
-	if base, peak := baseRSS, peakRSS(t); base > 0 {
+	if base, peak := baseRSS, procstat.PeakRSS(); base > 0 {
 		t.Logf("peak RSS %d MiB before the hostile modules, %d MiB after", base>>20, peak>>20)
 	}
 }
@@ -324,22 +324,6 @@ func timedEval(p *Policy, ctxLimit, giveUp time.Duration) (time.Duration, error)
 	case <-time.After(giveUp):
 		return -1, nil
 	}
-}
-
-// peakRSS is the process's peak resident memory (VmHWM), or 0 where
-// /proc does not tell.
-func peakRSS(t *testing.T) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 func errString(err error) string {

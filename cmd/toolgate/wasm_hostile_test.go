@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/procstat"
 )
 
 // hostileWasmConfig binds hostile WASM modules to three tools and a good
@@ -96,7 +97,7 @@ func TestHostileWasmInTheSidecar(t *testing.T) {
 	l := r.running(t)
 	client := proxyClient(t, l.Forward)
 	base := up.URL()
-	rssBefore := peakRSS()
+	rssBefore := procstat.PeakRSS()
 
 	// The good tool, meanwhile: a fine query passes, a forbidden one is
 	// denied by the module, every time.
@@ -191,7 +192,7 @@ func TestHostileWasmInTheSidecar(t *testing.T) {
 	t.Logf("worst overrun past the deadline %s (bound %s); memory modules answered within %s (bound %s); %d good calls, p95 %s, worst %s",
 		worstOverrun, sidecarOverrunBound, worstFast, sidecarFastBound, len(good), p95, worst)
 	if rssBefore > 0 {
-		t.Logf("peak RSS of the test process %d MiB before the hostile calls, %d MiB after", rssBefore>>20, peakRSS()>>20)
+		t.Logf("peak RSS of the test process %d MiB before the hostile calls, %d MiB after", rssBefore>>20, procstat.PeakRSS()>>20)
 	}
 
 	r.stop(t)
@@ -211,20 +212,4 @@ func errText(err error) string {
 		return "no error"
 	}
 	return err.Error()
-}
-
-// peakRSS is the process's peak resident memory (VmHWM), or 0 where /proc
-// does not tell.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
