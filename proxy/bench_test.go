@@ -275,24 +275,7 @@ func BenchmarkSinkOverhead(b *testing.B) {
 		b.Run("latency/"+dest, func(b *testing.B) {
 			var w sink.Writer
 			if dest == "clickhouse" {
-				cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: "bench_sink"}
-				if err := cfg.Validate(); err != nil {
-					b.Fatal(err)
-				}
-				ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				scfg := sink.SpoolConfig{Dir: b.TempDir()}
-				if err := scfg.Validate(); err != nil {
-					b.Fatal(err)
-				}
-				sp, err := sink.OpenSpool(scfg, ch, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer func() { sp.Close(context.Background()); ch.Close() }()
-				w = sp
+				w = benchSpool(b, srv.Addr(), "bench_sink")
 			}
 			e := newEnvTo(b, benchConfig, nil, nil, w, 0)
 			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)})}}
@@ -317,6 +300,31 @@ func BenchmarkSinkOverhead(b *testing.B) {
 	}
 }
 
+// benchSpool is the production event path's writer: the disk spool, with
+// its default settings, in front of database db of the ClickHouse at addr.
+// Both are closed when the benchmark ends.
+func benchSpool(b *testing.B, addr, db string) sink.Writer {
+	b.Helper()
+	cfg := sink.ClickHouseConfig{Addr: []string{addr}, Database: db}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	scfg := sink.SpoolConfig{Dir: b.TempDir()}
+	if err := scfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	sp, err := sink.OpenSpool(scfg, ch, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sp.Close(context.Background()); ch.Close() })
+	return sp
+}
+
 // BenchmarkEventPath is the cost of the event path as production runs it:
 // the validated route with events through the default queue into the disk
 // spool in front of a real ClickHouse. latency is one connection (p50 and
@@ -327,24 +335,7 @@ func BenchmarkSinkOverhead(b *testing.B) {
 func BenchmarkEventPath(b *testing.B) {
 	srv := chtest.Start(b)
 	newSidecar := func(b *testing.B, db string) *env {
-		cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
-		if err := cfg.Validate(); err != nil {
-			b.Fatal(err)
-		}
-		ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		scfg := sink.SpoolConfig{Dir: b.TempDir()}
-		if err := scfg.Validate(); err != nil {
-			b.Fatal(err)
-		}
-		sp, err := sink.OpenSpool(scfg, ch, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { sp.Close(context.Background()); ch.Close() })
-		return newEnvTo(b, benchConfig, nil, nil, sp, 0)
+		return newEnvTo(b, benchConfig, nil, nil, benchSpool(b, srv.Addr(), db), 0)
 	}
 	b.Run("latency", func(b *testing.B) {
 		e := newSidecar(b, "bench_path_latency")
