@@ -226,15 +226,23 @@ func TestCrashDrill(t *testing.T) {
 	t.Log(b.String())
 }
 
+// drillSpoolConfig writes the drill's configuration into dir, its events
+// going through the spool to database db of ch, and returns its path.
+func drillSpoolConfig(t *testing.T, dir string, ch *chtest.Server, db string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "toolgate.yaml")
+	writeFile(t, cfg, strings.Replace(drillConfig, "DEST", `  spool: {dir: spool, segment_age: 50ms, retry_min: 50ms, retry_max: 300ms}
+  clickhouse: {addr: [`+ch.Addr()+`], database: `+db+`, dial_timeout: 2s}`, 1))
+	return cfg
+}
+
 // drillClickHouse is one run into ClickHouse: kill, restart, let the spool
 // ship, stop, count with uniqExact(event_id) per session and FINAL.
 func drillClickHouse(t *testing.T, bin string, ch *chtest.Server, upstream string, run int) drillRow {
 	t.Helper()
 	dir := t.TempDir()
 	db := fmt.Sprintf("drill%d", run)
-	cfg := filepath.Join(dir, "toolgate.yaml")
-	writeFile(t, cfg, strings.Replace(drillConfig, "DEST", `  spool: {dir: spool, segment_age: 50ms, retry_min: 50ms, retry_max: 300ms}
-  clickhouse: {addr: [`+ch.Addr()+`], database: `+db+`, dial_timeout: 2s}`, 1))
+	cfg := drillSpoolConfig(t, dir, ch, db)
 	p := drillSidecar(t, bin, cfg)
 	runID := fmt.Sprintf("ch%d", run)
 	l, killAfter, _ := killDuringLoad(t, p, upstream, runID, nil)
@@ -353,20 +361,9 @@ type spoolSyncPoint struct {
 
 func (p *process) syncPoint(t *testing.T) spoolSyncPoint {
 	t.Helper()
-	resp, err := http.Get("http://" + p.line.Admin + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Events struct {
-			Spool *spoolSyncPoint `json:"spool"`
-		} `json:"events"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Events.Spool == nil {
-		t.Fatalf("/status: %v %+v", err, st)
-	}
-	return *st.Events.Spool
+	var sp spoolSyncPoint
+	p.spoolStatus(t, &sp)
+	return sp
 }
 
 // dropUnsynced does to the spool in dir what a machine crash would at
@@ -411,9 +408,7 @@ func drillMachine(t *testing.T, bin string, ch *chtest.Server, upstream string, 
 	t.Helper()
 	dir := t.TempDir()
 	db := fmt.Sprintf("machine%d", run)
-	cfg := filepath.Join(dir, "toolgate.yaml")
-	writeFile(t, cfg, strings.Replace(drillConfig, "DEST", `  spool: {dir: spool, segment_age: 50ms, retry_min: 50ms, retry_max: 300ms}
-  clickhouse: {addr: [`+ch.Addr()+`], database: `+db+`, dial_timeout: 2s}`, 1))
+	cfg := drillSpoolConfig(t, dir, ch, db)
 	// Segments shipped before the kill are in ClickHouse, as they would be
 	// after a crash of this machine only.
 	p := drillSidecar(t, bin, cfg)

@@ -74,8 +74,9 @@ func startProcess(t *testing.T, bin, cfg string) *process {
 	}
 }
 
-// spoolPending reads the pending events of the spool from /status.
-func (p *process) spoolPending(t *testing.T) int64 {
+// spoolStatus decodes the spool's part of /status into v (a pointer to a
+// struct of the fields wanted); it fails the test when there is none.
+func (p *process) spoolStatus(t *testing.T, v any) {
 	t.Helper()
 	resp, err := http.Get("http://" + p.line.Admin + "/status")
 	if err != nil {
@@ -84,15 +85,25 @@ func (p *process) spoolPending(t *testing.T) int64 {
 	defer resp.Body.Close()
 	var st struct {
 		Events struct {
-			Spool *struct {
-				PendingEvents int64 `json:"pending_events"`
-			} `json:"spool"`
+			Spool json.RawMessage `json:"spool"`
 		} `json:"events"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Events.Spool == nil {
-		t.Fatalf("/status: %v %+v", err, st)
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Events.Spool) == 0 || string(st.Events.Spool) == "null" {
+		t.Fatalf("/status: %v, spool %s", err, st.Events.Spool)
 	}
-	return st.Events.Spool.PendingEvents
+	if err := json.Unmarshal(st.Events.Spool, v); err != nil {
+		t.Fatalf("/status spool: %v", err)
+	}
+}
+
+// spoolPending reads the pending events of the spool from /status.
+func (p *process) spoolPending(t *testing.T) int64 {
+	t.Helper()
+	var sp struct {
+		PendingEvents int64 `json:"pending_events"`
+	}
+	p.spoolStatus(t, &sp)
+	return sp.PendingEvents
 }
 
 // TestFaultSidecarKilledWhileClickHouseDown kills the sidecar process with
