@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 	"github.com/toolgate/toolgate/wasm"
 )
 
@@ -305,11 +306,11 @@ func BenchmarkSinkOverhead(b *testing.B) {
 // Both are closed when the benchmark ends.
 func benchSpool(b *testing.B, addr, db string) sink.Writer {
 	b.Helper()
-	cfg := sink.ClickHouseConfig{Addr: []string{addr}, Database: db}
+	cfg := clickhouse.Config{Addr: []string{addr}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

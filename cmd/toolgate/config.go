@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // fileConfig is the whole configuration file: each package owns its section
@@ -74,7 +75,7 @@ type eventsConfig struct {
 	File sink.FileConfig `yaml:"file"`
 	// ClickHouse sends events to ClickHouse, through the spool, when its
 	// addr is set.
-	ClickHouse sink.ClickHouseConfig `yaml:"clickhouse"`
+	ClickHouse clickhouse.Config `yaml:"clickhouse"`
 	// Spool is the disk spool in front of ClickHouse: events are written
 	// there first and deleted only once ClickHouse has them.
 	Spool sink.SpoolConfig `yaml:"spool"`

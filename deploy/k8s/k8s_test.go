@@ -38,6 +38,7 @@ import (
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // The names the manifests and docs/deploy.md use.
@@ -626,11 +627,11 @@ type sidecarConfig struct {
 		Listen string `yaml:"listen"`
 	} `yaml:"admin"`
 	Events struct {
-		Sidecar    string                `yaml:"sidecar"`
-		Queue      sink.QueueConfig      `yaml:"queue"`
-		File       sink.FileConfig       `yaml:"file"`
-		ClickHouse sink.ClickHouseConfig `yaml:"clickhouse"`
-		Spool      sink.SpoolConfig      `yaml:"spool"`
+		Sidecar    string            `yaml:"sidecar"`
+		Queue      sink.QueueConfig  `yaml:"queue"`
+		File       sink.FileConfig   `yaml:"file"`
+		ClickHouse clickhouse.Config `yaml:"clickhouse"`
+		Spool      sink.SpoolConfig  `yaml:"spool"`
 	} `yaml:"events"`
 	Policies policies.Config `yaml:"policies"`
 }
