@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -182,7 +183,7 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
 func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: wasmHost(), Previous: prev})
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: wasmHost(), Previous: prev})
 	if err != nil {
 		var pe *policies.FieldError
 		if errors.As(err, &pe) {

@@ -36,6 +36,7 @@ import (
 	syaml "sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -825,7 +826,7 @@ func checkSidecar(t *testing.T, o *objects, spec *corev1.PodSpec, side *corev1.C
 
 	// Policies: compiled from the laid-out ConfigMap, their tests run, and
 	// bound to the tools that name them.
-	pol, err := cfg.Policies.Load(dir, policies.LoadOptions{})
+	pol, err := cfg.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}})
 	if err != nil {
 		t.Fatalf("%s: policies.%v", cfgPath, err)
 	}
