@@ -115,6 +115,9 @@ type WasmHost interface {
 
 // LoadOptions are what Load needs beyond the section itself.
 type LoadOptions struct {
+	// Rego reads and compiles Rego policies (package policies/rego's
+	// Host); without it, configuring a Rego policy is an error.
+	Rego RegoHost
 	// Wasm runs WASM policies and Rego policies on the wasm engine; without
 	// it, configuring either is an error.
 	Wasm WasmHost
@@ -132,10 +135,10 @@ type closer interface {
 // loadedPolicy is one compiled policy and what it was made from.
 type loadedPolicy struct {
 	eval   Evaluator
-	rego   *Rego  // Rego's compilation (its unit tests run on it); for wasm, the interpreter's
-	kind   string // "rego" or "wasm"
-	engine string // compiled, interpreter or wasm
-	key    string // kind, engine, content version and limits: equal keys are interchangeable
+	rego   RegoPolicy // Rego's compilation (its unit tests run on it); for wasm, the interpreter's
+	kind   string     // "rego" or "wasm"
+	engine string     // compiled, interpreter or wasm
+	key    string     // kind, engine, content version and limits: equal keys are interchangeable
 }
 
 // Loaded is a validated policies section with every policy compiled.
@@ -237,11 +240,14 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			if rc.Path == "" {
 				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
 			}
-			files, err := ReadRego(resolve(rc.Path))
+			if o.Rego == nil {
+				return nil, &FieldError{p + ".path", fmt.Errorf("Rego policies are not available here")}
+			}
+			files, err := o.Rego.ReadRego(resolve(rc.Path))
 			if err != nil {
 				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", rc.Name, err)}
 			}
-			pol, err := CompileRego(rc.Name, files)
+			pol, err := o.Rego.CompileRego(rc.Name, files)
 			if err != nil {
 				return nil, &FieldError{p + ".path", err}
 			}

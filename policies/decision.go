@@ -210,10 +210,10 @@ func safeEval(eval func() (Result, error)) (res Result, err error) {
 	return eval()
 }
 
-// decodeResult reads a policy's decision document: deny (a set of strings,
+// DecodeDecision reads a policy's decision document: deny (a set of strings,
 // or of objects {msg, path, code}), allow (optional boolean) and inject
 // (optional object of header names to strings).
-func decodeResult(policy string, doc map[string]any) (Result, error) {
+func DecodeDecision(doc map[string]any) (Result, error) {
 	res := Result{Allowed: true}
 	if a, ok := doc["allow"]; ok {
 		b, isBool := a.(bool)
@@ -250,7 +250,7 @@ func decodeResult(policy string, doc map[string]any) (Result, error) {
 		for _, k := range slices.Sorted(maps.Keys(m)) { // the first bad header, always the same
 			v := m[k]
 			s, isStr := v.(string)
-			header, valid := injectHeader(k, s)
+			header, valid := InjectHeader(k, s)
 			if !isStr || !valid {
 				return res, fmt.Errorf("inject[%q] must be a valid header name with a one-line string value", k)
 			}
@@ -260,9 +260,9 @@ func decodeResult(policy string, doc map[string]any) (Result, error) {
 	return res, nil
 }
 
-// injectHeader is the canonical name of header name, and whether name is a
+// InjectHeader is the canonical name of header name, and whether name is a
 // header name and value a one-line value, as inject requires.
-func injectHeader(name, value string) (string, bool) {
+func InjectHeader(name, value string) (string, bool) {
 	if !validHeaderName(name) || strings.ContainsAny(value, "\r\n") {
 		return "", false
 	}

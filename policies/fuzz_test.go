@@ -1,13 +1,10 @@
 package policies
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -172,53 +169,6 @@ func FuzzCompileSchema(f *testing.F) {
 			if compiled[0] != nil && compiled[1] != nil && refused[0] && !refused[1] {
 				t.Fatalf("schema %q: strict accepts %s, which non-strict refuses", doc, b)
 			}
-		}
-	})
-}
-
-// FuzzCompiledEngine decides arbitrary arguments with each example policy
-// in OPA's interpreter and on the compiled engine: the same decision, or
-// the same error.
-func FuzzCompiledEngine(f *testing.F) {
-	seeds := []string{
-		`{"retmax": 500, "term": "brca1"}`,
-		`{"query": "mail me at a.b@example.org", "organism": "human"}`,
-		`{"query": "call +1 (555) 010-9999", "ids": ["a", "b"]}`,
-		`{"organism": "cat", "limit": 1e400, "filters": {"phase": -1}}`,
-		`{"documentId": "d1", "requests": [{"insert": {"text": "hi", "index": 1}}]}`,
-		`{"term": ["not", "a", "string"], "retmax": "20", "x": null}`,
-	}
-	names := []string{"bounds", "allowlist", "pii_guard", "approval", "session_inject"}
-	for i, s := range seeds {
-		f.Add(uint8(i), []byte(s))
-	}
-	type pair struct{ interp, compiled *Rego }
-	pairs := make([]pair, len(names))
-	for i, name := range names {
-		p, err := LoadRego(name, "../examples/policies/"+name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		c, err := p.Compiled(context.Background())
-		if err != nil {
-			f.Fatal(err)
-		}
-		pairs[i] = pair{p, c}
-	}
-	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
-		args, ok := decodeFuzzArgs(data)
-		if !ok {
-			return
-		}
-		p := pairs[int(which)%len(pairs)]
-		in := &Input{Tool: "t", Arguments: args, Protocol: "http", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-			Request: Request{Method: "POST", Host: "h", Path: "/p", Headers: map[string]string{"x-approved-by": "ana"}},
-			Caller:  Caller{Agent: "agent", Session: "s1"}}
-		ctx := context.Background()
-		want, werr := p.interp.Eval(ctx, in)
-		got, gerr := p.compiled.Eval(ctx, in)
-		if fmt.Sprint(werr) != fmt.Sprint(gerr) || werr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s on %s:\ninterpreter %+v %v\ncompiled    %+v %v", p.interp.Name(), data, want, werr, got, gerr)
 		}
 	})
 }

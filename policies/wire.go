@@ -8,10 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
-
-	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // MaxDecisionBytes bounds a decision document handed over as bytes (by a
@@ -41,7 +38,7 @@ func DecodeResult(data []byte) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("decision must be an object, got %s", jsonTypeName(doc))
 	}
-	return decodeResult("", m)
+	return DecodeDecision(m)
 }
 
 // AppendJSON appends the input document as JSON to dst: the same document
@@ -97,8 +94,8 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// maxInputDepth bounds the nesting AppendJSON follows.
-const maxInputDepth = 1000
+// MaxInputDepth bounds the nesting AppendJSON follows.
+const MaxInputDepth = 1000
 
 func appendJSONValue(dst []byte, v any, depth int) ([]byte, error) {
 	switch x := v.(type) {
@@ -123,7 +120,7 @@ func appendJSONValue(dst []byte, v any, depth int) ([]byte, error) {
 	case int64:
 		return strconv.AppendInt(dst, x, 10), nil
 	case []any:
-		if depth >= maxInputDepth {
+		if depth >= MaxInputDepth {
 			return dst, errors.New("arguments nested too deeply")
 		}
 		dst = append(dst, '[')
@@ -138,7 +135,7 @@ func appendJSONValue(dst []byte, v any, depth int) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		if depth >= maxInputDepth {
+		if depth >= MaxInputDepth {
 			return dst, errors.New("arguments nested too deeply")
 		}
 		return appendJSONObject(dst, x, depth+1)
@@ -271,84 +268,4 @@ func shorten(s string) string {
 		return s[:16] + "..."
 	}
 	return s
-}
-
-// DecisionPackage is the package of the rule DecisionRego writes, and
-// DecisionEntrypoint that rule as a compile entrypoint: it evaluates to the
-// whole decision document of a policy.
-const (
-	DecisionPackage    = "toolgate_decision"
-	DecisionEntrypoint = DecisionPackage + "/decision"
-)
-
-// DecisionRego returns the Rego v1 source of a module, package
-// DecisionPackage, whose rule `decision` is the decision document of the
-// policy in files (name to source; *_test.rego ignored): {deny, allow,
-// inject}, each key present when the policy defines that rule, allow left
-// out when it is undefined. It reads the decision rules exactly as Rego
-// policies are read, so a policy compiled to WASM through this rule decides
-// as the interpreter does.
-func DecisionRego(files map[string][]byte) (string, error) {
-	pkg := ""
-	var modules []*ast.Module
-	for _, f := range slices.Sorted(maps.Keys(files)) {
-		if strings.HasSuffix(f, "_test.rego") {
-			continue
-		}
-		m, err := ast.ParseModuleWithOpts(f, string(files[f]), ast.ParserOptions{RegoVersion: ast.RegoV1})
-		if err != nil {
-			return "", err
-		}
-		p := strings.TrimPrefix(m.Package.Path.String(), "data.")
-		switch {
-		case pkg == "":
-			pkg = p
-		case pkg != p:
-			return "", fmt.Errorf("%s declares package %s, but another file declares %s; one policy is one package", f, p, pkg)
-		}
-		modules = append(modules, m)
-	}
-	if pkg == "" {
-		return "", errors.New("no policy file (only tests, or none)")
-	}
-	if pkg == DecisionPackage || strings.HasPrefix(pkg, DecisionPackage+".") {
-		return "", fmt.Errorf("package %s is reserved", DecisionPackage)
-	}
-	q := decisionQuery(pkg, modules, " := ")
-	var b strings.Builder
-	b.WriteString("package " + DecisionPackage + "\n\n")
-	if q == "true" {
-		b.WriteString("decision := {}\n")
-		return b.String(), nil
-	}
-	var keys []string
-	hasAllow := false
-	for _, part := range strings.Split(q, "; ") {
-		name, _, _ := strings.Cut(part, " := ")
-		switch name {
-		case "allow":
-			hasAllow = true
-		default:
-			keys = append(keys, fmt.Sprintf("%q: %s", name, name))
-		}
-	}
-	b.WriteString("decision := d if {\n")
-	for _, part := range strings.Split(q, "; ") {
-		b.WriteString("\t" + part + "\n")
-	}
-	base := "{" + strings.Join(keys, ", ") + "}"
-	if hasAllow {
-		// allow is [] when undefined, [value] otherwise.
-		b.WriteString("\td := object.union(" + base + `, {"allow": a | some a in allow})` + "\n")
-	} else {
-		b.WriteString("\td := " + base + "\n")
-	}
-	b.WriteString("}\n")
-	return b.String(), nil
-}
-
-// DeniedBuiltins lists the Rego builtins a toolgate policy may not call,
-// sorted; compilers of Rego (to WASM) refuse them too.
-func DeniedBuiltins() []string {
-	return slices.Sorted(maps.Keys(deniedBuiltins))
 }

@@ -18,8 +18,10 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 	"github.com/toolgate/toolgate/wasm"
 )
 
@@ -76,12 +78,12 @@ func cpuTime() time.Duration {
 // deciding with the 5-rule bench policy on each engine: compiled (the
 // default), OPA's interpreter, and wasm.
 func benchEnv(b *testing.B) (*env, *url.URL) {
-	interp, err := policies.LoadRego("bench", "../policies/testdata/bench")
+	interp, err := rego.Load("bench", "../policies/testdata/bench")
 	if err != nil {
 		b.Fatal(err)
 	}
 	if src := os.Getenv("TG_POLICY"); src != "" {
-		interp, err = policies.CompileRego("bench", map[string][]byte{"p.rego": []byte(src)})
+		interp, err = rego.Compile("bench", map[string][]byte{"p.rego": []byte(src)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func benchEnv(b *testing.B) (*env, *url.URL) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { engine.Close(context.Background()) })
-	files, err := policies.ReadRego("../policies/testdata/bench")
+	files, err := rego.Read("../policies/testdata/bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,11 +307,11 @@ func BenchmarkSinkOverhead(b *testing.B) {
 // Both are closed when the benchmark ends.
 func benchSpool(b *testing.B, addr, db string) sink.Writer {
 	b.Helper()
-	cfg := sink.ClickHouseConfig{Addr: []string{addr}, Database: db}
+	cfg := clickhouse.Config{Addr: []string{addr}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

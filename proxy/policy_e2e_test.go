@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -43,9 +44,9 @@ deny contains "slow" if {
 }
 `
 
-func compile(t *testing.T, name, src string) *policies.Rego {
+func compile(t *testing.T, name, src string) *rego.Policy {
 	t.Helper()
-	p, err := policies.CompileRego(name, map[string][]byte{name + ".rego": []byte(src)})
+	p, err := rego.Compile(name, map[string][]byte{name + ".rego": []byte(src)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestPolicyModesThroughProxy(t *testing.T) {
 	// Only the slow policy's cases run against a short deadline: a loaded
 	// machine can deschedule a quick decision past 30 ms, and the cases
 	// that expect a decision must not time out then.
-	set := func(mode string, pols ...*policies.Rego) proxy.Checker {
+	set := func(mode string, pols ...*rego.Policy) proxy.Checker {
 		var b []policies.Bound
 		deadline := 10 * time.Second
 		for _, p := range pols {

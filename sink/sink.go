@@ -2,7 +2,9 @@
 // where analysts read them: the Event type, the Writer interface that every
 // destination satisfies, a bounded asynchronous Queue in front of it, and the
 // destinations themselves (an NDJSON file with rotation; a disk spool in
-// front of ClickHouse).
+// front of a slower destination). The ClickHouse destination lives in
+// sink/clickhouse, so that the data path, which imports sink for Event and
+// Writer, does not link clickhouse-go.
 //
 // The request path only ever calls Queue.Record, which returns once the
 // event has been written (to the page cache: a killed process loses

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
 // benchInput is the input of policies' BenchmarkRegoDecision: a call the
@@ -167,8 +168,8 @@ func benchSource(b *testing.B, noRegex bool) []byte {
 	return []byte(strings.Join(keep, "\n"))
 }
 
-func benchSmall(b *testing.B) *policies.Rego {
-	r, err := policies.CompileRego("allow", map[string][]byte{"small.rego": []byte(smallRego)})
+func benchSmall(b *testing.B) *rego.Policy {
+	r, err := rego.Compile("allow", map[string][]byte{"small.rego": []byte(smallRego)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func benchSmall(b *testing.B) *policies.Rego {
 }
 
 // benchCompiled is r on the compiled engine.
-func benchCompiled(b *testing.B, r *policies.Rego) *policies.Rego {
+func benchCompiled(b *testing.B, r *rego.Policy) *rego.Policy {
 	c, err := r.Compiled(context.Background())
 	if err != nil {
 		b.Fatal(err)
@@ -184,8 +185,8 @@ func benchCompiled(b *testing.B, r *policies.Rego) *policies.Rego {
 	return c
 }
 
-func benchInterpreter(b *testing.B, src []byte) *policies.Rego {
-	r, err := policies.CompileRego("bench", map[string][]byte{"bench.rego": src})
+func benchInterpreter(b *testing.B, src []byte) *rego.Policy {
+	r, err := rego.Compile("bench", map[string][]byte{"bench.rego": src})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
 // exampleCases are the calls of examples/policies/cases/*.cases.yaml as
@@ -82,13 +83,13 @@ func TestExamplePolicies(t *testing.T) {
 	dirs, _ := filepath.Glob("../examples/policies/*")
 	tested, denied, withBuiltins := 0, 0, 0
 	for _, dir := range dirs {
-		files, err := policies.ReadRego(dir)
+		files, err := rego.Read(dir)
 		if err != nil || len(files) == 0 {
 			continue // cases/
 		}
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
-			interp, err := policies.CompileRego(name, files)
+			interp, err := rego.Compile(name, files)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +152,7 @@ func TestHostBuiltins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files := map[string][]byte{"p.rego": []byte("package p\n" + tt.src + "\n")}
-			interp, err := policies.CompileRego("p", files)
+			interp, err := rego.Compile("p", files)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,12 +11,12 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/compile"
 
-	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
 // CompileRego compiles a Rego v1 policy (file name to source; *_test.rego
 // files are left out) to an OPA WASM module whose one entrypoint,
-// policies.DecisionEntrypoint, evaluates to the policy's decision document
+// rego.DecisionEntrypoint, evaluates to the policy's decision document
 // {deny, allow, inject}, read as the interpreter reads it. It returns the
 // policy.wasm bytes, which Load runs. Builtins that reach the network or
 // the environment are refused, as by the interpreter; builtins OPA's WASM
@@ -31,7 +31,7 @@ func CompileRego(ctx context.Context, files map[string][]byte) ([]byte, error) {
 }
 
 // CompileRegoBundle is CompileRego writing an OPA bundle (.tar.gz) that
-// holds /policy.wasm, its manifest (entrypoint policies.DecisionEntrypoint)
+// holds /policy.wasm, its manifest (entrypoint rego.DecisionEntrypoint)
 // and the sources, as `opa build -t wasm` does. Load takes either.
 func CompileRegoBundle(ctx context.Context, files map[string][]byte) ([]byte, error) {
 	out, err := compileRego(ctx, files)
@@ -46,7 +46,7 @@ func CompileRegoBundle(ctx context.Context, files map[string][]byte) ([]byte, er
 }
 
 func compileRego(ctx context.Context, files map[string][]byte) (*bundle.Bundle, error) {
-	wrapper, err := policies.DecisionRego(files)
+	wrapper, err := rego.DecisionRego(files)
 	if err != nil {
 		return nil, fmt.Errorf("compile rego to wasm: %w", err)
 	}
@@ -73,7 +73,7 @@ func compileRego(ctx context.Context, files map[string][]byte) (*bundle.Bundle, 
 	}
 	c := compile.New().
 		WithTarget(compile.TargetWasm).
-		WithEntrypoints(policies.DecisionEntrypoint).
+		WithEntrypoints(rego.DecisionEntrypoint).
 		WithBundle(b).
 		WithCapabilities(capabilities()).
 		WithRegoVersion(ast.RegoV1).
@@ -127,7 +127,7 @@ func regexMatchToHost(m *ast.Module) {
 // with regexMatchBuiltin.
 func capabilities() *ast.Capabilities {
 	denied := map[string]bool{}
-	for _, b := range policies.DeniedBuiltins() {
+	for _, b := range rego.DeniedBuiltins() {
 		denied[b] = true
 	}
 	c := ast.CapabilitiesForThisVersion()

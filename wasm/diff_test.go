@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
 // TestDifferential: the same Rego policy decided by OPA's interpreter
-// (policies.CompileRego), on the compiled engine (Rego.Compiled) and as
+// (rego.Compile), on the compiled engine (Rego.Compiled) and as
 // WASM compiled by CompileRego gives the same result, error or not, on
 // generated inputs: nested objects and arrays, unicode strings, numbers
 // of every shape. testdata/rego_builtins
@@ -30,7 +31,7 @@ func TestDifferential(t *testing.T) {
 			files[filepath.Base(p)] = must(os.ReadFile(p))
 		}
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			interp, err := policies.CompileRego("p", files)
+			interp, err := rego.Compile("p", files)
 			if err != nil {
 				t.Fatal(err)
 			}

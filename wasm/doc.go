@@ -63,7 +63,7 @@
 // goes to Options.Log, data is {} (parsed once per instance), and each call
 // writes the input at the heap base and calls opa_eval, which resets the
 // heap. The module must have one entrypoint, or the entrypoint
-// policies.DecisionEntrypoint (toolgate_decision/decision), whose value is
+// rego.DecisionEntrypoint (toolgate_decision/decision), whose value is
 // the decision document; CompileRego builds exactly that. An OPA bundle
 // (.tar.gz) holding /policy.wasm loads too.
 //
@@ -72,7 +72,7 @@
 // env.opa_builtin0..4 and run by OPA's own Go implementations, as the
 // interpreter runs them: at Load the module's builtin table (its exported
 // builtins object, name to id) is read once and each name resolved; a
-// builtin the interpreter refuses (policies.DeniedBuiltins) or OPA does
+// builtin the interpreter refuses (rego.DeniedBuiltins) or OPA does
 // not implement in Go refuses the module, named. Per call, each argument
 // is serialized by the module (opa_value_dump, at most 4 MiB), parsed,
 // passed to the builtin, and its result written back (opa_malloc,

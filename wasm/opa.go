@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
 // opaHost instantiates the env module OPA-compiled modules import:
@@ -144,7 +145,7 @@ func setupOPA(ctx context.Context, b *base, table *builtinTable) (*opaInstance, 
 		return nil, err
 	}
 	var epID json.RawMessage
-	if id, ok := eps[policies.DecisionEntrypoint]; ok {
+	if id, ok := eps[rego.DecisionEntrypoint]; ok {
 		epID = id
 	} else if len(eps) == 1 {
 		for _, id := range eps {
@@ -156,7 +157,7 @@ func setupOPA(ctx context.Context, b *base, table *builtinTable) (*opaInstance, 
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("OPA module has %d entrypoints (%s); build it with one (the policy package, or %s as toolgate policy build does)", len(eps), strings.Join(names, ", "), policies.DecisionEntrypoint)
+		return nil, fmt.Errorf("OPA module has %d entrypoints (%s); build it with one (the policy package, or %s as toolgate policy build does)", len(eps), strings.Join(names, ", "), rego.DecisionEntrypoint)
 	}
 	var id int32
 	if err := json.Unmarshal(epID, &id); err != nil {

@@ -19,8 +19,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // fileConfig is the whole configuration file: each package owns its section
@@ -74,7 +76,7 @@ type eventsConfig struct {
 	File sink.FileConfig `yaml:"file"`
 	// ClickHouse sends events to ClickHouse, through the spool, when its
 	// addr is set.
-	ClickHouse sink.ClickHouseConfig `yaml:"clickhouse"`
+	ClickHouse clickhouse.Config `yaml:"clickhouse"`
 	// Spool is the disk spool in front of ClickHouse: events are written
 	// there first and deleted only once ClickHouse has them.
 	Spool sink.SpoolConfig `yaml:"spool"`
@@ -181,7 +183,7 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
 func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: wasmHost(), Previous: prev})
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: wasmHost(), Previous: prev})
 	if err != nil {
 		var pe *policies.FieldError
 		if errors.As(err, &pe) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 func TestDashboardUsage(t *testing.T) {
@@ -101,7 +102,7 @@ func TestDashboardCommand(t *testing.T) {
 	ch := chtest.Start(t)
 
 	t.Run("config", func(t *testing.T) {
-		w, err := sink.OpenClickHouse(context.Background(), sink.ClickHouseConfig{Addr: []string{ch.Addr()}, Database: "dash",
+		w, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{ch.Addr()}, Database: "dash",
 			Username: "default", DialTimeout: time.Second * 5, WriteTimeout: time.Minute, RetentionDays: -1}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 	"github.com/toolgate/toolgate/sink/dashboard"
 )
 
@@ -99,8 +100,8 @@ func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) erro
 	if err != nil {
 		return err
 	}
-	ch, err := sink.OpenClickHouse(ctx, sink.ClickHouseConfig{Addr: []string{addr}, Database: demoDatabase, Username: "default",
-		DialTimeout: sink.DefaultCHDialTimeout, WriteTimeout: sink.DefaultCHWriteTimeout, RetentionDays: -1}, nil)
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: []string{addr}, Database: demoDatabase, Username: "default",
+		DialTimeout: clickhouse.DefaultDialTimeout, WriteTimeout: clickhouse.DefaultWriteTimeout, RetentionDays: -1}, nil)
 	if err != nil {
 		return err
 	}

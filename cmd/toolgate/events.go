@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // retentionEvery is how often old ClickHouse partitions are looked for.
@@ -24,7 +25,7 @@ type eventPath struct {
 	queue *sink.Queue
 	file  *sink.File
 	spool *sink.Spool
-	ch    *sink.ClickHouse
+	ch    *clickhouse.Writer
 	stop  context.CancelFunc // the retention loop
 	done  chan struct{}
 }
@@ -67,7 +68,7 @@ func openEvents(ec eventsConfig, log *slog.Logger) (*eventPath, error) {
 	ep := &eventPath{}
 	var w sink.Writer
 	if len(ec.ClickHouse.Addr) > 0 {
-		ch, err := sink.OpenClickHouse(context.Background(), ec.ClickHouse, log.With("component", "clickhouse"))
+		ch, err := clickhouse.Open(context.Background(), ec.ClickHouse, log.With("component", "clickhouse"))
 		if err != nil {
 			return nil, err
 		}

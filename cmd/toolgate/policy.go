@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -523,7 +524,7 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 		name = filepath.Base(abs)
 	}
 	name = strings.TrimSuffix(name, ".rego")
-	pol, err := policies.LoadRego(name, path)
+	pol, err := rego.Load(name, path)
 	if err != nil {
 		pt.fail(name+" (does not compile)", err.Error())
 		return

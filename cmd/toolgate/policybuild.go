@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/wasm"
 )
 
@@ -57,11 +57,11 @@ func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) err
 	if !bare && !strings.HasSuffix(out, ".tar.gz") {
 		return usageError{fmt.Errorf("--out %q: name a .tar.gz (bundle) or a .wasm (bare module) file", out)}
 	}
-	files, err := policies.ReadRego(path)
+	files, err := rego.Read(path)
 	if err != nil {
 		return fmt.Errorf("policy %q: %w", name, err)
 	}
-	if _, err := policies.CompileRego(name, files); err != nil {
+	if _, err := rego.Compile(name, files); err != nil {
 		return err
 	}
 	// The bundle carries the sources under their paths below PATH, not the
@@ -100,6 +100,6 @@ func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) err
 	if err := writeFileAtomic(out, built, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "built %s: %d bytes, %s, entrypoint %s\n", out, len(built), abi, policies.DecisionEntrypoint)
+	fmt.Fprintf(stdout, "built %s: %d bytes, %s, entrypoint %s\n", out, len(built), abi, rego.DecisionEntrypoint)
 	return nil
 }

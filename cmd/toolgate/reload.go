@@ -535,7 +535,7 @@ func digests(files []string, cfg, cfgDigest string) map[string]string {
 }
 
 // digestPath is a digest of a file's content or, for a folder, of the
-// names and contents of the .rego files below it, as policies.LoadRego
+// names and contents of the .rego files below it, as rego.Load
 // reads them.
 func digestPath(p string) string {
 	info, err := os.Stat(p)

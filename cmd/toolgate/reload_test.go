@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
 // reloadConfig is a sidecar with one tool whose schema is a file and whose
@@ -124,7 +125,7 @@ func replaceFile(t testing.TB, path, body string) {
 // files in dir as they are now, without running their tests.
 func boundsVersion(t testing.TB, dir string) string {
 	t.Helper()
-	l, err := policies.Config{Rego: []policies.RegoConfig{{Name: "bounds", Path: "policies/bounds"}}}.Load(dir, policies.LoadOptions{})
+	l, err := policies.Config{Rego: []policies.RegoConfig{{Name: "bounds", Path: "policies/bounds"}}}.Load(dir, policies.LoadOptions{Rego: rego.Host{}})
 	if err != nil {
 		t.Fatal(err)
 	}

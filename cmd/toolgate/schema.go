@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 func newSchemaCmd() *cobra.Command {
@@ -40,13 +40,13 @@ LowCardinality(String).`,
 			if strings.ContainsAny(db, "`\\ .") || db == "" {
 				return usageError{fmt.Errorf("--database %q is not a plain database name", db)}
 			}
-			for _, stmt := range sink.SchemaDDL(db, sink.FlavorFor(major, minor)) {
+			for _, stmt := range clickhouse.SchemaDDL(db, clickhouse.FlavorFor(major, minor)) {
 				fmt.Fprintf(c.OutOrStdout(), "%s;\n\n", stmt)
 			}
 			return nil
 		},
 	}
-	c.Flags().StringVar(&db, "database", sink.DefaultCHDatabase, "database name")
+	c.Flags().StringVar(&db, "database", clickhouse.DefaultDatabase, "database name")
 	c.Flags().StringVar(&server, "server", "18.16", "ClickHouse server version the DDL is for")
 	return c
 }

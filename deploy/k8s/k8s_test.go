@@ -36,8 +36,10 @@ import (
 	syaml "sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // The names the manifests and docs/deploy.md use.
@@ -626,11 +628,11 @@ type sidecarConfig struct {
 		Listen string `yaml:"listen"`
 	} `yaml:"admin"`
 	Events struct {
-		Sidecar    string                `yaml:"sidecar"`
-		Queue      sink.QueueConfig      `yaml:"queue"`
-		File       sink.FileConfig       `yaml:"file"`
-		ClickHouse sink.ClickHouseConfig `yaml:"clickhouse"`
-		Spool      sink.SpoolConfig      `yaml:"spool"`
+		Sidecar    string            `yaml:"sidecar"`
+		Queue      sink.QueueConfig  `yaml:"queue"`
+		File       sink.FileConfig   `yaml:"file"`
+		ClickHouse clickhouse.Config `yaml:"clickhouse"`
+		Spool      sink.SpoolConfig  `yaml:"spool"`
 	} `yaml:"events"`
 	Policies policies.Config `yaml:"policies"`
 }
@@ -824,7 +826,7 @@ func checkSidecar(t *testing.T, o *objects, spec *corev1.PodSpec, side *corev1.C
 
 	// Policies: compiled from the laid-out ConfigMap, their tests run, and
 	// bound to the tools that name them.
-	pol, err := cfg.Policies.Load(dir, policies.LoadOptions{})
+	pol, err := cfg.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}})
 	if err != nil {
 		t.Fatalf("%s: policies.%v", cfgPath, err)
 	}

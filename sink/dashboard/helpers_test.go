@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 	"github.com/toolgate/toolgate/sink/dashboard"
 )
 
@@ -88,7 +89,7 @@ func genEvents(n int) []sink.Event {
 func seed(t testing.TB, srv *chtest.Server, evs []sink.Event) string {
 	t.Helper()
 	db := srv.Database(t)
-	ch, err := sink.OpenClickHouse(context.Background(), sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db, Username: "default",
+	ch, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{srv.Addr()}, Database: db, Username: "default",
 		DialTimeout: 5 * time.Second, WriteTimeout: time.Minute, RetentionDays: -1}, nil)
 	if err != nil {
 		t.Fatal(err)

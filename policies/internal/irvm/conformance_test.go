@@ -23,8 +23,8 @@ import (
 
 	// toolgate's process-wide builtin fences (no network, no files), as
 	// every engine runs with them.
-	_ "github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/internal/irvm"
+	_ "github.com/toolgate/toolgate/policies/rego"
 )
 
 // conformanceCase is one of OPA's conformance cases and the syntax its
@@ -266,7 +266,7 @@ func code(err error) string {
 // OPA's own suite (v0 and v1 syntax, with and without data), on each
 // in-process engine, checked against the case's own expected result and
 // with its own strict-error setting, as toolgate runs the engines
-// (allow_net empty, the process-wide fences of package policies). The
+// (allow_net empty, the process-wide fences of package policies/rego). The
 // compiled engine refuses a case with data (ErrData): an expected
 // refusal. Every other difference must be listed, with its reason, in
 // policies/testdata/conformance_exceptions.txt, and every listed

@@ -1,4 +1,4 @@
-package policies_test
+package rego_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"path/filepath"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/rego"
 )
 
-// ExampleLoadRego loads one of the example policies, runs its unit tests,
+// ExampleLoad loads one of the example policies, runs its unit tests,
 // and decides two calls.
-func ExampleLoadRego() {
-	p, err := policies.LoadRego("bounds", filepath.Join("..", "examples", "policies", "bounds"))
+func ExampleLoad() {
+	p, err := rego.Load("bounds", filepath.Join("..", "..", "examples", "policies", "bounds"))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package sink_test
+package clickhouse_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // BenchmarkClickHouseInsert is the rate events reach the local server in
@@ -17,11 +18,11 @@ import (
 func BenchmarkClickHouseInsert(b *testing.B) {
 	srv := chtest.Shared(b)
 	db := srv.Database(b)
-	cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
+	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package sink
+// Package clickhouse writes toolgate's events into ClickHouse over the
+// native protocol: the tables and their migrations (per server flavor),
+// batch inserts with an explicit column list, and retention. It is the one
+// package that links clickhouse-go; the data path (proxy, the queue, the
+// spool) only sees sink.Writer, which Writer satisfies.
+package clickhouse
 
 import (
 	"context"
@@ -11,16 +16,18 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
+	chgo "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/toolgate/toolgate/sink"
 )
 
-// Defaults for ClickHouseConfig.
+// Defaults for Config.
 const (
-	DefaultCHDatabase      = "toolgate"
-	DefaultCHDialTimeout   = 5 * time.Second
-	DefaultCHWriteTimeout  = 30 * time.Second
-	DefaultCHRetentionDays = 30
+	DefaultDatabase      = "toolgate"
+	DefaultDialTimeout   = 5 * time.Second
+	DefaultWriteTimeout  = 30 * time.Second
+	DefaultRetentionDays = 30
 )
 
 // Bounds applied to string columns on the way in, so one over-long value
@@ -31,8 +38,8 @@ const (
 	maxCHArray  = 100
 )
 
-// ClickHouseConfig configures the ClickHouse destination (YAML snake_case).
-type ClickHouseConfig struct {
+// Config configures the ClickHouse destination (YAML snake_case).
+type Config struct {
 	// Addr lists native-protocol addresses (host:9000). Empty disables
 	// ClickHouse.
 	Addr []string `yaml:"addr"`
@@ -58,9 +65,9 @@ type ClickHouseConfig struct {
 
 // Validate applies defaults and rejects bad values; errors name
 // "clickhouse.<field>".
-func (c *ClickHouseConfig) Validate() error {
+func (c *Config) Validate() error {
 	if c.Database == "" {
-		c.Database = DefaultCHDatabase
+		c.Database = DefaultDatabase
 	}
 	if strings.ContainsAny(c.Database, "`\\ .") {
 		return fmt.Errorf("clickhouse.database: %q is not a plain database name", c.Database)
@@ -74,13 +81,13 @@ func (c *ClickHouseConfig) Validate() error {
 		}
 	}
 	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultCHDialTimeout
+		c.DialTimeout = DefaultDialTimeout
 	}
 	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultCHWriteTimeout
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.RetentionDays == 0 {
-		c.RetentionDays = DefaultCHRetentionDays
+		c.RetentionDays = DefaultRetentionDays
 	}
 	if c.RetentionDays < -1 {
 		return fmt.Errorf("clickhouse.retention_days: %d; want a number of days, or -1 to keep everything", c.RetentionDays)
@@ -91,11 +98,11 @@ func (c *ClickHouseConfig) Validate() error {
 	return nil
 }
 
-// ClickHouse writes event batches into ClickHouse over the native protocol,
-// always with an explicit column list. It satisfies Writer; put a Spool in
+// Writer writes event batches into ClickHouse over the native protocol,
+// always with an explicit column list. It satisfies sink.Writer; put a sink.Spool in
 // front of it so nothing is lost while the server is away.
-type ClickHouse struct {
-	cfg    ClickHouseConfig
+type Writer struct {
+	cfg    Config
 	conn   driver.Conn
 	log    *slog.Logger
 	flavor Flavor
@@ -107,12 +114,12 @@ type ClickHouse struct {
 	beforeSend func() // tests: runs between preparing an insert and sending it
 }
 
-var _ Writer = (*ClickHouse)(nil)
+var _ sink.Writer = (*Writer)(nil)
 
-// OpenClickHouse connects (the first connection is made lazily by the
+// Open connects (the first connection is made lazily by the
 // driver, so a server that is down does not fail the start) and, when the
 // server answers and Migrate is on, creates and migrates the schema.
-func OpenClickHouse(ctx context.Context, cfg ClickHouseConfig, log *slog.Logger) (*ClickHouse, error) {
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -120,16 +127,16 @@ func OpenClickHouse(ctx context.Context, cfg ClickHouseConfig, log *slog.Logger)
 	if cfg.PasswordEnv != "" {
 		pw = os.Getenv(cfg.PasswordEnv)
 	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
+	conn, err := chgo.Open(&chgo.Options{
 		Addr:        cfg.Addr,
-		Auth:        clickhouse.Auth{Username: cfg.Username, Password: pw},
+		Auth:        chgo.Auth{Username: cfg.Username, Password: pw},
 		DialTimeout: cfg.DialTimeout,
 		ReadTimeout: cfg.WriteTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
-	c := &ClickHouse{cfg: cfg, conn: conn, log: log}
+	c := &Writer{cfg: cfg, conn: conn, log: log}
 	c.insert = fmt.Sprintf("INSERT INTO %s.events (%s)", quoteIdent(cfg.Database), strings.Join(eventColumns, ", "))
 	if !c.migrates() {
 		c.migrated.Store(true) // a DBA owns the schema
@@ -139,12 +146,12 @@ func OpenClickHouse(ctx context.Context, cfg ClickHouseConfig, log *slog.Logger)
 	return c, nil
 }
 
-func (c *ClickHouse) migrates() bool { return c.cfg.Migrate == nil || *c.cfg.Migrate }
+func (c *Writer) migrates() bool { return c.cfg.Migrate == nil || *c.cfg.Migrate }
 
 // Migrate detects the server's flavor, creates the database and applies
 // every migration not yet recorded. It is safe to run from several
 // sidecars at once.
-func (c *ClickHouse) Migrate(ctx context.Context) error {
+func (c *Writer) Migrate(ctx context.Context) error {
 	v, err := c.conn.ServerVersion()
 	if err != nil {
 		return fmt.Errorf("clickhouse: %w", err)
@@ -200,7 +207,7 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 // columnExists reports whether err says an ADD COLUMN statement's column
 // is already there (another sidecar, or an earlier try, added it).
 func columnExists(stmt string, err error) bool {
-	var ex *clickhouse.Exception
+	var ex *chgo.Exception
 	if !strings.Contains(stmt, " ADD COLUMN ") || !errors.As(err, &ex) {
 		return false
 	}
@@ -212,7 +219,7 @@ var partitionedTables = []string{"events", "events_per_minute", "envelope_adopti
 
 // DropPartitionsBefore drops the daily partitions of toolgate's tables
 // older than day, and returns how many it dropped.
-func (c *ClickHouse) DropPartitionsBefore(ctx context.Context, day time.Time) (int, error) {
+func (c *Writer) DropPartitionsBefore(ctx context.Context, day time.Time) (int, error) {
 	cutoff := day.UTC().Format("20060102")
 	rows, err := c.conn.Query(ctx, "SELECT DISTINCT table, partition FROM system.parts WHERE database = '"+
 		strings.ReplaceAll(c.cfg.Database, "'", "")+"' AND active AND table IN ('"+strings.Join(partitionedTables, "', '")+"')")
@@ -244,10 +251,10 @@ func (c *ClickHouse) DropPartitionsBefore(ctx context.Context, day time.Time) (i
 
 // Rejected counts rows the server refused on their own (isolated from
 // their batch and dropped, each logged with its event id).
-func (c *ClickHouse) Rejected() uint64 { return c.rejected.Load() }
+func (c *Writer) Rejected() uint64 { return c.rejected.Load() }
 
 // Close closes the connections.
-func (c *ClickHouse) Close() error { return c.conn.Close() }
+func (c *Writer) Close() error { return c.conn.Close() }
 
 // WriteEvents inserts a batch. Values are sanitized first (valid UTF-8,
 // bounded lengths). When the server refuses the batch for its data, the
@@ -255,7 +262,7 @@ func (c *ClickHouse) Close() error { return c.conn.Close() }
 // and logged, the rest is stored. Any other error (the server away, the
 // table missing, no permission) is returned, so the spool keeps the data
 // and retries.
-func (c *ClickHouse) WriteEvents(ctx context.Context, events []Event) error {
+func (c *Writer) WriteEvents(ctx context.Context, events []sink.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -268,7 +275,7 @@ func (c *ClickHouse) WriteEvents(ctx context.Context, events []Event) error {
 	return c.write(ctx, events)
 }
 
-func (c *ClickHouse) write(ctx context.Context, events []Event) error {
+func (c *Writer) write(ctx context.Context, events []sink.Event) error {
 	err := c.send(ctx, events)
 	if err == nil || !isDataError(err) {
 		return err
@@ -285,7 +292,7 @@ func (c *ClickHouse) write(ctx context.Context, events []Event) error {
 	return c.write(ctx, events[half:])
 }
 
-func (c *ClickHouse) send(ctx context.Context, events []Event) error {
+func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
 	b, err := c.conn.PrepareBatch(ctx, c.insert)
@@ -326,7 +333,7 @@ func (c *ClickHouse) send(ctx context.Context, events []Event) error {
 // isDataError reports whether the server refused a batch because of the
 // values in it (as opposed to being away, the table missing, or access).
 func isDataError(err error) bool {
-	var ex *clickhouse.Exception
+	var ex *chgo.Exception
 	if !errors.As(err, &ex) {
 		return false
 	}

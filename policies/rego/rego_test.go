@@ -1,4 +1,4 @@
-package policies
+package rego
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
-func mustRego(t testing.TB, name, src string) *Rego {
+func mustRego(t testing.TB, name, src string) *Policy {
 	t.Helper()
-	p, err := CompileRego(name, map[string][]byte{name + ".rego": []byte(src)})
+	p, err := Compile(name, map[string][]byte{name + ".rego": []byte(src)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ deny contains "x" if { opa.runtime().env.SECRET }`}, "opa.runtime"},
 			for k, v := range tc.files {
 				files[k] = []byte(v)
 			}
-			_, err := CompileRego(tc.name, files)
+			_, err := Compile(tc.name, files)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
@@ -80,18 +82,18 @@ deny contains "slow" if {
 	badOutput := mustRego(t, "bad_output", `package t.bad_output
 deny contains 7 if input.arguments.n > 0
 `)
-	in := func(n int, agent string, extra map[string]any) *Input {
+	in := func(n int, agent string, extra map[string]any) *policies.Input {
 		args := map[string]any{"n": json.Number(strings.TrimSpace(jsonInt(n)))}
 		for k, v := range extra {
 			args[k] = v
 		}
-		return &Input{Tool: "tool", Arguments: args, Caller: Caller{Agent: agent, Session: "s-9"}}
+		return &policies.Input{Tool: "tool", Arguments: args, Caller: policies.Caller{Agent: agent, Session: "s-9"}}
 	}
 	tests := []struct {
 		name       string
-		bound      []Bound
+		bound      []policies.Bound
 		failOpen   bool
-		in         *Input
+		in         *policies.Input
 		wantAllow  bool
 		wantCode   string
 		wantReason string
@@ -100,32 +102,32 @@ deny contains 7 if input.arguments.n > 0
 		wantInject string
 		wantOpen   int
 	}{
-		{"allowed", []Bound{{deny, ModeEnforce}}, false, in(1, "", nil), true, "", "", nil, 0, "", 0},
-		{"validation deny", []Bound{{deny, ModeEnforce}}, false, in(11, "", nil), false, "validation", "policy_denied", []string{"n too big"}, 0, "", 0},
-		{"mixed codes become policy", []Bound{{deny, ModeEnforce}}, false, in(11, "", map[string]any{"weekend": true}), false, "policy", "policy_denied",
+		{"allowed", []policies.Bound{{Policy: deny, Mode: policies.ModeEnforce}}, false, in(1, "", nil), true, "", "", nil, 0, "", 0},
+		{"validation deny", []policies.Bound{{Policy: deny, Mode: policies.ModeEnforce}}, false, in(11, "", nil), false, "validation", "policy_denied", []string{"n too big"}, 0, "", 0},
+		{"mixed codes become policy", []policies.Bound{{Policy: deny, Mode: policies.ModeEnforce}}, false, in(11, "", map[string]any{"weekend": true}), false, "policy", "policy_denied",
 			[]string{"no weekends", "n too big"}, 0, "", 0},
-		{"allow false without deny", []Bound{{allowOnly, ModeEnforce}}, false, in(1, "bad", nil), false, "policy", "policy_denied",
+		{"allow false without deny", []policies.Bound{{Policy: allowOnly, Mode: policies.ModeEnforce}}, false, in(1, "bad", nil), false, "policy", "policy_denied",
 			[]string{"not allowed by policy 'allow_only'"}, 0, "", 0},
-		{"allow true", []Bound{{allowOnly, ModeEnforce}}, false, in(1, "good", nil), true, "", "", nil, 0, "", 0},
-		{"dry run reports, allows", []Bound{{deny, ModeDryRun}}, false, in(11, "", nil), true, "", "", nil, 1, "", 0},
-		{"every enforced policy's messages", []Bound{{deny, ModeEnforce}, {allowOnly, ModeEnforce}}, false, in(11, "bad", nil), false, "policy", "policy_denied",
+		{"allow true", []policies.Bound{{Policy: allowOnly, Mode: policies.ModeEnforce}}, false, in(1, "good", nil), true, "", "", nil, 0, "", 0},
+		{"dry run reports, allows", []policies.Bound{{Policy: deny, Mode: policies.ModeDryRun}}, false, in(11, "", nil), true, "", "", nil, 1, "", 0},
+		{"every enforced policy's messages", []policies.Bound{{Policy: deny, Mode: policies.ModeEnforce}, {Policy: allowOnly, Mode: policies.ModeEnforce}}, false, in(11, "bad", nil), false, "policy", "policy_denied",
 			[]string{"n too big", "not allowed by policy 'allow_only'"}, 0, "", 0},
-		{"inject after allow", []Bound{{deny, ModeEnforce}, {inject, ModeEnforce}}, false, in(1, "", nil), true, "", "", nil, 0, "s-9", 0},
-		{"no inject when denied", []Bound{{deny, ModeEnforce}, {inject, ModeEnforce}}, false, in(11, "", nil), false, "validation", "policy_denied", []string{"n too big"}, 0, "", 0},
-		{"off is skipped", []Bound{{deny, ModeOff}}, false, in(11, "", nil), true, "", "", nil, 0, "", 0},
-		{"conflict fails closed", []Bound{{conflict, ModeEnforce}}, false, in(5, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
-		{"conflict fails open", []Bound{{conflict, ModeEnforce}}, true, in(5, "", nil), true, "", "", nil, 0, "", 1},
-		{"builtin error fails closed", []Bound{{builtinErr, ModeEnforce}}, false, in(1, "", map[string]any{"s": "abc"}), false, "policy", "policy_error", nil, 0, "", 0},
-		{"deadline fails closed", []Bound{{slow, ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_timeout", nil, 0, "", 0},
-		{"deadline fails open", []Bound{{slow, ModeEnforce}}, true, in(1, "", nil), true, "", "", nil, 0, "", 1},
-		{"bad decision document fails closed", []Bound{{badOutput, ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
+		{"inject after allow", []policies.Bound{{Policy: deny, Mode: policies.ModeEnforce}, {Policy: inject, Mode: policies.ModeEnforce}}, false, in(1, "", nil), true, "", "", nil, 0, "s-9", 0},
+		{"no inject when denied", []policies.Bound{{Policy: deny, Mode: policies.ModeEnforce}, {Policy: inject, Mode: policies.ModeEnforce}}, false, in(11, "", nil), false, "validation", "policy_denied", []string{"n too big"}, 0, "", 0},
+		{"off is skipped", []policies.Bound{{Policy: deny, Mode: policies.ModeOff}}, false, in(11, "", nil), true, "", "", nil, 0, "", 0},
+		{"conflict fails closed", []policies.Bound{{Policy: conflict, Mode: policies.ModeEnforce}}, false, in(5, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
+		{"conflict fails open", []policies.Bound{{Policy: conflict, Mode: policies.ModeEnforce}}, true, in(5, "", nil), true, "", "", nil, 0, "", 1},
+		{"builtin error fails closed", []policies.Bound{{Policy: builtinErr, Mode: policies.ModeEnforce}}, false, in(1, "", map[string]any{"s": "abc"}), false, "policy", "policy_error", nil, 0, "", 0},
+		{"deadline fails closed", []policies.Bound{{Policy: slow, Mode: policies.ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_timeout", nil, 0, "", 0},
+		{"deadline fails open", []policies.Bound{{Policy: slow, Mode: policies.ModeEnforce}}, true, in(1, "", nil), true, "", "", nil, 0, "", 1},
+		{"bad decision document fails closed", []policies.Bound{{Policy: badOutput, Mode: policies.ModeEnforce}}, false, in(1, "", nil), false, "policy", "policy_error", nil, 0, "", 0},
 	}
 	// Every case on both engines that decide Rego in process.
-	onEngine := func(engine string, bound []Bound) []Bound {
-		out := make([]Bound, len(bound))
+	onEngine := func(engine string, bound []policies.Bound) []policies.Bound {
+		out := make([]policies.Bound, len(bound))
 		for i, b := range bound {
 			out[i] = b
-			if r, ok := b.Policy.(*Rego); ok && engine == EngineCompiled {
+			if r, ok := b.Policy.(*Policy); ok && engine == policies.EngineCompiled {
 				c, err := r.Compiled(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -135,7 +137,7 @@ deny contains 7 if input.arguments.n > 0
 		}
 		return out
 	}
-	for _, run := range []struct{ engine string }{{EngineInterpreter}, {EngineCompiled}} {
+	for _, run := range []struct{ engine string }{{policies.EngineInterpreter}, {policies.EngineCompiled}} {
 		for _, tc := range tests {
 			t.Run(run.engine+"/"+tc.name, func(t *testing.T) {
 				// A short deadline where the case is about the deadline;
@@ -146,7 +148,7 @@ deny contains 7 if input.arguments.n > 0
 				if strings.HasPrefix(tc.name, "deadline") {
 					deadline = 30 * time.Millisecond
 				}
-				set := NewSet("tool", onEngine(run.engine, tc.bound), deadline, tc.failOpen)
+				set := policies.NewSet("tool", onEngine(run.engine, tc.bound), deadline, tc.failOpen)
 				start := time.Now()
 				d := set.Check(context.Background(), tc.in)
 				if el := time.Since(start); el > 2*time.Second {
@@ -191,7 +193,7 @@ func jsonInt(n int) string {
 func TestExamplePoliciesPassTheirTests(t *testing.T) {
 	for _, name := range []string{"bounds", "allowlist", "pii_guard", "approval", "session_inject"} {
 		t.Run(name, func(t *testing.T) {
-			p, err := LoadRego(name, "../examples/policies/"+name)
+			p, err := Load(name, "../../examples/policies/"+name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +220,7 @@ func TestExamplePoliciesPassTheirTests(t *testing.T) {
 // on either engine, and the others still pass (on the compiled engine, an
 // error in one test makes each run alone).
 func TestRegoFailingTestReported(t *testing.T) {
-	interp, err := CompileRego("p", map[string][]byte{
+	interp, err := Compile("p", map[string][]byte{
 		"p.rego": []byte("package p\ndeny contains \"x\" if input.a == 1\n"),
 		"p_test.rego": []byte(`package p_test
 import data.p
@@ -235,7 +237,7 @@ test_also_right if { count(p.deny) == 0 with input as {"a": 2} }
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*Rego{interp, compiled} {
+	for _, p := range []*Policy{interp, compiled} {
 		t.Run(p.Engine(), func(t *testing.T) {
 			res, err := p.RunTests(context.Background())
 			if err != nil {
@@ -279,11 +281,11 @@ func TestLoadRegoSkipsHiddenEntries(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "p.rego"), filepath.Join(dir, "p.rego")); err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadRego("p", dir)
+	p, err := Load("p", dir)
 	if err != nil {
-		t.Fatalf("LoadRego: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
-	res, err := p.Eval(context.Background(), &Input{Tool: "t"})
+	res, err := p.Eval(context.Background(), &policies.Input{Tool: "t"})
 	if err != nil || !res.Allowed {
 		t.Fatalf("Eval = %+v, %v; want allowed", res, err)
 	}

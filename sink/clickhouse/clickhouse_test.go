@@ -1,4 +1,4 @@
-package sink_test
+package clickhouse_test
 
 import (
 	"context"
@@ -10,20 +10,21 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
 
 // openCH connects a ClickHouse writer to a fresh database on the shared
 // test server, migrating the schema.
-func openCH(t *testing.T, srv *chtest.Server) (*sink.ClickHouse, string) {
+func openCH(t *testing.T, srv *chtest.Server) (*clickhouse.Writer, string) {
 	t.Helper()
 	db := srv.Database(t)
-	cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
+	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func one(t *testing.T, srv *chtest.Server, sql string) string {
 func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	srv := chtest.Shared(t)
 	db := srv.Database(t)
-	cfg := sink.ClickHouseConfig{Addr: []string{srv.Addr()}, Database: db}
+	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	errc := make(chan error, 3)
 	for i := 0; i < 2; i++ {
 		go func() {
-			ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+			ch, err := clickhouse.Open(context.Background(), cfg, nil)
 			if err == nil {
 				err = ch.Migrate(context.Background())
 				ch.Close()
@@ -81,7 +82,7 @@ func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch.Close()
-	if got := one(t, srv, "SELECT count(DISTINCT version) FROM `"+db+"`.toolgate_schema_migrations"); got != fmt.Sprint(len(sink.Migrations(db, sink.FlavorLegacy))) {
+	if got := one(t, srv, "SELECT count(DISTINCT version) FROM `"+db+"`.toolgate_schema_migrations"); got != fmt.Sprint(len(clickhouse.Migrations(db, clickhouse.FlavorLegacy))) {
 		t.Errorf("recorded migrations = %s", got)
 	}
 	tables := srv.Query(t, "SELECT name FROM system.tables WHERE database = '"+db+"' ORDER BY name")

@@ -1,4 +1,4 @@
-package policies
+package rego
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // manyRules is a policy of n deny rules, each keyed on input.tool: the
@@ -25,7 +27,7 @@ func manyRules(n int) map[string][]byte {
 // which sets maxCompiledRules.
 func BenchmarkRuleCount(b *testing.B) {
 	for _, n := range []int{10, 30, 50, 100, 300, 1000} {
-		p, err := CompileRego("many", manyRules(n))
+		p, err := Compile("many", manyRules(n))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -33,10 +35,10 @@ func BenchmarkRuleCount(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		in := &Input{Tool: "tool_3", Arguments: map[string]any{"n": 1}}
-		for _, e := range []*Rego{c, p} {
+		in := &policies.Input{Tool: "tool_3", Arguments: map[string]any{"n": 1}}
+		for _, e := range []*Policy{c, p} {
 			b.Run(fmt.Sprintf("rules=%d/%s", n, e.Engine()), func(b *testing.B) {
-				set := NewSet("t", []Bound{{Policy: e, Mode: ModeEnforce}}, time.Minute, false)
+				set := policies.NewSet("t", []policies.Bound{{Policy: e, Mode: policies.ModeEnforce}}, time.Minute, false)
 				ctx := context.Background()
 				b.ReportAllocs()
 				for b.Loop() {

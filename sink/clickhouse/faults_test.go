@@ -1,4 +1,4 @@
-package sink_test
+package clickhouse_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // Fault tests: the spool in front of a real ClickHouse that is killed,
@@ -17,18 +18,18 @@ import (
 
 // chPipe is a spool shipping into ClickHouse, as the sidecar wires it.
 type chPipe struct {
-	ch    *sink.ClickHouse
+	ch    *clickhouse.Writer
 	spool *sink.Spool
 	db    string
 }
 
 func openPipe(t *testing.T, addr, db, dir string) *chPipe {
 	t.Helper()
-	cfg := sink.ClickHouseConfig{Addr: []string{addr}, Database: db, DialTimeout: time.Second, WriteTimeout: 5 * time.Second}
+	cfg := clickhouse.Config{Addr: []string{addr}, Database: db, DialTimeout: time.Second, WriteTimeout: 5 * time.Second}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := sink.OpenClickHouse(context.Background(), cfg, nil)
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestFaultAcknowledgementLost(t *testing.T) {
 	p.write(t, "warm", 50)
 	p.drained(t, 10*time.Second)
 	armed := true
-	sink.SetBeforeSend(p.ch, func() {
+	clickhouse.SetBeforeSend(p.ch, func() {
 		if armed {
 			armed = false
 			cut.CutNextReply() // the server commits; its acknowledgement is lost
@@ -180,7 +181,7 @@ func TestFaultEventsTableDropped(t *testing.T) {
 		t.Errorf("a missing table must not drop rows as bad; rejected = %d", p.ch.Rejected())
 	}
 	// The DBA puts the table back, as toolgate schema print writes it.
-	for _, stmt := range sink.SchemaDDL("dropped", sink.FlavorLegacy) {
+	for _, stmt := range clickhouse.SchemaDDL("dropped", clickhouse.FlavorLegacy) {
 		if !strings.Contains(stmt, "toolgate_schema_migrations") {
 			srv.Exec(t, stmt)
 		}

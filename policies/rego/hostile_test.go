@@ -1,4 +1,4 @@
-package policies
+package rego
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // The hostile set: policies and inputs that once took the sidecar down
@@ -34,14 +36,14 @@ const (
 )
 
 // unitOf measures one json.marshal(input) on p's engine.
-func unitOf(t *testing.T, p *Rego, in *Input) time.Duration {
+func unitOf(t *testing.T, p *Policy, in *policies.Input) time.Duration {
 	t.Helper()
-	c, err := CompileRego("unit", map[string][]byte{"u.rego": []byte(`package u
+	c, err := Compile("unit", map[string][]byte{"u.rego": []byte(`package u
 deny contains "x" if count(json.marshal(input)) < 0`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Engine() == EngineCompiled {
+	if p.Engine() == policies.EngineCompiled {
 		if c, err = c.Compiled(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -82,12 +84,12 @@ func wideAtDepth(depth, width int) any {
 }
 
 // bigInput is an input whose arguments are about n bytes of JSON.
-func bigInput(n int) *Input {
+func bigInput(n int) *policies.Input {
 	words := make([]any, 0, n/16)
 	for i := 0; len(words)*16 < n; i++ {
 		words = append(words, fmt.Sprintf("word-%09d", i))
 	}
-	return &Input{Tool: "t", Arguments: map[string]any{"words": words}}
+	return &policies.Input{Tool: "t", Arguments: map[string]any{"words": words}}
 }
 
 func jsonSize(v any) int {
@@ -101,7 +103,7 @@ func jsonSize(v any) int {
 type hostileCase struct {
 	name   string
 	policy string
-	input  func() *Input
+	input  func() *policies.Input
 }
 
 func hostileCases() []hostileCase {
@@ -117,30 +119,30 @@ deny contains "deep" if {
 	count(p) > 100000
 }`
 	return []hostileCase{
-		{"walk/9000-deep-18KB", walkAny, func() *Input {
-			return &Input{Tool: "t", Arguments: map[string]any{"a": deepArrays(9000, 0)}}
+		{"walk/9000-deep-18KB", walkAny, func() *policies.Input {
+			return &policies.Input{Tool: "t", Arguments: map[string]any{"a": deepArrays(9000, 0)}}
 		}},
-		{"walk/9000-deep-108KB", walkAny, func() *Input {
-			return &Input{Tool: "t", Arguments: map[string]any{"a": deepArrays(9000, 5)}}
+		{"walk/9000-deep-108KB", walkAny, func() *policies.Input {
+			return &policies.Input{Tool: "t", Arguments: map[string]any{"a": deepArrays(9000, 5)}}
 		}},
-		{"walk/990-deep-40000-wide", walkAny, func() *Input {
-			return &Input{Tool: "t", Arguments: map[string]any{"a": wideAtDepth(990, 40000)}}
+		{"walk/990-deep-40000-wide", walkAny, func() *policies.Input {
+			return &policies.Input{Tool: "t", Arguments: map[string]any{"a": wideAtDepth(990, 40000)}}
 		}},
-		{"walk-paths/990-deep-40000-wide", walkPaths, func() *Input {
-			return &Input{Tool: "t", Arguments: map[string]any{"a": wideAtDepth(990, 40000)}}
+		{"walk-paths/990-deep-40000-wide", walkPaths, func() *policies.Input {
+			return &policies.Input{Tool: "t", Arguments: map[string]any{"a": wideAtDepth(990, 40000)}}
 		}},
 		{"json.marshal-255x-1MiB", `package h
 deny contains "big" if {
 	n := sum([count(json.marshal(input)) | some i in numbers.range(1, 255)])
 	n < 0
-}`, func() *Input { return bigInput(1 << 20) }},
+}`, func() *policies.Input { return bigInput(1 << 20) }},
 		{"numbers.range-1e9", `package h
-deny contains "many" if count(numbers.range(1, 1000000000)) < 0`, func() *Input { return &Input{Tool: "t"} }},
+deny contains "many" if count(numbers.range(1, 1000000000)) < 0`, func() *policies.Input { return &policies.Input{Tool: "t"} }},
 		{"comprehension-of-strings", `package h
 deny contains "long" if {
 	s := concat(",", [x | some i in numbers.range(1, 100000000); x := sprintf("%d-%s", [i, input.tool])])
 	count(s) < 0
-}`, func() *Input { return &Input{Tool: "t"} }},
+}`, func() *policies.Input { return &policies.Input{Tool: "t"} }},
 	}
 }
 
@@ -184,7 +186,7 @@ func TestHostilePolicies(t *testing.T) {
 	var worstOverrun = map[string]time.Duration{}
 	var worstHeap = map[string]uint64{}
 	for _, hc := range hostileCases() {
-		interp, err := CompileRego("h", map[string][]byte{"h.rego": []byte(hc.policy)})
+		interp, err := Compile("h", map[string][]byte{"h.rego": []byte(hc.policy)})
 		if err != nil {
 			t.Fatalf("%s: %v", hc.name, err)
 		}
@@ -193,8 +195,8 @@ func TestHostilePolicies(t *testing.T) {
 			t.Fatalf("%s: %v", hc.name, err)
 		}
 		in := hc.input()
-		for _, p := range []*Rego{compiled, interp} {
-			set := NewSet("t", []Bound{{Policy: p, Mode: ModeEnforce}}, hostileDeadline, false)
+		for _, p := range []*Policy{compiled, interp} {
+			set := policies.NewSet("t", []policies.Bound{{Policy: p, Mode: policies.ModeEnforce}}, hostileDeadline, false)
 			unit := unitOf(t, p, in)
 			for _, n := range []int{1, 3} {
 				name := fmt.Sprintf("%s/%s/x%d", hc.name, p.Engine(), n)
@@ -203,7 +205,7 @@ func TestHostilePolicies(t *testing.T) {
 				peak := peakHeap(stop)
 				var wg sync.WaitGroup
 				var slowest atomic.Int64
-				decisions := make([]Decision, n)
+				decisions := make([]policies.Decision, n)
 				for i := range n {
 					wg.Add(1)
 					go func() {
@@ -228,7 +230,7 @@ func TestHostilePolicies(t *testing.T) {
 					// No case's input holds what its policy denies: a
 					// decision in time allows the call (the interpreter
 					// walks without paths in linear time).
-					if !d.Allow && d.Reason != ReasonPolicyTimeout && d.Reason != ReasonPolicyError {
+					if !d.Allow && d.Reason != policies.ReasonPolicyTimeout && d.Reason != policies.ReasonPolicyError {
 						t.Errorf("%s: decision %+v, want the call allowed, or refused as policy_timeout or policy_error", name, d)
 					}
 				}
@@ -243,7 +245,7 @@ func TestHostilePolicies(t *testing.T) {
 			}
 		}
 	}
-	for _, e := range []string{EngineCompiled, EngineInterpreter} {
+	for _, e := range []string{policies.EngineCompiled, policies.EngineInterpreter} {
 		t.Logf("%s: worst overrun %v, worst heap growth %.1f MB", e, worstOverrun[e].Round(time.Millisecond), float64(worstHeap[e])/(1<<20))
 	}
 }

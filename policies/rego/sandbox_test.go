@@ -1,4 +1,4 @@
-package policies
+package rego
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // TestPoliciesCannotReachOutside checks, on each in-process engine, that a
@@ -51,7 +53,7 @@ func TestPoliciesCannotReachOutside(t *testing.T) {
 		"$ref to a missing part":  map[string]any{"$ref": "#/definitions/none"},
 		"$ref not a JSON pointer": map[string]any{"$ref": "#\xb1\xb1"},
 	}
-	policies := map[string]string{
+	srcs := map[string]string{
 		"json.match_schema": `package s
 deny contains "does not match" if {
 	[ok, _] := json.match_schema(input.arguments.doc, input.arguments.schema)
@@ -64,8 +66,8 @@ deny contains "bad schema" if {
 }`,
 	}
 	ctx := context.Background()
-	for builtin, src := range policies {
-		interp, err := CompileRego("s", map[string][]byte{"s.rego": []byte(src)})
+	for builtin, src := range srcs {
+		interp, err := Compile("s", map[string][]byte{"s.rego": []byte(src)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,11 +75,11 @@ deny contains "bad schema" if {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []*Rego{compiled, interp} {
-			set := NewSet("t", []Bound{{Policy: p, Mode: ModeEnforce}}, time.Minute, false)
+		for _, p := range []*Policy{compiled, interp} {
+			set := policies.NewSet("t", []policies.Bound{{Policy: p, Mode: policies.ModeEnforce}}, time.Minute, false)
 			for name, schema := range schemas {
-				d := set.Check(ctx, &Input{Tool: "t", Arguments: map[string]any{"doc": "x", "schema": schema}})
-				if d.Allow || d.Reason != ReasonPolicyError {
+				d := set.Check(ctx, &policies.Input{Tool: "t", Arguments: map[string]any{"doc": "x", "schema": schema}})
+				if d.Allow || d.Reason != policies.ReasonPolicyError {
 					t.Errorf("%s/%s/%s: %+v, want a refusal as policy_error", builtin, p.Engine(), name, d)
 				}
 				if strings.Contains(d.Detail, "SECRET") || strings.Contains(d.Detail, "7f3a") {
@@ -87,11 +89,11 @@ deny contains "bad schema" if {
 			// A recursive schema that descends into the document still
 			// works, as does a local reference.
 			tree := map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"$ref": "#"}}}
-			if d := set.Check(ctx, &Input{Tool: "t", Arguments: map[string]any{"doc": map[string]any{"a": map[string]any{"a": map[string]any{}}}, "schema": tree}}); !d.Allow {
+			if d := set.Check(ctx, &policies.Input{Tool: "t", Arguments: map[string]any{"doc": map[string]any{"a": map[string]any{"a": map[string]any{}}}, "schema": tree}}); !d.Allow {
 				t.Errorf("%s/%s: a recursive schema: %+v, want allowed", builtin, p.Engine(), d)
 			}
 			local := map[string]any{"$ref": "#/definitions/s", "definitions": map[string]any{"s": map[string]any{"type": "object"}}}
-			if d := set.Check(ctx, &Input{Tool: "t", Arguments: map[string]any{"doc": map[string]any{"a": json.Number("1")}, "schema": local}}); !d.Allow {
+			if d := set.Check(ctx, &policies.Input{Tool: "t", Arguments: map[string]any{"doc": map[string]any{"a": json.Number("1")}, "schema": local}}); !d.Allow {
 				t.Errorf("%s/%s: a local $ref: %+v, want allowed", builtin, p.Engine(), d)
 			}
 		}
@@ -115,7 +117,7 @@ func TestNetworkBuiltinsRefused(t *testing.T) {
 		`opa.runtime()`,
 	} {
 		src := "package n\ndeny contains \"x\" if " + call + "\n"
-		if _, err := CompileRego("n", map[string][]byte{"n.rego": []byte(src)}); err == nil {
+		if _, err := Compile("n", map[string][]byte{"n.rego": []byte(src)}); err == nil {
 			t.Errorf("a policy calling %s compiled", call)
 		}
 	}
@@ -129,7 +131,7 @@ func TestNetworkBuiltinsRefused(t *testing.T) {
 	}
 	// A policy's unit tests (run at load by OPA's tester) get the same
 	// capabilities: a remote $ref is not fetched.
-	p, err := CompileRego("r", map[string][]byte{
+	p, err := Compile("r", map[string][]byte{
 		"r.rego":      []byte("package r\nallow := true\n"),
 		"r_test.rego": []byte("package r_test\ntest_fetch if {\n\t[ok, _] := json.match_schema(\"x\", {\"$ref\": \"" + srv.URL + "/s.json\"})\n\tok\n}\n"),
 	})

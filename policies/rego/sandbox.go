@@ -1,4 +1,4 @@
-package policies
+package rego
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // The builtins below are replaced, for the whole process, by ones that
@@ -29,7 +31,7 @@ func init() {
 
 // errOutside is the error of a builtin that would reach outside the
 // process.
-var errOutside = errors.New("toolgate policies may not reach the network, files or the environment")
+var errOutside = errors.New("toolgate policies.policies may not reach the network, files or the environment")
 
 func refuseBuiltin(name string) topdown.BuiltinFunc {
 	return func(topdown.BuiltinContext, []*ast.Term, func(*ast.Term) error) error {
@@ -82,7 +84,7 @@ func outsideRef(v ast.Value) (string, bool) {
 		if reason != "" {
 			return
 		}
-		if depth > maxInputDepth {
+		if depth > policies.MaxInputDepth {
 			reason = "nested too deep"
 			return
 		}
@@ -136,7 +138,7 @@ func outsideRef(v ast.Value) (string, bool) {
 	var cyclic func(ptr string, depth int) bool
 	cyclic = func(ptr string, depth int) bool {
 		switch {
-		case state[ptr] == open || depth > maxInputDepth:
+		case state[ptr] == open || depth > policies.MaxInputDepth:
 			return true
 		case state[ptr] == done:
 			return false

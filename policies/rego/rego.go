@@ -1,4 +1,14 @@
-package policies
+// Package rego runs toolgate's Rego policies with OPA: it reads a policy's
+// files, compiles them once for OPA's interpreter or for toolgate's
+// compiled engine (policies/internal/irvm), runs their unit tests, and
+// writes the decision rule the wasm engine compiles (DecisionRego). It
+// also fences, for the whole process, the OPA builtins that could reach
+// the network, files or the environment (see sandbox.go).
+//
+// A Policy satisfies policies.Evaluator; Host is the policies.RegoHost that
+// cmd gives policies.Config.Load. It is the only package besides wasm that
+// links OPA.
+package rego
 
 import (
 	"context"
@@ -23,6 +33,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
+	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
 
@@ -54,10 +65,10 @@ var capabilities = func() *ast.Capabilities {
 // noMetrics is shared by every evaluation: toolgate reads no OPA metrics.
 var noMetrics = metrics.NoOp()
 
-// Rego is one compiled Rego policy: its modules parsed, compiled and its
+// Policy is one compiled Rego policy: its modules parsed, compiled and its
 // decision query prepared once; Eval never compiles. It is immutable and
 // safe for concurrent use.
-type Rego struct {
+type Policy struct {
 	name     string
 	pkg      string                 // the decision package, e.g. "toolgate.bounds"
 	query    rego.PreparedEvalQuery // the interpreter's
@@ -66,24 +77,24 @@ type Rego struct {
 	modules  map[string]*ast.Module // every module, tests included
 	tests    int
 	version  string
-	engine   string // EngineInterpreter or EngineCompiled
+	engine   string // policies.EngineInterpreter or policies.EngineCompiled
 }
 
-var _ Evaluator = (*Rego)(nil)
+var _ policies.Evaluator = (*Policy)(nil)
 
-// LoadRego reads a policy from a .rego file or a folder of them (searched
+// Load reads a policy from a .rego file or a folder of them (searched
 // recursively); files ending in _test.rego hold its unit tests.
-func LoadRego(name, path string) (*Rego, error) {
-	files, err := ReadRego(path)
+func Load(name, path string) (*Policy, error) {
+	files, err := Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", name, err)
 	}
-	return CompileRego(name, files)
+	return Compile(name, files)
 }
 
-// ReadRego reads a .rego file, or every .rego file below a folder (hidden
-// entries skipped), by path: the files LoadRego compiles.
-func ReadRego(path string) (map[string][]byte, error) {
+// Read reads a .rego file, or every .rego file below a folder (hidden
+// entries skipped), by path: the files Load compiles.
+func Read(path string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	info, err := os.Stat(path)
 	if err != nil {
@@ -122,12 +133,12 @@ func ReadRego(path string) (map[string][]byte, error) {
 	return files, nil
 }
 
-// CompileRego compiles a policy from its files (name to Rego v1 source).
+// Compile compiles a policy from its files (name to Rego v1 source).
 // Every non-test file must declare the same package: that package is the
 // decision document, read for deny, allow and inject. Builtins that reach
 // the network or the environment (http.send, net.lookup_ip_addr,
 // opa.runtime) are refused at compile time.
-func CompileRego(name string, files map[string][]byte) (*Rego, error) {
+func Compile(name string, files map[string][]byte) (*Policy, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("policy %q: no .rego files", name)
 	}
@@ -137,7 +148,7 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	}
 	sort.Strings(names)
 	h := sha256.New()
-	p := &Rego{name: name, modules: map[string]*ast.Module{}}
+	p := &Policy{name: name, modules: map[string]*ast.Module{}}
 	for _, f := range names {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
@@ -171,7 +182,7 @@ func CompileRego(name string, files map[string][]byte) (*Rego, error) {
 	if all.Compile(p.modules); all.Failed() {
 		return nil, fmt.Errorf("policy %q: %w", name, all.Errors)
 	}
-	p.engine = EngineInterpreter
+	p.engine = policies.EngineInterpreter
 	var err error
 	if p.query, err = p.prepare(); err != nil {
 		return nil, fmt.Errorf("policy %q: the decision rules have the wrong shape (deny must be a set, allow a boolean, inject an object): %w", name, err)
@@ -191,7 +202,7 @@ const maxCompiledRules = 100
 // planned once by OPA's planner and run by package irvm. A policy whose
 // decision package holds more than maxCompiledRules rules stays in the
 // interpreter, where it runs faster (Engine says which).
-func (p *Rego) Compiled(ctx context.Context) (*Rego, error) {
+func (p *Policy) Compiled(ctx context.Context) (*Policy, error) {
 	if p.rules() > maxCompiledRules {
 		return p, nil
 	}
@@ -199,7 +210,7 @@ func (p *Rego) Compiled(ctx context.Context) (*Rego, error) {
 }
 
 // rules counts the rules of the decision package.
-func (p *Rego) rules() int {
+func (p *Policy) rules() int {
 	n := 0
 	for _, m := range p.decision {
 		n += len(m.Rules)
@@ -208,9 +219,9 @@ func (p *Rego) rules() int {
 }
 
 // compiledEngine is the policy on the compiled engine, whatever its size.
-func (p *Rego) compiledEngine(ctx context.Context) (*Rego, error) {
+func (p *Policy) compiledEngine(ctx context.Context) (*Policy, error) {
 	c := *p
-	c.engine = EngineCompiled
+	c.engine = policies.EngineCompiled
 	var err error
 	if c.program, err = irvm.Prepare(ctx, irvm.Query{
 		Query:        decisionQuery(p.pkg, p.decision, " = "),
@@ -223,12 +234,12 @@ func (p *Rego) compiledEngine(ctx context.Context) (*Rego, error) {
 }
 
 // prepare prepares the decision query in the interpreter.
-func (p *Rego) prepare() (rego.PreparedEvalQuery, error) {
+func (p *Policy) prepare() (rego.PreparedEvalQuery, error) {
 	return rego.New(p.options()...).PrepareForEval(context.Background())
 }
 
 // options are the decision query's, on any engine.
-func (p *Rego) options() []func(*rego.Rego) {
+func (p *Policy) options() []func(*rego.Rego) {
 	return queryOptions(decisionQuery(p.pkg, p.decision, " = "), p.decision)
 }
 
@@ -309,43 +320,43 @@ func decisionQuery(pkg string, modules []*ast.Module, bind string) string {
 }
 
 // Name is the policy's name.
-func (p *Rego) Name() string { return p.name }
+func (p *Policy) Name() string { return p.name }
 
 // Package is the decision package, such as "toolgate.bounds".
-func (p *Rego) Package() string { return p.pkg }
+func (p *Policy) Package() string { return p.pkg }
 
 // Version is a content hash of the policy's files.
-func (p *Rego) Version() string { return p.version }
+func (p *Policy) Version() string { return p.version }
 
 // Engine is EngineInterpreter or EngineCompiled.
-func (p *Rego) Engine() string { return p.engine }
+func (p *Policy) Engine() string { return p.engine }
 
 // Tests is how many test files the policy has.
-func (p *Rego) Tests() int { return p.tests }
+func (p *Policy) Tests() int { return p.tests }
 
 // Eval evaluates the prepared decision query against one input.
-func (p *Rego) Eval(ctx context.Context, in *Input) (Result, error) {
+func (p *Policy) Eval(ctx context.Context, in *policies.Input) (policies.Result, error) {
 	return p.EvalBefore(ctx, in, time.Time{})
 }
 
 // EvalBefore is Eval bounded by deadline (none when zero) as well as ctx.
 // The compiled engine watches the deadline itself, which costs less than a
 // context with a timer; OPA's interpreter gets one.
-func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (Result, error) {
-	if err := checkDepth(in.Arguments); err != nil {
-		return Result{}, err
+func (p *Policy) EvalBefore(ctx context.Context, in *policies.Input, deadline time.Time) (policies.Result, error) {
+	if err := policies.CheckDepth(in.Arguments); err != nil {
+		return policies.Result{}, err
 	}
 	var doc map[string]any
 	if p.program != nil {
 		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true, Deadline: deadline})
 		if err != nil {
-			return Result{}, p.evalError(ctx, err)
+			return policies.Result{}, p.evalError(ctx, err)
 		}
 		if res, ok := fastResult(rs); ok {
 			return res, nil
 		}
 		if doc, err = resultDoc(rs); err != nil {
-			return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
+			return policies.Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 		}
 	} else {
 		if !deadline.IsZero() {
@@ -359,17 +370,17 @@ func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (R
 		c := topdown.NewCancel()
 		stop := context.AfterFunc(ctx, c.Cancel)
 		defer stop()
-		rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(in.toValue())),
+		rs, err := p.query.Eval(ctx, rego.EvalParsedInput(ast.LazyObject(inputValue(in))),
 			rego.EvalExternalCancel(c), rego.EvalMetrics(noMetrics))
 		if err != nil {
-			return Result{}, p.evalError(ctx, err)
+			return policies.Result{}, p.evalError(ctx, err)
 		}
 		if len(rs) > 0 {
 			doc = rs[0].Bindings
 		}
 	}
 	if doc == nil {
-		return Result{Allowed: true}, nil // the package defines nothing: no opinion
+		return policies.Result{Allowed: true}, nil // the package defines nothing: no opinion
 	}
 	if a, ok := doc["allow"]; ok {
 		// [] when allow is undefined, [value] otherwise.
@@ -378,9 +389,9 @@ func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (R
 			doc["allow"] = arr[0]
 		}
 	}
-	res, err := decodeResult(p.name, doc)
+	res, err := policies.DecodeDecision(doc)
 	if err != nil {
-		return Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
+		return policies.Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 	}
 	return res, nil
 }
@@ -388,16 +399,16 @@ func (p *Rego) EvalBefore(ctx context.Context, in *Input, deadline time.Time) (R
 // fastResult reads the compiled engine's result set straight into a
 // Result in the common case: no deny message, allow true or undefined,
 // inject headers that are valid. Anything else (ok false) goes through
-// resultDoc and decodeResult, which also word its errors.
-func fastResult(rs []*ast.Term) (Result, bool) {
+// resultDoc and policies.DecodeDecision, which also word its errors.
+func fastResult(rs []*ast.Term) (policies.Result, bool) {
 	if len(rs) != 1 {
-		return Result{}, false
+		return policies.Result{}, false
 	}
 	obj, isObj := rs[0].Value.(ast.Object)
 	if !isObj {
-		return Result{}, false
+		return policies.Result{}, false
 	}
-	res := Result{Allowed: true}
+	res := policies.Result{Allowed: true}
 	ok := true
 	obj.Until(func(k, v *ast.Term) bool {
 		name, _ := k.Value.(ast.String)
@@ -420,7 +431,7 @@ func fastResult(rs []*ast.Term) (Result, bool) {
 				val, valOK := hv.Value.(ast.String)
 				var header string
 				if ok = nameOK && valOK; ok {
-					header, ok = injectHeader(string(hname), string(val))
+					header, ok = policies.InjectHeader(string(hname), string(val))
 					res.Inject[header] = string(val)
 				}
 				return !ok
@@ -432,7 +443,7 @@ func fastResult(rs []*ast.Term) (Result, bool) {
 }
 
 // resultDoc is the compiled engine's result set as the decision query's
-// bindings (nil when it has none), in the JSON shapes decodeResult reads.
+// bindings (nil when it has none), in the JSON shapes policies.DecodeDecision reads.
 func resultDoc(rs []*ast.Term) (map[string]any, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -453,7 +464,7 @@ func resultDoc(rs []*ast.Term) (map[string]any, error) {
 
 // evalError is an evaluation's error: the context's when it ended it, a
 // deadline's as context.DeadlineExceeded.
-func (p *Rego) evalError(ctx context.Context, err error) error {
+func (p *Policy) evalError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -473,25 +484,11 @@ func regoError(err error) error {
 	return errors.New(msg)
 }
 
-// TestResult is the outcome of one Rego unit test (a test_ rule).
-type TestResult struct {
-	// Name is package and rule, as in "toolgate.bounds.test_retmax_over".
-	Name string
-	// Location is file:line of the rule.
-	Location string
-	// Pass is true when the rule evaluated to true.
-	Pass bool
-	// Err holds an evaluation error, if any.
-	Err string
-	// Duration is how long the test took.
-	Duration time.Duration
-}
-
 // RunTests runs the policy's test_ rules through OPA's tester. On the
 // compiled engine, it runs each of them there too: a test whose outcome
 // differs fails, so a policy the compiled engine would decide otherwise
 // than the interpreter never takes effect.
-func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
+func (p *Policy) RunTests(ctx context.Context) ([]policies.TestResult, error) {
 	if p.tests == 0 {
 		return nil, nil
 	}
@@ -508,9 +505,9 @@ func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.name, err)
 	}
-	var out []TestResult
+	var out []policies.TestResult
 	for r := range ch {
-		tr := TestResult{Name: r.Package + "." + r.Name, Pass: r.Pass(), Duration: r.Duration}
+		tr := policies.TestResult{Name: r.Package + "." + r.Name, Pass: r.Pass(), Duration: r.Duration}
 		if r.Location != nil {
 			tr.Location = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
 		}
@@ -519,7 +516,7 @@ func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 		}
 		out = append(out, tr)
 	}
-	if p.engine == EngineCompiled {
+	if p.engine == policies.EngineCompiled {
 		out = p.compareCompiled(ctx, out)
 	}
 	// OPA reports tests in no fixed order; report them in file order.
@@ -529,7 +526,7 @@ func (p *Rego) RunTests(ctx context.Context) ([]TestResult, error) {
 
 // compareCompiled evaluates each test rule of results on the compiled
 // engine and fails those whose outcome there differs from the tester's.
-func (p *Rego) compareCompiled(ctx context.Context, results []TestResult) []TestResult {
+func (p *Policy) compareCompiled(ctx context.Context, results []policies.TestResult) []policies.TestResult {
 	if len(results) == 0 {
 		return results
 	}
@@ -562,9 +559,9 @@ func (p *Rego) compareCompiled(ctx context.Context, results []TestResult) []Test
 var errTestFailed = errors.New("the rule is false or undefined")
 
 // compiledTests evaluates the test rules names (their refs, as
-// TestResult.Name: data.pkg.test_x) on the compiled engine: nil for each
+// policies.TestResult.Name: data.pkg.test_x) on the compiled engine: nil for each
 // that passes.
-func (p *Rego) compiledTests(ctx context.Context, names []string) ([]error, error) {
+func (p *Policy) compiledTests(ctx context.Context, names []string) ([]error, error) {
 	// Each test read through a comprehension, so an undefined test does
 	// not leave the others undefined: t0 = [v | v := data.pkg.test_a]; ...
 	parts := make([]string, len(names))

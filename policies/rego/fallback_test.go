@@ -1,9 +1,11 @@
-package policies
+package rego
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // TestManyRulesStayInInterpreter checks that a policy with more rules
@@ -15,8 +17,8 @@ func TestManyRulesStayInInterpreter(t *testing.T) {
 	for _, c := range []struct {
 		rules int
 		want  string
-	}{{10, EngineCompiled}, {maxCompiledRules, EngineCompiled}, {maxCompiledRules + 1, EngineInterpreter}, {1000, EngineInterpreter}} {
-		p, err := CompileRego("many", manyRules(c.rules))
+	}{{10, policies.EngineCompiled}, {maxCompiledRules, policies.EngineCompiled}, {maxCompiledRules + 1, policies.EngineInterpreter}, {1000, policies.EngineInterpreter}} {
+		p, err := Compile("many", manyRules(c.rules))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,11 +29,11 @@ func TestManyRulesStayInInterpreter(t *testing.T) {
 		if e.Engine() != c.want {
 			t.Errorf("%d rules: engine %s, want %s", c.rules, e.Engine(), c.want)
 		}
-		set := NewSet("t", []Bound{{Policy: e, Mode: ModeEnforce}}, time.Minute, false)
-		if d := set.Check(ctx, &Input{Tool: "tool_3", Arguments: map[string]any{"n": 11}}); d.Allow || d.Violations[0].Message != "tool_3 is refused" {
+		set := policies.NewSet("t", []policies.Bound{{Policy: e, Mode: policies.ModeEnforce}}, time.Minute, false)
+		if d := set.Check(ctx, &policies.Input{Tool: "tool_3", Arguments: map[string]any{"n": 11}}); d.Allow || d.Violations[0].Message != "tool_3 is refused" {
 			t.Errorf("%d rules: %+v, want tool_3 refused", c.rules, d)
 		}
-		if d := set.Check(ctx, &Input{Tool: "tool_3", Arguments: map[string]any{"n": 1}}); !d.Allow {
+		if d := set.Check(ctx, &policies.Input{Tool: "tool_3", Arguments: map[string]any{"n": 1}}); !d.Allow {
 			t.Errorf("%d rules: %+v, want allowed", c.rules, d)
 		}
 	}

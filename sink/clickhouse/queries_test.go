@@ -1,4 +1,4 @@
-package sink_test
+package clickhouse_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // block whose first line is "-- query: NAME".
 func docQueries(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../docs/queries.md")
+	b, err := os.ReadFile("../../docs/queries.md")
 	if err != nil {
 		t.Fatal(err)
 	}

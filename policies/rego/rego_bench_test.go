@@ -1,22 +1,24 @@
-package policies
+package rego
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
-func benchInput() *Input {
-	return &Input{
+func benchInput() *policies.Input {
+	return &policies.Input{
 		Tool: "bench",
 		Arguments: map[string]any{
 			"query": "EGFR kinase inhibitors", "organism": "human", "limit": json.Number("20"),
 			"filters": map[string]any{"phase_min": json.Number("2"), "modality": "small_molecule"},
 			"ids":     []any{"P00533", "P04626"},
 		},
-		Request: Request{Method: "POST", Host: "127.0.0.1:1", Path: "/bench/policy", Headers: map[string]string{"content-type": "application/json"}},
-		Caller:  Caller{Agent: "a", Session: "s"},
+		Request: policies.Request{Method: "POST", Host: "127.0.0.1:1", Path: "/bench/policy", Headers: map[string]string{"content-type": "application/json"}},
+		Caller:  policies.Caller{Agent: "a", Session: "s"},
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 }
@@ -25,7 +27,7 @@ func benchInput() *Input {
 // through a Set (deadline context included), as the pipeline pays it, on
 // the compiled engine (the default) and in OPA's interpreter.
 func BenchmarkRegoDecision(b *testing.B) {
-	p, err := LoadRego("bench", "testdata/bench")
+	p, err := Load("bench", "../testdata/bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,14 +35,14 @@ func BenchmarkRegoDecision(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run(EngineCompiled, func(b *testing.B) { benchRegoDecision(b, c) })
-	b.Run(EngineInterpreter, func(b *testing.B) { benchRegoDecision(b, p) })
+	b.Run(policies.EngineCompiled, func(b *testing.B) { benchRegoDecision(b, c) })
+	b.Run(policies.EngineInterpreter, func(b *testing.B) { benchRegoDecision(b, p) })
 }
 
-func benchRegoDecision(b *testing.B, p *Rego) {
+func benchRegoDecision(b *testing.B, p *Policy) {
 	// A deadline as the pipeline sets one, far enough that a benchmark
 	// descheduled on a loaded machine does not time out.
-	set := NewSet("bench", []Bound{{Policy: p, Mode: ModeEnforce}}, 10*time.Second, false)
+	set := policies.NewSet("bench", []policies.Bound{{Policy: p, Mode: policies.ModeEnforce}}, 10*time.Second, false)
 	in := benchInput()
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -1,0 +1,69 @@
+package rego
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/policies"
+)
+
+// FuzzCompiledEngine decides arbitrary arguments with each example policy
+// in OPA's interpreter and on the compiled engine: the same decision, or
+// the same error.
+func FuzzCompiledEngine(f *testing.F) {
+	seeds := []string{
+		`{"retmax": 500, "term": "brca1"}`,
+		`{"query": "mail me at a.b@example.org", "organism": "human"}`,
+		`{"query": "call +1 (555) 010-9999", "ids": ["a", "b"]}`,
+		`{"organism": "cat", "limit": 1e400, "filters": {"phase": -1}}`,
+		`{"documentId": "d1", "requests": [{"insert": {"text": "hi", "index": 1}}]}`,
+		`{"term": ["not", "a", "string"], "retmax": "20", "x": null}`,
+	}
+	names := []string{"bounds", "allowlist", "pii_guard", "approval", "session_inject"}
+	for i, s := range seeds {
+		f.Add(uint8(i), []byte(s))
+	}
+	type pair struct{ interp, compiled *Policy }
+	pairs := make([]pair, len(names))
+	for i, name := range names {
+		p, err := Load(name, "../../examples/policies/"+name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		c, err := p.Compiled(context.Background())
+		if err != nil {
+			f.Fatal(err)
+		}
+		pairs[i] = pair{p, c}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		args, ok := decodeFuzzArgs(data)
+		if !ok {
+			return
+		}
+		p := pairs[int(which)%len(pairs)]
+		in := &policies.Input{Tool: "t", Arguments: args, Protocol: "http", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+			Request: policies.Request{Method: "POST", Host: "h", Path: "/p", Headers: map[string]string{"x-approved-by": "ana"}},
+			Caller:  policies.Caller{Agent: "agent", Session: "s1"}}
+		ctx := context.Background()
+		want, werr := p.interp.Eval(ctx, in)
+		got, gerr := p.compiled.Eval(ctx, in)
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) || werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s on %s:\ninterpreter %+v %v\ncompiled    %+v %v", p.interp.Name(), data, want, werr, got, gerr)
+		}
+	})
+}
+
+func decodeFuzzArgs(data []byte) (map[string]any, bool) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return nil, false
+	}
+	return args, true
+}

@@ -1,0 +1,206 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Shipping: the goroutine that sends sealed segments to the destination.
+
+// run is the shipper goroutine: it seals the open segment when it is old
+// enough, ships sealed segments, and waits (backing off after failures)
+// for more; when Close begins it makes one last pass and returns.
+func (s *Spool) run() {
+	defer close(s.stopped)
+	defer s.lock.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		failures int
+		retryAt  time.Time // zero when not backing off
+	)
+	for {
+		s.sealAged()
+		if retryAt.IsZero() || !s.opts.now().Before(retryAt) {
+			if err := s.shipAll(); err != nil {
+				if s.runCtx.Err() != nil {
+					return
+				}
+				failures++
+				wait := backoff(failures, s.cfg.RetryMin, s.cfg.RetryMax)
+				retryAt = s.opts.now().Add(wait)
+				s.log.Warn("sink: spool cannot ship, retrying",
+					"attempt", failures, "retry_in", wait, "error", err)
+			} else {
+				if failures > 0 {
+					s.log.Info("sink: spool shipping again", "failed_attempts", failures)
+				}
+				failures, retryAt = 0, time.Time{}
+			}
+		}
+		next := retryAt
+		if d := s.openDeadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+		if !next.IsZero() {
+			timer.Reset(max(0, next.Sub(s.opts.now())))
+		}
+		select {
+		case <-s.wake:
+		case <-timer.C:
+		case <-s.closing:
+			err := s.shipAll()
+			if st := s.Status(); st.Segments > 0 {
+				s.log.Warn("sink: spool closed with events not shipped; they ship after the next start",
+					"segments", st.Segments, "events", st.PendingEvents, "bytes", st.Bytes, "error", err)
+			}
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// sealAged seals the open segment once SegmentAge has passed since its
+// first record.
+func (s *Spool) sealAged() {
+	if s.openDeadline().IsZero() {
+		return // nothing open: no need to wait for a write in progress
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open != nil && !s.opts.now().Before(s.open.created.Add(s.cfg.SegmentAge)) {
+		s.seal()
+	}
+}
+
+// openDeadline is when the open segment is to be sealed, or zero.
+func (s *Spool) openDeadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		return time.Time{}
+	}
+	return s.open.created.Add(s.cfg.SegmentAge)
+}
+
+// shipAll ships sealed segments in order until none is left or one fails.
+func (s *Spool) shipAll() error {
+	for {
+		if err := s.runCtx.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if len(s.sealed) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		seg := s.sealed[0]
+		s.inflight = seg
+		s.mu.Unlock()
+
+		err := s.ship(seg)
+
+		s.mu.Lock()
+		s.inflight = nil
+		if err != nil {
+			s.shipErrors++
+			s.lastErr = err.Error()
+			s.lastErrTime = s.opts.now()
+			s.enforceBudget() // it may have waited on the segment just tried
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// ship reads, checks (repairing if needed) and sends one segment, and
+// deletes it once the destination returned nil.
+func (s *Spool) ship(seg *segment) error {
+	name := filepath.Base(seg.path)
+	data, err := os.ReadFile(seg.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("sink: spool segment removed by someone else before it shipped",
+			"segment", name, "events", seg.events)
+		s.forget(seg)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sink: spool read %s: %w", name, err)
+	}
+	sc := scanSegment(data)
+	events := make([]Event, 0, seg.events)
+	good := make([]recordSpan, 0, len(sc.good))
+	for _, r := range sc.good {
+		var derr error
+		if events, derr = decodeRecord(r.payload(data), events); derr != nil {
+			sc.bad++
+			continue
+		}
+		good = append(good, r)
+	}
+	sc.good = good
+	if sc.bad > 0 || sc.torn {
+		sc.torn = sc.torn && sc.bad == 0
+		kept, err := s.repair(seg.path, data, sc)
+		if err != nil {
+			return fmt.Errorf("sink: spool repair %s: %w", name, err)
+		}
+		s.mu.Lock()
+		s.bytes += int64(len(kept)) - seg.size
+		s.pending += int64(len(events)) - seg.events
+		seg.size, seg.events = int64(len(kept)), int64(len(events))
+		s.mu.Unlock()
+	}
+	if len(events) == 0 { // every record was damaged: nothing to send
+		if err := os.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sink: spool remove %s: %w", name, err)
+		}
+		s.forget(seg)
+		return nil
+	}
+	if err := s.send(events); err != nil {
+		return fmt.Errorf("sink: spool ship %s (%d events): %w", name, len(events), err)
+	}
+	if err := os.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("sink: spool cannot delete a shipped segment; it ships again after a restart",
+			"segment", name, "error", err)
+	}
+	s.forget(seg)
+	s.mu.Lock()
+	s.shippedEvents += uint64(len(events))
+	s.shippedSegments++
+	s.lastSuccess = s.opts.now()
+	s.mu.Unlock()
+	return nil
+}
+
+// forget removes seg from the sealed list and the totals.
+func (s *Spool) forget(seg *segment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.sealed, seg); i >= 0 {
+		s.sealed = slices.Delete(s.sealed, i, i+1)
+		s.bytes -= seg.size
+		s.pending -= seg.events
+	}
+}
+
+// send calls the destination, turning a panic into an error.
+func (s *Spool) send(events []Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("destination panicked: %v", r)
+		}
+	}()
+	return s.dst.WriteEvents(s.runCtx, events)
+}

@@ -1,0 +1,268 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Writing: framing batches into the open segment, sealing, the disk
+// budget, and Sync.
+
+// WriteEvents appends events to the open segment, as one or more records
+// written with one write(2): a nil error means they are in the file (in
+// the page cache), survive the death of the process, and will ship; Sync
+// makes them survive a machine crash. It never waits on the destination,
+// nor on an fsync, only on the write (and on other WriteEvents calls).
+// When the spool then holds more than MaxBytes the oldest segments are
+// dropped.
+//
+// An error means the batch is not known to be stored, and the caller may
+// retry it: a write cut short is rolled back (or, if that fails too,
+// truncated as a torn record before the segment ships), and the segment is
+// sealed so the next batch starts a fresh file. An event that cannot be
+// encoded fails the whole batch and nothing is written, as with File.
+func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	defer s.enc.reset()
+	if err := s.frame(events); err != nil {
+		return err
+	}
+	if s.open == nil {
+		if err := s.createOpen(); err != nil {
+			return fmt.Errorf("sink: spool: %w", err)
+		}
+	}
+	o := s.open
+	n, err := o.f.Write(s.enc.buf.Bytes())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.abandonOpen(n)
+		return fmt.Errorf("sink: spool write %s: %w", filepath.Base(o.path), err)
+	}
+	first := o.events == 0
+	if first {
+		o.first = events[0].Time
+	}
+	o.size += int64(n)
+	o.events += int64(len(events))
+	s.bytes += int64(n)
+	s.pending += int64(len(events))
+	wake := first // the shipper starts the segment's age timer
+	if o.size >= s.cfg.SegmentBytes {
+		s.seal()
+		wake = true
+	}
+	s.enforceBudget()
+	if wake {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// maxEventBytes is the most one event may take in a record, so that a
+// record, cut after the event that takes it past recordSplitBytes, stays
+// within maxRecordBytes.
+const maxEventBytes = maxRecordBytes - recordSplitBytes
+
+// frame encodes events into s.enc's buffer as records: a record ends after
+// the event that takes its payload to recordSplitBytes.
+func (s *Spool) frame(events []Event) error {
+	buf := &s.enc.buf
+	rec := -1
+	for i := range events {
+		if rec < 0 {
+			rec = beginRecord(buf)
+		}
+		before := buf.Len()
+		if err := s.enc.encode(&events[i]); err != nil {
+			return fmt.Errorf("sink: spool: encode event %d of %d: %w", i+1, len(events), err)
+		}
+		if size := buf.Len() - before; size > s.opts.maxEventBytes {
+			return fmt.Errorf("sink: spool: event %d of %d encodes to %d bytes, more than %d", i+1, len(events), size, s.opts.maxEventBytes)
+		}
+		if buf.Len()-rec-recordHeaderSize >= recordSplitBytes {
+			endRecord(buf, rec)
+			rec = -1
+		}
+	}
+	if rec >= 0 {
+		endRecord(buf, rec)
+	}
+	return nil
+}
+
+// createOpen creates the next .open segment. The next Sync syncs the
+// directory, so that the file outlives a machine crash along with the
+// records synced into it. The caller holds wmu.
+func (s *Spool) createOpen() error {
+	for {
+		s.mu.Lock() // Sync reads nextSeq holding mu only
+		seq := s.nextSeq
+		s.nextSeq++
+		s.mu.Unlock()
+		path := filepath.Join(s.cfg.Dir, segmentName(seq, openExt))
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, spoolFileMode)
+		if errors.Is(err, fs.ErrExist) {
+			continue // put there by hand; it ships after the next start
+		}
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.open = &segment{seq: seq, path: path, f: f, created: s.opts.now()}
+		s.dirDirty = true
+		s.mu.Unlock()
+		return nil
+	}
+}
+
+// abandonOpen handles a failed write to the open segment, of
+// which n bytes were written: it truncates them away and seals the
+// segment (or removes it if it holds nothing), so that the next batch
+// starts a fresh file rather than trust this one. A tail it cannot
+// truncate reads as torn when the segment ships or the spool reopens. The
+// caller holds wmu and mu.
+func (s *Spool) abandonOpen(n int) {
+	o := s.open
+	if n > 0 {
+		if err := o.f.Truncate(o.size); err != nil {
+			s.log.Error("sink: spool cannot roll back a failed write; the torn record is removed when the segment ships",
+				"segment", filepath.Base(o.path), "error", err)
+		}
+	}
+	if o.events > 0 {
+		s.seal()
+		return
+	}
+	o.f.Close()
+	os.Remove(o.path)
+	s.open = nil
+}
+
+// seal renames the open segment from .open to .seg, making it shippable,
+// and leaves its file to the next Sync to fsync and close. If the rename
+// fails it ships under its .open name. The caller holds wmu and mu.
+func (s *Spool) seal() {
+	o := s.open
+	s.open = nil
+	// The next Sync fsyncs and closes the file; a spool that is never
+	// synced again keeps it open until the process ends.
+	s.unsynced = append(s.unsynced, o.f)
+	o.f = nil
+	path := filepath.Join(s.cfg.Dir, segmentName(o.seq, segmentExt))
+	if err := os.Rename(o.path, path); err != nil {
+		s.log.Error("sink: spool cannot seal segment; shipping it under its .open name",
+			"segment", filepath.Base(o.path), "error", err)
+	} else {
+		// The next Sync syncs the directory; after a machine crash before
+		// that the file may be .open again, which OpenSpool seals.
+		o.path = path
+		s.dirDirty = true
+	}
+	s.sealed = append(s.sealed, o)
+}
+
+// enforceBudget drops the oldest sealed segments, except the one being
+// shipped, while the spool holds more than MaxBytes, logging each drop.
+// The caller holds mu.
+func (s *Spool) enforceBudget() {
+	for s.bytes > s.cfg.MaxBytes {
+		i := 0
+		if len(s.sealed) > 0 && s.sealed[0] == s.inflight {
+			i = 1
+		}
+		if i >= len(s.sealed) {
+			return
+		}
+		seg := s.sealed[i]
+		if err := os.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Error("sink: spool over its disk budget and cannot drop a segment",
+				"segment", filepath.Base(seg.path), "error", err)
+			return
+		}
+		s.sealed = slices.Delete(s.sealed, i, i+1)
+		s.bytes -= seg.size
+		s.pending -= seg.events
+		s.droppedEvents += uint64(seg.events)
+		s.droppedSegments++
+		s.log.Warn("sink: spool over its disk budget, dropped the oldest segment",
+			"segment", filepath.Base(seg.path), "events", seg.events, "bytes", seg.size,
+			"max_bytes", s.cfg.MaxBytes, "oldest_event", seg.first,
+			"dropped_events_total", s.droppedEvents, "dropped_segments_total", s.droppedSegments)
+	}
+}
+
+// Sync makes every record written so far durable: it fsyncs the segments
+// sealed since the last Sync (and closes their files), then the open
+// segment, and moves the sync point (SpoolStatus.SyncedSegment and
+// SyncedBytes) past what they held when Sync began. It does not hold up
+// WriteEvents, which may append meanwhile; what they append is covered by
+// the next Sync. A Queue in front of the Spool calls it every
+// QueueConfig.SyncInterval. A failed fsync is returned (the first, wrapped
+// with the segment's name) and leaves the sync point where it was.
+func (s *Spool) Sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	start := s.opts.now()
+	s.mu.Lock()
+	files, dirDirty := s.unsynced, s.dirDirty
+	s.unsynced, s.dirDirty = nil, false
+	var (
+		open      *os.File
+		seq, size = s.nextSeq, int64(0)
+	)
+	if o := s.open; o != nil {
+		open, seq, size = o.f, o.seq, o.size
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, f := range files {
+		if err := f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(f.Name()), err))
+		}
+		f.Close()
+	}
+	if open != nil && size > 0 {
+		if err := open.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(open.Name()), err))
+		}
+	}
+	if dirDirty {
+		if err := syncDir(s.cfg.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("sink: spool sync directory: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		if dirDirty {
+			s.mu.Lock()
+			s.dirDirty = true
+			s.mu.Unlock()
+		}
+		return errs[0]
+	}
+	s.mu.Lock()
+	s.syncedSeq, s.syncedBytes, s.lastSync = seq, size, start
+	s.mu.Unlock()
+	return nil
+}
+
+var _ Syncer = (*Spool)(nil)
