@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink/dashboard"
 )
@@ -82,7 +84,7 @@ func (fl dashboardFlags) dashboardConfig() (dashboard.Config, error) {
 	case fl.config == "" && len(fl.addr) == 0:
 		return dashboard.Config{}, usageError{errors.New("name the ClickHouse to read: --config FILE, or --clickhouse ADDR [--database DB]")}
 	case fl.config != "":
-		lc, err := loadConfig(fl.config)
+		lc, err := config.Load(fl.config)
 		if err != nil {
 			return dashboard.Config{}, err
 		}
@@ -128,7 +130,7 @@ func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, lo
 		return fmt.Errorf("dashboard: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 	defer cancel()
 	return srv.Shutdown(sctx)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 )
 
 // wasmConfig binds WASM policies to three tools in front of the demo
@@ -65,9 +67,9 @@ tools:
 `
 
 // statusPolicies is /status's list of policies and their engines.
-func statusPolicies(t *testing.T, admin *http.Client, addr string) []policyStatus {
+func statusPolicies(t *testing.T, admin *http.Client, addr string) []sidecar.PolicyStatus {
 	t.Helper()
-	var st struct{ Policies []policyStatus }
+	var st struct{ Policies []sidecar.PolicyStatus }
 	if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+addr+"/status", nil).body), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 		return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	}
 
-	want := []policyStatus{{"bench", "wasm"}, {"words", "wasm"}, {"loop", "wasm"}}
+	want := []sidecar.PolicyStatus{{Name: "bench", Engine: "wasm"}, {Name: "words", Engine: "wasm"}, {Name: "loop", Engine: "wasm"}}
 	if got := statusPolicies(t, admin, l.Admin); !reflect.DeepEqual(got, want) {
 		t.Errorf("/status policies = %+v, want %+v", got, want)
 	}

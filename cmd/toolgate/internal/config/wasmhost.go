@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/toolgate/toolgate/wasm"
 )
 
-// wasmEngine is the process's one WASM engine, made when a configuration
+// WasmEngine is the process's one WASM engine, made when a configuration
 // first needs it: every configuration the process loads shares it and its
 // compilation cache on disk (TOOLGATE_WASM_CACHE names the folder, "off"
 // keeps it in memory; default the user cache folder).
-var wasmEngine = sync.OnceValues(func() (*wasm.Engine, error) {
+var WasmEngine = sync.OnceValues(func() (*wasm.Engine, error) {
 	return wasm.NewEngine(context.Background(), wasm.EngineOptions{CacheDir: os.Getenv("TOOLGATE_WASM_CACHE")})
 })
 
@@ -26,7 +26,7 @@ type lazyWasmHost struct{}
 var _ policies.WasmHost = lazyWasmHost{}
 
 func (lazyWasmHost) host() (wasm.Host, error) {
-	e, err := wasmEngine()
+	e, err := WasmEngine()
 	if err != nil {
 		return wasm.Host{}, fmt.Errorf("the WASM engine did not start: %w", err)
 	}
@@ -51,6 +51,3 @@ func (l lazyWasmHost) CompileRego(ctx context.Context, name string, files map[st
 	}
 	return h.CompileRego(ctx, name, files, o)
 }
-
-// wasmHost returns the host WASM policies load into.
-func wasmHost() policies.WasmHost { return lazyWasmHost{} }

@@ -1,4 +1,9 @@
-package main
+// Package config composes toolgate's configuration file from the sections
+// each package owns (proxy, policies, events, admin, reload), decodes it
+// strictly, validates every section once, and returns a ready value: the
+// proxy snapshot with its compiled schemas and policy sets. Every error
+// names the file, the line and the field: FILE:LINE: field: message.
+package config
 
 import (
 	"bytes"
@@ -23,49 +28,50 @@ import (
 	"github.com/toolgate/toolgate/sink"
 )
 
-// fileConfig is the whole configuration file: each package owns its section
-// and validates it; this file only composes them.
-type fileConfig struct {
+// File is the whole configuration file: each package owns its section and
+// validates it; this package only composes them.
+type File struct {
 	// The proxy's section sits at the top level: listen, unmatched, tools...
 	proxy.Config `yaml:",inline"`
 	// Admin is the admin listener (health, readiness, metrics, status).
-	Admin adminConfig `yaml:"admin"`
+	Admin AdminConfig `yaml:"admin"`
 	// Events says where events go.
-	Events eventsConfig `yaml:"events"`
+	Events EventsConfig `yaml:"events"`
 	// Policies are the Rego policies tools bind by name.
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
-	Reload reloadSection `yaml:"reload"`
+	Reload ReloadConfig `yaml:"reload"`
 }
 
-// reloadSection configures hot reload. It takes effect at start; a reload
+// ReloadConfig configures hot reload. It takes effect at start; a reload
 // that changes it says a restart is needed.
-type reloadSection struct {
+type ReloadConfig struct {
 	// Settle is how long the configuration file and every file it names
 	// must read the same before a reload reads them, so a file still being
 	// written is never loaded half-written. It applies to reloads asked for
 	// by a file change, SIGHUP and POST /reload alike. Default
-	// defaultReloadSettle (250ms); at most maxReloadSettle (1m).
+	// DefaultReloadSettle (250ms); at most MaxReloadSettle (1m).
 	Settle time.Duration `yaml:"settle"`
 }
 
 const (
-	// defaultReloadSettle is reload.settle's default.
-	defaultReloadSettle = 250 * time.Millisecond
-	// maxReloadSettle bounds reload.settle.
-	maxReloadSettle = time.Minute
+	// DefaultReloadSettle is reload.settle's default.
+	DefaultReloadSettle = 250 * time.Millisecond
+	// MaxReloadSettle bounds reload.settle.
+	MaxReloadSettle = time.Minute
 )
 
-// adminConfig configures the admin listener.
-type adminConfig struct {
+// AdminConfig configures the admin listener.
+type AdminConfig struct {
 	// Listen is the admin address. Default "127.0.0.1:18090"; "off" disables it.
 	Listen string `yaml:"listen"`
 }
 
-const defaultAdminListen = "127.0.0.1:18090"
+// DefaultAdminListen is admin.listen's default.
+const DefaultAdminListen = "127.0.0.1:18090"
 
-// eventsConfig configures the event path.
-type eventsConfig struct {
+// EventsConfig configures the event path.
+type EventsConfig struct {
 	// Sidecar names this instance in events. Default: the host name.
 	Sidecar string `yaml:"sidecar"`
 	// Queue bounds the in-memory queue between calls and the destination.
@@ -80,39 +86,45 @@ type eventsConfig struct {
 	Spool sink.SpoolConfig `yaml:"spool"`
 }
 
-// loadedConfig is a validated configuration and where it came from.
-type loadedConfig struct {
-	fileConfig
-	path     string
-	version  string // content hash of the file and its schemas
-	policies *policies.Loaded
-	snapshot proxy.Snapshot
+// Loaded is a validated configuration and where it came from. Callers
+// treat it as read-only once Load returns it.
+type Loaded struct {
+	File
+	// Path is the configuration file.
+	Path string
+	// Version is a content hash of the file and its schemas.
+	Version string
+	// LoadedPolicies are the compiled policies (and their WASM pools).
+	LoadedPolicies *policies.Loaded
+	// Snapshot is what the proxy runs: the proxy section, ready, with
+	// each tool's checker.
+	Snapshot proxy.Snapshot
 }
 
-// loadConfig reads, decodes and validates a configuration file. Every error
+// Load reads, decodes and validates a configuration file. Every error
 // names the file, the line and the field.
-func loadConfig(path string) (*loadedConfig, error) { return loadConfigAfter(path, nil) }
+func Load(path string) (*Loaded, error) { return LoadAfter(path, nil) }
 
-// loadConfigAfter is loadConfig for a file that replaces prev (nil at start):
-// policies unchanged since prev are taken over rather than compiled again.
-func loadConfigAfter(path string, prev *loadedConfig) (*loadedConfig, error) {
+// LoadAfter is Load for a file that replaces prev (nil at start): policies
+// unchanged since prev are taken over rather than compiled again.
+func LoadAfter(path string, prev *Loaded) (*Loaded, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parseConfigAfter(path, data, prev)
+	return ParseAfter(path, data, prev)
 }
 
-// parseConfig decodes and validates configuration bytes; path names the
-// file in errors and is where relative files resolve.
-func parseConfig(path string, data []byte) (*loadedConfig, error) {
-	return parseConfigAfter(path, data, nil)
+// Parse decodes and validates configuration bytes; path names the file in
+// errors and is where relative files resolve.
+func Parse(path string, data []byte) (*Loaded, error) {
+	return ParseAfter(path, data, nil)
 }
 
-// parseConfigAfter is parseConfig for a configuration that replaces prev.
-func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedConfig, err error) {
-	lc = &loadedConfig{path: path, version: contentVersion(data)}
-	if err := decodeYAML(path, data, &lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
+// ParseAfter is Parse for a configuration that replaces prev.
+func ParseAfter(path string, data []byte, prev *Loaded) (lc *Loaded, err error) {
+	lc = &Loaded{Path: path, Version: contentVersion(data)}
+	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	var root yaml.Node
@@ -127,7 +139,7 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 		case errors.As(err, &pe):
 			field = pe.Path
 		}
-		if line := lineOf(&root, field); line > 0 {
+		if line := LineOf(&root, field); line > 0 {
 			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		return fmt.Errorf("%s: %w", path, err)
@@ -136,7 +148,7 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 		return nil, where(err)
 	}
 	if lc.Admin.Listen == "" {
-		lc.Admin.Listen = defaultAdminListen
+		lc.Admin.Listen = DefaultAdminListen
 	}
 	if lc.Admin.Listen != "off" {
 		if err := proxy.CheckListenAddr(lc.Admin.Listen, lc.Listen.AllowNonLoopback); err != nil {
@@ -157,16 +169,16 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 	}
 	switch s := lc.Reload.Settle; {
 	case s == 0:
-		lc.Reload.Settle = defaultReloadSettle
-	case s < 0 || s > maxReloadSettle:
-		return nil, where(&proxy.FieldError{Path: "reload.settle", Err: fmt.Errorf("%s is outside 0 to %s", s, maxReloadSettle)})
+		lc.Reload.Settle = DefaultReloadSettle
+	case s < 0 || s > MaxReloadSettle:
+		return nil, where(&proxy.FieldError{Path: "reload.settle", Err: fmt.Errorf("%s is outside 0 to %s", s, MaxReloadSettle)})
 	}
 	if err := validateEvents(&lc.Events, filepath.Dir(path)); err != nil {
 		return nil, where(sectionError("events", err))
 	}
 	var before *policies.Loaded
 	if prev != nil {
-		before = prev.policies
+		before = prev.LoadedPolicies
 	}
 	if err := lc.bindPolicies(filepath.Dir(path), before); err != nil {
 		return nil, where(err)
@@ -177,11 +189,45 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 	return lc, nil
 }
 
+// validateEvents applies the events section's defaults; dir is the config
+// file's folder, where relative paths resolve.
+func validateEvents(ec *EventsConfig, dir string) error {
+	if err := ec.Queue.Validate(); err != nil {
+		return err
+	}
+	if ec.File.Path == "" {
+		ec.File.Path = sink.DefaultFilePath
+	}
+	if !filepath.IsAbs(ec.File.Path) {
+		ec.File.Path = filepath.Join(dir, ec.File.Path)
+	}
+	if err := ec.File.Validate(); err != nil {
+		return err
+	}
+	if len(ec.ClickHouse.Addr) == 0 {
+		return nil
+	}
+	if err := ec.ClickHouse.Validate(); err != nil {
+		return err
+	}
+	if ec.Spool.Dir == "" {
+		ec.Spool.Dir = DefaultSpoolDir
+	}
+	if !filepath.IsAbs(ec.Spool.Dir) {
+		ec.Spool.Dir = filepath.Join(dir, ec.Spool.Dir)
+	}
+	return ec.Spool.Validate()
+}
+
+// DefaultSpoolDir is events.spool.dir's default: the spool's folder,
+// beside the configuration file.
+const DefaultSpoolDir = "toolgate-spool"
+
 // bindPolicies compiles the policies section, runs every policy's unit
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
-func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: wasmHost(), Previous: prev})
+func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: lazyWasmHost{}, Previous: prev})
 	if err != nil {
 		var pe *policies.FieldError
 		if errors.As(err, &pe) {
@@ -215,24 +261,24 @@ func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err err
 			checkers[t.Name] = set
 		}
 	}
-	lc.version = contentVersion(append([]byte(lc.version), lc.Config.SchemaDigest()...))
-	lc.policies = pol
-	lc.snapshot = proxy.Snapshot{
+	lc.Version = contentVersion(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
+	lc.LoadedPolicies = pol
+	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
-		Version: lc.version, PolicyVersion: pol.Version(),
+		Version: lc.Version, PolicyVersion: pol.Version(),
 	}
 	return nil
 }
 
-// closePolicies releases the policies of lc that next does not take over
+// ClosePolicies releases the policies of lc that next does not take over
 // (WASM instance pools); next may be nil. Calls still deciding with them
 // finish first.
-func (lc *loadedConfig) closePolicies(next *loadedConfig) {
+func (lc *Loaded) ClosePolicies(next *Loaded) {
 	var keep *policies.Loaded
 	if next != nil {
-		keep = next.policies
+		keep = next.LoadedPolicies
 	}
-	_ = lc.policies.Close(context.Background(), keep)
+	_ = lc.LoadedPolicies.Close(context.Background(), keep)
 }
 
 // failedTests names the failed tests of a report, at most five.
@@ -264,10 +310,10 @@ func contentVersion(data []byte) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// decodeYAML decodes the one YAML document of a file strictly (unknown keys
+// DecodeYAML decodes the one YAML document of a file strictly (unknown keys
 // are errors) into v. Errors name the file and line; an empty file returns
 // io.EOF.
-func decodeYAML(path string, data []byte, v any) error {
+func DecodeYAML(path string, data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
@@ -396,9 +442,9 @@ func fieldAt(root *yaml.Node, line int, name string) string {
 	return found
 }
 
-// lineOf finds the line of a field path such as "tools[2].match.path" in a
+// LineOf finds the line of a field path such as "tools[2].match.path" in a
 // decoded YAML document, falling back to the deepest ancestor found.
-func lineOf(root *yaml.Node, field string) int {
+func LineOf(root *yaml.Node, field string) int {
 	if root == nil || len(root.Content) == 0 {
 		return 0
 	}
