@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/section"
 )
 
 // Config is the policies section of the configuration file: the policies
@@ -147,21 +148,11 @@ type Loaded struct {
 	version string
 }
 
-// FieldError is an error at one field of the policies section, named by
-// its path below the section ("rego[1].path").
-type FieldError struct {
-	Path string
-	Err  error
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // Load applies defaults, validates the section and compiles every policy;
 // dir is where relative paths resolve.
 func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	if c.Deadline < 0 {
-		return nil, &FieldError{"deadline", fmt.Errorf("must be positive")}
+		return nil, section.At("deadline", fmt.Errorf("must be positive"))
 	}
 	if c.Deadline == 0 {
 		c.Deadline = DefaultDeadline
@@ -171,7 +162,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}
 	for i, h := range c.Headers {
 		if !validHeaderName(h) {
-			return nil, &FieldError{fmt.Sprintf("headers[%d]", i), fmt.Errorf("%q is not a header name", h)}
+			return nil, section.At(fmt.Sprintf("headers[%d]", i), fmt.Errorf("%q is not a header name", h))
 		}
 		c.Headers[i] = strings.ToLower(h)
 	}
@@ -180,7 +171,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		c.Engine = EngineCompiled
 	case EngineCompiled, EngineInterpreter, EngineWasm:
 	default:
-		return nil, &FieldError{"engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", c.Engine)}
+		return nil, section.At("engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", c.Engine))
 	}
 	l = &Loaded{cfg: c, byName: map[string]*loadedPolicy{}, modes: map[string]string{}}
 	h := sha256.New()
@@ -195,17 +186,17 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}()
 	add := func(p, name, mode string, load func() (*loadedPolicy, error)) error {
 		if name == "" {
-			return &FieldError{p + ".name", fmt.Errorf("required")}
+			return section.At(p+".name", fmt.Errorf("required"))
 		}
 		if _, dup := l.byName[name]; dup {
-			return &FieldError{p + ".name", fmt.Errorf("policy %q is defined twice", name)}
+			return section.At(p+".name", fmt.Errorf("policy %q is defined twice", name))
 		}
 		switch mode {
 		case "":
 			mode = ModeEnforce
 		case ModeEnforce, ModeDryRun, ModeOff:
 		default:
-			return &FieldError{p + ".mode", fmt.Errorf("unknown mode %q; expected enforce, dry_run or off", mode)}
+			return section.At(p+".mode", fmt.Errorf("unknown mode %q; expected enforce, dry_run or off", mode))
 		}
 		lp, err := load()
 		if err != nil {
@@ -217,12 +208,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		fmt.Fprintf(h, "%s=%s:%s;", name, mode, lp.key)
 		return nil
 	}
-	resolve := func(path string) string {
-		if path != "" && !filepath.IsAbs(path) {
-			return filepath.Join(dir, path)
-		}
-		return path
-	}
+	resolve := func(path string) string { return section.Resolve(dir, path) }
 	for i, rc := range c.Rego {
 		p := fmt.Sprintf("rego[%d]", i)
 		err := add(p, rc.Name, rc.Mode, func() (*loadedPolicy, error) {
@@ -232,18 +218,18 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				engine = c.Engine
 			case EngineCompiled, EngineInterpreter, EngineWasm:
 			default:
-				return nil, &FieldError{p + ".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", engine)}
+				return nil, section.At(p+".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", engine))
 			}
 			if rc.Path == "" {
-				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
+				return nil, section.At(p+".path", fmt.Errorf("required"))
 			}
 			files, err := ReadRego(resolve(rc.Path))
 			if err != nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", rc.Name, err)}
+				return nil, section.At(p+".path", fmt.Errorf("policy %q: %w", rc.Name, err))
 			}
 			pol, err := CompileRego(rc.Name, files)
 			if err != nil {
-				return nil, &FieldError{p + ".path", err}
+				return nil, section.At(p+".path", err)
 			}
 			lp := &loadedPolicy{eval: pol, rego: pol, kind: "rego", engine: engine,
 				key: "rego/" + engine + "/" + pol.Version()}
@@ -257,7 +243,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			case EngineCompiled:
 				c, err := pol.Compiled(ctx)
 				if err != nil {
-					return nil, &FieldError{p + ".engine", err}
+					return nil, section.At(p+".engine", err)
 				}
 				// A policy of many rules stays in the interpreter (see
 				// maxCompiledRules): status and events name that engine.
@@ -265,11 +251,11 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				return lp, nil
 			}
 			if o.Wasm == nil {
-				return nil, &FieldError{p + ".engine", fmt.Errorf("the wasm engine is not available here")}
+				return nil, section.At(p+".engine", fmt.Errorf("the wasm engine is not available here"))
 			}
 			ev, err := o.Wasm.CompileRego(ctx, rc.Name, files, WasmOptions{Deadline: c.Deadline})
 			if err != nil {
-				return nil, &FieldError{p + ".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err)}
+				return nil, section.At(p+".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err))
 			}
 			lp.eval = ev
 			return lp, nil
@@ -282,21 +268,21 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		p := fmt.Sprintf("wasm[%d]", i)
 		err := add(p, wc.Name, wc.Mode, func() (*loadedPolicy, error) {
 			if wc.Path == "" {
-				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
+				return nil, section.At(p+".path", fmt.Errorf("required"))
 			}
 			if wc.MemoryLimitMiB < 0 || wc.MemoryLimitMiB > 4096 {
-				return nil, &FieldError{p + ".memory_limit_mib", fmt.Errorf("must be between 1 and 4096")}
+				return nil, section.At(p+".memory_limit_mib", fmt.Errorf("must be between 1 and 4096"))
 			}
 			if wc.Deadline < 0 {
-				return nil, &FieldError{p + ".deadline", fmt.Errorf("must be positive")}
+				return nil, section.At(p+".deadline", fmt.Errorf("must be positive"))
 			}
 			if wc.PoolSize < 0 {
-				return nil, &FieldError{p + ".pool_size", fmt.Errorf("must be positive")}
+				return nil, section.At(p+".pool_size", fmt.Errorf("must be positive"))
 			}
 			path := resolve(wc.Path)
 			sum, err := fileVersion(path)
 			if err != nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", wc.Name, err)}
+				return nil, section.At(p+".path", fmt.Errorf("policy %q: %w", wc.Name, err))
 			}
 			opts := WasmOptions{MemoryLimit: uint32(wc.MemoryLimitMiB) << 20, Deadline: wc.Deadline, PoolSize: wc.PoolSize}
 			lp := &loadedPolicy{kind: "wasm", engine: EngineWasm,
@@ -306,11 +292,11 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				return lp, nil
 			}
 			if o.Wasm == nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("WASM policies are not available here")}
+				return nil, section.At(p+".path", fmt.Errorf("WASM policies are not available here"))
 			}
 			ev, err := o.Wasm.LoadWasm(ctx, wc.Name, path, opts)
 			if err != nil {
-				return nil, &FieldError{p + ".path", err}
+				return nil, section.At(p+".path", err)
 			}
 			lp.eval = ev
 			return lp, nil
@@ -321,7 +307,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}
 	for i, name := range c.Global {
 		if _, ok := l.byName[name]; !ok {
-			return nil, &FieldError{fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", "))}
+			return nil, section.At(fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", ")))
 		}
 		fmt.Fprintf(h, "global=%s;", name)
 	}
@@ -424,7 +410,7 @@ func (l *Loaded) SetFor(tool string, names []string, toolMode string, failOpen b
 	}
 	for i, name := range names {
 		if _, ok := l.byName[name]; !ok {
-			return nil, &FieldError{fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", "))}
+			return nil, section.At(fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", ")))
 		}
 		add(name)
 	}

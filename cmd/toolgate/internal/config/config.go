@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
@@ -69,6 +69,32 @@ type AdminConfig struct {
 
 // DefaultAdminListen is admin.listen's default.
 const DefaultAdminListen = "127.0.0.1:18090"
+
+// validate applies admin's defaults and checks its address against the
+// proxy's listeners (validated already).
+func (a *AdminConfig) validate(pc *proxy.Config) error {
+	if a.Listen == "" {
+		a.Listen = DefaultAdminListen
+	}
+	if a.Listen == "off" {
+		return nil
+	}
+	if err := proxy.CheckListenAddr(a.Listen, pc.Listen.AllowNonLoopback); err != nil {
+		return section.At("admin.listen", err)
+	}
+	return pc.ClaimListen("admin.listen", a.Listen)
+}
+
+// validate applies reload's defaults and bounds.
+func (r *ReloadConfig) validate() error {
+	switch s := r.Settle; {
+	case s == 0:
+		r.Settle = DefaultReloadSettle
+	case s < 0 || s > MaxReloadSettle:
+		return section.Errorf("reload.settle", "%s is outside 0 to %s", s, MaxReloadSettle)
+	}
+	return nil
+}
 
 // EventsConfig configures the event path.
 type EventsConfig struct {
@@ -129,58 +155,25 @@ func ParseAfter(path string, data []byte, prev *Loaded) (lc *Loaded, err error) 
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
-	where := func(err error) error {
-		var fe *proxy.FieldError
-		var pe *policies.FieldError
-		field := ""
-		switch {
-		case errors.As(err, &fe):
-			field = fe.Path
-		case errors.As(err, &pe):
-			field = pe.Path
-		}
-		if line := LineOf(&root, field); line > 0 {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := lc.Config.Validate(filepath.Dir(path)); err != nil {
+	where := func(err error) error { return locate(path, &root, err) }
+	dir := section.Dir(path)
+	if err := lc.Config.Validate(dir); err != nil {
 		return nil, where(err)
 	}
-	if lc.Admin.Listen == "" {
-		lc.Admin.Listen = DefaultAdminListen
+	if err := lc.Admin.validate(&lc.Config); err != nil {
+		return nil, where(err)
 	}
-	if lc.Admin.Listen != "off" {
-		if err := proxy.CheckListenAddr(lc.Admin.Listen, lc.Listen.AllowNonLoopback); err != nil {
-			return nil, where(&proxy.FieldError{Path: "admin.listen", Err: err})
-		}
-		if !strings.HasSuffix(lc.Admin.Listen, ":0") {
-			taken := map[string]string{lc.Listen.Forward: "listen.forward"}
-			if lc.Listen.Transparent != "" {
-				taken[lc.Listen.Transparent] = "listen.transparent"
-			}
-			for i, r := range lc.Listen.Reverse {
-				taken[r.Listen] = fmt.Sprintf("listen.reverse[%d].listen", i)
-			}
-			if other, ok := taken[lc.Admin.Listen]; ok {
-				return nil, where(&proxy.FieldError{Path: "admin.listen", Err: fmt.Errorf("address %s is already used by %s", lc.Admin.Listen, other)})
-			}
-		}
+	if err := lc.Reload.validate(); err != nil {
+		return nil, where(err)
 	}
-	switch s := lc.Reload.Settle; {
-	case s == 0:
-		lc.Reload.Settle = DefaultReloadSettle
-	case s < 0 || s > MaxReloadSettle:
-		return nil, where(&proxy.FieldError{Path: "reload.settle", Err: fmt.Errorf("%s is outside 0 to %s", s, MaxReloadSettle)})
-	}
-	if err := validateEvents(&lc.Events, filepath.Dir(path)); err != nil {
+	if err := validateEvents(&lc.Events, dir); err != nil {
 		return nil, where(sectionError("events", err))
 	}
 	var before *policies.Loaded
 	if prev != nil {
 		before = prev.LoadedPolicies
 	}
-	if err := lc.bindPolicies(filepath.Dir(path), before); err != nil {
+	if err := lc.bindPolicies(dir, before); err != nil {
 		return nil, where(err)
 	}
 	if lc.Events.Sidecar == "" {
@@ -198,9 +191,7 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	if ec.File.Path == "" {
 		ec.File.Path = sink.DefaultFilePath
 	}
-	if !filepath.IsAbs(ec.File.Path) {
-		ec.File.Path = filepath.Join(dir, ec.File.Path)
-	}
+	ec.File.Path = section.Resolve(dir, ec.File.Path)
 	if err := ec.File.Validate(); err != nil {
 		return err
 	}
@@ -213,9 +204,7 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	if ec.Spool.Dir == "" {
 		ec.Spool.Dir = DefaultSpoolDir
 	}
-	if !filepath.IsAbs(ec.Spool.Dir) {
-		ec.Spool.Dir = filepath.Join(dir, ec.Spool.Dir)
-	}
+	ec.Spool.Dir = section.Resolve(dir, ec.Spool.Dir)
 	return ec.Spool.Validate()
 }
 
@@ -229,11 +218,7 @@ const DefaultSpoolDir = "toolgate-spool"
 func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: lazyWasmHost{}, Previous: prev})
 	if err != nil {
-		var pe *policies.FieldError
-		if errors.As(err, &pe) {
-			return &policies.FieldError{Path: "policies." + pe.Path, Err: pe.Err}
-		}
-		return err
+		return section.Under("policies", err)
 	}
 	defer func() {
 		if err != nil {
@@ -242,18 +227,18 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 	}()
 	rep, err := pol.RunTests(context.Background())
 	if err != nil {
-		return &policies.FieldError{Path: "policies", Err: err}
+		return section.At("policies", err)
 	}
 	if rep.Failed > 0 {
-		return &policies.FieldError{Path: "policies", Err: fmt.Errorf("%d policy test(s) failed: %s", rep.Failed, failedTests(rep))}
+		return section.Errorf("policies", "%d policy test(s) failed: %s", rep.Failed, failedTests(rep))
 	}
 	checkers := map[string]proxy.Checker{}
 	for i, t := range lc.Tools {
 		set, err := pol.SetFor(t.Name, t.Policies, t.PolicyMode, t.FailOpen)
 		if err != nil {
-			var pe *policies.FieldError
-			if errors.As(err, &pe) {
-				return &policies.FieldError{Path: fmt.Sprintf("tools[%d].%s", i, pe.Path), Err: pe.Err}
+			var fe *section.Error
+			if errors.As(err, &fe) {
+				return section.Under(fmt.Sprintf("tools[%d]", i), err)
 			}
 			return err
 		}
@@ -297,12 +282,32 @@ func failedTests(rep policies.TestReport) string {
 
 // sectionError places a package's "field: message" error under its section
 // of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
-func sectionError(section string, err error) error {
+//
+// The sink package's Validate methods still return plain "field: message"
+// errors; this is the one place that reads them.
+func sectionError(prefix string, err error) error {
 	field, msg, ok := strings.Cut(err.Error(), ": ")
 	if !ok || strings.ContainsAny(field, " ") {
-		return &proxy.FieldError{Path: section, Err: err}
+		return section.At(prefix, err)
 	}
-	return &proxy.FieldError{Path: section + "." + field, Err: errors.New(msg)}
+	return section.At(prefix+"."+field, errors.New(msg))
+}
+
+// fieldPather is an error at one field of the file; section.Error is one.
+type fieldPather interface{ FieldPath() string }
+
+// locate prefixes err with the file and, when err names a field, the line
+// of that field: FILE:LINE: field: message.
+func locate(path string, root *yaml.Node, err error) error {
+	field := ""
+	var fp fieldPather
+	if errors.As(err, &fp) {
+		field = fp.FieldPath()
+	}
+	if line := LineOf(root, field); line > 0 {
+		return fmt.Errorf("%s:%d: %w", path, line, err)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 func contentVersion(data []byte) string {
