@@ -84,11 +84,13 @@ func (fl dashboardFlags) dashboardConfig() (dashboard.Config, error) {
 	case fl.config == "" && len(fl.addr) == 0:
 		return dashboard.Config{}, usageError{errors.New("name the ClickHouse to read: --config FILE, or --clickhouse ADDR [--database DB]")}
 	case fl.config != "":
-		lc, err := config.Load(fl.config)
+		// Only the events section: the dashboard neither needs the
+		// proxy's tools nor compiles or tests policies.
+		ev, err := config.LoadEvents(fl.config)
 		if err != nil {
 			return dashboard.Config{}, err
 		}
-		ch := lc.Events.ClickHouse
+		ch := ev.ClickHouse
 		if len(ch.Addr) == 0 {
 			return dashboard.Config{}, fmt.Errorf("%s: events.clickhouse.addr is not set: the dashboard reads ClickHouse", fl.config)
 		}

@@ -212,6 +212,27 @@ func validateEvents(ec *EventsConfig, dir string) error {
 // beside the configuration file.
 const DefaultSpoolDir = "toolgate-spool"
 
+// LoadEvents reads and decodes a configuration file as Load does (strictly:
+// an unknown key anywhere is an error) but validates only its events
+// section: no schema or policy is read, compiled or tested. Commands that
+// only read the events' destination (the dashboard) use it.
+func LoadEvents(path string) (EventsConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return EventsConfig{}, fmt.Errorf("read config: %w", err)
+	}
+	var f File
+	if err := DecodeYAML(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
+		return EventsConfig{}, err
+	}
+	if err := validateEvents(&f.Events, section.Dir(path)); err != nil {
+		var root yaml.Node
+		_ = yaml.Unmarshal(data, &root)
+		return EventsConfig{}, locate(path, &root, sectionError("events", err))
+	}
+	return f.Events, nil
+}
+
 // bindPolicies compiles the policies section, runs every policy's unit
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
