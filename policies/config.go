@@ -30,6 +30,14 @@ type Config struct {
 	// Engine is the default engine of Rego policies: "compiled" (the
 	// default), "interpreter" or "wasm". See RegoConfig.Engine.
 	Engine string `yaml:"engine"`
+	// WasmCache is the folder of wazero's compilation cache for WASM
+	// policies and Rego policies on the wasm engine, so a module compiled
+	// once is not compiled again by the next process. Default "": the
+	// user cache folder's toolgate/wazero (no disk cache when there is
+	// none); "off": no disk cache. A relative folder is below the
+	// configuration file's. Load does not read it: the WasmHost it is
+	// given does.
+	WasmCache string `yaml:"wasm_cache"`
 	// Rego lists the Rego policies.
 	Rego []RegoConfig `yaml:"rego"`
 	// Wasm lists the WebAssembly policies.

@@ -88,7 +88,7 @@ func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) err
 	if err != nil {
 		return fmt.Errorf("policy %q: %w", name, err)
 	}
-	e, err := config.WasmEngine()
+	e, err := config.WasmEngine("")
 	if err != nil {
 		return err
 	}

@@ -197,3 +197,39 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 		t.Errorf("events: %d denied, %d dry-run denied, %d timed out; want 1 each", denied, dry, timedOut)
 	}
 }
+
+// TestWasmCacheFromConfig checks that policies.wasm_cache, a folder
+// relative to the configuration file, is where the WASM engine keeps its
+// compilation cache, and that "off" keeps none on disk.
+func TestWasmCacheFromConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, cache string
+		wantFiles   bool
+	}{
+		{"relative folder", "wazero-cache", true},
+		{"off", "off", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyFixture(t, "../../wasm/testdata/allow.wasm", filepath.Join(dir, "words.wasm"))
+			path := filepath.Join(dir, "toolgate.yaml")
+			writeFile(t, path, "listen: {forward: 127.0.0.1:0}\nadmin: {listen: 'off'}\n"+
+				"policies:\n  wasm_cache: "+tc.cache+"\n  wasm: [{name: words, path: words.wasm}]\n"+
+				"tools:\n  - {name: search, match: {host: 127.0.0.1, path: /esearch}, policies: [words]}\n")
+			if code, stdout, stderr := runArgs("policy", "check", "--config", path); code != 0 {
+				t.Fatalf("policy check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			var files int
+			filepath.WalkDir(filepath.Join(dir, "wazero-cache"), func(_ string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					files++
+				}
+				return nil
+			})
+			if (files > 0) != tc.wantFiles {
+				t.Errorf("%d files in %s, want files: %v", files, filepath.Join(dir, "wazero-cache"), tc.wantFiles)
+			}
+		})
+	}
+}

@@ -212,6 +212,15 @@ func validateEvents(ec *EventsConfig, dir string) error {
 // beside the configuration file.
 const DefaultSpoolDir = "toolgate-spool"
 
+// wasmCacheDir resolves policies.wasm_cache: "" and "off" as they are, a
+// relative folder below dir.
+func wasmCacheDir(dir, cache string) string {
+	if cache == "off" {
+		return cache
+	}
+	return section.Resolve(dir, cache)
+}
+
 // LoadEvents reads and decodes a configuration file as Load does (strictly:
 // an unknown key anywhere is an error) but validates only its events
 // section: no schema or policy is read, compiled or tested. Commands that
@@ -237,7 +246,7 @@ func LoadEvents(path string) (EventsConfig, error) {
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
 func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: lazyWasmHost{}, Previous: prev})
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Wasm: lazyWasmHost{cacheDir: wasmCacheDir(dir, lc.Policies.WasmCache)}, Previous: prev})
 	if err != nil {
 		return section.Under("policies", err)
 	}

@@ -4,29 +4,50 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/wasm"
 )
 
-// WasmEngine is the process's one WASM engine, made when a configuration
-// first needs it: every configuration the process loads shares it and its
-// compilation cache on disk (TOOLGATE_WASM_CACHE names the folder, "off"
-// keeps it in memory; default the user cache folder).
-var WasmEngine = sync.OnceValues(func() (*wasm.Engine, error) {
-	return wasm.NewEngine(context.Background(), wasm.EngineOptions{CacheDir: os.Getenv("TOOLGATE_WASM_CACHE")})
-})
+// wasmEngines are the process's WASM engines, one per compilation cache
+// folder (policies.wasm_cache), each made when a configuration first needs
+// it and shared by every configuration the process loads with that folder.
+var wasmEngines struct {
+	sync.Mutex
+	byCache map[string]*wasm.Engine
+}
+
+// WasmEngine returns the process's WASM engine whose compilation cache is
+// in cacheDir ("" the user cache folder, "off" none: see
+// wasm.EngineOptions.CacheDir), starting it on first use.
+func WasmEngine(cacheDir string) (*wasm.Engine, error) {
+	wasmEngines.Lock()
+	defer wasmEngines.Unlock()
+	if e, ok := wasmEngines.byCache[cacheDir]; ok {
+		return e, nil
+	}
+	e, err := wasm.NewEngine(context.Background(), wasm.EngineOptions{CacheDir: cacheDir})
+	if err != nil {
+		return nil, err
+	}
+	if wasmEngines.byCache == nil {
+		wasmEngines.byCache = map[string]*wasm.Engine{}
+	}
+	wasmEngines.byCache[cacheDir] = e
+	return e, nil
+}
 
 // lazyWasmHost starts the engine on the first WASM policy it loads, so a
 // configuration without any starts nothing.
-type lazyWasmHost struct{}
+type lazyWasmHost struct {
+	cacheDir string // policies.wasm_cache, resolved
+}
 
 var _ policies.WasmHost = lazyWasmHost{}
 
-func (lazyWasmHost) host() (wasm.Host, error) {
-	e, err := WasmEngine()
+func (l lazyWasmHost) host() (wasm.Host, error) {
+	e, err := WasmEngine(l.cacheDir)
 	if err != nil {
 		return wasm.Host{}, fmt.Errorf("the WASM engine did not start: %w", err)
 	}
