@@ -50,10 +50,11 @@ a usage error.
 
 Rego unit tests: every folder holding .rego files (DIR itself included) is
 one policy, named after the folder, with every .rego file below it; its
-test_ rules in *_test.rego files run through OPA's tester, and again on the
-compiled engine (the default): a test that passes in one and not the other
-fails. A policy that does not compile is one failure, with the compiler's
-message.
+test_ rules in *_test.rego files run through OPA's tester, and, when the
+policy runs on the compiled engine, again on that engine: a test that passes
+in one and not the other fails. The engine is compiled (the default) unless
+--config gives the policy (its policies.rego entry, by path) another one.
+A policy that does not compile is one failure, with the compiler's message.
 
   PASS bounds/test_over_bounds_denied (210µs)
   FAIL bounds/test_within_bounds_allowed (policies/bounds/bounds_test.rego:5)
@@ -75,7 +76,7 @@ does not match prints what it wanted and what it got:
 			return runPolicyTest(c.Context(), c.OutOrStdout(), args[0], cfgPath)
 		},
 	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "", "configuration for every case file, instead of each file's config key")
+	c.Flags().StringVarP(&cfgPath, "config", "c", "", "configuration for every case file, instead of each file's config key; its engines apply to the Rego tests")
 	return c
 }
 

@@ -59,6 +59,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
@@ -352,11 +353,14 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 		pt.fail(name+" (does not compile)", err.Error())
 		return
 	}
-	// On the default engine, where the tests run twice: in OPA's tester,
-	// and on the compiled engine.
-	if pol, err = pol.Compiled(ctx); err != nil {
-		pt.fail(name+" (does not compile)", err.Error())
-		return
+	// On the compiled engine (the default) the tests run twice: in OPA's
+	// tester, and on the compiled engine. On the others, as the sidecar
+	// runs them when it loads the policy: in OPA's tester.
+	if pt.engineFor(path) == policies.EngineCompiled {
+		if pol, err = pol.Compiled(ctx); err != nil {
+			pt.fail(name+" (does not compile)", err.Error())
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, regoTestTimeout)
 	defer cancel()
@@ -377,6 +381,38 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 			pt.fail(test+" ("+r.Location+")", "the rule is false or undefined")
 		}
 	}
+}
+
+// engineFor is the engine the configuration given with --config runs the
+// policy at path on: the engine of its policies.rego entry, else the
+// section's engine; compiled (the default) without --config, when the
+// configuration does not load, or when no entry names path.
+func (pt *policyTest) engineFor(path string) string {
+	if pt.configArg == "" {
+		return policies.EngineCompiled
+	}
+	lc, err := pt.config(pt.configArg)
+	if err != nil {
+		return policies.EngineCompiled
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return policies.EngineCompiled
+	}
+	dir := section.Dir(lc.Path)
+	for _, rc := range lc.Policies.Rego {
+		p, err := filepath.Abs(section.Resolve(dir, rc.Path))
+		if err != nil || p != abs {
+			continue
+		}
+		for _, e := range []string{rc.Engine, lc.Policies.Engine} {
+			if e != "" {
+				return e
+			}
+		}
+		break
+	}
+	return policies.EngineCompiled
 }
 
 // sortBySource orders test results as their rules appear in the files

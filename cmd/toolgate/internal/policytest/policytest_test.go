@@ -85,3 +85,40 @@ func FuzzParseCaseFile(f *testing.F) {
 		}
 	})
 }
+
+// TestEngineFor checks that `toolgate policy test --config` runs a
+// policy's unit tests on the engine the configuration gives it.
+func TestEngineFor(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a", "b", "c"} {
+		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rego := "package toolgate." + p + "\n\ndeny contains {\"message\": \"no\"} if input.arguments.n > 3\n"
+		if err := os.WriteFile(filepath.Join(dir, p, p+".rego"), []byte(rego), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "toolgate.yaml")
+	if err := os.WriteFile(cfg, []byte("listen: {forward: 127.0.0.1:0}\nadmin: {listen: 'off'}\npolicies:\n  engine: interpreter\n"+
+		"  rego:\n    - {name: a, path: a}\n    - {name: b, path: b, engine: compiled}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, configArg, policy, want string
+	}{
+		{"section engine", cfg, filepath.Join(dir, "a"), "interpreter"},
+		{"policy's own engine", cfg, filepath.Join(dir, "b"), "compiled"},
+		{"not in the configuration", cfg, filepath.Join(dir, "c"), "compiled"},
+		{"without --config", "", filepath.Join(dir, "a"), "compiled"},
+		{"configuration that does not load", filepath.Join(dir, "missing.yaml"), filepath.Join(dir, "a"), "compiled"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := &policyTest{configArg: tc.configArg, configs: map[string]loadResult{}}
+			if got := pt.engineFor(tc.policy); got != tc.want {
+				t.Errorf("engineFor(%s) = %q, want %q", tc.policy, got, tc.want)
+			}
+		})
+	}
+}
