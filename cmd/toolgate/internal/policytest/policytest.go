@@ -59,8 +59,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy"
 )
