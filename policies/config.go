@@ -44,6 +44,26 @@ type Config struct {
 	Wasm []WasmConfig `yaml:"wasm"`
 }
 
+// Files lists the files and folders the section reads, resolved against
+// dir as Load resolves them: each Rego policy's path (a file, or a folder
+// whose .rego files count) and each WASM module's. It reads only the data,
+// so it answers for a section that does not load too (hot reload watches
+// these paths).
+func (c Config) Files(dir string) []string {
+	var files []string
+	for _, r := range c.Rego {
+		if r.Path != "" {
+			files = append(files, section.Resolve(dir, r.Path))
+		}
+	}
+	for _, w := range c.Wasm {
+		if w.Path != "" {
+			files = append(files, section.Resolve(dir, w.Path))
+		}
+	}
+	return files
+}
+
 // Engines a Rego policy can run on.
 const (
 	// EngineCompiled plans the policy once with OPA's planner (the

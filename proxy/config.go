@@ -750,6 +750,20 @@ func readLimited(name string, max int64) ([]byte, error) {
 	return b, nil
 }
 
+// Files lists the files the section reads besides the configuration file,
+// resolved against dir as Validate resolves them: each tool's schema_file.
+// It reads only the data, so it answers for a section that does not
+// validate too (hot reload watches these files).
+func (c *Config) Files(dir string) []string {
+	var files []string
+	for _, t := range c.Tools {
+		if t.SchemaFile != "" {
+			files = append(files, section.Resolve(dir, t.SchemaFile))
+		}
+	}
+	return files
+}
+
 // SchemaDigest is a hash of every schema file Validate read, so a change to
 // a schema file changes the configuration's version.
 func (c *Config) SchemaDigest() []byte {

@@ -212,6 +212,19 @@ func validateEvents(ec *EventsConfig, dir string) error {
 // beside the configuration file.
 const DefaultSpoolDir = "toolgate-spool"
 
+// Files returns the files the configuration file at path, holding data,
+// depends on, itself first: what each section lists (proxy.Config.Files,
+// policies.Config.Files). data is decoded leniently, so a file that does
+// not validate, or does not decode whole, still names what it can.
+func Files(path string, data []byte) []string {
+	var f File
+	_ = yaml.Unmarshal(data, &f)
+	dir := section.Dir(path)
+	files := []string{path}
+	files = append(files, f.Config.Files(dir)...)
+	return append(files, f.Policies.Files(dir)...)
+}
+
 // wasmCacheDir resolves policies.wasm_cache: "" and "off" as they are, a
 // relative folder below dir.
 func wasmCacheDir(dir, cache string) string {

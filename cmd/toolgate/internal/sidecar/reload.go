@@ -24,7 +24,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 )
@@ -476,50 +475,15 @@ func (r *reloader) Collect(ch chan<- prometheus.Metric) {
 var _ prometheus.Collector = (*reloader)(nil)
 
 // dependencies reads the configuration file at path and returns the files
-// it depends on, itself included: each tool's schema_file and each Rego
-// policy's path (a file, or a folder whose .rego files count), resolved as
-// config.Load resolves them; and the digest of the bytes it read. It reads
-// the file leniently: a file that does not decode still names what it can.
+// it depends on, itself included, as its sections list them
+// (config.Files), and the digest of the bytes it read. A file that does
+// not decode still names what it can.
 func dependencies(path string) (files []string, digest string) {
-	files = []string{path}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return files, digestErr(err)
+		return []string{path}, digestErr(err)
 	}
-	var doc struct {
-		Tools []struct {
-			SchemaFile string `yaml:"schema_file"`
-		} `yaml:"tools"`
-		Policies struct {
-			Rego []struct {
-				Path string `yaml:"path"`
-			} `yaml:"rego"`
-			Wasm []struct {
-				Path string `yaml:"path"`
-			} `yaml:"wasm"`
-		} `yaml:"policies"`
-	}
-	_ = yaml.Unmarshal(data, &doc)
-	dir := filepath.Dir(path)
-	add := func(p string) {
-		if p == "" {
-			return
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		files = append(files, p)
-	}
-	for _, t := range doc.Tools {
-		add(t.SchemaFile)
-	}
-	for _, p := range doc.Policies.Rego {
-		add(p.Path)
-	}
-	for _, p := range doc.Policies.Wasm {
-		add(p.Path)
-	}
-	return union(files, nil), digestBytes(data)
+	return union(config.Files(path, data), nil), digestBytes(data)
 }
 
 // digests reads every file and returns its digest by path; cfg, already
