@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/section"
 )
 
 // Config is the policies section of the configuration file: the policies
@@ -29,10 +30,38 @@ type Config struct {
 	// Engine is the default engine of Rego policies: "compiled" (the
 	// default), "interpreter" or "wasm". See RegoConfig.Engine.
 	Engine string `yaml:"engine"`
+	// WasmCache is the folder of wazero's compilation cache for WASM
+	// policies and Rego policies on the wasm engine, so a module compiled
+	// once is not compiled again by the next process. Default "": the
+	// user cache folder's toolgate/wazero (no disk cache when there is
+	// none); "off": no disk cache. A relative folder is below the
+	// configuration file's. Load does not read it: the WasmHost it is
+	// given does.
+	WasmCache string `yaml:"wasm_cache"`
 	// Rego lists the Rego policies.
 	Rego []RegoConfig `yaml:"rego"`
 	// Wasm lists the WebAssembly policies.
 	Wasm []WasmConfig `yaml:"wasm"`
+}
+
+// Files lists the files and folders the section reads, resolved against
+// dir as Load resolves them: each Rego policy's path (a file, or a folder
+// whose .rego files count) and each WASM module's. It reads only the data,
+// so it answers for a section that does not load too (hot reload watches
+// these paths).
+func (c Config) Files(dir string) []string {
+	var files []string
+	for _, r := range c.Rego {
+		if r.Path != "" {
+			files = append(files, section.Resolve(dir, r.Path))
+		}
+	}
+	for _, w := range c.Wasm {
+		if w.Path != "" {
+			files = append(files, section.Resolve(dir, w.Path))
+		}
+	}
+	return files
 }
 
 // Engines a Rego policy can run on.
@@ -150,21 +179,11 @@ type Loaded struct {
 	version string
 }
 
-// FieldError is an error at one field of the policies section, named by
-// its path below the section ("rego[1].path").
-type FieldError struct {
-	Path string
-	Err  error
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // Load applies defaults, validates the section and compiles every policy;
 // dir is where relative paths resolve.
 func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	if c.Deadline < 0 {
-		return nil, &FieldError{"deadline", fmt.Errorf("must be positive")}
+		return nil, section.At("deadline", fmt.Errorf("must be positive"))
 	}
 	if c.Deadline == 0 {
 		c.Deadline = DefaultDeadline
@@ -174,7 +193,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}
 	for i, h := range c.Headers {
 		if !validHeaderName(h) {
-			return nil, &FieldError{fmt.Sprintf("headers[%d]", i), fmt.Errorf("%q is not a header name", h)}
+			return nil, section.At(fmt.Sprintf("headers[%d]", i), fmt.Errorf("%q is not a header name", h))
 		}
 		c.Headers[i] = strings.ToLower(h)
 	}
@@ -183,7 +202,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		c.Engine = EngineCompiled
 	case EngineCompiled, EngineInterpreter, EngineWasm:
 	default:
-		return nil, &FieldError{"engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", c.Engine)}
+		return nil, section.At("engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", c.Engine))
 	}
 	l = &Loaded{cfg: c, byName: map[string]*loadedPolicy{}, modes: map[string]string{}}
 	h := sha256.New()
@@ -198,17 +217,17 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}()
 	add := func(p, name, mode string, load func() (*loadedPolicy, error)) error {
 		if name == "" {
-			return &FieldError{p + ".name", fmt.Errorf("required")}
+			return section.At(p+".name", fmt.Errorf("required"))
 		}
 		if _, dup := l.byName[name]; dup {
-			return &FieldError{p + ".name", fmt.Errorf("policy %q is defined twice", name)}
+			return section.At(p+".name", fmt.Errorf("policy %q is defined twice", name))
 		}
 		switch mode {
 		case "":
 			mode = ModeEnforce
 		case ModeEnforce, ModeDryRun, ModeOff:
 		default:
-			return &FieldError{p + ".mode", fmt.Errorf("unknown mode %q; expected enforce, dry_run or off", mode)}
+			return section.At(p+".mode", fmt.Errorf("unknown mode %q; expected enforce, dry_run or off", mode))
 		}
 		lp, err := load()
 		if err != nil {
@@ -220,12 +239,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		fmt.Fprintf(h, "%s=%s:%s;", name, mode, lp.key)
 		return nil
 	}
-	resolve := func(path string) string {
-		if path != "" && !filepath.IsAbs(path) {
-			return filepath.Join(dir, path)
-		}
-		return path
-	}
+	resolve := func(path string) string { return section.Resolve(dir, path) }
 	for i, rc := range c.Rego {
 		p := fmt.Sprintf("rego[%d]", i)
 		err := add(p, rc.Name, rc.Mode, func() (*loadedPolicy, error) {
@@ -235,21 +249,21 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				engine = c.Engine
 			case EngineCompiled, EngineInterpreter, EngineWasm:
 			default:
-				return nil, &FieldError{p + ".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", engine)}
+				return nil, section.At(p+".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", engine))
 			}
 			if rc.Path == "" {
-				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
+				return nil, section.At(p+".path", fmt.Errorf("required"))
 			}
 			if o.Rego == nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("Rego policies are not available here")}
+				return nil, section.At(p+".path", fmt.Errorf("Rego policies are not available here"))
 			}
 			files, err := o.Rego.ReadRego(resolve(rc.Path))
 			if err != nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", rc.Name, err)}
+				return nil, section.At(p+".path", fmt.Errorf("policy %q: %w", rc.Name, err))
 			}
 			pol, err := o.Rego.CompileRego(rc.Name, files)
 			if err != nil {
-				return nil, &FieldError{p + ".path", err}
+				return nil, section.At(p+".path", err)
 			}
 			lp := &loadedPolicy{eval: pol, rego: pol, kind: "rego", engine: engine,
 				key: "rego/" + engine + "/" + pol.Version()}
@@ -263,7 +277,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			case EngineCompiled:
 				c, err := pol.Compiled(ctx)
 				if err != nil {
-					return nil, &FieldError{p + ".engine", err}
+					return nil, section.At(p+".engine", err)
 				}
 				// A policy of many rules stays in the interpreter (see
 				// maxCompiledRules): status and events name that engine.
@@ -271,11 +285,11 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				return lp, nil
 			}
 			if o.Wasm == nil {
-				return nil, &FieldError{p + ".engine", fmt.Errorf("the wasm engine is not available here")}
+				return nil, section.At(p+".engine", fmt.Errorf("the wasm engine is not available here"))
 			}
 			ev, err := o.Wasm.CompileRego(ctx, rc.Name, files, WasmOptions{Deadline: c.Deadline})
 			if err != nil {
-				return nil, &FieldError{p + ".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err)}
+				return nil, section.At(p+".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err))
 			}
 			lp.eval = ev
 			return lp, nil
@@ -288,21 +302,21 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		p := fmt.Sprintf("wasm[%d]", i)
 		err := add(p, wc.Name, wc.Mode, func() (*loadedPolicy, error) {
 			if wc.Path == "" {
-				return nil, &FieldError{p + ".path", fmt.Errorf("required")}
+				return nil, section.At(p+".path", fmt.Errorf("required"))
 			}
 			if wc.MemoryLimitMiB < 0 || wc.MemoryLimitMiB > 4096 {
-				return nil, &FieldError{p + ".memory_limit_mib", fmt.Errorf("must be between 1 and 4096")}
+				return nil, section.At(p+".memory_limit_mib", fmt.Errorf("must be between 1 and 4096"))
 			}
 			if wc.Deadline < 0 {
-				return nil, &FieldError{p + ".deadline", fmt.Errorf("must be positive")}
+				return nil, section.At(p+".deadline", fmt.Errorf("must be positive"))
 			}
 			if wc.PoolSize < 0 {
-				return nil, &FieldError{p + ".pool_size", fmt.Errorf("must be positive")}
+				return nil, section.At(p+".pool_size", fmt.Errorf("must be positive"))
 			}
 			path := resolve(wc.Path)
 			sum, err := fileVersion(path)
 			if err != nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("policy %q: %w", wc.Name, err)}
+				return nil, section.At(p+".path", fmt.Errorf("policy %q: %w", wc.Name, err))
 			}
 			opts := WasmOptions{MemoryLimit: uint32(wc.MemoryLimitMiB) << 20, Deadline: wc.Deadline, PoolSize: wc.PoolSize}
 			lp := &loadedPolicy{kind: "wasm", engine: EngineWasm,
@@ -312,11 +326,11 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				return lp, nil
 			}
 			if o.Wasm == nil {
-				return nil, &FieldError{p + ".path", fmt.Errorf("WASM policies are not available here")}
+				return nil, section.At(p+".path", fmt.Errorf("WASM policies are not available here"))
 			}
 			ev, err := o.Wasm.LoadWasm(ctx, wc.Name, path, opts)
 			if err != nil {
-				return nil, &FieldError{p + ".path", err}
+				return nil, section.At(p+".path", err)
 			}
 			lp.eval = ev
 			return lp, nil
@@ -327,7 +341,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}
 	for i, name := range c.Global {
 		if _, ok := l.byName[name]; !ok {
-			return nil, &FieldError{fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", "))}
+			return nil, section.At(fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", ")))
 		}
 		fmt.Fprintf(h, "global=%s;", name)
 	}
@@ -430,7 +444,7 @@ func (l *Loaded) SetFor(tool string, names []string, toolMode string, failOpen b
 	}
 	for i, name := range names {
 		if _, ok := l.byName[name]; !ok {
-			return nil, &FieldError{fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", "))}
+			return nil, section.At(fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", ")))
 		}
 		add(name)
 	}

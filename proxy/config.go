@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -77,6 +78,8 @@ type Config struct {
 	digest  hash.Hash         // of every schema file read
 	hostSet map[string]string // canonical "host" and "host:port" of Hosts -> mode
 	aliases *hostAliases
+	// listenAt is each claimed listen address -> the field that claims it.
+	listenAt map[string]string
 }
 
 // HostConfig says what happens to unmatched calls on one host that tools
@@ -325,21 +328,31 @@ type MatchConfig struct {
 	Path string `yaml:"path"`
 }
 
-// FieldError is a configuration error at one field, named by its path in the
+// fieldErr is a configuration error at one field, named by its path in the
 // file ("tools[2].match.path") so the loader can point at the line.
-type FieldError struct {
-	Path string
-	Err  error
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
 func fieldErr(path, format string, args ...any) error {
-	return &FieldError{Path: path, Err: fmt.Errorf(format, args...)}
+	return section.Errorf(path, format, args...)
 }
 
 var toolName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,127}$`)
+
+// ClaimListen records that the field at path listens on addr, or reports
+// that another listener already does. Addresses ending in ":0" (a port the
+// kernel picks) never collide. Validate claims the proxy's own listeners;
+// the loader claims the others in the file (the admin listener) after it.
+func (c *Config) ClaimListen(path, addr string) error {
+	if c.listenAt == nil {
+		c.listenAt = map[string]string{}
+	}
+	if strings.HasSuffix(addr, ":0") || addr == "off" {
+		return nil
+	}
+	if other, dup := c.listenAt[addr]; dup {
+		return fieldErr(path, "address %s is already used by %s", addr, other)
+	}
+	c.listenAt[addr] = path
+	return nil
+}
 
 // Validate applies defaults, rejects conflicts and compiles the tools. dir is
 // the folder relative schema files resolve against (the config file's).
@@ -352,7 +365,10 @@ func (c *Config) Validate(dir string) error {
 	if err := c.checkListen("listen.forward", c.Listen.Forward); err != nil {
 		return err
 	}
-	seen := map[string]string{c.Listen.Forward: "listen.forward"}
+	c.listenAt = map[string]string{}
+	if err := c.ClaimListen("listen.forward", c.Listen.Forward); err != nil {
+		return err
+	}
 	for i := range c.Listen.Reverse {
 		rc := &c.Listen.Reverse[i]
 		p := fmt.Sprintf("listen.reverse[%d]", i)
@@ -362,10 +378,9 @@ func (c *Config) Validate(dir string) error {
 		if err := c.checkListen(p+".listen", rc.Listen); err != nil {
 			return err
 		}
-		if other, dup := seen[rc.Listen]; dup && !strings.HasSuffix(rc.Listen, ":0") {
-			return fieldErr(p+".listen", "address %s is already used by %s", rc.Listen, other)
+		if err := c.ClaimListen(p+".listen", rc.Listen); err != nil {
+			return err
 		}
-		seen[rc.Listen] = p + ".listen"
 		u, err := url.Parse(rc.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fieldErr(p+".upstream", "must be an absolute http or https URL")
@@ -382,8 +397,8 @@ func (c *Config) Validate(dir string) error {
 		if err := c.checkListen("listen.transparent", c.Listen.Transparent); err != nil {
 			return err
 		}
-		if other, dup := seen[c.Listen.Transparent]; dup && !strings.HasSuffix(c.Listen.Transparent, ":0") {
-			return fieldErr("listen.transparent", "address %s is already used by %s", c.Listen.Transparent, other)
+		if err := c.ClaimListen("listen.transparent", c.Listen.Transparent); err != nil {
+			return err
 		}
 	}
 	if c.Listen.Forward == "off" && len(c.Listen.Reverse) == 0 && c.Listen.Transparent == "" {
@@ -558,7 +573,7 @@ func (c *Config) checkListen(path, addr string) error {
 		return nil
 	}
 	if err := CheckListenAddr(addr, c.Listen.AllowNonLoopback); err != nil {
-		return &FieldError{Path: path, Err: err}
+		return section.At(path, err)
 	}
 	return nil
 }
@@ -643,7 +658,7 @@ func (c *Config) compileTool(i int) (*tool, error) {
 		if errors.As(err, &re) {
 			return nil, fieldErr(fmt.Sprintf("%s.rules[%d]", p, re.Index), "%s", re.Problem)
 		}
-		return nil, &FieldError{Path: p + ".rules", Err: err}
+		return nil, section.At(p+".rules", err)
 	}
 	t.inject = make(map[string]string, len(tc.InjectHeaders))
 	for k, v := range tc.InjectHeaders {
@@ -696,10 +711,7 @@ func (c *Config) loadSchema(p, tool string, inline any, file string, o schemaOpt
 		}
 		doc, dir = b, c.dir
 	case file != "":
-		f := file
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(c.dir, f)
-		}
+		f := section.Resolve(c.dir, file)
 		b, err := readLimited(f, policies.MaxSchemaFileBytes)
 		if err != nil {
 			return nil, fieldErr(p+".schema_file", "%v", err)
@@ -716,7 +728,7 @@ func (c *Config) loadSchema(p, tool string, inline any, file string, o schemaOpt
 		if file != "" {
 			path = p + ".schema_file"
 		}
-		return nil, &FieldError{Path: path, Err: err}
+		return nil, section.At(path, err)
 	}
 	return s, nil
 }
@@ -736,6 +748,20 @@ func readLimited(name string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
 	}
 	return b, nil
+}
+
+// Files lists the files the section reads besides the configuration file,
+// resolved against dir as Validate resolves them: each tool's schema_file.
+// It reads only the data, so it answers for a section that does not
+// validate too (hot reload watches these files).
+func (c *Config) Files(dir string) []string {
+	var files []string
+	for _, t := range c.Tools {
+		if t.SchemaFile != "" {
+			files = append(files, section.Resolve(dir, t.SchemaFile))
+		}
+	}
+	return files
 }
 
 // SchemaDigest is a hash of every schema file Validate read, so a change to

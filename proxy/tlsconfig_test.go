@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 )
@@ -69,7 +70,7 @@ func TestTLSConfig(t *testing.T) {
 				}
 				return
 			}
-			var fe *proxy.FieldError
+			var fe *section.Error
 			if !errors.As(err, &fe) || fe.Path != tc.wantField || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("err = %v, want %s: ...%s...", err, tc.wantField, tc.wantMsg)
 			}

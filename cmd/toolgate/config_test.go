@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 )
 
 // marker ends the line a configuration error must point at, in the YAML
@@ -598,7 +600,7 @@ func TestExampleConfig(t *testing.T) {
 			for _, k := range tc.unset {
 				os.Unsetenv(k)
 			}
-			lc, err := loadConfig(examplePath)
+			lc, err := config.Load(examplePath)
 			if tc.wantField != "" {
 				if err == nil {
 					t.Fatalf("loadConfig succeeded without %s", tc.wantVar)
@@ -616,7 +618,7 @@ func TestExampleConfig(t *testing.T) {
 				return
 			}
 			if err != nil {
-				t.Fatalf("loadConfig(%s): %v", examplePath, err)
+				t.Fatalf("config.Load(%s): %v", examplePath, err)
 			}
 			var tools []string
 			for _, tool := range lc.Tools {
@@ -634,9 +636,9 @@ func TestExampleConfig(t *testing.T) {
 				{"unmatched", lc.Unmatched, "pass"},
 				{"events.sidecar", lc.Events.Sidecar, host},
 				{"events.queue.capacity", lc.Events.Queue.Capacity, 65536},
-				{"reload.settle", lc.Reload.Settle, defaultReloadSettle},
+				{"reload.settle", lc.Reload.Settle, config.DefaultReloadSettle},
 				{"events.file.path", lc.Events.File.Path, filepath.Join(filepath.Dir(examplePath), "toolgate-events.ndjson")},
-				{"version length", len(lc.version), 12},
+				{"version length", len(lc.Version), 12},
 			}
 			for _, c := range checks {
 				if c.got != c.want {
@@ -692,7 +694,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lc, err := parseConfig("fuzz.yaml", data)
+		lc, err := config.Parse("fuzz.yaml", data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
 				t.Errorf("error does not start with the file name: %q", err)
@@ -705,8 +707,8 @@ func FuzzParseConfig(f *testing.F) {
 		if lc == nil {
 			t.Fatal("parseConfig returned neither a config nor an error")
 		}
-		if lc.path != "fuzz.yaml" || len(lc.version) != 12 || lc.snapshot.Version != lc.version {
-			t.Errorf("path, version, snapshot version = %q, %q, %q; want fuzz.yaml and a 12-digit hash in both", lc.path, lc.version, lc.snapshot.Version)
+		if lc.Path != "fuzz.yaml" || len(lc.Version) != 12 || lc.Snapshot.Version != lc.Version {
+			t.Errorf("path, version, snapshot version = %q, %q, %q; want fuzz.yaml and a 12-digit hash in both", lc.Path, lc.Version, lc.Snapshot.Version)
 		}
 		if lc.Admin.Listen == "" || lc.Listen.Forward == "" || lc.Events.File.Path == "" {
 			t.Errorf("defaults not applied: admin %q, forward %q, events file %q", lc.Admin.Listen, lc.Listen.Forward, lc.Events.File.Path)
@@ -739,7 +741,7 @@ func TestParseConfigEventsPath(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			lc, err := parseConfig(filepath.Join(dir, "toolgate.yaml"), []byte(tc.yaml))
+			lc, err := config.Parse(filepath.Join(dir, "toolgate.yaml"), []byte(tc.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -762,7 +764,7 @@ func TestParseConfigAdminListen(t *testing.T) {
 		wantErr string // a fragment of the error, when it is not
 		bug     string
 	}{
-		{name: "default", yaml: "listen: {forward: 127.0.0.1:0}\n", want: defaultAdminListen},
+		{name: "default", yaml: "listen: {forward: 127.0.0.1:0}\n", want: config.DefaultAdminListen},
 		{name: "off", yaml: "admin: {listen: \"off\"}\n", want: "off"},
 		{name: "localhost", yaml: "admin: {listen: \"localhost:0\"}\n", want: "localhost:0"},
 		{name: "IPv6 loopback", yaml: "admin: {listen: \"[::1]:0\"}\n", want: "[::1]:0"},
@@ -777,7 +779,7 @@ func TestParseConfigAdminListen(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			lc, err := parseConfig("toolgate.yaml", []byte(tc.yaml))
+			lc, err := config.Parse("toolgate.yaml", []byte(tc.yaml))
 			var problems []string
 			switch {
 			case tc.wantErr != "" && err == nil:
@@ -803,11 +805,11 @@ func TestConfigVersionCoversSchemas(t *testing.T) {
 	versions := map[string]bool{}
 	for _, schema := range []string{`{"type":"object","properties":{"a":{"type":"string"}}}`, `{"type":"object","properties":{"b":{"type":"string"}}}`} {
 		writeFile(t, filepath.Join(dir, "s.json"), schema)
-		lc, err := loadConfig(filepath.Join(dir, "toolgate.yaml"))
+		lc, err := config.Load(filepath.Join(dir, "toolgate.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		versions[lc.version] = true
+		versions[lc.Version] = true
 	}
 	if len(versions) != 2 {
 		t.Errorf("two schemas gave versions %v; a schema change must change the version", versions)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink/dashboard"
 )
@@ -82,11 +84,13 @@ func (fl dashboardFlags) dashboardConfig() (dashboard.Config, error) {
 	case fl.config == "" && len(fl.addr) == 0:
 		return dashboard.Config{}, usageError{errors.New("name the ClickHouse to read: --config FILE, or --clickhouse ADDR [--database DB]")}
 	case fl.config != "":
-		lc, err := loadConfig(fl.config)
+		// Only the events section: the dashboard neither needs the
+		// proxy's tools nor compiles or tests policies.
+		ev, err := config.LoadEvents(fl.config)
 		if err != nil {
 			return dashboard.Config{}, err
 		}
-		ch := lc.Events.ClickHouse
+		ch := ev.ClickHouse
 		if len(ch.Addr) == 0 {
 			return dashboard.Config{}, fmt.Errorf("%s: events.clickhouse.addr is not set: the dashboard reads ClickHouse", fl.config)
 		}
@@ -128,7 +132,7 @@ func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, lo
 		return fmt.Errorf("dashboard: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 	defer cancel()
 	return srv.Shutdown(sctx)
 }

@@ -22,6 +22,13 @@ func TestDashboardUsage(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, dir+"/nochs.yaml", "listen: {forward: 127.0.0.1:0}\n")
+	// The dashboard reads only events.clickhouse: a policy that does not
+	// exist, a schema file that is missing and an unset secret are not
+	// its business, but an unknown key still is.
+	writeFile(t, dir+"/brokenpolicies.yaml", "tools:\n  - name: t\n    match: {host: example.org, path: /x}\n"+
+		"    schema_file: missing.json\n    inject_headers: {X-Key: \"${TOOLGATE_TEST_UNSET_SECRET}\"}\n"+
+		"policies:\n  rego: [{name: p, path: nowhere}]\n")
+	writeFile(t, dir+"/typo.yaml", "events:\n  clickhose: {addr: [127.0.0.1:9000]}\n")
 	tests := []struct {
 		name string
 		args []string
@@ -33,6 +40,8 @@ func TestDashboardUsage(t *testing.T) {
 		{"wide", []string{"dashboard", "--clickhouse", "127.0.0.1:9000", "--listen", "0.0.0.0:18091"}, exitUsage, "--listen: 0.0.0.0 is not a loopback address"},
 		{"bad database", []string{"dashboard", "--clickhouse", "127.0.0.1:9000", "--database", "a`b"}, exitUsage, "not a plain database name"},
 		{"config without clickhouse", []string{"dashboard", "--config", dir + "/nochs.yaml"}, exitError, "events.clickhouse.addr is not set"},
+		{"only the events section", []string{"dashboard", "--config", dir + "/brokenpolicies.yaml"}, exitError, "events.clickhouse.addr is not set"},
+		{"unknown key", []string{"dashboard", "--config", dir + "/typo.yaml"}, exitError, "typo.yaml:2: events.clickhose: unknown field"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

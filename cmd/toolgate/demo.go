@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demo"
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/proxy"
@@ -155,27 +157,27 @@ func runDemo(ctx context.Context, out io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	lc, err := loadConfig(path)
+	lc, err := config.Load(path)
 	if err != nil {
 		return err
 	}
-	sc, err := startSidecar(lc, slog.New(slog.DiscardHandler))
+	sc, err := sidecar.Start(lc, sidecar.Options{Logger: slog.New(slog.DiscardHandler), Version: buildVersion()})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "demo upstream  %s\nforward proxy  http://%s   (the legacy client's HTTP_PROXY)\nreverse        http://%s -> %s   (the legacy client's base URL)\nadmin          http://%s/metrics\n\n",
-		up.URL(), sc.proxy.Addr("forward", 0), sc.proxy.Addr("reverse", 0), up.URL(), sc.adminAddr())
+		up.URL(), sc.ProxyAddr("forward", 0), sc.ProxyAddr("reverse", 0), up.URL(), sc.AdminAddr())
 	results := demo.Play(ctx, demo.Endpoints{
 		Upstream: up.URL(),
-		Forward:  sc.proxy.Addr("forward", 0),
-		Reverse:  "http://" + sc.proxy.Addr("reverse", 0),
+		Forward:  sc.ProxyAddr("forward", 0),
+		Reverse:  "http://" + sc.ProxyAddr("reverse", 0),
 	}, demo.Script())
-	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	stopCtx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 	defer cancel()
-	if err := sc.stop(stopCtx); err != nil {
+	if err := sc.Stop(stopCtx); err != nil {
 		return err
 	}
-	stats := sc.events.queue.Stats()
+	stats := sc.QueueStats()
 	f, err := os.Open(events)
 	if err != nil {
 		return err

@@ -15,6 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/policytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -317,46 +319,12 @@ func TestPolicyTestFailures(t *testing.T) {
 	}
 }
 
-// TestCaseArgumentsAsJSON checks that a case's YAML arguments reach the
-// checks as a JSON body's would: numbers as json.Number, nested values as
-// maps and slices.
-func TestCaseArgumentsAsJSON(t *testing.T) {
-	cf, err := parseCaseFile("a.cases.yaml", []byte("config: x.yaml\ncases:\n  - name: a\n    tool: t\n"+
-		"    arguments: {n: 500, f: 1.5, e: 1e3, s: \"5\", b: true, z: null, l: [1, x], m: {k: 2}}\n    expect: {outcome: allowed}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := json.Marshal(cf.Cases[0].jsonArguments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"b":true,"e":1000,"f":1.5,"l":[1,"x"],"m":{"k":2},"n":500,"s":"5","z":null}`; string(got) != want {
-		t.Errorf("arguments = %s, want %s", got, want)
-	}
-	tests := []struct {
-		key  string
-		want any
-	}{
-		{"n", json.Number("500")},
-		{"f", json.Number("1.5")},
-		{"s", "5"},
-	}
-	for _, tc := range tests {
-		if got := cf.Cases[0].jsonArguments[tc.key]; got != tc.want {
-			t.Errorf("%s = %#v, want %#v", tc.key, got, tc.want)
-		}
-	}
-	if _, err := parseCaseFile("a.cases.yaml", []byte("cases:\n  - name: a\n    tool: t\n    arguments: {n: .inf}\n    expect: {outcome: allowed}\n")); err == nil || !strings.Contains(err.Error(), "a.cases.yaml:4: cases[0].arguments: not expressible as JSON") {
-		t.Errorf("infinite argument: err = %v, want a.cases.yaml:4: cases[0].arguments: not expressible as JSON", err)
-	}
-}
-
 // TestPolicyEval runs `toolgate policy eval` on the example config: the
 // exit code, the decision's lines, and the envelope, which must be the
 // Verdict's, byte for byte once indented.
 func TestPolicyEval(t *testing.T) {
 	setExampleSecrets(t)
-	lc, err := loadConfig(examplePath)
+	lc, err := config.Load(examplePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,9 +458,9 @@ func TestPolicyEval(t *testing.T) {
 // checkEnvelope compares the envelope eval printed with the Verdict of
 // proxy.Evaluate for the same call: none when allowed; otherwise the same
 // JSON, and the same code and reason.
-func checkEnvelope(t *testing.T, lc *loadedConfig, tool, rawArgs string, headers []string, stdout string) {
+func checkEnvelope(t *testing.T, lc *config.Loaded, tool, rawArgs string, headers []string, stdout string) {
 	t.Helper()
-	args, err := decodeArguments([]byte(rawArgs))
+	args, err := policytest.DecodeArguments([]byte(rawArgs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +469,7 @@ func checkEnvelope(t *testing.T, lc *loadedConfig, tool, rawArgs string, headers
 		k, v, _ := strings.Cut(kv, "=")
 		h.Add(k, v)
 	}
-	v, err := proxy.Evaluate(context.Background(), lc.snapshot, tool, args, h)
+	v, err := proxy.Evaluate(context.Background(), lc.Snapshot, tool, args, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +523,7 @@ func checkEnvelope(t *testing.T, lc *loadedConfig, tool, rawArgs string, headers
 // broken ones, whose errors point at FILE:LINE of the marked line.
 func TestPolicyCheck(t *testing.T) {
 	setExampleSecrets(t)
-	lc, err := loadConfig(examplePath)
+	lc, err := config.Load(examplePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +531,7 @@ func TestPolicyCheck(t *testing.T) {
 	if code != exitOK {
 		t.Errorf("exit code = %d, want %d (stderr %q)", code, exitOK, stderr)
 	}
-	if want := fmt.Sprintf("ok: 5 tools, 5 policies, config version %s, policy version %s\n", lc.version, lc.policies.Version()); stdout != want {
+	if want := fmt.Sprintf("ok: 5 tools, 5 policies, config version %s, policy version %s\n", lc.Version, lc.LoadedPolicies.Version()); stdout != want {
 		t.Errorf("stdout = %q, want %q", stdout, want)
 	}
 
@@ -651,48 +619,4 @@ func TestPolicyUsage(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzParseCaseFile feeds parseCaseFile arbitrary bytes: it must never
-// panic, every error names the file, and every case it accepts has a name,
-// a tool, a known outcome and JSON-shaped arguments.
-func FuzzParseCaseFile(f *testing.F) {
-	for _, p := range []string{
-		filepath.Join(examplePolicies, "cases", "examples.cases.yaml"),
-		filepath.Join(examplePolicies, "cases", "policies-only.cases.yaml"),
-		filepath.Join("testdata", "wrong.cases.yaml"),
-	} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	for _, s := range []string{
-		"", "---\n", "[]\n", "cases: []\n", "cases:\n  -\n",
-		"cases:\n  - {name: a, tool: t, expect: {outcome: allowed}}\n---\nx: 1\n",
-		"cases:\n  - {name: a, tool: t, arguments: {n: .nan}, expect: {outcome: refused}}\n",
-		"cases:\n  - {name: a, tool: t, arguments: {1: 2}, expect: {outcome: refused}}\n",
-		"cases:\n  - {name: a, tool: t, headers: {\"a b\": c}, expect: {outcome: refused}}\n",
-		"a: &a [*a, *a]\n",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cf, err := parseCaseFile("fuzz.cases.yaml", data)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz.cases.yaml") {
-				t.Errorf("error %q does not start with the file name", err)
-			}
-			return
-		}
-		for _, c := range cf.Cases {
-			if c.Name == "" || c.Tool == "" || (c.Expect.Outcome != outcomeAllowed && c.Expect.Outcome != outcomeRefused) {
-				t.Errorf("accepted an incomplete case %+v", c.policyCase)
-			}
-			if _, err := json.Marshal(c.jsonArguments); err != nil {
-				t.Errorf("arguments are not JSON: %v", err)
-			}
-		}
-	})
 }

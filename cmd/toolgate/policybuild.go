@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/wasm"
 )
@@ -87,7 +88,7 @@ func runPolicyBuild(ctx context.Context, stdout io.Writer, path, out string) err
 	if err != nil {
 		return fmt.Errorf("policy %q: %w", name, err)
 	}
-	e, err := wasmEngine()
+	e, err := config.WasmEngine("")
 	if err != nil {
 		return err
 	}

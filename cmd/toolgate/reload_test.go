@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
 )
@@ -135,18 +137,18 @@ func boundsVersion(t testing.TB, dir string) string {
 // configVersion is the configuration version of the file at path as it is now.
 func configVersion(t testing.TB, path string) string {
 	t.Helper()
-	lc, err := loadConfig(path)
+	lc, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lc.version
+	return lc.Version
 }
 
 // reloadDoc is the part of /status the reload tests read.
 type reloadDoc struct {
-	ConfigVersion string       `json:"config_version"`
-	Sidecar       string       `json:"sidecar"`
-	Reload        reloadStatus `json:"reload"`
+	ConfigVersion string               `json:"config_version"`
+	Sidecar       string               `json:"sidecar"`
+	Reload        sidecar.ReloadStatus `json:"reload"`
 }
 
 func getReload(t *testing.T, c *http.Client, admin string) reloadDoc {
@@ -175,10 +177,10 @@ func waitReload(t *testing.T, c *http.Client, admin, what string, cond func(relo
 	}
 }
 
-func postReload(t *testing.T, c *http.Client, admin string) (int, reloadAnswer) {
+func postReload(t *testing.T, c *http.Client, admin string) (int, sidecar.ReloadAnswer) {
 	t.Helper()
 	a := do(t, c, "POST", "http://"+admin+"/reload", nil)
-	var ra reloadAnswer
+	var ra sidecar.ReloadAnswer
 	if err := json.Unmarshal([]byte(a.body), &ra); err != nil {
 		t.Fatalf("POST /reload answered %d, not JSON: %v\n%s", a.status, err, a.body)
 	}
@@ -283,7 +285,7 @@ func TestReloadAdminEndpoint(t *testing.T) {
 
 	// Nothing changed: the same versions, reloaded.
 	code, a := postReload(t, admin, l.Admin)
-	if want := (reloadAnswer{OK: true, ConfigVersion: r.version, PolicyVersion: v0}); code != http.StatusOK || a.OK != want.OK ||
+	if want := (sidecar.ReloadAnswer{OK: true, ConfigVersion: r.version, PolicyVersion: v0}); code != http.StatusOK || a.OK != want.OK ||
 		a.ConfigVersion != want.ConfigVersion || a.PolicyVersion != want.PolicyVersion || a.Error != "" {
 		t.Errorf("POST /reload, nothing changed = %d %+v, want 200 %+v", code, a, want)
 	}
@@ -458,12 +460,15 @@ func TestReloadOnSignal(t *testing.T) {
 	writeReloadFixture(t, dir, 50)
 	path := filepath.Join(dir, "toolgate.yaml")
 	writeFile(t, path, reloadConfig)
-	lc, err := loadConfig(path)
+	lc, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := new(syncBuffer)
-	sc, err := startSidecar(lc, slog.New(slog.NewJSONHandler(logs, nil)))
+	const settle = 300 * time.Millisecond
+	// Only the signal may reload: the files are not polled.
+	sc, err := sidecar.Start(lc, sidecar.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		ReloadPoll: time.Hour, ReloadSettle: settle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,31 +476,29 @@ func TestReloadOnSignal(t *testing.T) {
 	stop := func() {
 		if !stopped {
 			stopped = true
-			ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			ctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 			defer cancel()
-			sc.stop(ctx)
+			sc.Stop(ctx)
 		}
 	}
 	t.Cleanup(stop)
-	sc.reload.poll = time.Hour // only the signal may reload
-	sc.reload.settle = 300 * time.Millisecond
 	hup := make(chan os.Signal)
-	sc.reload.start(hup)
-	admin, client := directClient(t), proxyClient(t, sc.proxy.Addr("forward", 0))
+	sc.Watch(hup)
+	admin, client := directClient(t), proxyClient(t, sc.ProxyAddr("forward", 0))
 
 	replaceFile(t, filepath.Join(dir, policyPath), boundsPolicy(30))
 	want := boundsVersion(t, dir)
 	for range 5 {
 		hup <- syscall.SIGHUP
 	}
-	waitReload(t, admin, sc.adminAddr(), "at policy_version "+want, func(d reloadDoc) bool {
+	waitReload(t, admin, sc.AdminAddr(), "at policy_version "+want, func(d reloadDoc) bool {
 		return d.Reload.PolicyVersion == want
 	})
 	if got := esearch(t, client, up.URL(), 40); got != http.StatusForbidden {
 		t.Errorf("retmax=40 under bound 30: status %d, want 403", got)
 	}
-	time.Sleep(2 * sc.reload.settle)
-	if d := getReload(t, admin, sc.adminAddr()); d.Reload.Reloads.OK != 1 {
+	time.Sleep(2 * settle)
+	if d := getReload(t, admin, sc.AdminAddr()); d.Reload.Reloads.OK != 1 {
 		t.Errorf("%d reloads after a burst of 5 signals, want 1", d.Reload.Reloads.OK)
 	}
 	lines := logLines(logs.String(), "configuration reloaded")
@@ -734,7 +737,7 @@ func TestReloadSwitchesEngine(t *testing.T) {
 		if code, a := postReload(t, admin, l.Admin); code != http.StatusOK || !a.OK {
 			t.Fatalf("reload to engine %s = %d %+v", engine, code, a)
 		}
-		if got, want := statusPolicies(t, admin, l.Admin), []policyStatus{{"bounds", engine}}; !reflect.DeepEqual(got, want) {
+		if got, want := statusPolicies(t, admin, l.Admin), []sidecar.PolicyStatus{{Name: "bounds", Engine: engine}}; !reflect.DeepEqual(got, want) {
 			t.Errorf("/status policies = %+v, want %+v", got, want)
 		}
 		if got := esearch(t, client, up.URL(), 40); got != http.StatusOK {

@@ -20,6 +20,16 @@ const (
 	exitUsage = 2
 )
 
+// exitRefused is the exit code of `toolgate policy eval` when the checks
+// refuse the call: not an error, an answer a script can branch on.
+const exitRefused = 3
+
+// exitStatus ends a command with an exit code and nothing more on stderr:
+// the command has already said everything on stdout.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // usageError marks an error in how the command was called.
 type usageError struct{ error }
 

@@ -36,6 +36,20 @@ func TestRunCommandLine(t *testing.T) {
 			wantStdout: "toolgate " + buildVersion() + "\n",
 		},
 		{
+			// The one database-name rule (sink.CheckDatabaseName): a name
+			// the dashboard would refuse is refused here too.
+			name:       "schema print with a control character in the database",
+			args:       []string{"schema", "print", "--database", "tg\x01"},
+			wantCode:   exitUsage,
+			wantStderr: []string{`--database "tg\x01" is not a plain database name`},
+		},
+		{
+			name:       "schema print with a database over 128 bytes",
+			args:       []string{"schema", "print", "--database", strings.Repeat("d", 129)},
+			wantCode:   exitUsage,
+			wantStderr: []string{"is not a plain database name: longer than 128 bytes"},
+		},
+		{
 			name:       "unknown flag",
 			args:       []string{"--nope"},
 			wantCode:   exitUsage,

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
@@ -37,8 +37,8 @@ LowCardinality(String).`,
 			if _, err := fmt.Sscanf(server, "%d.%d", &major, &minor); err != nil {
 				return usageError{fmt.Errorf("--server %q: want a version such as 18.16 or 24.3", server)}
 			}
-			if strings.ContainsAny(db, "`\\ .") || db == "" {
-				return usageError{fmt.Errorf("--database %q is not a plain database name", db)}
+			if err := sink.CheckDatabaseName(db); err != nil {
+				return usageError{fmt.Errorf("--database %w", err)}
 			}
 			for _, stmt := range clickhouse.SchemaDDL(db, clickhouse.FlavorFor(major, minor)) {
 				fmt.Fprintf(c.OutOrStdout(), "%s;\n\n", stmt)

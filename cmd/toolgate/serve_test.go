@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -61,17 +63,17 @@ type sidecarRun struct {
 	code    int                // run's exit code, once done is closed
 }
 
-// startRun writes config as toolgate.yaml in dir and calls run on it in a
+// startRun writes cfg as toolgate.yaml in dir and calls run on it in a
 // goroutine. The test's cleanup stops it and waits for it.
-func startRun(t *testing.T, dir, config string) *sidecarRun {
+func startRun(t *testing.T, dir, cfg string) *sidecarRun {
 	t.Helper()
 	r := &sidecarRun{
-		path: filepath.Join(dir, "toolgate.yaml"), data: []byte(config),
+		path: filepath.Join(dir, "toolgate.yaml"), data: []byte(cfg),
 		stdout: new(syncBuffer), stderr: new(syncBuffer), done: make(chan struct{}),
 	}
-	writeFile(t, r.path, config)
-	if lc, err := loadConfig(r.path); err == nil {
-		r.version = lc.version
+	writeFile(t, r.path, cfg)
+	if lc, err := config.Load(r.path); err == nil {
+		r.version = lc.Version
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -83,7 +85,7 @@ func startRun(t *testing.T, dir, config string) *sidecarRun {
 		cancel()
 		select {
 		case <-r.done:
-		case <-time.After(shutdownGrace + 5*time.Second):
+		case <-time.After(sidecar.ShutdownGrace + 5*time.Second):
 			t.Errorf("run did not return after its context ended; stderr:\n%s", r.stderr)
 		}
 	})
@@ -145,7 +147,7 @@ func (r *sidecarRun) stop(t *testing.T) int {
 	select {
 	case <-r.done:
 		return r.code
-	case <-time.After(shutdownGrace + 5*time.Second):
+	case <-time.After(sidecar.ShutdownGrace + 5*time.Second):
 		t.Fatalf("run did not return after its context ended; stderr:\n%s", r.stderr)
 		return 0
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 )
 
 // wasmConfig binds WASM policies to three tools in front of the demo
@@ -65,9 +67,9 @@ tools:
 `
 
 // statusPolicies is /status's list of policies and their engines.
-func statusPolicies(t *testing.T, admin *http.Client, addr string) []policyStatus {
+func statusPolicies(t *testing.T, admin *http.Client, addr string) []sidecar.PolicyStatus {
 	t.Helper()
-	var st struct{ Policies []policyStatus }
+	var st struct{ Policies []sidecar.PolicyStatus }
 	if err := json.Unmarshal([]byte(do(t, admin, "GET", "http://"+addr+"/status", nil).body), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 		return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	}
 
-	want := []policyStatus{{"bench", "wasm"}, {"words", "wasm"}, {"loop", "wasm"}}
+	want := []sidecar.PolicyStatus{{Name: "bench", Engine: "wasm"}, {Name: "words", Engine: "wasm"}, {Name: "loop", Engine: "wasm"}}
 	if got := statusPolicies(t, admin, l.Admin); !reflect.DeepEqual(got, want) {
 		t.Errorf("/status policies = %+v, want %+v", got, want)
 	}
@@ -193,5 +195,41 @@ func TestWasmPoliciesInTheSidecar(t *testing.T) {
 	}
 	if denied != 1 || dry != 1 || timedOut != 1 {
 		t.Errorf("events: %d denied, %d dry-run denied, %d timed out; want 1 each", denied, dry, timedOut)
+	}
+}
+
+// TestWasmCacheFromConfig checks that policies.wasm_cache, a folder
+// relative to the configuration file, is where the WASM engine keeps its
+// compilation cache, and that "off" keeps none on disk.
+func TestWasmCacheFromConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, cache string
+		wantFiles   bool
+	}{
+		{"relative folder", "wazero-cache", true},
+		{"off", "off", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyFixture(t, "../../wasm/testdata/allow.wasm", filepath.Join(dir, "words.wasm"))
+			path := filepath.Join(dir, "toolgate.yaml")
+			writeFile(t, path, "listen: {forward: 127.0.0.1:0}\nadmin: {listen: 'off'}\n"+
+				"policies:\n  wasm_cache: "+tc.cache+"\n  wasm: [{name: words, path: words.wasm}]\n"+
+				"tools:\n  - {name: search, match: {host: 127.0.0.1, path: /esearch}, policies: [words]}\n")
+			if code, stdout, stderr := runArgs("policy", "check", "--config", path); code != 0 {
+				t.Fatalf("policy check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			var files int
+			filepath.WalkDir(filepath.Join(dir, "wazero-cache"), func(_ string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					files++
+				}
+				return nil
+			})
+			if (files > 0) != tc.wantFiles {
+				t.Errorf("%d files in %s, want files: %v", files, filepath.Join(dir, "wazero-cache"), tc.wantFiles)
+			}
+		})
 	}
 }

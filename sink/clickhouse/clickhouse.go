@@ -69,8 +69,8 @@ func (c *Config) Validate() error {
 	if c.Database == "" {
 		c.Database = DefaultDatabase
 	}
-	if strings.ContainsAny(c.Database, "`\\ .") {
-		return fmt.Errorf("clickhouse.database: %q is not a plain database name", c.Database)
+	if err := sink.CheckDatabaseName(c.Database); err != nil {
+		return fmt.Errorf("clickhouse.database: %w", err)
 	}
 	if c.Username == "" {
 		c.Username = "default"

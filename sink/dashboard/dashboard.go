@@ -30,11 +30,12 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/toolgate/toolgate/sink"
 )
 
 // Defaults for Config.
@@ -73,8 +74,8 @@ func (c *Config) Validate() error {
 	if c.Database == "" {
 		c.Database = DefaultDatabase
 	}
-	if len(c.Database) > 128 || strings.ContainsAny(c.Database, "`\\ .") || strings.IndexFunc(c.Database, unicode.IsControl) >= 0 {
-		return fmt.Errorf("dashboard: database %q is not a plain database name", c.Database)
+	if err := sink.CheckDatabaseName(c.Database); err != nil {
+		return fmt.Errorf("dashboard: database %w", err)
 	}
 	if c.Username == "" {
 		c.Username = "default"

@@ -1,4 +1,9 @@
-package main
+// Package config composes toolgate's configuration file from the sections
+// each package owns (proxy, policies, events, admin, reload), decodes it
+// strictly, validates every section once, and returns a ready value: the
+// proxy snapshot with its compiled schemas and policy sets. Every error
+// names the file, the line and the field: FILE:LINE: field: message.
+package config
 
 import (
 	"bytes"
@@ -9,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -18,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
@@ -25,49 +30,76 @@ import (
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
-// fileConfig is the whole configuration file: each package owns its section
-// and validates it; this file only composes them.
-type fileConfig struct {
+// File is the whole configuration file: each package owns its section and
+// validates it; this package only composes them.
+type File struct {
 	// The proxy's section sits at the top level: listen, unmatched, tools...
 	proxy.Config `yaml:",inline"`
 	// Admin is the admin listener (health, readiness, metrics, status).
-	Admin adminConfig `yaml:"admin"`
+	Admin AdminConfig `yaml:"admin"`
 	// Events says where events go.
-	Events eventsConfig `yaml:"events"`
+	Events EventsConfig `yaml:"events"`
 	// Policies are the Rego policies tools bind by name.
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
-	Reload reloadSection `yaml:"reload"`
+	Reload ReloadConfig `yaml:"reload"`
 }
 
-// reloadSection configures hot reload. It takes effect at start; a reload
+// ReloadConfig configures hot reload. It takes effect at start; a reload
 // that changes it says a restart is needed.
-type reloadSection struct {
+type ReloadConfig struct {
 	// Settle is how long the configuration file and every file it names
 	// must read the same before a reload reads them, so a file still being
 	// written is never loaded half-written. It applies to reloads asked for
 	// by a file change, SIGHUP and POST /reload alike. Default
-	// defaultReloadSettle (250ms); at most maxReloadSettle (1m).
+	// DefaultReloadSettle (250ms); at most MaxReloadSettle (1m).
 	Settle time.Duration `yaml:"settle"`
 }
 
 const (
-	// defaultReloadSettle is reload.settle's default.
-	defaultReloadSettle = 250 * time.Millisecond
-	// maxReloadSettle bounds reload.settle.
-	maxReloadSettle = time.Minute
+	// DefaultReloadSettle is reload.settle's default.
+	DefaultReloadSettle = 250 * time.Millisecond
+	// MaxReloadSettle bounds reload.settle.
+	MaxReloadSettle = time.Minute
 )
 
-// adminConfig configures the admin listener.
-type adminConfig struct {
+// AdminConfig configures the admin listener.
+type AdminConfig struct {
 	// Listen is the admin address. Default "127.0.0.1:18090"; "off" disables it.
 	Listen string `yaml:"listen"`
 }
 
-const defaultAdminListen = "127.0.0.1:18090"
+// DefaultAdminListen is admin.listen's default.
+const DefaultAdminListen = "127.0.0.1:18090"
 
-// eventsConfig configures the event path.
-type eventsConfig struct {
+// validate applies admin's defaults and checks its address against the
+// proxy's listeners (validated already).
+func (a *AdminConfig) validate(pc *proxy.Config) error {
+	if a.Listen == "" {
+		a.Listen = DefaultAdminListen
+	}
+	if a.Listen == "off" {
+		return nil
+	}
+	if err := proxy.CheckListenAddr(a.Listen, pc.Listen.AllowNonLoopback); err != nil {
+		return section.At("admin.listen", err)
+	}
+	return pc.ClaimListen("admin.listen", a.Listen)
+}
+
+// validate applies reload's defaults and bounds.
+func (r *ReloadConfig) validate() error {
+	switch s := r.Settle; {
+	case s == 0:
+		r.Settle = DefaultReloadSettle
+	case s < 0 || s > MaxReloadSettle:
+		return section.Errorf("reload.settle", "%s is outside 0 to %s", s, MaxReloadSettle)
+	}
+	return nil
+}
+
+// EventsConfig configures the event path.
+type EventsConfig struct {
 	// Sidecar names this instance in events. Default: the host name.
 	Sidecar string `yaml:"sidecar"`
 	// Queue bounds the in-memory queue between calls and the destination.
@@ -82,95 +114,68 @@ type eventsConfig struct {
 	Spool sink.SpoolConfig `yaml:"spool"`
 }
 
-// loadedConfig is a validated configuration and where it came from.
-type loadedConfig struct {
-	fileConfig
-	path     string
-	version  string // content hash of the file and its schemas
-	policies *policies.Loaded
-	snapshot proxy.Snapshot
+// Loaded is a validated configuration and where it came from. Callers
+// treat it as read-only once Load returns it.
+type Loaded struct {
+	File
+	// Path is the configuration file.
+	Path string
+	// Version is a content hash of the file and its schemas.
+	Version string
+	// LoadedPolicies are the compiled policies (and their WASM pools).
+	LoadedPolicies *policies.Loaded
+	// Snapshot is what the proxy runs: the proxy section, ready, with
+	// each tool's checker.
+	Snapshot proxy.Snapshot
 }
 
-// loadConfig reads, decodes and validates a configuration file. Every error
+// Load reads, decodes and validates a configuration file. Every error
 // names the file, the line and the field.
-func loadConfig(path string) (*loadedConfig, error) { return loadConfigAfter(path, nil) }
+func Load(path string) (*Loaded, error) { return LoadAfter(path, nil) }
 
-// loadConfigAfter is loadConfig for a file that replaces prev (nil at start):
-// policies unchanged since prev are taken over rather than compiled again.
-func loadConfigAfter(path string, prev *loadedConfig) (*loadedConfig, error) {
+// LoadAfter is Load for a file that replaces prev (nil at start): policies
+// unchanged since prev are taken over rather than compiled again.
+func LoadAfter(path string, prev *Loaded) (*Loaded, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parseConfigAfter(path, data, prev)
+	return ParseAfter(path, data, prev)
 }
 
-// parseConfig decodes and validates configuration bytes; path names the
-// file in errors and is where relative files resolve.
-func parseConfig(path string, data []byte) (*loadedConfig, error) {
-	return parseConfigAfter(path, data, nil)
+// Parse decodes and validates configuration bytes; path names the file in
+// errors and is where relative files resolve.
+func Parse(path string, data []byte) (*Loaded, error) {
+	return ParseAfter(path, data, nil)
 }
 
-// parseConfigAfter is parseConfig for a configuration that replaces prev.
-func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedConfig, err error) {
-	lc = &loadedConfig{path: path, version: contentVersion(data)}
-	if err := decodeYAML(path, data, &lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
+// ParseAfter is Parse for a configuration that replaces prev.
+func ParseAfter(path string, data []byte, prev *Loaded) (lc *Loaded, err error) {
+	lc = &Loaded{Path: path, Version: contentVersion(data)}
+	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
-	where := func(err error) error {
-		var fe *proxy.FieldError
-		var pe *policies.FieldError
-		field := ""
-		switch {
-		case errors.As(err, &fe):
-			field = fe.Path
-		case errors.As(err, &pe):
-			field = pe.Path
-		}
-		if line := lineOf(&root, field); line > 0 {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := lc.Config.Validate(filepath.Dir(path)); err != nil {
+	where := func(err error) error { return locate(path, &root, err) }
+	dir := section.Dir(path)
+	if err := lc.Config.Validate(dir); err != nil {
 		return nil, where(err)
 	}
-	if lc.Admin.Listen == "" {
-		lc.Admin.Listen = defaultAdminListen
+	if err := lc.Admin.validate(&lc.Config); err != nil {
+		return nil, where(err)
 	}
-	if lc.Admin.Listen != "off" {
-		if err := proxy.CheckListenAddr(lc.Admin.Listen, lc.Listen.AllowNonLoopback); err != nil {
-			return nil, where(&proxy.FieldError{Path: "admin.listen", Err: err})
-		}
-		if !strings.HasSuffix(lc.Admin.Listen, ":0") {
-			taken := map[string]string{lc.Listen.Forward: "listen.forward"}
-			if lc.Listen.Transparent != "" {
-				taken[lc.Listen.Transparent] = "listen.transparent"
-			}
-			for i, r := range lc.Listen.Reverse {
-				taken[r.Listen] = fmt.Sprintf("listen.reverse[%d].listen", i)
-			}
-			if other, ok := taken[lc.Admin.Listen]; ok {
-				return nil, where(&proxy.FieldError{Path: "admin.listen", Err: fmt.Errorf("address %s is already used by %s", lc.Admin.Listen, other)})
-			}
-		}
+	if err := lc.Reload.validate(); err != nil {
+		return nil, where(err)
 	}
-	switch s := lc.Reload.Settle; {
-	case s == 0:
-		lc.Reload.Settle = defaultReloadSettle
-	case s < 0 || s > maxReloadSettle:
-		return nil, where(&proxy.FieldError{Path: "reload.settle", Err: fmt.Errorf("%s is outside 0 to %s", s, maxReloadSettle)})
-	}
-	if err := validateEvents(&lc.Events, filepath.Dir(path)); err != nil {
+	if err := validateEvents(&lc.Events, dir); err != nil {
 		return nil, where(sectionError("events", err))
 	}
 	var before *policies.Loaded
 	if prev != nil {
-		before = prev.policies
+		before = prev.LoadedPolicies
 	}
-	if err := lc.bindPolicies(filepath.Dir(path), before); err != nil {
+	if err := lc.bindPolicies(dir, before); err != nil {
 		return nil, where(err)
 	}
 	if lc.Events.Sidecar == "" {
@@ -179,17 +184,86 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 	return lc, nil
 }
 
+// validateEvents applies the events section's defaults; dir is the config
+// file's folder, where relative paths resolve.
+func validateEvents(ec *EventsConfig, dir string) error {
+	if err := ec.Queue.Validate(); err != nil {
+		return err
+	}
+	if ec.File.Path == "" {
+		ec.File.Path = sink.DefaultFilePath
+	}
+	ec.File.Path = section.Resolve(dir, ec.File.Path)
+	if err := ec.File.Validate(); err != nil {
+		return err
+	}
+	if len(ec.ClickHouse.Addr) == 0 {
+		return nil
+	}
+	if err := ec.ClickHouse.Validate(); err != nil {
+		return err
+	}
+	if ec.Spool.Dir == "" {
+		ec.Spool.Dir = DefaultSpoolDir
+	}
+	ec.Spool.Dir = section.Resolve(dir, ec.Spool.Dir)
+	return ec.Spool.Validate()
+}
+
+// DefaultSpoolDir is events.spool.dir's default: the spool's folder,
+// beside the configuration file.
+const DefaultSpoolDir = "toolgate-spool"
+
+// Files returns the files the configuration file at path, holding data,
+// depends on, itself first: what each section lists (proxy.Config.Files,
+// policies.Config.Files). data is decoded leniently, so a file that does
+// not validate, or does not decode whole, still names what it can.
+func Files(path string, data []byte) []string {
+	var f File
+	_ = yaml.Unmarshal(data, &f)
+	dir := section.Dir(path)
+	files := []string{path}
+	files = append(files, f.Config.Files(dir)...)
+	return append(files, f.Policies.Files(dir)...)
+}
+
+// wasmCacheDir resolves policies.wasm_cache: "" and "off" as they are, a
+// relative folder below dir.
+func wasmCacheDir(dir, cache string) string {
+	if cache == "off" {
+		return cache
+	}
+	return section.Resolve(dir, cache)
+}
+
+// LoadEvents reads and decodes a configuration file as Load does (strictly:
+// an unknown key anywhere is an error) but validates only its events
+// section: no schema or policy is read, compiled or tested. Commands that
+// only read the events' destination (the dashboard) use it.
+func LoadEvents(path string) (EventsConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return EventsConfig{}, fmt.Errorf("read config: %w", err)
+	}
+	var f File
+	if err := DecodeYAML(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
+		return EventsConfig{}, err
+	}
+	if err := validateEvents(&f.Events, section.Dir(path)); err != nil {
+		var root yaml.Node
+		_ = yaml.Unmarshal(data, &root)
+		return EventsConfig{}, locate(path, &root, sectionError("events", err))
+	}
+	return f.Events, nil
+}
+
 // bindPolicies compiles the policies section, runs every policy's unit
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
-func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: wasmHost(), Previous: prev})
+func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: lazyWasmHost{cacheDir: wasmCacheDir(dir, lc.Policies.WasmCache)}, Previous: prev})
 	if err != nil {
-		var pe *policies.FieldError
-		if errors.As(err, &pe) {
-			return &policies.FieldError{Path: "policies." + pe.Path, Err: pe.Err}
-		}
-		return err
+		return section.Under("policies", err)
 	}
 	defer func() {
 		if err != nil {
@@ -198,18 +272,18 @@ func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err err
 	}()
 	rep, err := pol.RunTests(context.Background())
 	if err != nil {
-		return &policies.FieldError{Path: "policies", Err: err}
+		return section.At("policies", err)
 	}
 	if rep.Failed > 0 {
-		return &policies.FieldError{Path: "policies", Err: fmt.Errorf("%d policy test(s) failed: %s", rep.Failed, failedTests(rep))}
+		return section.Errorf("policies", "%d policy test(s) failed: %s", rep.Failed, failedTests(rep))
 	}
 	checkers := map[string]proxy.Checker{}
 	for i, t := range lc.Tools {
 		set, err := pol.SetFor(t.Name, t.Policies, t.PolicyMode, t.FailOpen)
 		if err != nil {
-			var pe *policies.FieldError
-			if errors.As(err, &pe) {
-				return &policies.FieldError{Path: fmt.Sprintf("tools[%d].%s", i, pe.Path), Err: pe.Err}
+			var fe *section.Error
+			if errors.As(err, &fe) {
+				return section.Under(fmt.Sprintf("tools[%d]", i), err)
 			}
 			return err
 		}
@@ -217,24 +291,24 @@ func (lc *loadedConfig) bindPolicies(dir string, prev *policies.Loaded) (err err
 			checkers[t.Name] = set
 		}
 	}
-	lc.version = contentVersion(append([]byte(lc.version), lc.Config.SchemaDigest()...))
-	lc.policies = pol
-	lc.snapshot = proxy.Snapshot{
+	lc.Version = contentVersion(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
+	lc.LoadedPolicies = pol
+	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
-		Version: lc.version, PolicyVersion: pol.Version(),
+		Version: lc.Version, PolicyVersion: pol.Version(),
 	}
 	return nil
 }
 
-// closePolicies releases the policies of lc that next does not take over
+// ClosePolicies releases the policies of lc that next does not take over
 // (WASM instance pools); next may be nil. Calls still deciding with them
 // finish first.
-func (lc *loadedConfig) closePolicies(next *loadedConfig) {
+func (lc *Loaded) ClosePolicies(next *Loaded) {
 	var keep *policies.Loaded
 	if next != nil {
-		keep = next.policies
+		keep = next.LoadedPolicies
 	}
-	_ = lc.policies.Close(context.Background(), keep)
+	_ = lc.LoadedPolicies.Close(context.Background(), keep)
 }
 
 // failedTests names the failed tests of a report, at most five.
@@ -253,12 +327,32 @@ func failedTests(rep policies.TestReport) string {
 
 // sectionError places a package's "field: message" error under its section
 // of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
-func sectionError(section string, err error) error {
+//
+// The sink package's Validate methods still return plain "field: message"
+// errors; this is the one place that reads them.
+func sectionError(prefix string, err error) error {
 	field, msg, ok := strings.Cut(err.Error(), ": ")
 	if !ok || strings.ContainsAny(field, " ") {
-		return &proxy.FieldError{Path: section, Err: err}
+		return section.At(prefix, err)
 	}
-	return &proxy.FieldError{Path: section + "." + field, Err: errors.New(msg)}
+	return section.At(prefix+"."+field, errors.New(msg))
+}
+
+// fieldPather is an error at one field of the file; section.Error is one.
+type fieldPather interface{ FieldPath() string }
+
+// locate prefixes err with the file and, when err names a field, the line
+// of that field: FILE:LINE: field: message.
+func locate(path string, root *yaml.Node, err error) error {
+	field := ""
+	var fp fieldPather
+	if errors.As(err, &fp) {
+		field = fp.FieldPath()
+	}
+	if line := LineOf(root, field); line > 0 {
+		return fmt.Errorf("%s:%d: %w", path, line, err)
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 func contentVersion(data []byte) string {
@@ -266,10 +360,10 @@ func contentVersion(data []byte) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// decodeYAML decodes the one YAML document of a file strictly (unknown keys
+// DecodeYAML decodes the one YAML document of a file strictly (unknown keys
 // are errors) into v. Errors name the file and line; an empty file returns
 // io.EOF.
-func decodeYAML(path string, data []byte, v any) error {
+func DecodeYAML(path string, data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil {
@@ -398,9 +492,9 @@ func fieldAt(root *yaml.Node, line int, name string) string {
 	return found
 }
 
-// lineOf finds the line of a field path such as "tools[2].match.path" in a
+// LineOf finds the line of a field path such as "tools[2].match.path" in a
 // decoded YAML document, falling back to the deepest ancestor found.
-func lineOf(root *yaml.Node, field string) int {
+func LineOf(root *yaml.Node, field string) int {
 	if root == nil || len(root.Content) == 0 {
 		return 0
 	}

@@ -1,4 +1,8 @@
-package main
+// Package sidecar runs toolgate: it starts the proxy, its event path and
+// the admin listener from a loaded configuration, reloads the configuration
+// while traffic flows, and stops them gracefully. cmd/toolgate's run
+// command only loads the file, starts a Sidecar and waits.
+package sidecar
 
 import (
 	"context"
@@ -10,78 +14,39 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/sink"
 )
 
-// shutdownGrace bounds a graceful stop: calls under way, then the event flush.
-const shutdownGrace = 10 * time.Second
+// ShutdownGrace bounds a graceful stop: calls under way, then the event flush.
+const ShutdownGrace = 10 * time.Second
 
-func newRunCmd() *cobra.Command {
-	var cfgPath, logLevel string
-	c := &cobra.Command{
-		Use:   "run",
-		Short: "Run the sidecar with a configuration file",
-		Long: `Run starts the listeners named in the configuration (forward proxy, reverse
-listeners, admin) and serves until interrupted; SIGINT or SIGTERM stop it
-gracefully: calls under way finish and queued events are written.
-
-The configuration reloads while traffic flows when the file or a schema or
-policy file it names changes, on SIGHUP, and on POST /reload to the admin
-listener, once those files have read the same for reload.settle (250ms by
-default): replace files by rename, and a half-written one is never loaded.
-A reload that fails (a YAML, schema or Rego error, a failing
-policy test, a listener change) leaves the configuration in force as it
-was; /status, the metrics and the log say why.`,
-		Args: exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			log, err := newLogger(c.ErrOrStderr(), logLevel)
-			if err != nil {
-				return usageError{err}
-			}
-			lc, err := loadConfig(cfgPath)
-			if err != nil {
-				return err
-			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			sc, err := startSidecar(lc, log)
-			if err != nil {
-				return err
-			}
-			sc.reload.start(hup)
-			log.Info("toolgate running", "version", buildVersion(), "config", lc.path, "config_version", lc.version,
-				"forward", sc.proxy.Addr("forward", 0), "transparent", sc.proxy.Addr("transparent", 0), "admin", sc.adminAddr(), "events", sc.events.where(lc.Events))
-			return sc.wait(c.Context())
-		},
-	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
-	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	return c
+// Options are how a Sidecar is run; the configuration says the rest.
+type Options struct {
+	// Logger receives the sidecar's log. Required.
+	Logger *slog.Logger
+	// Version is the build's version, shown in /status.
+	Version string
+	// ReloadPoll is how often the configuration's files are read for
+	// changes even without a notification. Default reloadPoll (2s).
+	ReloadPoll time.Duration
+	// ReloadSettle overrides reload.settle when positive.
+	ReloadSettle time.Duration
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("unknown log level %q; expected debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// sidecar is a running toolgate: the proxy, its event path and the admin
+// Sidecar is a running toolgate: the proxy, its event path and the admin
 // listener, wired together.
-type sidecar struct {
-	cfg     atomic.Pointer[loadedConfig] // the configuration in force
+type Sidecar struct {
+	cfg     atomic.Pointer[config.Loaded] // the configuration in force
+	version string
 	reload  *reloader
 	log     *slog.Logger
 	events  *eventPath
@@ -93,17 +58,25 @@ type sidecar struct {
 	started time.Time
 }
 
-// startSidecar opens the event path, binds every listener and starts serving.
-// On error nothing is left running.
-func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
-	sc := &sidecar{log: log, errc: make(chan error, 2), started: time.Now()}
+// Start opens the event path, binds every listener and starts serving. On
+// error nothing is left running. The configuration reloads only on POST
+// /reload until Watch is called.
+func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
+	log := o.Logger
+	sc := &Sidecar{log: log, version: o.Version, errc: make(chan error, 2), started: time.Now()}
 	sc.cfg.Store(lc)
 	sc.reload = newReloader(sc, lc)
+	if o.ReloadPoll > 0 {
+		sc.reload.poll = o.ReloadPoll
+	}
+	if o.ReloadSettle > 0 {
+		sc.reload.settle = o.ReloadSettle
+	}
 	var err error
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
-	sc.proxy, err = proxy.New(lc.snapshot, proxy.Options{
+	sc.proxy, err = proxy.New(lc.Snapshot, proxy.Options{
 		Recorder: sc.events.queue,
 		Logger:   log.With("component", "proxy"),
 		Sidecar:  lc.Events.Sidecar,
@@ -138,15 +111,30 @@ func startSidecar(lc *loadedConfig, log *slog.Logger) (*sidecar, error) {
 	return sc, nil
 }
 
-func (sc *sidecar) adminAddr() string {
+// Watch starts reloading the configuration when its files change and when
+// signals delivers a value, until the sidecar stops.
+func (sc *Sidecar) Watch(signals <-chan os.Signal) { sc.reload.start(signals) }
+
+// AdminAddr is the admin listener's address; "" when it is off.
+func (sc *Sidecar) AdminAddr() string {
 	if sc.adminLn == nil {
 		return ""
 	}
 	return sc.adminLn.Addr().String()
 }
 
-// wait serves until ctx ends or a listener fails, then stops gracefully.
-func (sc *sidecar) wait(ctx context.Context) error {
+// ProxyAddr is the address of a proxy listener ("forward", "transparent"
+// or "reverse" with its index); "" when there is none.
+func (sc *Sidecar) ProxyAddr(kind string, i int) string { return sc.proxy.Addr(kind, i) }
+
+// Destination names where events go, for the log.
+func (sc *Sidecar) Destination() string { return sc.events.where(sc.cfg.Load().Events) }
+
+// QueueStats are the event queue's counters.
+func (sc *Sidecar) QueueStats() sink.QueueStats { return sc.events.queue.Stats() }
+
+// Wait serves until ctx ends or a listener fails, then stops gracefully.
+func (sc *Sidecar) Wait(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
@@ -154,42 +142,42 @@ func (sc *sidecar) wait(ctx context.Context) error {
 	case err = <-sc.errc:
 		sc.log.Error("listener failed", "err", err)
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	stopCtx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
-	if serr := sc.stop(stopCtx); err == nil {
+	if serr := sc.Stop(stopCtx); err == nil {
 		err = serr
 	}
 	return err
 }
 
-// stop stops reloading and the listeners, lets calls under way finish, then
+// Stop stops reloading and the listeners, lets calls under way finish, then
 // flushes events.
-func (sc *sidecar) stop(ctx context.Context) error {
+func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
 	sc.reload.stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
 		sc.admin.Shutdown(ctx)
 	}
-	sc.cfg.Load().closePolicies(nil)
+	sc.cfg.Load().ClosePolicies(nil)
 	if cerr := sc.events.close(ctx); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// policyStatus lists the policies in force and what runs each.
-func (lc *loadedConfig) policyStatus() []policyStatus {
-	out := []policyStatus{}
-	for _, name := range lc.policies.Names() {
-		out = append(out, policyStatus{Name: name, Engine: lc.policies.Engine(name)})
+// policiesInForce lists the policies of lc and what runs each.
+func policiesInForce(lc *config.Loaded) []PolicyStatus {
+	out := []PolicyStatus{}
+	for _, name := range lc.LoadedPolicies.Names() {
+		out = append(out, PolicyStatus{Name: name, Engine: lc.LoadedPolicies.Engine(name)})
 	}
 	return out
 }
 
 // adminHandler serves /healthz, /readyz, /metrics, /status, /ca.crt and
 // POST /reload.
-func (sc *sidecar) adminHandler() http.Handler {
+func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
 	reg.MustRegister(sc.proxy, sc.reload,
@@ -219,7 +207,7 @@ func (sc *sidecar) adminHandler() http.Handler {
 
 // serveCA answers the interception CA's certificate (PEM), or 404 when
 // none is configured.
-func (sc *sidecar) serveCA(w http.ResponseWriter, _ *http.Request) {
+func (sc *Sidecar) serveCA(w http.ResponseWriter, _ *http.Request) {
 	ca := sc.cfg.Load().TLS.CA()
 	if ca == nil {
 		http.Error(w, "no interception CA is configured (tls.ca_cert)", http.StatusNotFound)
@@ -239,19 +227,19 @@ type status struct {
 	Ready         bool           `json:"ready"`
 	Listeners     map[string]any `json:"listeners"`
 	Tools         []string       `json:"tools"`
-	Policies      []policyStatus `json:"policies"`
+	Policies      []PolicyStatus `json:"policies"`
 	Unmatched     string         `json:"unmatched"`
 	Events        eventsStatus   `json:"events"`
-	Reload        reloadStatus   `json:"reload"`
+	Reload        ReloadStatus   `json:"reload"`
 }
 
-// policyStatus is one policy in force, as /status shows it.
-type policyStatus struct {
+// PolicyStatus is one policy in force, as /status shows it.
+type PolicyStatus struct {
 	Name   string `json:"name"`
 	Engine string `json:"engine"` // compiled, interpreter or wasm
 }
 
-func (sc *sidecar) status() status {
+func (sc *Sidecar) status() status {
 	cfg := sc.cfg.Load()
 	var reverse []string
 	for i := range cfg.Listen.Reverse {
@@ -262,13 +250,13 @@ func (sc *sidecar) status() status {
 		tools[i] = t.Name
 	}
 	return status{
-		Version: buildVersion(), Config: cfg.path, ConfigVersion: cfg.version,
+		Version: sc.version, Config: cfg.Path, ConfigVersion: cfg.Version,
 		Sidecar: cfg.Events.Sidecar, Started: sc.started, Ready: sc.ready.Load(),
 		Listeners: map[string]any{
-			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.adminAddr(),
+			"forward": sc.proxy.Addr("forward", 0), "reverse": reverse, "admin": sc.AdminAddr(),
 			"transparent": sc.proxy.Addr("transparent", 0),
 		},
-		Tools: tools, Policies: cfg.policyStatus(), Unmatched: cfg.Unmatched,
+		Tools: tools, Policies: policiesInForce(cfg), Unmatched: cfg.Unmatched,
 		Events: sc.events.status(cfg.Events),
 		Reload: sc.reload.status(),
 	}

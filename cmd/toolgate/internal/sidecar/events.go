@@ -1,15 +1,15 @@
-package main
+package sidecar
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
@@ -30,41 +30,8 @@ type eventPath struct {
 	done  chan struct{}
 }
 
-// validateEvents applies the events section's defaults; dir is the config
-// file's folder, where relative paths resolve.
-func validateEvents(ec *eventsConfig, dir string) error {
-	if err := ec.Queue.Validate(); err != nil {
-		return err
-	}
-	if ec.File.Path == "" {
-		ec.File.Path = sink.DefaultFilePath
-	}
-	if !filepath.IsAbs(ec.File.Path) {
-		ec.File.Path = filepath.Join(dir, ec.File.Path)
-	}
-	if err := ec.File.Validate(); err != nil {
-		return err
-	}
-	if len(ec.ClickHouse.Addr) == 0 {
-		return nil
-	}
-	if err := ec.ClickHouse.Validate(); err != nil {
-		return err
-	}
-	if ec.Spool.Dir == "" {
-		ec.Spool.Dir = defaultSpoolDir
-	}
-	if !filepath.IsAbs(ec.Spool.Dir) {
-		ec.Spool.Dir = filepath.Join(dir, ec.Spool.Dir)
-	}
-	return ec.Spool.Validate()
-}
-
-// defaultSpoolDir is the spool's folder, beside the configuration file.
-const defaultSpoolDir = "toolgate-spool"
-
 // openEvents opens the destination and starts the queue in front of it.
-func openEvents(ec eventsConfig, log *slog.Logger) (*eventPath, error) {
+func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
 	ep := &eventPath{}
 	var w sink.Writer
 	if len(ec.ClickHouse.Addr) > 0 {
@@ -118,7 +85,7 @@ func (ep *eventPath) startRetention(days int, log *slog.Logger) {
 }
 
 // where names the destination for the log and /status.
-func (ep *eventPath) where(ec eventsConfig) string {
+func (ep *eventPath) where(ec config.EventsConfig) string {
 	if ep.ch != nil {
 		return fmt.Sprintf("clickhouse %v database %s (spool %s)", ec.ClickHouse.Addr, ec.ClickHouse.Database, ec.Spool.Dir)
 	}
@@ -143,7 +110,7 @@ type eventsStatus struct {
 	Rejected uint64 `json:"clickhouse_rejected,omitempty"`
 }
 
-func (ep *eventPath) status(ec eventsConfig) eventsStatus {
+func (ep *eventPath) status(ec config.EventsConfig) eventsStatus {
 	st := eventsStatus{Queue: ep.queue.Stats(), Destination: ep.where(ec)}
 	if ep.spool != nil {
 		s := ep.spool.Status()

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -24,10 +24,11 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 )
 
-// Hot reload. A reload reads the configuration file again (loadConfig:
+// Hot reload. A reload reads the configuration file again (config.Load:
 // schemas compiled, policies compiled and their unit tests run) and puts
 // the resulting snapshot in force with proxy.Server.Swap. Calls under way
 // finish on the snapshot they started with; a reload that fails for any
@@ -73,14 +74,14 @@ var errStillChanging = errors.New("the configuration's files are still changing"
 // proxy's snapshot. It is a prometheus.Collector of the toolgate_config_*
 // series.
 type reloader struct {
-	sc     *sidecar
+	sc     *Sidecar
 	path   string // the configuration file
 	log    *slog.Logger
 	settle time.Duration // how long files must read the same before a reload; reload.settle
 	poll   time.Duration // file check interval; default reloadPoll
 
 	mu    sync.Mutex // held for a whole reload: one at a time
-	state atomic.Pointer[reloadStatus]
+	state atomic.Pointer[ReloadStatus]
 
 	wmu     sync.Mutex
 	inForce []string          // the files the configuration in force depends on
@@ -93,9 +94,9 @@ type reloader struct {
 	reloadsDesc, successDesc, infoDesc *prometheus.Desc
 }
 
-// reloadStatus is the "reload" object of /status. Values are replaced
+// ReloadStatus is the "reload" object of /status. Values are replaced
 // whole, never changed in place.
-type reloadStatus struct {
+type ReloadStatus struct {
 	// OK is false when the last reload failed; the configuration in force
 	// is then older than the file. True before any reload.
 	OK bool `json:"ok"`
@@ -110,17 +111,17 @@ type reloadStatus struct {
 	// PolicyVersion is the version of the policies in force.
 	PolicyVersion string `json:"policy_version"`
 	// Reloads counts reloads by outcome since start.
-	Reloads reloadCounts `json:"reloads"`
+	Reloads ReloadCounts `json:"reloads"`
 }
 
-// reloadCounts counts reloads by outcome.
-type reloadCounts struct {
+// ReloadCounts counts reloads by outcome.
+type ReloadCounts struct {
 	OK     uint64 `json:"ok"`
 	Failed uint64 `json:"failed"`
 }
 
-// reloadAnswer is the answer to POST /reload.
-type reloadAnswer struct {
+// ReloadAnswer is the answer to POST /reload.
+type ReloadAnswer struct {
 	// OK is true when the file's configuration is now in force.
 	OK bool `json:"ok"`
 	// Error is why the reload failed; the configuration in force is unchanged.
@@ -135,9 +136,9 @@ type reloadAnswer struct {
 
 // newReloader returns the reloader of a sidecar started with lc. It
 // reloads only on POST /reload until start is called.
-func newReloader(sc *sidecar, lc *loadedConfig) *reloader {
+func newReloader(sc *Sidecar, lc *config.Loaded) *reloader {
 	r := &reloader{
-		sc: sc, path: lc.path, log: sc.log.With("component", "reload"),
+		sc: sc, path: lc.Path, log: sc.log.With("component", "reload"),
 		settle: lc.Reload.Settle, poll: reloadPoll,
 		reloadsDesc: prometheus.NewDesc("toolgate_config_reloads_total",
 			"Configuration reloads by result (ok, error).", []string{"result"}, nil),
@@ -147,7 +148,7 @@ func newReloader(sc *sidecar, lc *loadedConfig) *reloader {
 			"The configuration and policy versions in force; always 1.", []string{"config_version", "policy_version"}, nil),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.state.Store(&reloadStatus{OK: true, ConfigVersion: lc.version, PolicyVersion: lc.snapshot.PolicyVersion})
+	r.state.Store(&ReloadStatus{OK: true, ConfigVersion: lc.Version, PolicyVersion: lc.Snapshot.PolicyVersion})
 	return r
 }
 
@@ -329,7 +330,7 @@ func (r *reloader) changed() bool {
 // reload reads the configuration file and puts it in force, or leaves the
 // configuration in force as it is and reports why. trigger names what asked
 // for it in the log.
-func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, error) {
+func (r *reloader) reload(ctx context.Context, trigger string) (ReloadAnswer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ctx.Err() != nil {
@@ -337,16 +338,16 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 	}
 	files := r.rewatch()
 	prev := r.sc.cfg.Load()
-	lc, err := loadConfigAfter(r.path, prev)
+	lc, err := config.LoadAfter(r.path, prev)
 	if ctx.Err() != nil {
 		if err == nil {
-			lc.closePolicies(prev)
+			lc.ClosePolicies(prev)
 		}
 		return r.answer(nil), errReloadStopping
 	}
 	if err == nil {
-		if err = r.sc.proxy.Swap(lc.snapshot); err != nil {
-			lc.closePolicies(prev)
+		if err = r.sc.proxy.Swap(lc.Snapshot); err != nil {
+			lc.ClosePolicies(prev)
 		}
 	}
 	now := time.Now()
@@ -376,7 +377,7 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 	}
 	lc.Admin, lc.Events, lc.Reload = prev.Admin, prev.Events, prev.Reload
 	r.sc.cfg.Store(lc)
-	prev.closePolicies(lc)
+	prev.ClosePolicies(lc)
 	r.wmu.Lock()
 	r.inForce = files
 	for p := range r.seen {
@@ -387,7 +388,7 @@ func (r *reloader) reload(ctx context.Context, trigger string) (reloadAnswer, er
 	r.wmu.Unlock()
 
 	st.OK, st.Error, st.LastSuccess = true, "", &now
-	st.ConfigVersion, st.PolicyVersion = lc.version, lc.snapshot.PolicyVersion
+	st.ConfigVersion, st.PolicyVersion = lc.Version, lc.Snapshot.PolicyVersion
 	st.Reloads.OK++
 	if len(restart) > 0 {
 		r.log.Warn("configuration sections changed that take effect only on restart; the rest is in force",
@@ -412,14 +413,14 @@ func (r *reloader) rewatch() []string {
 	return files
 }
 
-func (r *reloader) answer(restart []string) reloadAnswer {
+func (r *reloader) answer(restart []string) ReloadAnswer {
 	st := r.state.Load()
-	return reloadAnswer{OK: st.OK, Error: st.Error, ConfigVersion: st.ConfigVersion,
+	return ReloadAnswer{OK: st.OK, Error: st.Error, ConfigVersion: st.ConfigVersion,
 		PolicyVersion: st.PolicyVersion, RestartNeeded: restart}
 }
 
 // status is the "reload" object of /status.
-func (r *reloader) status() reloadStatus { return *r.state.Load() }
+func (r *reloader) status() ReloadStatus { return *r.state.Load() }
 
 // ServeHTTP answers POST /reload once the reload it runs has ended: 200
 // with the versions in force, 422 with the error (the configuration in
@@ -427,7 +428,7 @@ func (r *reloader) status() reloadStatus { return *r.state.Load() }
 // was reloaded), or 503 when the sidecar is stopping. Like every reload,
 // it first waits for the files to read the same for the settle time.
 func (r *reloader) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	var a reloadAnswer
+	var a ReloadAnswer
 	err := r.settled(req.Context())
 	if err == nil {
 		a, err = r.reload(r.ctx, "admin")
@@ -474,50 +475,15 @@ func (r *reloader) Collect(ch chan<- prometheus.Metric) {
 var _ prometheus.Collector = (*reloader)(nil)
 
 // dependencies reads the configuration file at path and returns the files
-// it depends on, itself included: each tool's schema_file and each Rego
-// policy's path (a file, or a folder whose .rego files count), resolved as
-// loadConfig resolves them; and the digest of the bytes it read. It reads
-// the file leniently: a file that does not decode still names what it can.
+// it depends on, itself included, as its sections list them
+// (config.Files), and the digest of the bytes it read. A file that does
+// not decode still names what it can.
 func dependencies(path string) (files []string, digest string) {
-	files = []string{path}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return files, digestErr(err)
+		return []string{path}, digestErr(err)
 	}
-	var doc struct {
-		Tools []struct {
-			SchemaFile string `yaml:"schema_file"`
-		} `yaml:"tools"`
-		Policies struct {
-			Rego []struct {
-				Path string `yaml:"path"`
-			} `yaml:"rego"`
-			Wasm []struct {
-				Path string `yaml:"path"`
-			} `yaml:"wasm"`
-		} `yaml:"policies"`
-	}
-	_ = yaml.Unmarshal(data, &doc)
-	dir := filepath.Dir(path)
-	add := func(p string) {
-		if p == "" {
-			return
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		files = append(files, p)
-	}
-	for _, t := range doc.Tools {
-		add(t.SchemaFile)
-	}
-	for _, p := range doc.Policies.Rego {
-		add(p.Path)
-	}
-	for _, p := range doc.Policies.Wasm {
-		add(p.Path)
-	}
-	return union(files, nil), digestBytes(data)
+	return union(config.Files(path, data), nil), digestBytes(data)
 }
 
 // digests reads every file and returns its digest by path; cfg, already

@@ -1,4 +1,43 @@
-package main
+// Package policytest runs policies' tests for `toolgate policy test`:
+// every policy's Rego unit tests, and case files, NAME.cases.yaml, that
+// list calls and what the checks (the tool's schema, then its policies, in
+// their configured modes) must decide for each. A case runs the checks the
+// sidecar runs for a call, through a configuration loaded as `toolgate run`
+// loads it, without sending anything. Run prints one PASS or FAIL line per
+// test and returns a Report; the command maps it to an exit code.
+//
+// A case file (decoding is strict: an unknown or misspelt key is an error
+// naming the file and the line; fields left out of expect are not checked):
+//
+//	config: ../toolgate.yaml        # relative to this file; --config overrides;
+//	                                # required when --config is not given
+//	cases:
+//	  - name: retmax over the bound # required, unique in the file
+//	    tool: pubmed_search         # required: a tool of the configuration
+//	    arguments: {term: x, retmax: 500}   # default {}; numbers reach the
+//	                                        # checks as json.Number, as from a JSON body
+//	    headers: {X-Approved-By: dana}      # request headers (agent, session,
+//	                                        # headers policies may see); optional
+//	    expect:
+//	      outcome: refused          # required: refused | allowed
+//	      code: validation          # the envelope's code (refused only)
+//	      reason: too_large         # the envelope's reason (refused only)
+//	      message: at most 100      # a fragment of the detail or of one
+//	                                # violation message (refused only)
+//	      paths: [/retmax]          # exactly these violation paths, any order;
+//	                                # [] for none (refused only)
+//	      dry_run: looks like       # a fragment of one dry-run denial message
+//	      inject: {X-Session-Id: s-1}   # headers injected upstream with these
+//	                                    # values; secrets show as "(set)"
+//
+// A case that does not match prints what it wanted and what it got:
+//
+//	FAIL cases/examples.cases.yaml: retmax over the bound
+//	  outcome  want refused      got allowed
+//	  code     want validation   got (none)
+//
+// docs/policies.md ("Case files") documents the same format for users.
+package policytest
 
 import (
 	"bytes"
@@ -18,200 +57,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 )
 
-// exitRefused is the exit code of `toolgate policy eval` when the checks
-// refuse the call: not an error, an answer a script can branch on.
-const exitRefused = 3
-
-// exitStatus ends a command with an exit code and nothing more on stderr:
-// the command has already said everything on stdout.
-type exitStatus int
-
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-// caseFileSuffix names the case files `toolgate policy test` runs.
-const caseFileSuffix = ".cases.yaml"
-
-// regoTestTimeout bounds one policy's unit tests in `toolgate policy test`.
-const regoTestTimeout = 30 * time.Second
-
-func newPolicyCmd() *cobra.Command {
-	c := &cobra.Command{
-		Use:   "policy",
-		Short: "Test, evaluate and check Rego policies and the checks they take part in",
-		Long: `Policy is the command line for working on policies without running the
-sidecar: test runs policies' Rego unit tests and case files, eval shows what
-the checks decide for one call, check loads a configuration as the sidecar
-would and reports whether it would start.
-
-Configurations load exactly as 'toolgate run' loads them: "${NAME}" in
-inject_headers needs the environment variable NAME set (to any non-empty
-value; nothing is sent), and every bound policy's unit tests run first.`,
-		RunE: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageError{fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath())}
-			}
-			return usageError{fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())}
-		},
-	}
-	c.AddCommand(newPolicyTestCmd(), newPolicyEvalCmd(), newPolicyCheckCmd(), newPolicyBuildCmd())
-	return c
-}
-
-func newPolicyTestCmd() *cobra.Command {
-	var cfgPath string
-	c := &cobra.Command{
-		Use:   "test DIR",
-		Short: "Run policies' Rego unit tests and case files",
-		Long: `Test runs everything under DIR (or the one .rego or .cases.yaml file DIR
-names) and prints one PASS or FAIL line per test, then "N passed, M failed".
-It exits 0 when at least one test ran and none failed, 1 otherwise, and 2 on
-a usage error.
-
-Rego unit tests: every folder holding .rego files (DIR itself included) is
-one policy, named after the folder, with every .rego file below it; its
-test_ rules in *_test.rego files run through OPA's tester, and again on the
-compiled engine (the default): a test that passes in one and not the other
-fails. A policy that does not compile is one failure, with the compiler's
-message.
-
-  PASS bounds/test_over_bounds_denied (210µs)
-  FAIL bounds/test_within_bounds_allowed (policies/bounds/bounds_test.rego:5)
-
-Case files: every *.cases.yaml file under DIR lists calls and what the
-checks must decide for each. A case runs the same checks the sidecar runs
-for a call (the tool's schema, then its policies, in their configured
-modes) through a configuration loaded as 'toolgate run' loads it, without
-sending anything. Arguments are given as YAML and reach the checks as a
-JSON body's would (numbers as JSON numbers).
-
-  config: ../toolgate.yaml   # relative to the case file; --config overrides it;
-                             # required when --config is not given
-  cases:
-    - name: retmax over the bound        # required, unique in the file
-      tool: pubmed_search                # required: a tool of the config
-      arguments: {term: x, retmax: 500}  # the call's arguments (default {})
-      headers:                           # request headers, such as the agent
-        X-Approved-By: dana              # and session headers (optional)
-      expect:
-        outcome: refused                 # required: refused | allowed
-        code: validation                 # the envelope's code (refused only)
-        reason: too_large                # the envelope's reason (refused only)
-        message: at most 100             # a fragment of the detail or of one
-                                         # violation's message (refused only)
-        paths: [/retmax]                 # exactly these violation paths, in
-                                         # any order; [] for none (refused only)
-        dry_run: looks like              # a fragment of a dry-run denial
-        inject: {X-Session-Id: s-1}      # headers injected upstream, with these
-                                         # values; secrets show as "(set)"
-
-Keys are checked: an unknown or misspelt key is an error naming the file and
-line. A case that does not match prints what it wanted and what it got:
-
-  FAIL cases/examples.cases.yaml: retmax over the bound
-    outcome  want refused      got allowed
-    code     want validation   got (none)`,
-		Args: exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return runPolicyTest(c.Context(), c.OutOrStdout(), args[0], cfgPath)
-		},
-	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "", "configuration for every case file, instead of each file's config key")
-	return c
-}
-
-func newPolicyEvalCmd() *cobra.Command {
-	var cfgPath, tool, args string
-	var headers []string
-	c := &cobra.Command{
-		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...]",
-		Short: "Show what the checks decide for one call",
-		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
-arguments exactly as the sidecar would for a call, without sending anything,
-and prints the decision: allowed or refused, the code, reason and detail,
-each violation's path and message, the denials of dry-run policies, the
-headers that would be injected upstream (secrets show as "(set)"), and, for
-a refusal, the exact envelope the caller would get.
-
---args is the JSON object of arguments, as a JSON body would carry them.
---header adds a request header, such as the agent and session headers or
-a header policies may see (policies.headers); repeat it for more.
-
-Exit codes: 0 when the call would be allowed, 3 when it would be refused,
-1 on an error (a configuration that does not load, --args that is not a JSON
-object, a tool the configuration does not have), 2 on a usage error.`,
-		Args: exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if tool == "" {
-				return usageError{fmt.Errorf("--tool is required (see '%s --help')", c.CommandPath())}
-			}
-			h, err := parseHeaderFlags(headers)
-			if err != nil {
-				return usageError{err}
-			}
-			return runPolicyEval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
-		},
-	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
-	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration (required)")
-	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
-	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
-	return c
-}
-
-func newPolicyCheckCmd() *cobra.Command {
-	var cfgPath string
-	c := &cobra.Command{
-		Use:   "check --config FILE",
-		Short: "Load a configuration, its schemas and policies, and report",
-		Long: `Check loads a configuration as 'toolgate run' does (the file, its schemas,
-its policies, every policy's unit tests) without starting anything, and
-prints "ok: N tools, M policies, config version V, policy version W", or the
-first error as FILE:LINE: field: message. It exits 0 or 1: a step for the CI
-of a policy repository.`,
-		Args: exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			lc, err := loadConfig(cfgPath)
-			if err != nil {
-				return err
-			}
-			pv := lc.policies.Version()
-			if pv == "" {
-				pv = "(none)"
-			}
-			fmt.Fprintf(c.OutOrStdout(), "ok: %d tools, %d policies, config version %s, policy version %s\n",
-				len(lc.Tools), len(lc.policies.Names()), lc.version, pv)
-			return nil
-		},
-	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
-	return c
-}
-
-// parseHeaderFlags turns --header NAME=VALUE flags into request headers.
-func parseHeaderFlags(flags []string) (http.Header, error) {
-	h := http.Header{}
-	for _, f := range flags {
-		k, v, ok := strings.Cut(f, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsAny(k, " \t:") {
-			return nil, fmt.Errorf("--header %q: expected NAME=VALUE", f)
-		}
-		h.Add(k, v)
-	}
-	return h, nil
-}
-
-// decodeArguments decodes a call's arguments as the sidecar decodes a JSON
+// DecodeArguments decodes a call's arguments as the sidecar decodes a JSON
 // body: one object, numbers as json.Number, nothing after it.
-func decodeArguments(data []byte) (map[string]any, error) {
+func DecodeArguments(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -251,29 +108,9 @@ func jsonKind(v any) string {
 	return "an object"
 }
 
-func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header) error {
-	args, err := decodeArguments([]byte(rawArgs))
-	if err != nil {
-		return fmt.Errorf("--args: %w", err)
-	}
-	lc, err := loadConfig(cfgPath)
-	if err != nil {
-		return err
-	}
-	v, err := proxy.Evaluate(ctx, lc.snapshot, tool, args, h)
-	if err != nil {
-		return err
-	}
-	printVerdict(out, tool, v)
-	if !v.Allowed {
-		return exitStatus(exitRefused)
-	}
-	return nil
-}
-
-// printVerdict prints a decision for people, then, for a refusal, the
+// PrintVerdict prints a decision for people, then, for a refusal, the
 // envelope exactly as a caller gets it (indented).
-func printVerdict(out io.Writer, tool string, v proxy.Verdict) {
+func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 	row := func(k, format string, a ...any) {
 		fmt.Fprintf(out, "%-12s %s\n", k, fmt.Sprintf(format, a...))
 	}
@@ -327,33 +164,8 @@ func pointerText(p string) string {
 	return p
 }
 
-// caseFile is a file of policy cases, NAME.cases.yaml, that `toolgate
-// policy test` runs: calls, each with what the checks (schema, then
-// policies) must decide for it. Decoding is strict: an unknown key is an
-// error naming the file and the line.
-//
-//	config: ../toolgate.yaml        # relative to this file; --config overrides;
-//	                                # required when --config is not given
-//	cases:
-//	  - name: retmax over the bound # required, unique in the file
-//	    tool: pubmed_search         # required: a tool of the configuration
-//	    arguments: {term: x, retmax: 500}   # default {}; numbers reach the
-//	                                        # checks as json.Number, as from a JSON body
-//	    headers: {X-Approved-By: dana}      # request headers (agent, session,
-//	                                        # headers policies may see); optional
-//	    expect:
-//	      outcome: refused          # required: refused | allowed
-//	      code: validation          # the envelope's code (refused only)
-//	      reason: too_large         # the envelope's reason (refused only)
-//	      message: at most 100      # a fragment of the detail or of one
-//	                                # violation message (refused only)
-//	      paths: [/retmax]          # exactly these violation paths, any order;
-//	                                # [] for none (refused only)
-//	      dry_run: looks like       # a fragment of one dry-run denial message
-//	      inject: {X-Session-Id: s-1}   # headers injected upstream with these
-//	                                    # values; secrets show as "(set)"
-//
-// Fields left out are not checked.
+// caseFile is a file of policy cases, NAME.cases.yaml, in the format the
+// package documentation shows.
 type caseFile struct {
 	// Config is the configuration the cases run against, relative to the
 	// case file. Required unless --config is given, which overrides it.
@@ -401,26 +213,45 @@ const (
 	outcomeRefused = "refused"
 )
 
-// policyTest is one run of `toolgate policy test`: it prints as it goes
-// and counts.
+// CaseFileSuffix names the case files Run runs.
+const CaseFileSuffix = ".cases.yaml"
+
+// regoTestTimeout bounds one policy's unit tests.
+const regoTestTimeout = 30 * time.Second
+
+// Report counts the tests of one run.
+type Report struct {
+	// Passed and Failed count Rego tests and cases.
+	Passed, Failed int
+}
+
+// policyTest is one run: it prints as it goes and counts.
 type policyTest struct {
 	out       io.Writer
 	root      string // DIR as given
 	configArg string // --config; "" when each case file names its own
-	passed    int
-	failed    int
-	configs   map[string]loadResult // by absolute path
+	Report
+	configs map[string]loadResult // by absolute path
 }
 
 type loadResult struct {
-	lc  *loadedConfig
+	lc  *config.Loaded
 	err error
 }
 
-func runPolicyTest(ctx context.Context, out io.Writer, dir, configArg string) error {
+// ErrNotPolicyPath is Run's error for a path that is neither a folder, a
+// .rego file nor a case file.
+var ErrNotPolicyPath = errors.New("not a folder, a .rego file or a " + CaseFileSuffix + " file")
+
+// Run runs everything under dir (or the one .rego or case file dir names),
+// printing one PASS or FAIL line per test on out, then "N passed, M
+// failed". configArg, when not "", is the configuration of every case file
+// instead of each file's config key. The error is about the run itself: a
+// dir that cannot be read, or ErrNotPolicyPath.
+func Run(ctx context.Context, out io.Writer, dir, configArg string) (Report, error) {
 	regoDirs, caseFiles, err := findPolicyWork(dir)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
 	pt := &policyTest{out: out, root: dir, configArg: configArg, configs: map[string]loadResult{}}
 	for _, d := range regoDirs {
@@ -429,14 +260,8 @@ func runPolicyTest(ctx context.Context, out io.Writer, dir, configArg string) er
 	for _, f := range caseFiles {
 		pt.caseFile(ctx, f)
 	}
-	fmt.Fprintf(out, "%d passed, %d failed\n", pt.passed, pt.failed)
-	switch {
-	case pt.failed > 0:
-		return exitStatus(exitError)
-	case pt.passed == 0:
-		return fmt.Errorf("no Rego tests and no cases (*%s) under %s", caseFileSuffix, dir)
-	}
-	return nil
+	fmt.Fprintf(out, "%d passed, %d failed\n", pt.Passed, pt.Failed)
+	return pt.Report, nil
 }
 
 // findPolicyWork lists the policies (folders holding .rego files, each
@@ -449,12 +274,12 @@ func findPolicyWork(dir string) (regoDirs, caseFiles []string, err error) {
 	}
 	if !info.IsDir() {
 		switch {
-		case strings.HasSuffix(dir, caseFileSuffix):
+		case strings.HasSuffix(dir, CaseFileSuffix):
 			return nil, []string{dir}, nil
 		case strings.HasSuffix(dir, ".rego"):
 			return []string{dir}, nil, nil
 		}
-		return nil, nil, usageError{fmt.Errorf("%s is not a folder, a .rego file or a %s file", dir, caseFileSuffix)}
+		return nil, nil, fmt.Errorf("%s is %w", dir, ErrNotPolicyPath)
 	}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -473,7 +298,7 @@ func findPolicyWork(dir string) (regoDirs, caseFiles []string, err error) {
 			}
 			return nil
 		}
-		if strings.HasSuffix(d.Name(), caseFileSuffix) {
+		if strings.HasSuffix(d.Name(), CaseFileSuffix) {
 			caseFiles = append(caseFiles, p)
 		}
 		return nil
@@ -502,13 +327,13 @@ func within(dir, p string) bool {
 }
 
 func (pt *policyTest) pass(name string, d time.Duration) {
-	pt.passed++
+	pt.Passed++
 	fmt.Fprintf(pt.out, "PASS %s (%s)\n", name, roundDuration(d))
 }
 
 // fail prints a FAIL line and its indented explanation.
 func (pt *policyTest) fail(head string, lines ...string) {
-	pt.failed++
+	pt.Failed++
 	fmt.Fprintf(pt.out, "FAIL %s\n", head)
 	for _, l := range lines {
 		for _, s := range strings.Split(strings.TrimRight(l, "\n"), "\n") {
@@ -529,11 +354,14 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 		pt.fail(name+" (does not compile)", err.Error())
 		return
 	}
-	// On the default engine, where the tests run twice: in OPA's tester,
-	// and on the compiled engine.
-	if pol, err = pol.Compiled(ctx); err != nil {
-		pt.fail(name+" (does not compile)", err.Error())
-		return
+	// On the compiled engine (the default) the tests run twice: in OPA's
+	// tester, and on the compiled engine. On the others, as the sidecar
+	// runs them when it loads the policy: in OPA's tester.
+	if pt.engineFor(path) == policies.EngineCompiled {
+		if pol, err = pol.Compiled(ctx); err != nil {
+			pt.fail(name+" (does not compile)", err.Error())
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, regoTestTimeout)
 	defer cancel()
@@ -554,6 +382,38 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 			pt.fail(test+" ("+r.Location+")", "the rule is false or undefined")
 		}
 	}
+}
+
+// engineFor is the engine the configuration given with --config runs the
+// policy at path on: the engine of its policies.rego entry, else the
+// section's engine; compiled (the default) without --config, when the
+// configuration does not load, or when no entry names path.
+func (pt *policyTest) engineFor(path string) string {
+	if pt.configArg == "" {
+		return policies.EngineCompiled
+	}
+	lc, err := pt.config(pt.configArg)
+	if err != nil {
+		return policies.EngineCompiled
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return policies.EngineCompiled
+	}
+	dir := section.Dir(lc.Path)
+	for _, rc := range lc.Policies.Rego {
+		p, err := filepath.Abs(section.Resolve(dir, rc.Path))
+		if err != nil || p != abs {
+			continue
+		}
+		for _, e := range []string{rc.Engine, lc.Policies.Engine} {
+			if e != "" {
+				return e
+			}
+		}
+		break
+	}
+	return policies.EngineCompiled
 }
 
 // sortBySource orders test results as their rules appear in the files
@@ -589,7 +449,7 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 	} else {
 		label = filepath.Base(path)
 	}
-	cf, err := readCaseFile(path)
+	cf, err := ReadCaseFile(path)
 	if err != nil {
 		pt.fail(label, err.Error())
 		return
@@ -612,7 +472,7 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 	}
 	for _, c := range cf.Cases {
 		start := time.Now()
-		v, err := proxy.Evaluate(ctx, lc.snapshot, c.Tool, c.jsonArguments, c.header())
+		v, err := proxy.Evaluate(ctx, lc.Snapshot, c.Tool, c.JSONArguments, c.header())
 		if err != nil {
 			pt.fail(label+": "+c.Name, err.Error())
 			continue
@@ -626,7 +486,7 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 }
 
 // config loads a configuration once per run.
-func (pt *policyTest) config(path string) (*loadedConfig, error) {
+func (pt *policyTest) config(path string) (*config.Loaded, error) {
 	key, err := filepath.Abs(path)
 	if err != nil {
 		key = path
@@ -634,18 +494,19 @@ func (pt *policyTest) config(path string) (*loadedConfig, error) {
 	if r, ok := pt.configs[key]; ok {
 		return r.lc, r.err
 	}
-	lc, err := loadConfig(path)
+	lc, err := config.Load(path)
 	pt.configs[key] = loadResult{lc, err}
 	return lc, err
 }
 
-// decodedCase is a case with its arguments as a JSON body would give them.
-type decodedCase struct {
+// Case is a case with its arguments as a JSON body would give them.
+type Case struct {
 	policyCase
-	jsonArguments map[string]any
+	// JSONArguments are the arguments as a JSON body's would decode.
+	JSONArguments map[string]any
 }
 
-func (c *decodedCase) header() http.Header {
+func (c *Case) header() http.Header {
 	h := http.Header{}
 	for k, v := range c.Headers {
 		h.Set(k, v)
@@ -653,26 +514,28 @@ func (c *decodedCase) header() http.Header {
 	return h
 }
 
-// decodedCaseFile is a case file checked and ready to run.
-type decodedCaseFile struct {
+// CaseFile is a case file checked and ready to run.
+type CaseFile struct {
+	// Config is the file's config key, as written.
 	Config string
-	Cases  []decodedCase
+	// Cases are its cases, in order.
+	Cases []Case
 }
 
-// readCaseFile reads and checks a case file.
-func readCaseFile(path string) (*decodedCaseFile, error) {
+// ReadCaseFile reads and checks a case file.
+func ReadCaseFile(path string) (*CaseFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseCaseFile(path, data)
+	return ParseCaseFile(path, data)
 }
 
-// parseCaseFile decodes and checks a case file's bytes; path names the
+// ParseCaseFile decodes and checks a case file's bytes; path names the
 // file in errors, each of which names the line too.
-func parseCaseFile(path string, data []byte) (*decodedCaseFile, error) {
+func ParseCaseFile(path string, data []byte) (*CaseFile, error) {
 	var cf caseFile
-	if err := decodeYAML(path, data, &cf); err != nil {
+	if err := config.DecodeYAML(path, data, &cf); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: no cases", path)
 		}
@@ -681,12 +544,12 @@ func parseCaseFile(path string, data []byte) (*decodedCaseFile, error) {
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	at := func(field, format string, a ...any) error {
-		return fmt.Errorf("%s:%d: %s: %s", path, lineOf(&root, field), field, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%s:%d: %s: %s", path, config.LineOf(&root, field), field, fmt.Sprintf(format, a...))
 	}
 	if len(cf.Cases) == 0 {
 		return nil, at("cases", "no cases")
 	}
-	out := &decodedCaseFile{Config: cf.Config}
+	out := &CaseFile{Config: cf.Config}
 	seen := map[string]bool{}
 	for i, c := range cf.Cases {
 		p := fmt.Sprintf("cases[%d]", i)
@@ -725,7 +588,7 @@ func parseCaseFile(path string, data []byte) (*decodedCaseFile, error) {
 		if err != nil {
 			return nil, at(p+".arguments", "%v", err)
 		}
-		out.Cases = append(out.Cases, decodedCase{policyCase: c, jsonArguments: args})
+		out.Cases = append(out.Cases, Case{policyCase: c, JSONArguments: args})
 	}
 	return out, nil
 }
@@ -740,7 +603,7 @@ func jsonArguments(args map[string]any) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not expressible as JSON: %v", err)
 	}
-	return decodeArguments(b)
+	return DecodeArguments(b)
 }
 
 // diff compares what a case wanted with what the checks decided, one line

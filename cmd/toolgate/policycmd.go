@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+func newPolicyCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "policy",
+		Short: "Test, evaluate and check Rego policies and the checks they take part in",
+		Long: `Policy is the command line for working on policies without running the
+sidecar: test runs policies' Rego unit tests and case files, eval shows what
+the checks decide for one call, check loads a configuration as the sidecar
+would and reports whether it would start.
+
+Configurations load exactly as 'toolgate run' loads them: "${NAME}" in
+inject_headers needs the environment variable NAME set (to any non-empty
+value; nothing is sent), and every bound policy's unit tests run first.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath())}
+			}
+			return usageError{fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())}
+		},
+	}
+	c.AddCommand(newPolicyTestCmd(), newPolicyEvalCmd(), newPolicyCheckCmd(), newPolicyBuildCmd())
+	return c
+}
+
+func newPolicyTestCmd() *cobra.Command {
+	var cfgPath string
+	c := &cobra.Command{
+		Use:   "test DIR",
+		Short: "Run policies' Rego unit tests and case files",
+		Long: `Test runs everything under DIR (or the one .rego or .cases.yaml file DIR
+names) and prints one PASS or FAIL line per test, then "N passed, M failed".
+It exits 0 when at least one test ran and none failed, 1 otherwise, and 2 on
+a usage error.
+
+Rego unit tests: every folder holding .rego files (DIR itself included) is
+one policy, named after the folder, with every .rego file below it; its
+test_ rules in *_test.rego files run through OPA's tester, and, when the
+policy runs on the compiled engine, again on that engine: a test that passes
+in one and not the other fails. The engine is compiled (the default) unless
+--config gives the policy (its policies.rego entry, by path) another one.
+A policy that does not compile is one failure, with the compiler's message.
+
+  PASS bounds/test_over_bounds_denied (210µs)
+  FAIL bounds/test_within_bounds_allowed (policies/bounds/bounds_test.rego:5)
+
+Case files: every *.cases.yaml file under DIR lists calls and what the
+checks must decide for each (outcome, code, reason, message, violation
+paths, dry-run denials, injected headers). A case runs the same checks the
+sidecar runs for a call, through a configuration loaded as 'toolgate run'
+loads it (the file's config: key, or --config), without sending anything.
+docs/policies.md ("Case files") describes the format. Keys are checked: an
+unknown or misspelt key is an error naming the file and line. A case that
+does not match prints what it wanted and what it got:
+
+  FAIL cases/examples.cases.yaml: retmax over the bound
+    outcome  want refused      got allowed
+    code     want validation   got (none)`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPolicyTest(c.Context(), c.OutOrStdout(), args[0], cfgPath)
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "", "configuration for every case file, instead of each file's config key; its engines apply to the Rego tests")
+	return c
+}
+
+func newPolicyEvalCmd() *cobra.Command {
+	var cfgPath, tool, args string
+	var headers []string
+	c := &cobra.Command{
+		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...]",
+		Short: "Show what the checks decide for one call",
+		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
+arguments exactly as the sidecar would for a call, without sending anything,
+and prints the decision: allowed or refused, the code, reason and detail,
+each violation's path and message, the denials of dry-run policies, the
+headers that would be injected upstream (secrets show as "(set)"), and, for
+a refusal, the exact envelope the caller would get.
+
+--args is the JSON object of arguments, as a JSON body would carry them.
+--header adds a request header, such as the agent and session headers or
+a header policies may see (policies.headers); repeat it for more.
+
+Exit codes: 0 when the call would be allowed, 3 when it would be refused,
+1 on an error (a configuration that does not load, --args that is not a JSON
+object, a tool the configuration does not have), 2 on a usage error.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if tool == "" {
+				return usageError{fmt.Errorf("--tool is required (see '%s --help')", c.CommandPath())}
+			}
+			h, err := parseHeaderFlags(headers)
+			if err != nil {
+				return usageError{err}
+			}
+			return runPolicyEval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration (required)")
+	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
+	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
+	return c
+}
+
+func newPolicyCheckCmd() *cobra.Command {
+	var cfgPath string
+	c := &cobra.Command{
+		Use:   "check --config FILE",
+		Short: "Load a configuration, its schemas and policies, and report",
+		Long: `Check loads a configuration as 'toolgate run' does (the file, its schemas,
+its policies, every policy's unit tests) without starting anything, and
+prints "ok: N tools, M policies, config version V, policy version W", or the
+first error as FILE:LINE: field: message. It exits 0 or 1: a step for the CI
+of a policy repository.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			lc, err := config.Load(cfgPath)
+			if err != nil {
+				return err
+			}
+			pv := lc.LoadedPolicies.Version()
+			if pv == "" {
+				pv = "(none)"
+			}
+			fmt.Fprintf(c.OutOrStdout(), "ok: %d tools, %d policies, config version %s, policy version %s\n",
+				len(lc.Tools), len(lc.LoadedPolicies.Names()), lc.Version, pv)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	return c
+}
+
+// parseHeaderFlags turns --header NAME=VALUE flags into request headers.
+func parseHeaderFlags(flags []string) (http.Header, error) {
+	h := http.Header{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t:") {
+			return nil, fmt.Errorf("--header %q: expected NAME=VALUE", f)
+		}
+		h.Add(k, v)
+	}
+	return h, nil
+}
+
+func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header) error {
+	args, err := policytest.DecodeArguments([]byte(rawArgs))
+	if err != nil {
+		return fmt.Errorf("--args: %w", err)
+	}
+	lc, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	v, err := proxy.Evaluate(ctx, lc.Snapshot, tool, args, h)
+	if err != nil {
+		return err
+	}
+	policytest.PrintVerdict(out, tool, v)
+	if !v.Allowed {
+		return exitStatus(exitRefused)
+	}
+	return nil
+}
+
+// runPolicyTest runs `toolgate policy test` and maps its report to an exit
+// code: 0 when at least one test ran and none failed, 1 otherwise, 2 for a
+// path that holds no policy work.
+func runPolicyTest(ctx context.Context, out io.Writer, dir, cfgPath string) error {
+	rep, err := policytest.Run(ctx, out, dir, cfgPath)
+	switch {
+	case errors.Is(err, policytest.ErrNotPolicyPath):
+		return usageError{err}
+	case err != nil:
+		return err
+	case rep.Failed > 0:
+		return exitStatus(exitError)
+	case rep.Passed == 0:
+		return fmt.Errorf("no Rego tests and no cases (*%s) under %s", policytest.CaseFileSuffix, dir)
+	}
+	return nil
+}
