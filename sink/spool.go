@@ -981,7 +981,13 @@ func (s *Spool) Sync() error {
 	return nil
 }
 
-var _ Syncer = (*Spool)(nil)
+// AppendsLocally marks Spool as an Appender.
+func (s *Spool) AppendsLocally() {}
+
+var (
+	_ Syncer   = (*Spool)(nil)
+	_ Appender = (*Spool)(nil)
+)
 
 // Status returns a snapshot of the spool.
 func (s *Spool) Status() SpoolStatus {
