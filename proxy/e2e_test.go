@@ -146,6 +146,12 @@ func newEnvTo(t testing.TB, cfgYAML string, checkers map[string]proxy.Checker, p
 // the test ends.
 func serveConfig(t testing.TB, cfgYAML, dir string, snap proxy.Snapshot, w sink.Writer, flush time.Duration) (*proxy.Server, *sink.Queue, string) {
 	t.Helper()
+	return serveQueued(t, cfgYAML, dir, snap, w, sink.QueueConfig{FlushInterval: flush})
+}
+
+// serveQueued is serveConfig with the event queue configured by qcfg.
+func serveQueued(t testing.TB, cfgYAML, dir string, snap proxy.Snapshot, w sink.Writer, qcfg sink.QueueConfig) (*proxy.Server, *sink.Queue, string) {
+	t.Helper()
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
 	dec.KnownFields(true)
@@ -165,7 +171,7 @@ func serveConfig(t testing.TB, cfgYAML, dir string, snap proxy.Snapshot, w sink.
 		t.Cleanup(func() { f.Close() }) // after the queue's close below: cleanups run last first
 		w = f
 	}
-	q := sink.NewQueue(w, sink.QueueConfig{FlushInterval: flush}, nil)
+	q := sink.NewQueue(w, qcfg, nil)
 	snap.Config = &cfg
 	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
 	if err != nil {

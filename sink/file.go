@@ -296,7 +296,13 @@ func (fl *File) Sync() error {
 	return nil
 }
 
-var _ Syncer = (*File)(nil)
+// AppendsLocally marks File as an Appender.
+func (fl *File) AppendsLocally() {}
+
+var (
+	_ Syncer   = (*File)(nil)
+	_ Appender = (*File)(nil)
+)
 
 // Close syncs and closes the file. WriteEvents then returns ErrClosed;
 // closing again returns nil.

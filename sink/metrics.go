@@ -33,6 +33,10 @@ var (
 		prometheus.BuildFQName("toolgate", "sink", "groups_written_total"),
 		"Group writes of the sink queue; each takes every event recorded while the previous one was under way.",
 		nil, nil)
+	descInlineGroups = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "inline_groups_total"),
+		"Groups a call wrote itself, finding no write under way; counted in groups_written_total too.",
+		nil, nil)
 	descWaitTimeouts = prometheus.NewDesc(
 		prometheus.BuildFQName("toolgate", "sink", "wait_timeouts_total"),
 		"Calls answered before their event was written, because the write took longer than events.queue.max_wait.",
@@ -56,6 +60,7 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descEventsDropped
 	ch <- descWriteErrors
 	ch <- descGroups
+	ch <- descInlineGroups
 	ch <- descWaitTimeouts
 	ch <- descSyncs
 }
@@ -65,7 +70,7 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 // toolgate_sink_events_recorded_total, toolgate_sink_events_written_total,
 // toolgate_sink_events_dropped_total{reason} (every reason, zero or not),
 // toolgate_sink_write_errors_total, toolgate_sink_groups_written_total,
-// toolgate_sink_wait_timeouts_total and toolgate_sink_syncs_total{outcome}.
+// toolgate_sink_inline_groups_total, toolgate_sink_wait_timeouts_total and toolgate_sink_syncs_total{outcome}.
 func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	s := q.Stats()
 	ch <- prometheus.MustNewConstMetric(descQueueDepth, prometheus.GaugeValue, float64(s.Depth))
@@ -77,6 +82,7 @@ func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEventsDropped, prometheus.CounterValue, float64(s.DroppedShutdown), DropShutdown)
 	ch <- prometheus.MustNewConstMetric(descWriteErrors, prometheus.CounterValue, float64(s.WriteErrors))
 	ch <- prometheus.MustNewConstMetric(descGroups, prometheus.CounterValue, float64(s.Groups))
+	ch <- prometheus.MustNewConstMetric(descInlineGroups, prometheus.CounterValue, float64(s.InlineGroups))
 	ch <- prometheus.MustNewConstMetric(descWaitTimeouts, prometheus.CounterValue, float64(s.WaitTimeouts))
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Syncs), "ok")
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.SyncErrors), "error")

@@ -53,6 +53,9 @@ toolgate_sink_events_written_total 3
 # HELP toolgate_sink_groups_written_total Group writes of the sink queue; each takes every event recorded while the previous one was under way.
 # TYPE toolgate_sink_groups_written_total counter
 toolgate_sink_groups_written_total 4
+# HELP toolgate_sink_inline_groups_total Groups a call wrote itself, finding no write under way; counted in groups_written_total too.
+# TYPE toolgate_sink_inline_groups_total counter
+toolgate_sink_inline_groups_total 0
 # HELP toolgate_sink_queue_capacity Events the sink queue holds before a call waits for room (at most events.queue.max_wait) and then drops.
 # TYPE toolgate_sink_queue_capacity gauge
 toolgate_sink_queue_capacity 128
@@ -73,8 +76,8 @@ toolgate_sink_write_errors_total 3
 	if err := testutil.CollectAndCompare(q, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if got := testutil.CollectAndCount(q); got != 12 {
-		t.Errorf("CollectAndCount = %d, want 12", got)
+	if got := testutil.CollectAndCount(q); got != 13 {
+		t.Errorf("CollectAndCount = %d, want 13", got)
 	}
 	problems, err := testutil.CollectAndLint(q)
 	if err != nil {

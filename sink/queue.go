@@ -21,8 +21,16 @@ const (
 	DefaultMaxWait = 50 * time.Millisecond
 	// DefaultSyncInterval is the default time between two syncs of a
 	// Writer that is a Syncer.
-	DefaultSyncInterval = 20 * time.Millisecond
+	DefaultSyncInterval = 100 * time.Millisecond
+	// DefaultAsyncFlushInterval is the default time an Async queue gathers
+	// events before writing them.
+	DefaultAsyncFlushInterval = 100 * time.Millisecond
 )
+
+// slowWrite is how long a write a call makes itself (see Queue) may take
+// before calls go back to handing their events to the writer goroutine,
+// whose wait they bound with MaxWait.
+const slowWrite = time.Millisecond
 
 // Write retry policy: a failed batch is tried writeAttempts times in all,
 // waiting retryBackoffMin before the second attempt and doubling the wait
@@ -62,9 +70,13 @@ type QueueConfig struct {
 	// not exceed Capacity. Default DefaultBatchSize (1000), or Capacity
 	// when Capacity is set below that.
 	BatchSize int `yaml:"batch_size"`
-	// FlushInterval is no longer used: events are written as soon as the
-	// writer is free (see Queue). It is accepted, and must not be negative,
-	// so that older configuration files still load. Default 0.
+	// FlushInterval is, with Async, how long the writer gathers events
+	// before writing them (sooner when BatchSize are waiting): fewer,
+	// larger writes, and that much more to lose in a crash. Without Async
+	// it is not used (events are written as soon as the writer is free, see
+	// Queue) but accepted, so that older configuration files still load. A
+	// duration such as "100ms" in YAML. Default
+	// DefaultAsyncFlushInterval (100ms) with Async, else 0.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxWait is the longest time Record waits for the write of its event
 	// (and, when the queue is full, for room): the bound of the
@@ -74,14 +86,15 @@ type QueueConfig struct {
 	// DefaultMaxWait (50ms).
 	MaxWait time.Duration `yaml:"max_wait"`
 	// Async makes Record return at once, without waiting for the write:
-	// an event is then written within one group write of its call's
-	// answer, but a process crash in between loses it. Default false.
+	// an event is then written within FlushInterval (and one write) of its
+	// call's answer, and a process crash in between loses it. Default
+	// false.
 	Async bool `yaml:"async"`
 	// SyncInterval is the time between two calls to the Writer's Sync
 	// (fsync), when the Writer has one and events were written since the
 	// last: the bound, with the fsync's own time, of what a machine crash
-	// loses. A duration such as "20ms" in YAML. Default
-	// DefaultSyncInterval (20ms).
+	// loses. A duration such as "100ms" in YAML. Default
+	// DefaultSyncInterval (100ms).
 	SyncInterval time.Duration `yaml:"sync_interval"`
 }
 
@@ -115,6 +128,9 @@ func (c *QueueConfig) Validate() error {
 	}
 	if c.SyncInterval == 0 {
 		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.Async && c.FlushInterval == 0 {
+		c.FlushInterval = DefaultAsyncFlushInterval
 	}
 	if c.BatchSize > c.Capacity {
 		return fmt.Errorf("queue.batch_size: must not exceed queue.capacity (%d), got %d", c.Capacity, c.BatchSize)
@@ -150,8 +166,12 @@ type QueueStats struct {
 	// panicking Writer counts as a failed call.
 	WriteErrors uint64 `json:"write_errors"`
 	// Groups counts group writes: each takes every event recorded while
-	// the previous one was under way.
+	// the previous one was under way. Written / Groups is the mean group
+	// size.
 	Groups uint64 `json:"groups"`
+	// InlineGroups counts the groups a call wrote itself, finding the
+	// writer idle (see Queue); they are counted in Groups too.
+	InlineGroups uint64 `json:"inline_groups"`
 	// WaitTimeouts counts Record calls that returned after MaxWait with
 	// their event accepted but not yet written.
 	WaitTimeouts uint64 `json:"wait_timeouts"`
@@ -164,7 +184,7 @@ type QueueStats struct {
 // Queue is a bounded queue in front of a Writer that commits events in
 // groups. Record adds an event to the pending group and, unless Async is
 // set, waits until the group has been handed to the Writer and the Writer
-// returned, or MaxWait passed. One background goroutine writes groups: as
+// returned, or MaxWait passed. A background goroutine writes groups: as
 // soon as one write returns, everything recorded meanwhile is the next
 // group, handed to the Writer in calls of up to BatchSize events in
 // arrival order. So a Writer that appends to a file with one write(2) per
@@ -173,11 +193,28 @@ type QueueStats struct {
 // Syncer, a second goroutine calls Sync every SyncInterval after writes,
 // which bounds what a machine crash loses.
 //
-// Record never waits longer than MaxWait. When the queue holds Capacity
-// events (the disk cannot keep up), Record waits, within the same bound,
-// for the group being written to finish; if there is still no room the
-// event is dropped and counted as queue_full. A Record that timed out with
-// its event accepted is counted in WaitTimeouts.
+// When the Writer is an Appender (File, Spool) and no group is being
+// written, Record writes its group itself rather than hand it to the
+// writer goroutine and wait to be woken: one write(2) on the caller's
+// goroutine, the cheapest way for a lone call to have its event on disk
+// before its answer. Calls arriving meanwhile join the next group, which
+// the writer goroutine writes. Such a write is not bounded by MaxWait (a
+// system call cannot be cut short): if one takes longer than a
+// millisecond, calls go back to handing their events over and waiting at
+// most MaxWait, until the writer goroutine's writes are fast again. A
+// call's own write that fails is retried by the writer goroutine, the call
+// waiting for it within MaxWait.
+//
+// Record never waits longer than MaxWait for the writer goroutine. When
+// the queue holds Capacity events (the disk cannot keep up), Record
+// waits, within the same bound, for the group being written to finish; if
+// there is still no room the event is dropped and counted as queue_full. A
+// Record that timed out with its event accepted is counted in
+// WaitTimeouts.
+//
+// With Async, Record returns at once and the writer goroutine gathers
+// events for FlushInterval (or until BatchSize are waiting) before
+// writing them.
 //
 // A failed batch is retried with exponential backoff (100ms, then doubling,
 // at most 5s between tries) for 3 attempts in all and then dropped. A
@@ -205,8 +242,13 @@ type Queue struct {
 	cur      chan struct{} // closed when the pending group is written; nil until someone waits
 	writing  chan struct{} // the same for the group being written; nil until someone waits
 	inFlight bool          // a group is being written
+	handoff  []Event       // a group whose write by its caller failed, for the writer goroutine to retry
+	handOff  int           // how much of handoff was written
 
+	inline    bool          // w is an Appender and Record waits: calls may write their group
+	handover  atomic.Bool   // calls hand their groups to the writer goroutine (see writeInline)
 	wake      chan struct{} // something is pending
+	full      chan struct{} // Async: BatchSize events are pending
 	closeOnce sync.Once
 	closing   chan struct{} // closed when Close begins
 	stopped   chan struct{} // closed when the writer goroutine returns
@@ -222,6 +264,7 @@ type Queue struct {
 	droppedShutdown   atomic.Uint64
 	writeErrors       atomic.Uint64
 	groups            atomic.Uint64
+	inlineGroups      atomic.Uint64
 	waitTimeouts      atomic.Uint64
 	syncs             atomic.Uint64
 	syncErrors        atomic.Uint64
@@ -299,6 +342,7 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) *Q
 		log:     log,
 		opts:    opts,
 		wake:    make(chan struct{}, 1),
+		full:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
 		synced:  make(chan struct{}),
@@ -306,6 +350,8 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) *Q
 		cancel:  cancel,
 	}
 	q.syncer, _ = w.(Syncer)
+	_, appender := w.(Appender)
+	q.inline = appender && !cfg.Async
 	go q.run()
 	go q.syncLoop()
 	return q
@@ -344,9 +390,22 @@ func (q *Queue) Record(e Event) bool {
 	}
 	q.pending = append(q.pending, e)
 	q.held++
+	if q.inline && !q.inFlight && !q.handover.Load() {
+		// The writer is idle: write the group here rather than wake it
+		// and wait to be woken.
+		batch := q.takeLocked()
+		q.mu.Unlock()
+		q.writeInline(batch, deadline)
+		return true
+	}
 	var g chan struct{}
 	if !q.cfg.Async {
 		g = q.curLocked()
+	} else if len(q.pending) >= q.cfg.BatchSize {
+		select {
+		case q.full <- struct{}{}:
+		default:
+		}
 	}
 	q.mu.Unlock()
 	select {
@@ -363,6 +422,101 @@ func (q *Queue) Record(e Event) bool {
 		q.waitTimeouts.Add(1)
 	}
 	return true
+}
+
+// takeLocked makes the pending group the one being written and returns
+// it. The caller holds mu, and no group is being written.
+func (q *Queue) takeLocked() []Event {
+	batch := q.pending
+	q.pending, q.writing, q.cur, q.inFlight = q.spare[:0], q.cur, nil, true
+	return batch
+}
+
+// writeInline writes batch, taken by Record from an idle writer, on the
+// caller's goroutine: one attempt. A failed write is handed to the writer
+// goroutine to retry, and the caller waits for it until deadline (or
+// MaxWait from now).
+//
+// Calls go back to handing their groups to the writer goroutine when such
+// a write took longer than slowWrite (the disk is slow: only the writer
+// goroutine's waits are bounded), or when calls recorded meanwhile (they
+// come in faster than one write: a group written by the writer goroutine
+// carries many events in one write, where each call writing its own would
+// cost a write each). The writer goroutine lets calls write again after a
+// fast write of a lone event.
+func (q *Queue) writeInline(batch []Event, deadline time.Time) {
+	start := time.Now()
+	off, err := q.writeOnce(batch)
+	if time.Since(start) > slowWrite {
+		q.handover.Store(true)
+	}
+	if err == nil {
+		q.inlineGroups.Add(1)
+		if q.finish(batch) {
+			q.handover.Store(true)
+			select {
+			case q.wake <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
+	q.writeErrors.Add(1)
+	q.log.Warn("sink: write failed, retrying",
+		"events", len(batch)-off, "attempt", 1,
+		"retry_in", backoff(1, q.opts.backoffMin, q.opts.backoffMax), "error", err)
+	q.mu.Lock()
+	q.handoff, q.handOff = batch, off
+	g := q.writingLocked()
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(q.cfg.MaxWait)
+	}
+	if !q.wait(g, deadline) {
+		q.waitTimeouts.Add(1)
+	}
+}
+
+// writeOnce hands batch to the Writer in calls of up to BatchSize events,
+// once each, and returns how many events were written before the first
+// failure and its error.
+func (q *Queue) writeOnce(batch []Event) (int, error) {
+	for off := 0; off < len(batch); off += q.cfg.BatchSize {
+		chunk := batch[off:min(off+q.cfg.BatchSize, len(batch))]
+		if err := q.safeWrite(chunk); err != nil {
+			return off, err
+		}
+		q.written.Add(uint64(len(chunk)))
+	}
+	return len(batch), nil
+}
+
+// finish ends the write of batch, the group being written: it releases
+// the group's waiters and keeps the slice for the next group. It reports
+// whether events are pending.
+func (q *Queue) finish(batch []Event) bool {
+	clear(batch)
+	q.dirty.Store(true)
+	q.groups.Add(1)
+	q.mu.Lock()
+	q.held -= len(batch)
+	g := q.writing
+	q.writing, q.inFlight = nil, false
+	if cap(batch) <= 4*q.cfg.BatchSize {
+		q.spare = batch[:0]
+	} else {
+		q.spare = nil // let a burst's large slice go
+	}
+	more := len(q.pending) > 0
+	q.mu.Unlock()
+	if g != nil {
+		close(g)
+	}
+	return more
 }
 
 // wait waits for g to be written, until deadline, and reports whether it
@@ -426,6 +580,10 @@ func (q *Queue) Flush(ctx context.Context) error {
 	q.mu.Unlock()
 	if g == nil {
 		return nil
+	}
+	select {
+	case q.full <- struct{}{}: // an Async writer stops gathering
+	default:
 	}
 	select {
 	case <-g:
@@ -493,6 +651,7 @@ func (q *Queue) Stats() QueueStats {
 		DroppedShutdown:   q.droppedShutdown.Load(),
 		WriteErrors:       q.writeErrors.Load(),
 		Groups:            q.groups.Load(),
+		InlineGroups:      q.inlineGroups.Load(),
 		WaitTimeouts:      q.waitTimeouts.Load(),
 		Syncs:             q.syncs.Load(),
 		SyncErrors:        q.syncErrors.Load(),
@@ -510,10 +669,14 @@ func (q *Queue) run() {
 	for {
 		select {
 		case <-q.wake:
+			if q.cfg.Async {
+				q.gather()
+			}
 			q.drain()
 		case <-q.closing:
-			// Record no longer adds, so what is pending now is all there is.
-			q.drain()
+			// Record no longer adds, so what is pending now, and a group a
+			// call is writing, is all there is.
+			q.drainAll()
 			if d := q.Stats(); d.Dropped > 0 {
 				q.log.Warn("sink: queue closed with dropped events",
 					"recorded", d.Recorded, "written", d.Written,
@@ -526,44 +689,101 @@ func (q *Queue) run() {
 	}
 }
 
-// drain writes groups until nothing is pending: each group is everything
-// recorded while the previous one was written.
-func (q *Queue) drain() {
+// gather waits, for an Async queue, until FlushInterval has passed,
+// BatchSize events are pending, or Close began.
+func (q *Queue) gather() {
+	t := time.NewTimer(q.cfg.FlushInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-q.full:
+	case <-q.closing:
+	}
+}
+
+// drainAll writes until nothing is pending and no call is writing a
+// group: Close's last pass.
+func (q *Queue) drainAll() {
+	for {
+		q.drain()
+		q.mu.Lock()
+		busy, g := q.inFlight, q.writingLocked()
+		q.mu.Unlock()
+		if !busy {
+			if q.drain() {
+				continue
+			}
+			return
+		}
+		// A call is writing its group; wait for it, or for its failed
+		// group to be handed over.
+		select {
+		case <-g:
+		case <-q.wake:
+		}
+	}
+}
+
+// drain writes groups until nothing is pending (with Async, the groups
+// pending now), or until it finds a call writing a group of its own: that
+// call wakes it when done if more is pending. It reports whether it wrote
+// anything.
+func (q *Queue) drain() bool {
+	wrote := false
 	for {
 		// Let callers that are ready to run (those the last group's
 		// write released, say) record first, so that they join this
 		// group rather than each wait for a write of its own.
 		runtime.Gosched()
 		q.mu.Lock()
-		if len(q.pending) == 0 {
+		var (
+			batch   []Event
+			off     int
+			attempt = 1
+		)
+		switch {
+		case q.handoff != nil:
+			batch, off, attempt = q.handoff, q.handOff, 2
+			q.handoff = nil
+		case q.inFlight || len(q.pending) == 0:
 			q.mu.Unlock()
-			return
-		}
-		batch := q.pending
-		q.pending, q.writing, q.cur, q.inFlight = q.spare[:0], q.cur, nil, true
-		q.mu.Unlock()
-
-		for off := 0; off < len(batch); off += q.cfg.BatchSize {
-			q.write(batch[off:min(off+q.cfg.BatchSize, len(batch))])
-		}
-		clear(batch)
-		q.dirty.Store(true)
-		q.groups.Add(1)
-
-		q.mu.Lock()
-		q.held -= len(batch)
-		g := q.writing
-		q.writing, q.inFlight = nil, false
-		if cap(batch) <= 4*q.cfg.BatchSize {
-			q.spare = batch[:0]
-		} else {
-			q.spare = nil // let a burst's large slice go
+			return wrote
+		default:
+			batch = q.takeLocked()
 		}
 		q.mu.Unlock()
-		if g != nil {
-			close(g)
+
+		start := time.Now()
+		for ; off < len(batch); off += q.cfg.BatchSize {
+			q.write(batch[off:min(off+q.cfg.BatchSize, len(batch))], attempt)
+			attempt = 1
+		}
+		fast, lone := time.Since(start) <= slowWrite, len(batch) == 1
+		more := q.finish(batch)
+		if fast && lone && !more {
+			q.handover.Store(false)
+		}
+		wrote = true
+		if q.cfg.Async && !q.gatheredEnough() {
+			return wrote
+		}
+		if !more {
+			return wrote
 		}
 	}
+}
+
+// gatheredEnough reports whether an Async queue has a full batch pending
+// (or is closing), so that the writer goes on rather than gather again.
+func (q *Queue) gatheredEnough() bool {
+	select {
+	case <-q.closing:
+		return true
+	default:
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending) >= q.cfg.BatchSize
 }
 
 // syncLoop calls the Writer's Sync every SyncInterval when events were
@@ -607,13 +827,21 @@ func (q *Queue) sync() {
 }
 
 // write hands batch to the Writer, retrying as documented on Queue, and
-// counts the outcome.
-func (q *Queue) write(batch []Event) {
+// counts the outcome. attempt is the number of the first try: 2 when the
+// batch's caller already tried once.
+func (q *Queue) write(batch []Event, attempt int) {
 	n := uint64(len(batch))
 	if n == 0 {
 		return
 	}
-	for attempt := 1; ; attempt++ {
+	if attempt > 1 {
+		// The caller's failed try counts; wait as after it.
+		if !q.sleep(backoff(attempt-1, q.opts.backoffMin, q.opts.backoffMax)) {
+			q.droppedShutdown.Add(n)
+			return
+		}
+	}
+	for ; ; attempt++ {
 		if q.runCtx.Err() != nil {
 			q.droppedShutdown.Add(n)
 			return
@@ -637,12 +865,20 @@ func (q *Queue) write(batch []Event) {
 		wait := backoff(attempt, q.opts.backoffMin, q.opts.backoffMax)
 		q.log.Warn("sink: write failed, retrying",
 			"events", n, "attempt", attempt, "retry_in", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-q.runCtx.Done():
-			t.Stop()
-		}
+		q.sleep(wait)
+	}
+}
+
+// sleep waits for d, or until Close gives up; it reports whether d
+// passed.
+func (q *Queue) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-q.runCtx.Done():
+		return false
 	}
 }
 

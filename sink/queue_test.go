@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -66,6 +67,13 @@ func (w *stuckWriter) WriteEvents(ctx context.Context, events []Event) error {
 	}
 	return w.memWriter.WriteEvents(ctx, events)
 }
+
+// appenderFunc adapts a function to Appender, so that callers may write
+// their own groups.
+type appenderFunc func(ctx context.Context, events []Event) error
+
+func (f appenderFunc) WriteEvents(ctx context.Context, events []Event) error { return f(ctx, events) }
+func (appenderFunc) AppendsLocally()                                         {}
 
 // writerFunc adapts a function to Writer.
 type writerFunc func(ctx context.Context, events []Event) error
@@ -144,9 +152,11 @@ func TestQueueConfigValidate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "zero gets defaults", in: QueueConfig{},
-			want: QueueConfig{Capacity: 65536, BatchSize: 1000, MaxWait: 50 * time.Millisecond, SyncInterval: 20 * time.Millisecond}},
+			want: QueueConfig{Capacity: 65536, BatchSize: 1000, MaxWait: 50 * time.Millisecond, SyncInterval: 100 * time.Millisecond}},
 		{name: "small capacity caps default batch", in: QueueConfig{Capacity: 100},
-			want: QueueConfig{Capacity: 100, BatchSize: 100, MaxWait: 50 * time.Millisecond, SyncInterval: 20 * time.Millisecond}},
+			want: QueueConfig{Capacity: 100, BatchSize: 100, MaxWait: 50 * time.Millisecond, SyncInterval: 100 * time.Millisecond}},
+		{name: "async gathers for 100ms by default", in: QueueConfig{Async: true},
+			want: QueueConfig{Capacity: 65536, BatchSize: 1000, FlushInterval: 100 * time.Millisecond, MaxWait: 50 * time.Millisecond, Async: true, SyncInterval: 100 * time.Millisecond}},
 		{name: "explicit values kept", in: QueueConfig{Capacity: 10, BatchSize: 10, FlushInterval: 5 * time.Millisecond, MaxWait: time.Second, Async: true, SyncInterval: time.Millisecond},
 			want: QueueConfig{Capacity: 10, BatchSize: 10, FlushInterval: 5 * time.Millisecond, MaxWait: time.Second, Async: true, SyncInterval: time.Millisecond}},
 		{name: "negative capacity", in: QueueConfig{Capacity: -1}, wantErr: "queue.capacity: must not be negative, got -1"},
@@ -682,6 +692,13 @@ func TestQueueDropWarning(t *testing.T) {
 // TestQueueHammer records from many goroutines while others flush and read
 // stats, with a Writer that sometimes fails, and checks the accounting.
 func TestQueueHammer(t *testing.T) {
+	t.Run("writer goroutine", func(t *testing.T) { hammerQueue(t, false) })
+	// An Appender lets callers that find the writer idle write their
+	// group themselves: the two kinds of write interleave.
+	t.Run("callers write", func(t *testing.T) { hammerQueue(t, true) })
+}
+
+func hammerQueue(t *testing.T, appender bool) {
 	const producers, perProducer = 8, 5000
 	var (
 		mu     sync.Mutex
@@ -714,7 +731,11 @@ func TestQueueHammer(t *testing.T) {
 		}
 		return nil
 	})
-	q := newQueue(w, QueueConfig{Capacity: 4096, BatchSize: 64}, nil, fastRetry())
+	var dst Writer = w
+	if appender {
+		dst = appenderFunc(w)
+	}
+	q := newQueue(dst, QueueConfig{Capacity: 4096, BatchSize: 64}, nil, fastRetry())
 
 	ctx := testCtx(t)
 	stop := make(chan struct{})
@@ -781,6 +802,12 @@ func TestQueueHammer(t *testing.T) {
 	}
 	if dupes != 0 || order != 0 {
 		t.Errorf("%d duplicates and %d out-of-order events", dupes, order)
+	}
+	if appender && s.InlineGroups == 0 {
+		t.Errorf("no caller wrote its own group: %+v", s)
+	}
+	if !appender && s.InlineGroups != 0 {
+		t.Errorf("InlineGroups = %d with a Writer that is not an Appender", s.InlineGroups)
 	}
 	t.Logf("stats: %+v", s)
 }
@@ -883,5 +910,99 @@ func BenchmarkQueueToSpool(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestQueueCallerWritesWhenIdle checks the lone call's path: a call that
+// finds the writer idle writes its own event, which is in the file when
+// Record returns, with no flush and no writer goroutine involved.
+func TestQueueCallerWritesWhenIdle(t *testing.T) {
+	path := t.TempDir() + "/events.ndjson"
+	f, err := OpenFile(FileConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	q := NewQueue(f, QueueConfig{}, nil)
+	defer closeQueue(t, q)
+	for i := range 20 {
+		if !q.Record(ev(i)) {
+			t.Fatalf("event %d refused", i)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Count(data, []byte("\n")); got != i+1 {
+			t.Fatalf("after Record %d the file holds %d lines, want %d", i, got, i+1)
+		}
+	}
+	// Each call was alone, so each is a group. The first call wrote its
+	// own; later ones did too unless a write took over slowWrite on this
+	// machine, which sends calls to the writer goroutine for a while.
+	if s := q.Stats(); s.InlineGroups < 1 || s.Groups != 20 || s.Written != 20 {
+		t.Errorf("stats %+v, want 20 groups, the first written by its caller", s)
+	}
+}
+
+// TestQueueSlowWriteHandsOver checks that once a caller's own write took
+// longer than slowWrite, calls hand their events to the writer goroutine
+// (whose wait MaxWait bounds) until its writes are fast again.
+func TestQueueSlowWriteHandsOver(t *testing.T) {
+	var mw memWriter
+	var slow atomic.Int32
+	slow.Store(1)
+	w := appenderFunc(func(ctx context.Context, events []Event) error {
+		if slow.Add(-1) == 0 {
+			time.Sleep(5 * slowWrite)
+		}
+		return mw.WriteEvents(ctx, events)
+	})
+	q := NewQueue(w, QueueConfig{MaxWait: 10 * time.Second}, nil)
+	defer closeQueue(t, q)
+	q.Record(ev(0)) // written by its caller, slowly
+	if s := q.Stats(); s.InlineGroups != 1 {
+		t.Fatalf("first event: stats %+v, want it written by its caller", s)
+	}
+	q.Record(ev(1)) // handed over; the writer's fast lone write hands back
+	if s := q.Stats(); s.InlineGroups != 1 || s.Written != 2 {
+		t.Fatalf("after a slow write: stats %+v, want the next event written by the writer goroutine", s)
+	}
+	waitFor(t, "callers writing again", func() bool {
+		q.Record(ev(2))
+		return q.Stats().InlineGroups > 1
+	})
+	if got := len(mw.snapshot()); uint64(got) != q.Stats().Written {
+		t.Errorf("writer holds %d events, Written = %d", got, q.Stats().Written)
+	}
+}
+
+// TestQueueCallerWriteRetried checks that a call's own write that fails is
+// retried by the writer goroutine, in order, and that the call waits for
+// it within MaxWait.
+func TestQueueCallerWriteRetried(t *testing.T) {
+	var mw memWriter
+	var calls atomic.Int32
+	w := appenderFunc(func(ctx context.Context, events []Event) error {
+		if calls.Add(1) == 1 {
+			return errors.New("disk hiccup")
+		}
+		return mw.WriteEvents(ctx, events)
+	})
+	q := newQueue(w, QueueConfig{MaxWait: 5 * time.Second}, nil, fastRetry())
+	if !q.Record(ev(0)) {
+		t.Fatal("event refused")
+	}
+	if got := mw.snapshot(); len(got) != 1 || got[0].EventID != ev(0).EventID {
+		t.Fatalf("when Record returned the writer held %v, want the event (retried)", got)
+	}
+	q.Record(ev(1))
+	closeQueue(t, q)
+	s := q.Stats()
+	if s.Written != 2 || s.WriteErrors != 1 || s.Dropped != 0 || s.WaitTimeouts != 0 {
+		t.Errorf("stats %+v, want 2 written after 1 write error, none dropped", s)
+	}
+	if got := mw.snapshot(); len(got) != 2 || got[1].EventID != ev(1).EventID {
+		t.Errorf("writer holds %v, want both events in order", got)
 	}
 }

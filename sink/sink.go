@@ -129,6 +129,15 @@ type Writer interface {
 	WriteEvents(ctx context.Context, events []Event) error
 }
 
+// Appender is a Writer whose WriteEvents appends to a local file with one
+// write(2) and never waits on the network or an fsync: File and Spool. A
+// Queue in front of one lets a call that finds the writer idle write its
+// own event (see Queue). AppendsLocally does nothing; it marks the type.
+type Appender interface {
+	Writer
+	AppendsLocally()
+}
+
 // Syncer is a Writer that can force what it wrote to stable storage
 // (fsync). A Queue in front of one calls Sync every
 // QueueConfig.SyncInterval while it writes, from a goroutine of its own,

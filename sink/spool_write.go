@@ -265,4 +265,10 @@ func (s *Spool) Sync() error {
 	return nil
 }
 
-var _ Syncer = (*Spool)(nil)
+// AppendsLocally marks Spool as an Appender.
+func (s *Spool) AppendsLocally() {}
+
+var (
+	_ Syncer   = (*Spool)(nil)
+	_ Appender = (*Spool)(nil)
+)
