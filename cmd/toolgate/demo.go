@@ -25,6 +25,19 @@ import (
 // from a real deployment's "toolgate".
 const demoDatabase = "toolgate_demo"
 
+// demoCodes are the footer's error codes, in the envelope's order; each is
+// shown, with 0 when no call got it.
+var demoCodes = []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream", "unknown"}
+
+// demoPolicies is the legend printed above the demo's table: which policies
+// decide which tools, and how.
+const demoPolicies = `policies       approval (Rego, enforce) on docs_edit: an edit needs X-Approved-By
+               pii_guard (Rego, dry_run) on drug_targets: e-mail or phone in free text
+               session_inject (Rego, inject) on session_echo: X-Session-Id upstream
+               label_guard (WASM module, toolgate ABI, in wazero) on notes_create: nothing CONFIDENTIAL
+
+`
+
 func newDemoCmd() *cobra.Command {
 	var dir string
 	var dash demoDashboard
@@ -45,13 +58,15 @@ with scripts/clickhouse.sh (needs clickhouse-server; run from the
 repository) and stops it at the end.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if dir == "" {
+			keep := dir != ""
+			if !keep {
 				var err error
 				if dir, err = os.MkdirTemp("", "toolgate-demo-"); err != nil {
 					return err
 				}
+				defer os.RemoveAll(dir)
 			}
-			if err := runDemo(c.Context(), c.OutOrStdout(), dir); err != nil {
+			if err := runDemo(c.Context(), c.OutOrStdout(), dir, keep); err != nil {
 				return err
 			}
 			if dash.addr == "" {
@@ -61,7 +76,7 @@ repository) and stops it at the end.`,
 			return dash.run(c.Context(), c.OutOrStdout(), dir)
 		},
 	}
-	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events (default: a new temporary folder, kept)")
+	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events, kept (default: a new temporary folder, removed at the end)")
 	c.Flags().StringVar(&dash.addr, "clickhouse", os.Getenv("TOOLGATE_DEMO_CLICKHOUSE"), "also write the events to this ClickHouse (host:9000, or \"local\" to start a private one) and serve the dashboard; default $TOOLGATE_DEMO_CLICKHOUSE")
 	c.Flags().StringVar(&dash.listen, "dashboard-listen", defaultDashboardListen, "address of the demo's dashboard (loopback)")
 	return c
@@ -136,13 +151,9 @@ func startLocalClickHouse(dir string) (string, func(), error) {
 	return addr, stop, nil
 }
 
-func runDemo(ctx context.Context, out io.Writer, dir string) error {
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "toolgate-demo-"); err != nil {
-			return err
-		}
-	}
+// runDemo plays the demo with its configuration and events in dir; keep
+// says whether dir outlives the demo (--dir), which the footer tells.
+func runDemo(ctx context.Context, out io.Writer, dir string, keep bool) error {
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("start demo upstream: %w", err)
@@ -164,6 +175,7 @@ func runDemo(ctx context.Context, out io.Writer, dir string) error {
 	}
 	fmt.Fprintf(out, "demo upstream  %s\nforward proxy  http://%s   (the legacy client's HTTP_PROXY)\nreverse        http://%s -> %s   (the legacy client's base URL)\nadmin          http://%s/metrics\n\n",
 		up.URL(), sc.proxy.Addr("forward", 0), sc.proxy.Addr("reverse", 0), up.URL(), sc.adminAddr())
+	fmt.Fprint(out, demoPolicies)
 	results := demo.Play(ctx, demo.Endpoints{
 		Upstream: up.URL(),
 		Forward:  sc.proxy.Addr("forward", 0),
@@ -193,15 +205,26 @@ func runDemo(ctx context.Context, out io.Writer, dir string) error {
 		}
 		byCode[code]++
 	}
-	codes := make([]string, 0, len(byCode))
-	for k := range byCode {
-		codes = append(codes, k)
+	where := events
+	if !keep {
+		where = "a temporary folder, removed at the end (--dir DIR keeps them)"
 	}
-	sort.Strings(codes)
-	fmt.Fprintf(out, "\n%d calls, %d events written to %s (dropped: %d)\nby error_code:", len(results), len(evs), events, stats.Dropped)
-	for _, k := range codes {
+	fmt.Fprintf(out, "\n%d calls, %d events (dropped: %d) written to %s\nby error_code:", len(results), len(evs), stats.Dropped, where)
+	for _, k := range demoCodes {
+		fmt.Fprintf(out, " %s=%d", k, byCode[k])
+		delete(byCode, k)
+	}
+	others := make([]string, 0, len(byCode))
+	for k := range byCode {
+		others = append(others, k)
+	}
+	sort.Strings(others)
+	for _, k := range others {
 		fmt.Fprintf(out, " %s=%d", k, byCode[k])
 	}
-	fmt.Fprintf(out, "\nupstream saw %d requests; refused calls never reached it.\nconfig used: %s\n", up.TotalHits(), path)
+	fmt.Fprintf(out, "   (unknown above 0 is a bug in bucketing)\nupstream saw %d requests; refused calls never reached it.\n", up.TotalHits())
+	if keep {
+		fmt.Fprintf(out, "config used: %s\n", path)
+	}
 	return nil
 }
