@@ -109,11 +109,43 @@ func parseConfig(path string, data []byte) (*loadedConfig, error) {
 	return parseConfigAfter(path, data, nil)
 }
 
+// unsetEnvRef is a ${NAME} reference, as proxy expands them.
+var unsetEnvRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// loadConfigOffline is loadConfig for checks that send nothing (policy test,
+// policy eval): a ${NAME} in a tool's inject_headers whose variable is not
+// set expands to a placeholder instead of stopping the load. Its value never
+// leaves the process, and these commands show injected secrets as "(set)".
+func loadConfigOffline(path string) (*loadedConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parseConfigWith(path, data, nil, true)
+}
+
 // parseConfigAfter is parseConfig for a configuration that replaces prev.
-func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedConfig, err error) {
+func parseConfigAfter(path string, data []byte, prev *loadedConfig) (*loadedConfig, error) {
+	return parseConfigWith(path, data, prev, false)
+}
+
+// parseConfigWith is parseConfigAfter; offline is loadConfigOffline's.
+func parseConfigWith(path string, data []byte, prev *loadedConfig, offline bool) (lc *loadedConfig, err error) {
 	lc = &loadedConfig{path: path, version: contentVersion(data)}
 	if err := decodeYAML(path, data, &lc.fileConfig); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
+	}
+	if offline {
+		for i := range lc.Tools {
+			for k, v := range lc.Tools[i].InjectHeaders {
+				lc.Tools[i].InjectHeaders[k] = unsetEnvRef.ReplaceAllStringFunc(v, func(m string) string {
+					if val, ok := os.LookupEnv(m[2 : len(m)-1]); ok && val != "" {
+						return m
+					}
+					return "placeholder-for-unset-" + m[2:len(m)-1]
+				})
+			}
+		}
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)

@@ -133,13 +133,17 @@ func newPolicyEvalCmd() *cobra.Command {
 		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...]",
 		Short: "Show what the checks decide for one call",
 		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
-arguments exactly as the sidecar would for a call, without sending anything,
+arguments as the sidecar would for a call with a JSON body, without sending anything,
 and prints the decision: allowed or refused, the code, reason and detail,
 each violation's path and message, the denials of dry-run policies, the
 headers that would be injected upstream (secrets show as "(set)"), and, for
 a refusal, the exact envelope the caller would get.
 
 --args is the JSON object of arguments, as a JSON body would carry them.
+What eval cannot reproduce: for a tool that reads its arguments from the
+query string, a form body or path variables, the sidecar turns "5" into 5
+where the schema asks for a number; eval does not, so write numbers and
+booleans as JSON ({"days": 5}, not {"days": "5"}). Repeated keys are arrays.
 --header adds a request header, such as the agent and session headers or
 a header policies may see (policies.headers); repeat it for more.
 
@@ -255,7 +259,7 @@ func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs st
 	if err != nil {
 		return fmt.Errorf("--args: %w", err)
 	}
-	lc, err := loadConfig(cfgPath)
+	lc, err := loadConfigOffline(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -314,7 +318,7 @@ func printVerdict(out io.Writer, tool string, v proxy.Verdict) {
 		buf.Reset()
 		buf.Write(v.Envelope)
 	}
-	fmt.Fprintf(out, "\nenvelope (HTTP %d, X-Toolgate-Error: %s):\n%s\n", v.Status, v.Code, buf.Bytes())
+	fmt.Fprintf(out, "\nenvelope (HTTP %d, X-Toolgate-Error-Code: %s):\n%s\n", v.Status, v.Code, buf.Bytes())
 }
 
 // pointerText shows a JSON pointer; the empty pointer is the whole
@@ -633,7 +637,7 @@ func (pt *policyTest) config(path string) (*loadedConfig, error) {
 	if r, ok := pt.configs[key]; ok {
 		return r.lc, r.err
 	}
-	lc, err := loadConfig(path)
+	lc, err := loadConfigOffline(path)
 	pt.configs[key] = loadResult{lc, err}
 	return lc, err
 }

@@ -515,7 +515,7 @@ func checkEnvelope(t *testing.T, lc *loadedConfig, tool, rawArgs string, headers
 	if !found {
 		t.Fatalf("no envelope in the output")
 	}
-	if head := fmt.Sprintf("%d, X-Toolgate-Error: %s):\n", v.Status, v.Code); !strings.HasPrefix(printed, head) {
+	if head := fmt.Sprintf("%d, X-Toolgate-Error-Code: %s):\n", v.Status, v.Code); !strings.HasPrefix(printed, head) {
 		t.Errorf("envelope heading = %q, want %q", strings.SplitN(printed, "\n", 2)[0], head)
 	}
 	_, body, _ := strings.Cut(printed, "\n")
