@@ -3,14 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +90,7 @@ repository) and stops it at the end.`,
 	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events, kept (default: a new temporary folder, removed at the end)")
 	c.Flags().StringVar(&dash.addr, "clickhouse", os.Getenv("TOOLGATE_DEMO_CLICKHOUSE"), "also write the events to this ClickHouse (host:9000, or \"local\" to start a private one) and serve the dashboard; default $TOOLGATE_DEMO_CLICKHOUSE")
 	c.Flags().StringVar(&dash.listen, "dashboard-listen", defaultDashboardListen, "address of the demo's dashboard (loopback)")
+	c.AddCommand(newDemoUpstreamCmd())
 	return c
 }
 
@@ -227,4 +239,97 @@ func runDemo(ctx context.Context, out io.Writer, dir string, keep bool) error {
 		fmt.Fprintf(out, "config used: %s\n", path)
 	}
 	return nil
+}
+
+// newDemoUpstreamCmd is `toolgate demo upstream`: the demo's upstream alone,
+// a stand-in for the reader's own service in docs/quickstart.md.
+func newDemoUpstreamCmd() *cobra.Command {
+	var listen, tlsCert string
+	c := &cobra.Command{
+		Use:   "upstream [--listen ADDR] [--tls-cert FILE]",
+		Short: "Serve only the demo upstream, a stand-in for your own service",
+		Long: `Upstream serves the bundled demo upstream (literature search at /esearch,
+structure lookup, drug targets, document edits, notes, /echo and the
+/faults routes; GET / lists them) until Ctrl-C, so the quick start
+(docs/quickstart.md) can put toolgate in front of a service without
+writing one.
+
+With --tls-cert it serves HTTPS with a new self-signed certificate for
+127.0.0.1 and localhost, written to FILE (PEM), for a configuration's
+tls.upstream_ca.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := proxy.CheckListenAddr(listen, false); err != nil {
+				return usageError{fmt.Errorf("--listen: %w", err)}
+			}
+			return serveDemoUpstream(c.Context(), c.OutOrStdout(), listen, tlsCert)
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "address to serve on (loopback)")
+	c.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS, writing the self-signed certificate to this file")
+	return c
+}
+
+// serveDemoUpstream serves the demo upstream on listen until ctx ends.
+func serveDemoUpstream(ctx context.Context, out io.Writer, listen, certFile string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("demo upstream: %w", err)
+	}
+	scheme := "http"
+	if certFile != "" {
+		cert, err := selfSignedCert(certFile)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+	}
+	srv := &http.Server{Handler: demotools.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(out, "demo upstream %s://%s (Ctrl-C stops it)\n", scheme, ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("demo upstream: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// selfSignedCert makes a certificate for 127.0.0.1 and localhost, valid for
+// 30 days, and writes it to file as PEM (the key stays in memory).
+func selfSignedCert(file string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "toolgate demo upstream"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return tls.Certificate{}, fmt.Errorf("demo upstream: write --tls-cert: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
