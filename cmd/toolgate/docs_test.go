@@ -519,7 +519,7 @@ func (e *docEnv) runConsole(t *testing.T, b docBlock) {
 			return
 		}
 		if strings.TrimSpace(l) != "" {
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, strings.TrimRight(l, " "))
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, strings.TrimRight(l, " \t"))
 		}
 	}
 	for _, s := range steps {
@@ -540,7 +540,7 @@ func linesInOrder(out string, want []string) (string, bool) {
 	got := strings.Split(out, "\n")
 	i := 0
 	for _, w := range want {
-		for ; i < len(got) && !lineMatches(w, strings.TrimRight(got[i], " ")); i++ {
+		for ; i < len(got) && !lineMatches(w, strings.TrimRight(got[i], " \t")); i++ {
 		}
 		if i == len(got) {
 			return w, false
@@ -585,7 +585,6 @@ func (e *docEnv) runSession(t *testing.T, blocks []docBlock) int {
 	dir := t.TempDir()
 	session := *e
 	session.dir = dir
-	docCopyFile(t, filepath.Join(e.root, "examples", "schemas", "pubmed_search.json"), filepath.Join(dir, "pubmed_search.json"))
 	n := 0
 	for _, b := range blocks {
 		if b.lang == "" {
