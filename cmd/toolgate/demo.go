@@ -58,7 +58,7 @@ func newDemoCmd() *cobra.Command {
 		Long: `Demo starts the bundled demo upstream (literature search, structure lookup,
 drug targets, document edits, and every failure the status table buckets),
 starts the sidecar with the embedded demo configuration, plays a script of
-calls as a legacy client would (through HTTP_PROXY or a base URL; some asking
+calls as a legacy client would (through http_proxy or a base URL; some asking
 for the envelope, some not; some with typos, missing fields and wrong types),
 and prints what came back and where the events went. Nothing else is needed.
 
@@ -185,7 +185,7 @@ func runDemo(ctx context.Context, out io.Writer, dir string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "demo upstream  %s\nforward proxy  http://%s   (the legacy client's HTTP_PROXY)\nreverse        http://%s -> %s   (the legacy client's base URL)\nadmin          http://%s/metrics\n\n",
+	fmt.Fprintf(out, "demo upstream  %s\nforward proxy  http://%s   (the legacy client's http_proxy)\nreverse        http://%s -> %s   (the legacy client's base URL)\nadmin          http://%s/metrics\n\n",
 		up.URL(), sc.proxy.Addr("forward", 0), sc.proxy.Addr("reverse", 0), up.URL(), sc.adminAddr())
 	fmt.Fprint(out, demoPolicies)
 	results := demo.Play(ctx, demo.Endpoints{

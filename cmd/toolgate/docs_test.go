@@ -93,6 +93,9 @@ func docBlocks(t *testing.T, root, file string) []docBlock {
 				closed = true
 				break
 			}
+			if strings.HasPrefix(strings.TrimSpace(lines[i]), "```") {
+				t.Errorf("%s:%d: a fence with text after it does not close the block: %q", file, i+1, lines[i])
+			}
 			body = append(body, strings.TrimPrefix(lines[i], m[1]))
 		}
 		if !closed {
@@ -348,6 +351,10 @@ func wantedError(blocks []docBlock, i int) string {
 // the load must fail with that error (from the file's ":LINE" on).
 func (e *docEnv) loadYAML(t *testing.T, b docBlock, wantErr string) {
 	t.Helper()
+	if strings.HasPrefix(b.text, "config:") || strings.HasPrefix(b.text, "cases:") {
+		e.runCaseFile(t, b)
+		return
+	}
 	text := b.text
 	var list []any
 	if yaml.Unmarshal([]byte(text), &list) == nil && len(list) > 0 {
@@ -382,6 +389,21 @@ func (e *docEnv) loadYAML(t *testing.T, b docBlock, wantErr string) {
 		t.Errorf("%s: the configuration fails with\n%v\nthe docs show\n...%s", b, err, wantErr)
 	case wantErr == "" && err != nil:
 		t.Errorf("%s: the configuration does not load: %v\n%s", b, err, text)
+	}
+}
+
+// runCaseFile runs a case file example with `toolgate policy test`, from
+// examples/policies/cases (where its config: path resolves).
+func (e *docEnv) runCaseFile(t *testing.T, b docBlock) {
+	t.Helper()
+	path := filepath.Join(e.dir, "examples", "policies", "cases", fmt.Sprintf("doc-%d.cases.yaml", b.line))
+	if err := os.WriteFile(path, []byte(b.text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"policy", "test", path}, &out, &errb); code != exitOK {
+		t.Errorf("%s: policy test on the case file = %d:\n%s%s", b, code, out.String(), errb.String())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/textproto"
 	"os"
@@ -48,11 +49,13 @@ func newPolicyCmd() *cobra.Command {
 		Long: `Policy is the command line for working on policies without running the
 sidecar: test runs policies' Rego unit tests and case files, eval shows what
 the checks decide for one call, check loads a configuration as the sidecar
-would and reports whether it would start.
+would and reports whether it loads (and which listen addresses another
+process holds).
 
-Configurations load exactly as 'toolgate run' loads them: "${NAME}" in
-inject_headers needs the environment variable NAME set (to any non-empty
-value; nothing is sent), and every bound policy's unit tests run first.`,
+Configurations load as 'toolgate run' loads them, and every bound policy's
+unit tests run first. test and eval send nothing, so "${NAME}" in
+inject_headers needs no environment variable there (an injected secret
+shows as "(set)"); check, like run, needs NAME set and non-empty.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath())}
@@ -69,8 +72,8 @@ func newPolicyTestCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "test DIR",
 		Short: "Run policies' Rego unit tests and case files",
-		Long: `Test runs everything under DIR (or the one .rego or .cases.yaml file DIR
-names) and prints one PASS or FAIL line per test, then "N passed, M failed".
+		Long: `Test runs everything under DIR (or the one .cases.yaml file DIR names; a
+.rego file stands for its policy, the folder holding it) and prints one PASS or FAIL line per test, then "N passed, M failed".
 It exits 0 when at least one test ran and none failed, 1 otherwise, and 2 on
 a usage error.
 
@@ -102,14 +105,15 @@ JSON body's would (numbers as JSON numbers).
       expect:
         outcome: refused                 # required: refused | allowed
         code: validation                 # the envelope's code (refused only)
-        reason: too_large                # the envelope's reason (refused only)
+        reason: schema                   # the envelope's reason (refused only)
         message: at most 100             # a fragment of the detail or of one
                                          # violation's message (refused only)
         paths: [/retmax]                 # exactly these violation paths, in
                                          # any order; [] for none (refused only)
         dry_run: looks like              # a fragment of a dry-run denial
         inject: {X-Session-Id: s-1}      # headers injected upstream, with these
-                                         # values; secrets show as "(set)"
+                                         # values; a header whose value comes
+                                         # from ${NAME} is written "(set)"
 
 Keys are checked: an unknown or misspelt key is an error naming the file and
 line. A case that does not match prints what it wanted and what it got:
@@ -178,7 +182,10 @@ func newPolicyCheckCmd() *cobra.Command {
 its policies, every policy's unit tests) without starting anything, and
 prints "ok: N tools, M policies, config version V, policy version W", or the
 first error as FILE:LINE: field: message. It exits 0 or 1: a step for the CI
-of a policy repository.`,
+of a policy repository. It starts nothing, so it cannot promise that run
+will start: a listen address another process holds (a running sidecar, for
+one) is named on a "note:" line after "ok", and an events folder that
+cannot be written shows only when run opens it.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			lc, err := loadConfig(cfgPath)
@@ -191,11 +198,39 @@ of a policy repository.`,
 			}
 			fmt.Fprintf(c.OutOrStdout(), "ok: %d tools, %d policies, config version %s, policy version %s\n",
 				len(lc.Tools), len(lc.policies.Names()), lc.version, pv)
+			for _, n := range takenAddrs(lc) {
+				fmt.Fprintf(c.OutOrStdout(), "note: %s: %s is in use by another process; run would not start here while it is\n", n.field, n.addr)
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	return c
+}
+
+// takenAddr is a configured listen address another process holds.
+type takenAddr struct{ field, addr string }
+
+// takenAddrs tries each fixed listen address of lc (not port 0, not "off")
+// and returns those it cannot bind, releasing the others at once.
+func takenAddrs(lc *loadedConfig) []takenAddr {
+	addrs := []takenAddr{{"listen.forward", lc.Listen.Forward}, {"listen.transparent", lc.Listen.Transparent}, {"admin.listen", lc.Admin.Listen}}
+	for i, r := range lc.Listen.Reverse {
+		addrs = append(addrs, takenAddr{fmt.Sprintf("listen.reverse[%d].listen", i), r.Listen})
+	}
+	var taken []takenAddr
+	for _, a := range addrs {
+		if a.addr == "" || a.addr == "off" || strings.HasSuffix(a.addr, ":0") {
+			continue
+		}
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			taken = append(taken, a)
+			continue
+		}
+		ln.Close()
+	}
+	return taken
 }
 
 // parseHeaderFlags turns --header NAME=VALUE flags into request headers.
@@ -421,6 +456,10 @@ type loadResult struct {
 }
 
 func runPolicyTest(ctx context.Context, out io.Writer, dir, configArg string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() && strings.HasSuffix(dir, ".rego") {
+		// A policy is a folder of .rego files: one of them stands for it.
+		dir = filepath.Dir(dir)
+	}
 	regoDirs, caseFiles, err := findPolicyWork(dir)
 	if err != nil {
 		return err
