@@ -32,8 +32,10 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run the sidecar with a configuration file",
 		Long: `Run starts the listeners named in the configuration (forward proxy, reverse
-listeners, admin) and serves until interrupted; SIGINT or SIGTERM stop it
-gracefully: calls under way finish and queued events are written.
+listeners, the transparent listener iptables redirects to on Linux, admin)
+and serves until interrupted; SIGINT or SIGTERM stop it gracefully: calls
+under way finish and queued events are written. The "toolgate running" log
+line names every listener's address.
 
 The configuration reloads while traffic flows when the file or a schema or
 policy file it names changes, on SIGHUP, and on POST /reload to the admin
@@ -61,13 +63,27 @@ was; /status, the metrics and the log say why.`,
 			}
 			sc.reload.start(hup)
 			log.Info("toolgate running", "version", buildVersion(), "config", lc.path, "config_version", lc.version,
-				"forward", sc.proxy.Addr("forward", 0), "transparent", sc.proxy.Addr("transparent", 0), "admin", sc.adminAddr(), "events", sc.events.where(lc.Events))
+				"forward", sc.proxy.Addr("forward", 0), "reverse", reverseAddrs(sc.proxy), "transparent", sc.proxy.Addr("transparent", 0),
+				"admin", sc.adminAddr(), "events", sc.events.where(lc.Events))
 			return sc.wait(c.Context())
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
+}
+
+// reverseAddrs lists the reverse listeners' addresses, in configuration
+// order ("listen.reverse[i]"); empty when there are none.
+func reverseAddrs(p *proxy.Server) []string {
+	addrs := []string{}
+	for i := 0; ; i++ {
+		a := p.Addr("reverse", i)
+		if a == "" {
+			return addrs
+		}
+		addrs = append(addrs, a)
+	}
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

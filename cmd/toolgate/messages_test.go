@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVersionFlag checks that `toolgate --version` prints what `toolgate
+// version` prints.
+func TestVersionFlag(t *testing.T) {
+	t.Parallel()
+	var a, b, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &a, &errb); code != exitOK {
+		t.Fatalf("--version = %d: %s", code, errb.String())
+	}
+	if code := run(context.Background(), []string{"version"}, &b, &errb); code != exitOK {
+		t.Fatalf("version = %d: %s", code, errb.String())
+	}
+	if a.String() != b.String() || !strings.HasPrefix(a.String(), "toolgate ") {
+		t.Errorf("--version printed %q, version printed %q", a.String(), b.String())
+	}
+}
+
+// TestPolicyCheckNamesTakenAddress checks that `policy check` says ok for a
+// valid file and names a listen address another process holds.
+func TestPolicyCheckNamesTakenAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolgate.yaml")
+	writeFile(t, path, "listen:\n  forward: "+ln.Addr().String()+"\nadmin:\n  listen: \"off\"\n")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"policy", "check", "--config", path}, &out, &errb); code != exitOK {
+		t.Fatalf("policy check = %d: %s", code, errb.String())
+	}
+	want := "note: listen.forward: " + ln.Addr().String() + " is in use by another process"
+	if !strings.HasPrefix(out.String(), "ok: ") || !strings.Contains(out.String(), want) {
+		t.Errorf("policy check printed:\n%s\nwant ok and %q", out.String(), want)
+	}
+}
+
+// TestPolicyTestOneRegoFile checks that `policy test` on one .rego file runs
+// the tests of the policy it belongs to.
+func TestPolicyTestOneRegoFile(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"bounds.rego", "bounds_test.rego"} {
+		var out, errb bytes.Buffer
+		path := filepath.Join("..", "..", "examples", "policies", "bounds", f)
+		if code := run(context.Background(), []string{"policy", "test", path}, &out, &errb); code != exitOK {
+			t.Errorf("policy test %s = %d:\n%s%s", f, code, out.String(), errb.String())
+			continue
+		}
+		if !strings.Contains(out.String(), "PASS bounds/test_over_bounds_denied") || !strings.HasSuffix(out.String(), " passed, 0 failed\n") {
+			t.Errorf("policy test %s printed:\n%s", f, out.String())
+		}
+	}
+}
+
+// TestRunningLineNamesReverseListeners checks that the start log line names
+// the reverse listeners' addresses, and that run --help names transparent
+// mode.
+func TestRunningLineNamesReverseListeners(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := startRun(t, dir, "listen:\n  forward: 127.0.0.1:0\n  reverse:\n    - {listen: 127.0.0.1:0, upstream: http://127.0.0.1:9}\n    - {listen: 127.0.0.1:0, upstream: http://127.0.0.1:10}\nadmin:\n  listen: 127.0.0.1:0\nevents:\n  file: {path: ev.ndjson}\n")
+	r.running(t)
+	var line struct {
+		Msg     string   `json:"msg"`
+		Reverse []string `json:"reverse"`
+	}
+	for _, l := range strings.Split(r.stderr.String(), "\n") {
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "toolgate running" {
+			break
+		}
+	}
+	if len(line.Reverse) != 2 {
+		t.Fatalf("reverse in the running line = %q, want two addresses; stderr:\n%s", line.Reverse, r.stderr)
+	}
+	for _, a := range line.Reverse {
+		c, err := net.DialTimeout("tcp", a, 10*time.Second)
+		if err != nil {
+			t.Errorf("reverse listener %s: %v", a, err)
+			continue
+		}
+		c.Close()
+	}
+	var help, errb bytes.Buffer
+	run(context.Background(), []string{"run", "--help"}, &help, &errb)
+	if !strings.Contains(help.String(), "transparent") {
+		t.Errorf("run --help does not name transparent mode:\n%s", help.String())
+	}
+}
