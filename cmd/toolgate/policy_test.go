@@ -402,7 +402,7 @@ func TestPolicyEval(t *testing.T) {
 				"outcome      refused (HTTP 403)",
 				"code         policy",
 				"reason       policy_denied",
-				`detail       Tool 'docs_edit' refused by policy 'allowlist': doc_id is not one of the documents agents may edit (and 1 more)`,
+				`detail       Tool 'docs_edit' refused by policy 'allowlist': doc_id is not one of the documents agents may edit (and 1 more problem)`,
 				`violation    /doc_id: doc_id is not one of the documents agents may edit`,
 				"violation    (arguments): document edits need an X-Approved-By header naming who approved them",
 			},
