@@ -138,7 +138,6 @@ var docSkips = []struct{ file, first, why string }{
 	{"docs/queries.md", "", "every query is run against a real ClickHouse by sink's query tests"},
 	{"docs/performance.md", "", "benchmarks (make bench), minutes each; owned by the performance page"},
 	{"docs/architecture.md", "", "diagrams and listings"},
-	{"docs/mcp.md", "", "MCP servers; the MCP tests run them (owned by the MCP page)"},
 	{"docs/security.md", "TestAdversarial", "a test's summary line, asserted by that test"},
 }
 
