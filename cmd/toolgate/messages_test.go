@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,5 +99,34 @@ func TestRunningLineNamesReverseListeners(t *testing.T) {
 	run(context.Background(), []string{"run", "--help"}, &help, &errb)
 	if !strings.Contains(help.String(), "transparent") {
 		t.Errorf("run --help does not name transparent mode:\n%s", help.String())
+	}
+}
+
+// TestPolicyTestExamplesWithoutSecrets runs `toolgate policy test
+// examples/policies` as given, with neither secret the example
+// configuration names set: nothing is sent, so none is needed. policy eval
+// shows the injected secrets as "(set)", and policy check, which loads as
+// run does, still asks for them.
+func TestPolicyTestExamplesWithoutSecrets(t *testing.T) {
+	for _, k := range []string{"PUBMED_API_KEY", "DOCS_TOKEN"} {
+		t.Setenv(k, "") // restored at the end
+		os.Unsetenv(k)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"policy", "test", filepath.Join("..", "..", "examples", "policies")}, &out, &errb); code != exitOK {
+		t.Fatalf("policy test examples/policies = %d:\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.HasSuffix(out.String(), " passed, 0 failed\n") || !strings.Contains(out.String(), "PASS cases/examples.cases.yaml") {
+		t.Errorf("policy test printed:\n%s", out.String())
+	}
+	out.Reset()
+	code := run(context.Background(), []string{"policy", "eval", "--config", examplePath, "--tool", "pubmed_search", "--args", `{"term":"crispr"}`}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "inject       X-Api-Key: (set)") {
+		t.Errorf("policy eval = %d, printed:\n%s%s", code, out.String(), errb.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"policy", "check", "--config", examplePath}, &out, &errb); code == exitOK ||
+		!strings.Contains(errb.String(), "environment variable PUBMED_API_KEY is not set or empty") {
+		t.Errorf("policy check without the secrets = %d, stderr %q; want a failure naming PUBMED_API_KEY", code, errb.String())
 	}
 }
