@@ -130,3 +130,21 @@ func TestPolicyTestExamplesWithoutSecrets(t *testing.T) {
 		t.Errorf("policy check without the secrets = %d, stderr %q; want a failure naming PUBMED_API_KEY", code, errb.String())
 	}
 }
+
+// TestPolicyEvalSaysWhatItDoesNotCoerce checks that eval, refusing a
+// query-string tool's "5" as wrong_type, says the sidecar would coerce it
+// and eval does not.
+func TestPolicyEvalSaysWhatItDoesNotCoerce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolgate.yaml")
+	writeFile(t, path, "admin:\n  listen: \"off\"\ntools:\n  - name: forecast\n    match: {host: api.example.org, method: GET, path: /forecast}\n    args: [query]\n    schema:\n      type: object\n      properties:\n        days: {type: integer}\n")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"policy", "eval", "--config", path, "--tool", "forecast", "--args", `{"days":"5"}`}, &out, &errb)
+	if code != exitRefused || !strings.Contains(out.String(), `the sidecar turns "5" into 5`) {
+		t.Errorf("eval = %d, printed:\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"policy", "eval", "--config", path, "--tool", "forecast", "--args", `{"days":5}`}, &out, &errb); code != exitOK {
+		t.Errorf("eval with a JSON number = %d, printed:\n%s%s", code, out.String(), errb.String())
+	}
+}

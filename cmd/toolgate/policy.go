@@ -303,10 +303,33 @@ func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs st
 		return err
 	}
 	printVerdict(out, tool, v)
+	if !v.Allowed && v.Reason == "wrong_type" && readsStrings(lc, tool) {
+		fmt.Fprintln(out, "\nnote: this tool reads arguments from the path, the query string or a form, where the sidecar turns \"5\" into 5 as the schema asks; --args is read as a JSON body is, without that coercion: write numbers and booleans as JSON")
+	}
 	if !v.Allowed {
 		return exitStatus(exitRefused)
 	}
 	return nil
+}
+
+// readsStrings reports whether the named tool takes arguments from a
+// string-only source (path, query, form; path and query by default),
+// whose values the sidecar coerces and policy eval does not.
+func readsStrings(lc *loadedConfig, tool string) bool {
+	for _, t := range lc.Tools {
+		if t.Name != tool {
+			continue
+		}
+		if len(t.Args) == 0 {
+			return true
+		}
+		for _, a := range t.Args {
+			if a == "path" || a == "query" || a == "form" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // printVerdict prints a decision for people, then, for a refusal, the
