@@ -669,3 +669,45 @@ func docCopyFile(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDocConfigErrors checks the error messages docs/config.md shows, one
+// per line as "toolgate: NAME.yaml:LINE: ...": each is what loading
+// testdata/docerrors/NAME.yaml prints, line number included.
+func TestDocConfigErrors(t *testing.T) {
+	t.Parallel()
+	// Messages whose configuration the page itself shows beside them,
+	// checked by TestDocExamples.
+	shownWithConfig := map[string]bool{"c.yaml": true}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lineRE := regexp.MustCompile(`^toolgate: ([a-z0-9]+\.yaml):`)
+	n := 0
+	for _, b := range docBlocks(t, root, filepath.Join("docs", "config.md")) {
+		if b.lang != "" {
+			continue
+		}
+		for _, line := range strings.Split(b.text, "\n") {
+			m := lineRE.FindStringSubmatch(line)
+			if m == nil || shownWithConfig[m[1]] {
+				continue
+			}
+			n++
+			dir := filepath.Join("testdata", "docerrors")
+			_, err := loadConfig(filepath.Join(dir, m[1]))
+			if err == nil {
+				t.Errorf("%s: %s loads; the page shows %q", b, m[1], line)
+				continue
+			}
+			// As run from the folder holding the file, as the page does.
+			if got := "toolgate: " + strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), ""); got != line {
+				t.Errorf("%s: loading %s prints\n%s\nthe page shows\n%s", b, m[1], got, line)
+			}
+		}
+	}
+	if n < 30 {
+		t.Errorf("checked %d messages; the page shows more than 30", n)
+	}
+	t.Logf("%d configuration error messages of docs/config.md checked", n)
+}
