@@ -9,6 +9,7 @@
 #   iproute2, iptables, curl, python3-requests
 #                                         the transparent-mode test in network namespaces
 #   python3-flask, nginx                  the adversarial suite's upstreams (proxy/adversarial)
+#   jq, nodejs                            the doc test's examples (docs/events.md, docs/quickstart.md)
 #
 # Already-installed packages are left alone; nothing is upgraded.
 set -euo pipefail
@@ -30,6 +31,8 @@ readonly WANTED=(
 	python3-requests:/usr/lib/python3/dist-packages/requests/__init__.py
 	python3-flask:/usr/lib/python3/dist-packages/flask/__init__.py
 	nginx:/usr/sbin/nginx
+	jq:/usr/bin/jq
+	nodejs:/usr/bin/node
 )
 
 missing=()
