@@ -66,11 +66,12 @@ fuzz: ## Run each fuzz target for FUZZTIME
 	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-wasm-fixtures: ## Rebuild the WASM policy fixtures in wasm/testdata (Go, WAT with wabt's wat2wasm, Rego through wasm.CompileRego)
+wasm-fixtures: ## Rebuild the WASM policy fixtures in wasm/testdata and the demo's module (Go, WAT with wabt's wat2wasm, Rego through wasm.CompileRego)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -ldflags='-s -w' -o wasm/testdata/bench_go.wasm ./wasm/testdata/go
 	@set -e; for f in wasm/testdata/wat/*.wat; do \
 	  wat2wasm $$f -o wasm/testdata/$$(basename $$f .wat).wasm; done
 	$(GO) run ./wasm/internal/genfixtures policies/testdata/bench wasm/testdata/bench_rego.wasm
+	wat2wasm internal/demo/policies/label_guard.wat -o internal/demo/policies/label_guard.wasm
 
 clean:
 	rm -rf bin bench.out

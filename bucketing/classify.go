@@ -167,7 +167,7 @@ func classifyErr(status int, err error) Result {
 	case isCertificate(err):
 		r.Class = ClassTerminal
 		r.Reason = ReasonTLS
-		r.Detail = "upstream's TLS certificate was not accepted"
+		r.Detail = certificateDetail(err)
 	default:
 		r.Reason = ReasonConnect
 		r.Detail = connectDetail(err)
@@ -192,6 +192,29 @@ func isCertificate(err error) bool {
 	)
 	return errors.As(err, &verify) || errors.As(err, &unknown) ||
 		errors.As(err, &invalid) || errors.As(err, &hostname)
+}
+
+// certificateDetail says why upstream's certificate was refused, in words
+// that hold no name or value from the certificate.
+func certificateDetail(err error) string {
+	const head = "upstream's TLS certificate was not accepted: "
+	var (
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return head + "it is signed by an authority toolgate does not trust (tls.upstream_ca adds one)"
+	case errors.As(err, &hostname):
+		return head + "it is not valid for the host called"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return head + "it has expired or is not yet valid"
+	case errors.As(err, &invalid):
+		return head + "it is not valid for a server (usage, constraints or chain)"
+	default:
+		return head + "it failed verification"
+	}
 }
 
 func connectDetail(err error) string {

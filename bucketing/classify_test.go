@@ -141,7 +141,9 @@ func TestClassifyTransport(t *testing.T) {
 			"upstream closed the connection without answering"},
 		{"reset before answering", resetCall, bucketing.CodeUpstream, bucketing.ClassTransient, "connect", ""},
 		{"untrusted certificate", untrustedTLSCall, bucketing.CodeUpstream, bucketing.ClassTerminal, "tls",
-			"upstream's TLS certificate was not accepted"},
+			"upstream's TLS certificate was not accepted: it is signed by an authority toolgate does not trust (tls.upstream_ca adds one)"},
+		{"certificate for another name", wrongNameTLSCall, bucketing.CodeUpstream, bucketing.ClassTerminal, "tls",
+			"upstream's TLS certificate was not accepted: it is not valid for the host called"},
 		{"bare ECONNRESET", fixed(0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}),
 			bucketing.CodeUpstream, bucketing.ClassTransient, "connect", "upstream reset the connection before answering"},
 		{"reset mid-body", fixed(200, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}),
@@ -306,6 +308,20 @@ func resetCall(t *testing.T) (int, error) {
 		c.(*net.TCPConn).SetLinger(0) // close sends RST
 	})
 	return get(t.Context(), freshClient(t), url)
+}
+
+// wrongNameTLSCall calls a server whose certificate the client trusts, by
+// a name the certificate does not hold.
+func wrongNameTLSCall(t *testing.T) (int, error) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshake is expected
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := srv.Client()
+	tr := c.Transport.(*http.Transport)
+	tr.DisableKeepAlives = true
+	tr.TLSClientConfig.ServerName = "not-this-host.example"
+	return get(t.Context(), c, srv.URL)
 }
 
 func untrustedTLSCall(t *testing.T) (int, error) {

@@ -341,7 +341,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}
 	for i, name := range c.Global {
 		if _, ok := l.byName[name]; !ok {
-			return nil, section.At(fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", ")))
+			return nil, section.At(fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; %s", name, definedPolicies(l.order)))
 		}
 		fmt.Fprintf(h, "global=%s;", name)
 	}
@@ -444,7 +444,7 @@ func (l *Loaded) SetFor(tool string, names []string, toolMode string, failOpen b
 	}
 	for i, name := range names {
 		if _, ok := l.byName[name]; !ok {
-			return nil, section.At(fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; defined: %s", name, strings.Join(l.order, ", ")))
+			return nil, section.At(fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; %s", name, definedPolicies(l.order)))
 		}
 		add(name)
 	}
@@ -496,4 +496,13 @@ func (l *Loaded) RunTests(ctx context.Context) (TestReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// definedPolicies ends an unknown policy name's error: the names defined,
+// or that none is.
+func definedPolicies(names []string) string {
+	if len(names) == 0 {
+		return "none is defined (policies.rego, policies.wasm)"
+	}
+	return "defined: " + strings.Join(names, ", ")
 }

@@ -179,8 +179,11 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 			d.Code = CodeValidation
 		}
 		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message)
-		if n := len(d.Violations) - 1; n > 0 {
-			d.Detail += fmt.Sprintf(" (and %d more)", n)
+		switch n := len(d.Violations) - 1; {
+		case n == 1:
+			d.Detail += " (and 1 more problem)"
+		case n > 1:
+			d.Detail += fmt.Sprintf(" (and %d more problems)", n)
 		}
 	}
 	return d

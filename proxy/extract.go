@@ -109,7 +109,10 @@ func bodySource(t *tool, r *http.Request) (sourceSet, string) {
 	if len(mt) > 64 {
 		mt = mt[:64] + "..."
 	}
-	return 0, "media type " + mt + " is not read as arguments"
+	if want&bitJSON != 0 {
+		return 0, "media type " + mt + " is not read as arguments; send JSON arguments as application/json"
+	}
+	return 0, "media type " + mt + " is not read as arguments; send a form as application/x-www-form-urlencoded"
 }
 
 // extractArgs collects a call's arguments from the sources the tool names
@@ -130,19 +133,25 @@ func extractArgs(t *tool, r *http.Request, vars map[string]string, body []byte, 
 	args := make(map[string]any, 8)
 	var strs map[string]any // values from string-only sources, coerced together
 	var dups []string
-	put := func(dst map[string]any, k string, v any) {
+	from := make(map[string]string, 8) // the source that gave each name first
+	dupFrom := map[string][2]string{}  // the two sources of a duplicate name
+	put := func(dst map[string]any, k string, v any, src string) {
 		if _, dup := dst[k]; dup {
-			dups = append(dups, k)
+			if _, seen := dupFrom[k]; !seen {
+				dups = append(dups, k)
+				dupFrom[k] = [2]string{from[k], src}
+			}
 			return
 		}
 		dst[k] = v
+		from[k] = src
 	}
 	if src&(bitPath|bitQuery|bitForm) != 0 {
 		strs = make(map[string]any, 8)
 	}
 	if src&bitPath != 0 {
 		for k, v := range vars {
-			put(strs, k, v)
+			put(strs, k, v, "the path")
 		}
 	}
 	if src&bitQuery != 0 && r.URL.RawQuery != "" {
@@ -151,7 +160,7 @@ func extractArgs(t *tool, r *http.Request, vars map[string]string, body []byte, 
 			return nil, refuse(bucketing.CodeValidation, "malformed_query",
 				fmt.Sprintf("Tool '%s' got a query string that cannot be decoded", t.cfg.Name), nil)
 		}
-		addValues(q, func(k string, v any) { put(strs, k, v) })
+		addValues(q, func(k string, v any) { put(strs, k, v, "the query string") })
 	}
 	if src&bitForm != 0 && len(body) > 0 {
 		q, err := url.ParseQuery(string(body))
@@ -163,7 +172,7 @@ func extractArgs(t *tool, r *http.Request, vars map[string]string, body []byte, 
 			return nil, refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
 				fmt.Sprintf("Tool '%s' got a form body that is also valid JSON; send JSON as application/json", t.cfg.Name), nil)
 		}
-		addValues(q, func(k string, v any) { put(strs, k, v) })
+		addValues(q, func(k string, v any) { put(strs, k, v, "the form body") })
 	}
 	if len(strs) > 0 && t.schema != nil {
 		strs = t.schema.Coerce(strs)
@@ -178,7 +187,10 @@ func extractArgs(t *tool, r *http.Request, vars map[string]string, body []byte, 
 		}
 		for k, v := range obj {
 			if _, dup := args[k]; dup {
-				dups = append(dups, k)
+				if _, seen := dupFrom[k]; !seen {
+					dups = append(dups, k)
+					dupFrom[k] = [2]string{from[k], "the JSON body"}
+				}
 				continue
 			}
 			args[k] = v
@@ -191,8 +203,13 @@ func extractArgs(t *tool, r *http.Request, vars map[string]string, body []byte, 
 			vs[i] = policies.Violation{Path: "/" + escapePointer(k), Reason: bucketing.ReasonDuplicateArgument,
 				Message: "argument given by more than one source", Expected: "one source"}
 		}
+		d := dupFrom[dups[0]]
+		where := "twice in " + d[0]
+		if d[0] != d[1] {
+			where = "from both " + d[0] + " and " + d[1]
+		}
 		return nil, refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
-			fmt.Sprintf("Tool '%s' got argument '%s' from more than one source (path, query, body)", t.cfg.Name, dups[0]), vs)
+			fmt.Sprintf("Tool '%s' got argument '%s' %s", t.cfg.Name, dups[0], where), vs)
 	}
 	return args, nil
 }

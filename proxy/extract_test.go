@@ -58,6 +58,7 @@ func TestExtractArgs(t *testing.T) {
 		want       string   // arguments as JSON
 		wantReason string   // refusal reason, "" for none
 		wantPaths  []string // the refusal's violation paths, when given
+		wantDetail string   // the refusal's detail, when given
 	}{
 		{name: "query strings coerced where the schema asks", url: "/s/x1?term=a&retmax=5&exact=true",
 			want: `{"id":"x1","term":"a","retmax":5,"exact":true}`},
@@ -108,8 +109,10 @@ func TestExtractArgs(t *testing.T) {
 		{name: "JSON array instead of object", url: "/s/x1", ctype: js, body: `[1,2]`, wantReason: "malformed_body"},
 		{name: "malformed form", url: "/s/x1", ctype: form, body: "term=%zz", wantReason: "malformed_body"},
 		{name: "malformed query", url: "/s/x1?term=%zz", wantReason: "malformed_query"},
-		{name: "name from two sources", url: "/s/x1?term=a", ctype: js, body: `{"term":"b"}`, wantReason: "duplicate_argument"},
-		{name: "path variable repeated in query", url: "/s/x1?id=x2", wantReason: "duplicate_argument"},
+		{name: "name from two sources", url: "/s/x1?term=a", ctype: js, body: `{"term":"b"}`, wantReason: "duplicate_argument",
+			wantDetail: "Tool 't' got argument 'term' from both the query string and the JSON body"},
+		{name: "path variable repeated in query", url: "/s/x1?id=x2", wantReason: "duplicate_argument",
+			wantDetail: "Tool 't' got argument 'id' from both the path and the query string"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +139,9 @@ func TestExtractArgs(t *testing.T) {
 				}
 				if tc.body != "" && len(tc.body) > 3 && strings.Contains(ref.detail, tc.body) {
 					t.Errorf("detail %q echoes the body", ref.detail)
+				}
+				if tc.wantDetail != "" && ref.detail != tc.wantDetail {
+					t.Errorf("detail = %q, want %q", ref.detail, tc.wantDetail)
 				}
 				if tc.wantPaths != nil {
 					var paths []string
@@ -424,4 +430,30 @@ func FuzzDecodeObject(f *testing.F) {
 			t.Fatalf("accepted a body nested %d deep", depth)
 		}
 	})
+}
+
+// TestBodySourceSaysWhatToSend checks that a body of a type a tool does not
+// read is refused with a reason that says which type to send.
+func TestBodySourceSaysWhatToSend(t *testing.T) {
+	tests := []struct {
+		name    string
+		sources []string
+		want    string
+	}{
+		{"JSON tool", []string{"json"}, "media type text/plain is not read as arguments; send JSON arguments as application/json"},
+		{"form tool", []string{"form"}, "media type text/plain is not read as arguments; send a form as application/x-www-form-urlencoded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := testTool(t, "/s/{id}", tc.sources...)
+			r, err := http.NewRequest("POST", "http://h/s/x1", strings.NewReader(`{"term":"a"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("Content-Type", "text/plain")
+			if src, why := bodySource(tl, r); src != 0 || why != tc.want {
+				t.Errorf("bodySource = %d, %q; want 0, %q", src, why, tc.want)
+			}
+		})
+	}
 }

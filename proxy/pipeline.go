@@ -333,6 +333,12 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 				fmt.Sprintf("Call to %s refused: the name leads to a loopback host that tools name, so its calls must use that host's name", c.ev.Host), nil))
 		}
 		res := bucketing.Classify(bucketing.Outcome{Err: err}, c.rules(), time.Now())
+		if res.Reason == bucketing.ReasonTLS {
+			// The verifier's own words (names on the certificate, never
+			// the call's arguments), for the operator; the caller and the
+			// event get res.Detail.
+			c.s.log.Debug("upstream TLS certificate refused", "tool", c.ev.Tool, "host", c.ev.Host, "err", err.Error())
+		}
 		return c.fail(r, res, nil, statusForTransport(res))
 	}
 	removeHopHeaders(resp.Header)

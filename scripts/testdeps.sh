@@ -9,6 +9,7 @@
 #   iproute2, iptables, curl, python3-requests
 #                                         the transparent-mode test in network namespaces
 #   python3-flask, nginx                  the adversarial suite's upstreams (proxy/adversarial)
+#   jq, nodejs                            the doc test's examples (docs/events.md, docs/quickstart.md)
 #
 # Already-installed packages are left alone; nothing is upgraded.
 set -euo pipefail
@@ -30,6 +31,8 @@ readonly WANTED=(
 	python3-requests:/usr/lib/python3/dist-packages/requests/__init__.py
 	python3-flask:/usr/lib/python3/dist-packages/flask/__init__.py
 	nginx:/usr/sbin/nginx
+	jq:/usr/bin/jq
+	nodejs:/usr/bin/node
 )
 
 missing=()
@@ -48,11 +51,44 @@ if ((EUID != 0)); then
 	command -v sudo >/dev/null || die "not root and no sudo; run as root: apt-get install -y ${missing[*]}"
 	sudo=(sudo)
 fi
+# quiet drops the lines apt-get prints that need no action: invoke-rc.d
+# refusing to start a service (a container's policy-rc.d, or ours below)
+# and debconf's notices about its frontend.
+quiet() {
+	grep -v -e '^invoke-rc.d: policy-rc.d denied execution of' -e '^debconf: ' >&2 || true
+}
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
 	die "apt-get update failed; see its output above"
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
-	die "apt-get install ${missing[*]} failed; see its output above"
+# The tests start private servers; the packages' own services (ClickHouse,
+# nginx) must not start now nor at boot. A policy-rc.d that exits 101 keeps
+# them from starting during the install (unless one is already in place).
+own_policy=false
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+	printf '#!/bin/sh\n# testdeps.sh: no service starts while it installs packages\nexit 101\n' |
+		"${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+	"${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d
+	own_policy=true
+fi
+status=0
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" 2> >(quiet) || status=$?
+if $own_policy; then
+	"${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+fi
+((status == 0)) || die "apt-get install ${missing[*]} failed; see its output above"
 for w in "${WANTED[@]}"; do
 	[[ -e ${w#*:} ]] || die "apt-get finished but ${w#*:} (package ${w%%:*}) is still missing"
+done
+# Keep the services the packages ship off at boot.
+for svc in clickhouse-server nginx; do
+	[[ " ${missing[*]} " == *" $svc "* ]] || continue
+	if command -v systemctl >/dev/null; then # edits the unit links even when systemd is not running
+		now=()
+		[[ -d /run/systemd/system ]] && now=(--now)
+		"${sudo[@]}" systemctl disable "${now[@]}" "$svc" >/dev/null 2>&1 || true
+	fi
+	if command -v update-rc.d >/dev/null; then # the SysV links
+		"${sudo[@]}" update-rc.d "$svc" disable >/dev/null 2>&1 || true
+	fi
+	echo "testdeps.sh: $svc's own service is disabled at boot (the tests start private servers)" >&2
 done
 echo "testdeps.sh: installed ${missing[*]}" >&2

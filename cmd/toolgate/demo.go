@@ -3,14 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +39,19 @@ import (
 // from a real deployment's "toolgate".
 const demoDatabase = "toolgate_demo"
 
+// demoCodes are the footer's error codes, in the envelope's order; each is
+// shown, with 0 when no call got it.
+var demoCodes = []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream", "unknown"}
+
+// demoPolicies is the legend printed above the demo's table: which policies
+// decide which tools, and how.
+const demoPolicies = `policies       approval (Rego, enforce) on docs_edit: an edit needs X-Approved-By
+               pii_guard (Rego, dry_run) on drug_targets: e-mail or phone in free text
+               session_inject (Rego, inject) on session_echo: X-Session-Id upstream
+               label_guard (WASM module, toolgate ABI, in wazero) on notes_create: nothing CONFIDENTIAL
+
+`
+
 func newDemoCmd() *cobra.Command {
 	var dir string
 	var dash demoDashboard
@@ -37,9 +61,12 @@ func newDemoCmd() *cobra.Command {
 		Long: `Demo starts the bundled demo upstream (literature search, structure lookup,
 drug targets, document edits, and every failure the status table buckets),
 starts the sidecar with the embedded demo configuration, plays a script of
-calls as a legacy client would (through HTTP_PROXY or a base URL; some asking
-for the envelope, some not; some with typos, missing fields and wrong types),
-and prints what came back and where the events went. Nothing else is needed.
+calls as a legacy client would (through http_proxy or a base URL; some asking
+for the envelope, some not; some with typos, missing fields and wrong types;
+some decided by Rego policies, enforced, in dry run and injecting a header,
+and by a WASM module), and prints what came back and the event recorded for
+each. Nothing else is needed; the temporary folder is removed at the end
+(--dir keeps the configuration and events).
 
 With --clickhouse (or TOOLGATE_DEMO_CLICKHOUSE) the demo's events are also
 written to ClickHouse, database ` + demoDatabase + `, and the failure dashboard
@@ -48,13 +75,15 @@ with scripts/clickhouse.sh (needs clickhouse-server; run from the
 repository) and stops it at the end.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if dir == "" {
+			keep := dir != ""
+			if !keep {
 				var err error
 				if dir, err = os.MkdirTemp("", "toolgate-demo-"); err != nil {
 					return err
 				}
+				defer os.RemoveAll(dir)
 			}
-			if err := runDemo(c.Context(), c.OutOrStdout(), dir); err != nil {
+			if err := runDemo(c.Context(), c.OutOrStdout(), dir, keep); err != nil {
 				return err
 			}
 			if dash.addr == "" {
@@ -64,9 +93,10 @@ repository) and stops it at the end.`,
 			return dash.run(c.Context(), c.OutOrStdout(), dir)
 		},
 	}
-	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events (default: a new temporary folder, kept)")
+	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events, kept (default: a new temporary folder, removed at the end)")
 	c.Flags().StringVar(&dash.addr, "clickhouse", os.Getenv("TOOLGATE_DEMO_CLICKHOUSE"), "also write the events to this ClickHouse (host:9000, or \"local\" to start a private one) and serve the dashboard; default $TOOLGATE_DEMO_CLICKHOUSE")
 	c.Flags().StringVar(&dash.listen, "dashboard-listen", defaultDashboardListen, "address of the demo's dashboard (loopback)")
+	c.AddCommand(newDemoUpstreamCmd())
 	return c
 }
 
@@ -139,13 +169,9 @@ func startLocalClickHouse(dir string) (string, func(), error) {
 	return addr, stop, nil
 }
 
-func runDemo(ctx context.Context, out io.Writer, dir string) error {
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "toolgate-demo-"); err != nil {
-			return err
-		}
-	}
+// runDemo plays the demo with its configuration and events in dir; keep
+// says whether dir outlives the demo (--dir), which the footer tells.
+func runDemo(ctx context.Context, out io.Writer, dir string, keep bool) error {
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("start demo upstream: %w", err)
@@ -165,8 +191,9 @@ func runDemo(ctx context.Context, out io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "demo upstream  %s\nforward proxy  http://%s   (the legacy client's HTTP_PROXY)\nreverse        http://%s -> %s   (the legacy client's base URL)\nadmin          http://%s/metrics\n\n",
+	fmt.Fprintf(out, "demo upstream  %s\nforward proxy  http://%s   (the legacy client's http_proxy)\nreverse        http://%s -> %s   (the legacy client's base URL)\nadmin          http://%s/metrics\n\n",
 		up.URL(), sc.ProxyAddr("forward", 0), sc.ProxyAddr("reverse", 0), up.URL(), sc.AdminAddr())
+	fmt.Fprint(out, demoPolicies)
 	results := demo.Play(ctx, demo.Endpoints{
 		Upstream: up.URL(),
 		Forward:  sc.ProxyAddr("forward", 0),
@@ -196,15 +223,119 @@ func runDemo(ctx context.Context, out io.Writer, dir string) error {
 		}
 		byCode[code]++
 	}
-	codes := make([]string, 0, len(byCode))
-	for k := range byCode {
-		codes = append(codes, k)
+	where := events
+	if !keep {
+		where = "a temporary folder, removed at the end (--dir DIR keeps them)"
 	}
-	sort.Strings(codes)
-	fmt.Fprintf(out, "\n%d calls, %d events written to %s (dropped: %d)\nby error_code:", len(results), len(evs), events, stats.Dropped)
-	for _, k := range codes {
+	fmt.Fprintf(out, "\n%d calls, %d events (dropped: %d) written to %s\nby error_code:", len(results), len(evs), stats.Dropped, where)
+	for _, k := range demoCodes {
+		fmt.Fprintf(out, " %s=%d", k, byCode[k])
+		delete(byCode, k)
+	}
+	others := make([]string, 0, len(byCode))
+	for k := range byCode {
+		others = append(others, k)
+	}
+	sort.Strings(others)
+	for _, k := range others {
 		fmt.Fprintf(out, " %s=%d", k, byCode[k])
 	}
-	fmt.Fprintf(out, "\nupstream saw %d requests; refused calls never reached it.\nconfig used: %s\n", up.TotalHits(), path)
+	fmt.Fprintf(out, "   (unknown above 0 is a bug in bucketing)\nupstream saw %d requests; refused calls never reached it.\n", up.TotalHits())
+	if keep {
+		fmt.Fprintf(out, "config used: %s\n", path)
+	}
 	return nil
+}
+
+// newDemoUpstreamCmd is `toolgate demo upstream`: the demo's upstream alone,
+// a stand-in for the reader's own service in docs/quickstart.md.
+func newDemoUpstreamCmd() *cobra.Command {
+	var listen, tlsCert string
+	c := &cobra.Command{
+		Use:   "upstream [--listen ADDR] [--tls-cert FILE]",
+		Short: "Serve only the demo upstream, a stand-in for your own service",
+		Long: `Upstream serves the bundled demo upstream (literature search at /esearch,
+structure lookup, drug targets, document edits, notes, /echo and the
+/faults routes; GET / lists them) until Ctrl-C, so the quick start
+(docs/quickstart.md) can put toolgate in front of a service without
+writing one.
+
+With --tls-cert it serves HTTPS with a new self-signed certificate for
+127.0.0.1 and localhost, written to FILE (PEM), for a configuration's
+tls.upstream_ca.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := proxy.CheckListenAddr(listen, false); err != nil {
+				return usageError{fmt.Errorf("--listen: %w", err)}
+			}
+			return serveDemoUpstream(c.Context(), c.OutOrStdout(), listen, tlsCert)
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "address to serve on (loopback)")
+	c.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS, writing the self-signed certificate to this file")
+	return c
+}
+
+// serveDemoUpstream serves the demo upstream on listen until ctx ends.
+func serveDemoUpstream(ctx context.Context, out io.Writer, listen, certFile string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("demo upstream: %w", err)
+	}
+	scheme := "http"
+	if certFile != "" {
+		cert, err := selfSignedCert(certFile)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+	}
+	srv := &http.Server{Handler: demotools.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(out, "demo upstream %s://%s (Ctrl-C stops it)\n", scheme, ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("demo upstream: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// selfSignedCert makes a certificate for 127.0.0.1 and localhost, valid for
+// 30 days, and writes it to file as PEM (the key stays in memory).
+func selfSignedCert(file string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "toolgate demo upstream"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return tls.Certificate{}, fmt.Errorf("demo upstream: write --tls-cert: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

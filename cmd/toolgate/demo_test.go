@@ -91,6 +91,8 @@ func TestDemo(t *testing.T) {
 			demoRow{via: "proxy", status: "200", answer: "raw", code: "ok", reason: "-"}},
 		{"unmatched", "GET", "/echo?anything=goes",
 			demoRow{via: "proxy", status: "200", answer: "raw", code: "ok", reason: "-"}},
+		{"session_inject adds a header upstream", "POST", "/echo",
+			demoRow{via: "proxy", status: "200", answer: "envelope", code: "ok", reason: "-", detail: "upstream got X-Session-Id: demo-"}},
 	}
 	for _, tc := range tests {
 		r, ok := rowOf(tc.method, tc.path)
@@ -103,15 +105,60 @@ func TestDemo(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: via status answer code reason = %q, want %q", tc.name, got, want)
 		}
+		if !strings.Contains(r.detail, tc.want.detail) {
+			t.Errorf("%s: DETAIL = %q, want it to contain %q", tc.name, r.detail, tc.want.detail)
+		}
 		if !strings.HasPrefix(r.sent, tc.method+" ") {
 			t.Errorf("%s: SENT = %q, want it to start with %s", tc.name, r.sent, tc.method)
+		}
+	}
+
+	// Rows found by what they show: a Rego policy's refusal, a dry-run
+	// policy's would-be refusal, a WASM module's refusal, and the legacy
+	// caller's raw answer beside the opted-in caller's envelope.
+	decisions := []struct {
+		name string
+		want demoRow // status, answer, code, reason are compared; detail is a fragment
+	}{
+		{"Rego deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'approval'"}},
+		{"Rego dry run", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "dry run, forwarded; enforcing would refuse: query looks like it holds an e-mail address"}},
+		{"WASM deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'label_guard'"}},
+		{"legacy caller, raw", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "legacy caller gets the raw answer"}},
+		{"opted-in caller, envelope", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "valid; enveloped"}},
+	}
+	for _, d := range decisions {
+		found := false
+		for _, r := range rows {
+			if r.status == d.want.status && r.answer == d.want.answer && r.code == d.want.code && r.reason == d.want.reason && strings.Contains(r.detail, d.want.detail) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no row with status %s, answer %s, code %s, reason %s and a detail containing %q:\n%s", d.name, d.want.status, d.want.answer, d.want.code, d.want.reason, d.want.detail, out)
+		}
+	}
+	for _, s := range []string{"approval (Rego, enforce)", "pii_guard (Rego, dry_run)", "session_inject (Rego, inject)", "label_guard (WASM module"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the policy legend lacks %q:\n%s", s, out)
+		}
+	}
+	// Every code a caller can get shows in the table; unknown (a bug in
+	// bucketing) is counted as 0.
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r.code] = true
+	}
+	for _, code := range []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream"} {
+		if !seen[code] {
+			t.Errorf("no row has event code %s", code)
 		}
 	}
 
 	events := filepath.Join(dir, "events.ndjson")
 	n := len(script)
 	for _, want := range []string{
-		fmt.Sprintf("%d calls, %d events written to %s (dropped: 0)", n, n, events),
+		fmt.Sprintf("%d calls, %d events (dropped: 0) written to %s", n, n, events),
+		" unknown=0 ",
 		"refused calls never reached it",
 		"config used: " + filepath.Join(dir, "toolgate.yaml"),
 	} {
@@ -124,5 +171,26 @@ func TestDemo(t *testing.T) {
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+// TestDemoRemovesItsTemporaryFolder runs the demo without --dir and checks
+// that it leaves no toolgate-demo-* folder in the temporary directory.
+func TestDemoRemovesItsTemporaryFolder(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"demo"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("demo = %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "written to a temporary folder, removed at the end") {
+		t.Errorf("the footer does not say the folder is removed:\n%s", stdout.String())
+	}
+	left, err := filepath.Glob(filepath.Join(tmp, "toolgate-demo-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("the demo left %v behind", left)
 	}
 }

@@ -370,7 +370,7 @@ func TestPolicyEval(t *testing.T) {
 				"outcome      refused (HTTP 403)",
 				"code         policy",
 				"reason       policy_denied",
-				`detail       Tool 'docs_edit' refused by policy 'allowlist': doc_id is not one of the documents agents may edit (and 1 more)`,
+				`detail       Tool 'docs_edit' refused by policy 'allowlist': doc_id is not one of the documents agents may edit (and 1 more problem)`,
 				`violation    /doc_id: doc_id is not one of the documents agents may edit`,
 				"violation    (arguments): document edits need an X-Approved-By header naming who approved them",
 			},
@@ -483,7 +483,7 @@ func checkEnvelope(t *testing.T, lc *config.Loaded, tool, rawArgs string, header
 	if !found {
 		t.Fatalf("no envelope in the output")
 	}
-	if head := fmt.Sprintf("%d, X-Toolgate-Error: %s):\n", v.Status, v.Code); !strings.HasPrefix(printed, head) {
+	if head := fmt.Sprintf("%d, X-Toolgate-Error-Code: %s):\n", v.Status, v.Code); !strings.HasPrefix(printed, head) {
 		t.Errorf("envelope heading = %q, want %q", strings.SplitN(printed, "\n", 2)[0], head)
 	}
 	_, body, _ := strings.Cut(printed, "\n")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -22,11 +23,13 @@ func newPolicyCmd() *cobra.Command {
 		Long: `Policy is the command line for working on policies without running the
 sidecar: test runs policies' Rego unit tests and case files, eval shows what
 the checks decide for one call, check loads a configuration as the sidecar
-would and reports whether it would start.
+would and reports whether it loads (and which listen addresses another
+process holds).
 
-Configurations load exactly as 'toolgate run' loads them: "${NAME}" in
-inject_headers needs the environment variable NAME set (to any non-empty
-value; nothing is sent), and every bound policy's unit tests run first.`,
+Configurations load as 'toolgate run' loads them, and every bound policy's
+unit tests run first. test and eval send nothing, so "${NAME}" in
+inject_headers needs no environment variable there (an injected secret
+shows as "(set)"); check, like run, needs NAME set and non-empty.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath())}
@@ -43,8 +46,9 @@ func newPolicyTestCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "test DIR",
 		Short: "Run policies' Rego unit tests and case files",
-		Long: `Test runs everything under DIR (or the one .rego or .cases.yaml file DIR
-names) and prints one PASS or FAIL line per test, then "N passed, M failed".
+		Long: `Test runs everything under DIR (or the one .cases.yaml file DIR names; a
+.rego file stands for its policy, the folder holding it) and prints one PASS
+or FAIL line per test, then "N passed, M failed".
 It exits 0 when at least one test ran and none failed, 1 otherwise, and 2 on
 a usage error.
 
@@ -87,13 +91,17 @@ func newPolicyEvalCmd() *cobra.Command {
 		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...]",
 		Short: "Show what the checks decide for one call",
 		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
-arguments exactly as the sidecar would for a call, without sending anything,
+arguments as the sidecar would for a call with a JSON body, without sending anything,
 and prints the decision: allowed or refused, the code, reason and detail,
 each violation's path and message, the denials of dry-run policies, the
 headers that would be injected upstream (secrets show as "(set)"), and, for
 a refusal, the exact envelope the caller would get.
 
 --args is the JSON object of arguments, as a JSON body would carry them.
+What eval cannot reproduce: for a tool that reads its arguments from the
+query string, a form body or path variables, the sidecar turns "5" into 5
+where the schema asks for a number; eval does not, so write numbers and
+booleans as JSON ({"days": 5}, not {"days": "5"}). Repeated keys are arrays.
 --header adds a request header, such as the agent and session headers or
 a header policies may see (policies.headers); repeat it for more.
 
@@ -128,7 +136,10 @@ func newPolicyCheckCmd() *cobra.Command {
 its policies, every policy's unit tests) without starting anything, and
 prints "ok: N tools, M policies, config version V, policy version W", or the
 first error as FILE:LINE: field: message. It exits 0 or 1: a step for the CI
-of a policy repository.`,
+of a policy repository. It starts nothing, so it cannot promise that run
+will start: a listen address another process holds (a running sidecar, for
+one) is named on a "note:" line after "ok", and an events folder that
+cannot be written shows only when run opens it.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			lc, err := config.Load(cfgPath)
@@ -141,11 +152,39 @@ of a policy repository.`,
 			}
 			fmt.Fprintf(c.OutOrStdout(), "ok: %d tools, %d policies, config version %s, policy version %s\n",
 				len(lc.Tools), len(lc.LoadedPolicies.Names()), lc.Version, pv)
+			for _, n := range takenAddrs(lc) {
+				fmt.Fprintf(c.OutOrStdout(), "note: %s: %s is in use by another process; run would not start here while it is\n", n.field, n.addr)
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	return c
+}
+
+// takenAddr is a configured listen address another process holds.
+type takenAddr struct{ field, addr string }
+
+// takenAddrs tries each fixed listen address of lc (not port 0, not "off")
+// and returns those it cannot bind, releasing the others at once.
+func takenAddrs(lc *config.Loaded) []takenAddr {
+	addrs := []takenAddr{{"listen.forward", lc.Listen.Forward}, {"listen.transparent", lc.Listen.Transparent}, {"admin.listen", lc.Admin.Listen}}
+	for i, r := range lc.Listen.Reverse {
+		addrs = append(addrs, takenAddr{fmt.Sprintf("listen.reverse[%d].listen", i), r.Listen})
+	}
+	var taken []takenAddr
+	for _, a := range addrs {
+		if a.addr == "" || a.addr == "off" || strings.HasSuffix(a.addr, ":0") {
+			continue
+		}
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			taken = append(taken, a)
+			continue
+		}
+		ln.Close()
+	}
+	return taken
 }
 
 // parseHeaderFlags turns --header NAME=VALUE flags into request headers.
@@ -167,7 +206,7 @@ func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs st
 	if err != nil {
 		return fmt.Errorf("--args: %w", err)
 	}
-	lc, err := config.Load(cfgPath)
+	lc, err := config.LoadOffline(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -176,6 +215,9 @@ func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs st
 		return err
 	}
 	policytest.PrintVerdict(out, tool, v)
+	if !v.Allowed && v.Reason == "wrong_type" && readsStrings(lc, tool) {
+		fmt.Fprintln(out, "\nnote: this tool reads arguments from the path, the query string or a form, where the sidecar turns \"5\" into 5 as the schema asks; --args is read as a JSON body is, without that coercion: write numbers and booleans as JSON")
+	}
 	if !v.Allowed {
 		return exitStatus(exitRefused)
 	}
@@ -198,4 +240,24 @@ func runPolicyTest(ctx context.Context, out io.Writer, dir, cfgPath string) erro
 		return fmt.Errorf("no Rego tests and no cases (*%s) under %s", policytest.CaseFileSuffix, dir)
 	}
 	return nil
+}
+
+// readsStrings reports whether the named tool takes arguments from a
+// string-only source (path, query, form; path and query by default),
+// whose values the sidecar coerces and policy eval does not.
+func readsStrings(lc *config.Loaded, tool string) bool {
+	for _, t := range lc.Tools {
+		if t.Name != tool {
+			continue
+		}
+		if len(t.Args) == 0 {
+			return true
+		}
+		for _, a := range t.Args {
+			if a == "path" || a == "query" || a == "form" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -74,6 +74,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
+	root.Version = buildVersion()
+	root.SetVersionTemplate("toolgate {{.Version}}\n")
 	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd(), newPolicyCmd(), newSchemaCmd(), newDashboardCmd(), newCACmd())
 	return root
 }

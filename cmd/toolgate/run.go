@@ -20,8 +20,10 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run the sidecar with a configuration file",
 		Long: `Run starts the listeners named in the configuration (forward proxy, reverse
-listeners, admin) and serves until interrupted; SIGINT or SIGTERM stop it
-gracefully: calls under way finish and queued events are written.
+listeners, the transparent listener iptables redirects to on Linux, admin)
+and serves until interrupted; SIGINT or SIGTERM stop it gracefully: calls
+under way finish and queued events are written. The "toolgate running" log
+line names every listener's address.
 
 The configuration reloads while traffic flows when the file or a schema or
 policy file it names changes, on SIGHUP, and on POST /reload to the admin
@@ -49,13 +51,27 @@ was; /status, the metrics and the log say why.`,
 			}
 			sc.Watch(hup)
 			log.Info("toolgate running", "version", buildVersion(), "config", lc.Path, "config_version", lc.Version,
-				"forward", sc.ProxyAddr("forward", 0), "transparent", sc.ProxyAddr("transparent", 0), "admin", sc.AdminAddr(), "events", sc.Destination())
+				"forward", sc.ProxyAddr("forward", 0), "reverse", reverseAddrs(sc), "transparent", sc.ProxyAddr("transparent", 0),
+				"admin", sc.AdminAddr(), "events", sc.Destination())
 			return sc.Wait(c.Context())
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
+}
+
+// reverseAddrs lists the reverse listeners' addresses, in configuration
+// order ("listen.reverse[i]"); empty when there are none.
+func reverseAddrs(sc *sidecar.Sidecar) []string {
+	addrs := []string{}
+	for i := 0; ; i++ {
+		a := sc.ProxyAddr("reverse", i)
+		if a == "" {
+			return addrs
+		}
+		addrs = append(addrs, a)
+	}
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

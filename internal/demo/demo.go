@@ -22,7 +22,7 @@ import (
 	"github.com/toolgate/toolgate/sink"
 )
 
-//go:embed toolgate.yaml schemas
+//go:embed toolgate.yaml schemas policies
 var files embed.FS
 
 // WriteConfig writes the demo configuration and its schemas into dir, with
@@ -72,16 +72,21 @@ type Call struct {
 	Path        string // path and query, relative to the upstream
 	Body        string
 	ContentType string
-	Envelope    bool   // the client asks for the envelope
-	Note        string // what the call shows
+	Headers     map[string]string // extra request headers, such as X-Approved-By
+	Envelope    bool              // the client asks for the envelope
+	Echoed      string            // a header to show from the request upstream received (the echo route)
+	Note        string            // what the call shows
+	Section     string            // starts a group of rows in the table under this title (short: it sits in the SENT column)
 }
 
 // Script returns the demo's calls: valid ones, the argument mistakes toolgate
 // exists to catch, and every upstream failure the status table buckets.
 func Script() []Call {
 	const js, form = "application/json", "application/x-www-form-urlencoded"
+	approved := map[string]string{"X-Approved-By": "dana"}
 	return []Call{
-		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=5", Note: "valid; legacy caller gets the raw answer"},
+		{Section: "arguments, checked by strict schemas",
+			Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=5", Note: "valid; legacy caller gets the raw answer"},
 		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=5", Envelope: true, Note: "valid; enveloped"},
 		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=many", Envelope: true, Note: "wrong type"},
 		{Via: ViaProxy, Method: "GET", Path: "/esearch?trem=crispr", Note: "typo: unknown + missing"},
@@ -90,9 +95,9 @@ func Script() []Call {
 		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/p69905", Envelope: true, Note: "bad id pattern"},
 		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/P00000", Envelope: true, Note: "upstream 404"},
 		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/Q99999", Envelope: true, Note: "error hidden in a 200"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true,
-			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "valid edit"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js,
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Headers: approved,
+			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "valid edit, approved"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Headers: approved,
 			Body: `{"requests":[{"insertText":{"txt":"Hello","index":1}}]}`, Note: "typo deep in an array: the lost edit"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"query":"EGFR","organism":"human","filters":{"phase_min":2}}`, Note: "valid; envelope forced by config"},
@@ -101,13 +106,25 @@ func Script() []Call {
 		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"organism":"human"}`, Note: "missing required"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
-			Body: `{"query":"quota"}`, Note: "a 403 that is really a rate limit (rule)"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"query": "EGFR",`, Note: "malformed JSON"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"query":"` + strings.Repeat("x", 5000) + `"}`, Note: "body over the 4 KiB limit"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/notes", ContentType: form,
 			Body: "title=Assay+plan&tags=lab&tags=q3", Envelope: true, Note: "form body, repeated key"},
+
+		{Section: "policies: Rego and a WASM module",
+			Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true,
+			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "Rego approval: no X-Approved-By"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query":"EGFR, ask jane@example.org"}`, Note: "Rego pii_guard in dry run: forwarded, would-be refusal recorded"},
+		{Via: ViaProxy, Method: "POST", Path: "/echo", ContentType: js, Envelope: true, Echoed: "X-Session-Id",
+			Body: `{"note":"hello"}`, Note: "Rego session_inject adds X-Session-Id upstream"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/notes", ContentType: form,
+			Body: "title=CONFIDENTIAL+merger+plan", Envelope: true, Note: "WASM label_guard refuses"},
+
+		{Section: "upstream failures, bucketed",
+			Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
+			Body: `{"query":"quota"}`, Note: "a 403 that is really a rate limit (rule)"},
 		{Via: ViaProxy, Method: "GET", Path: "/faults/status/400", Envelope: true, Note: "400 with a string body"},
 		{Via: ViaProxy, Method: "GET", Path: "/faults/status/401", Envelope: true, Note: "401"},
 		{Via: ViaProxy, Method: "GET", Path: "/faults/status/403", Envelope: true, Note: "403"},
@@ -135,6 +152,7 @@ type Result struct {
 	Bytes     int
 	Err       string // a transport error the client saw
 	Session   string // the session header sent, which joins the call to its event
+	Echoed    string // the value of Call.Echoed in the request upstream received
 }
 
 // Endpoints are where the legacy client sends its calls.
@@ -168,6 +186,9 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 		if c.Envelope {
 			req.Header.Set("X-Toolgate-Envelope", "1")
 		}
+		for k, v := range c.Headers {
+			req.Header.Set(k, v)
+		}
 		req.Header.Set("X-Agent", "demo-agent")
 		req.Header.Set("X-Session", res.Session)
 		resp, err := client.Do(req)
@@ -185,7 +206,8 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 			res.Err = "answer cut short: " + err.Error()
 		}
 		var env struct {
-			OK    *bool `json:"ok"`
+			OK    *bool           `json:"ok"`
+			Data  json.RawMessage `json:"data"`
 			Error *struct {
 				Code, Reason, Detail string
 			} `json:"error"`
@@ -194,6 +216,15 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 			res.Enveloped = true
 			if env.Error != nil {
 				res.Code, res.Reason, res.Detail = env.Error.Code, env.Error.Reason, env.Error.Detail
+			}
+			body = env.Data
+		}
+		if c.Echoed != "" {
+			var echo struct {
+				Headers map[string]string `json:"headers"`
+			}
+			if json.Unmarshal(body, &echo) == nil {
+				res.Echoed = echo.Headers[http.CanonicalHeaderKey(c.Echoed)]
 			}
 		}
 		out = append(out, res)
@@ -212,6 +243,9 @@ func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tVIA\tSENT\tSTATUS\tANSWER\tEVENT CODE\tREASON\tDETAIL")
 	for i, r := range results {
+		if r.Section != "" {
+			fmt.Fprintf(tw, "\t\t== %s ==\t\t\t\t\t\n", r.Section)
+		}
 		answer := "raw"
 		if r.Enveloped {
 			answer = "envelope"
@@ -232,6 +266,12 @@ func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 			if e.Detail != "" {
 				detail = e.Detail
 			}
+			if e.DryRunDenied {
+				detail = "dry run, forwarded; enforcing would refuse: " + strings.Join(e.DryRunViolations, "; ")
+			}
+		}
+		if r.Call.Echoed != "" {
+			detail = fmt.Sprintf("upstream got %s: %s", r.Call.Echoed, dash(r.Echoed))
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Via, sent(r.Call), status, answer, code, reason, clip(detail, 110))
 	}

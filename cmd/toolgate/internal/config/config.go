@@ -149,11 +149,43 @@ func Parse(path string, data []byte) (*Loaded, error) {
 	return ParseAfter(path, data, nil)
 }
 
+// unsetEnvRef is a ${NAME} reference, as proxy expands them.
+var unsetEnvRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// LoadOffline is Load for checks that send nothing (policy test, policy
+// eval): a ${NAME} in a tool's inject_headers whose variable is not set
+// expands to a placeholder instead of stopping the load. Its value never
+// leaves the process, and these commands show injected secrets as "(set)".
+func LoadOffline(path string) (*Loaded, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parseWith(path, data, nil, true)
+}
+
 // ParseAfter is Parse for a configuration that replaces prev.
-func ParseAfter(path string, data []byte, prev *Loaded) (lc *Loaded, err error) {
+func ParseAfter(path string, data []byte, prev *Loaded) (*Loaded, error) {
+	return parseWith(path, data, prev, false)
+}
+
+// parseWith is ParseAfter; offline is LoadOffline's.
+func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded, err error) {
 	lc = &Loaded{Path: path, Version: contentVersion(data)}
 	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
+	}
+	if offline {
+		for i := range lc.Tools {
+			for k, v := range lc.Tools[i].InjectHeaders {
+				lc.Tools[i].InjectHeaders[k] = unsetEnvRef.ReplaceAllStringFunc(v, func(m string) string {
+					if val, ok := os.LookupEnv(m[2 : len(m)-1]); ok && val != "" {
+						return m
+					}
+					return "placeholder-for-unset-" + m[2:len(m)-1]
+				})
+			}
+		}
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)

@@ -21,14 +21,15 @@
 //	    expect:
 //	      outcome: refused          # required: refused | allowed
 //	      code: validation          # the envelope's code (refused only)
-//	      reason: too_large         # the envelope's reason (refused only)
+//	      reason: schema            # the envelope's reason (refused only)
 //	      message: at most 100      # a fragment of the detail or of one
 //	                                # violation message (refused only)
 //	      paths: [/retmax]          # exactly these violation paths, any order;
 //	                                # [] for none (refused only)
 //	      dry_run: looks like       # a fragment of one dry-run denial message
 //	      inject: {X-Session-Id: s-1}   # headers injected upstream with these
-//	                                    # values; secrets show as "(set)"
+//	                                    # values; a header whose value comes
+//	                                    # from ${NAME} is written "(set)"
 //
 // A case that does not match prints what it wanted and what it got:
 //
@@ -152,7 +153,7 @@ func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 		buf.Reset()
 		buf.Write(v.Envelope)
 	}
-	fmt.Fprintf(out, "\nenvelope (HTTP %d, X-Toolgate-Error: %s):\n%s\n", v.Status, v.Code, buf.Bytes())
+	fmt.Fprintf(out, "\nenvelope (HTTP %d, X-Toolgate-Error-Code: %s):\n%s\n", v.Status, v.Code, buf.Bytes())
 }
 
 // pointerText shows a JSON pointer; the empty pointer is the whole
@@ -243,12 +244,17 @@ type loadResult struct {
 // .rego file nor a case file.
 var ErrNotPolicyPath = errors.New("not a folder, a .rego file or a " + CaseFileSuffix + " file")
 
-// Run runs everything under dir (or the one .rego or case file dir names),
+// Run runs everything under dir (or the one case file dir names; a .rego file
+// stands for its policy, the folder holding it),
 // printing one PASS or FAIL line per test on out, then "N passed, M
 // failed". configArg, when not "", is the configuration of every case file
 // instead of each file's config key. The error is about the run itself: a
 // dir that cannot be read, or ErrNotPolicyPath.
 func Run(ctx context.Context, out io.Writer, dir, configArg string) (Report, error) {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() && strings.HasSuffix(dir, ".rego") {
+		// A policy is a folder of .rego files: one of them stands for it.
+		dir = filepath.Dir(dir)
+	}
 	regoDirs, caseFiles, err := findPolicyWork(dir)
 	if err != nil {
 		return Report{}, err
@@ -494,7 +500,7 @@ func (pt *policyTest) config(path string) (*config.Loaded, error) {
 	if r, ok := pt.configs[key]; ok {
 		return r.lc, r.err
 	}
-	lc, err := config.Load(path)
+	lc, err := config.LoadOffline(path)
 	pt.configs[key] = loadResult{lc, err}
 	return lc, err
 }
