@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
 )
@@ -462,7 +463,7 @@ func TestReloadOnSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := new(syncBuffer)
+	logs := new(testutil.SyncBuffer)
 	sc, err := startSidecar(lc, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
