@@ -24,6 +24,12 @@ const (
 	CodeUnknown    Code = "unknown"    // anything else
 )
 
+// Codes returns the error codes, in the order dashboards list them:
+// every Code but CodeNone and CodeOK.
+func Codes() []Code {
+	return []Code{CodeValidation, CodePolicy, CodeRateLimit, CodeAuth, CodeUpstream, CodeUnknown}
+}
+
 // Class tells a caller what to do next.
 type Class string
 
@@ -56,8 +62,14 @@ const (
 	ReasonBodyTimeout = "body_timeout"
 	// ReasonTooManyConnections refuses a connection over a listener's cap.
 	ReasonTooManyConnections = "too_many_connections"
-	ReasonPolicyDenied       = "policy_denied"
-	ReasonNotAllowlist       = "not_allowlisted"
+	ReasonPolicyDenied       = "policy_denied" // a policy's deny rule fired, or its allow was false
+	// ReasonPolicyError (policy): a policy's evaluation failed
+	// (conflicting values, a builtin error, a bad decision document).
+	ReasonPolicyError = "policy_error"
+	// ReasonPolicyTimeout (policy): a policy's evaluation ran past its
+	// deadline.
+	ReasonPolicyTimeout = "policy_timeout"
+	ReasonNotAllowlist  = "not_allowlisted"
 	// ReasonAmbiguousRequest (validation): the call's host, port or path
 	// has no one canonical form (an encoded '/', a double encoding, a
 	// numeric host that is no address, ...), so upstreams could read it

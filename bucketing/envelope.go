@@ -46,16 +46,46 @@ type Error struct {
 	Upstream *Upstream `json:"upstream"`
 }
 
-// Violation is one problem with a call's arguments or one policy denial.
+// Violation is one problem with a call's arguments or one policy denial:
+// what a schema or a policy found, and the envelope's violations member.
+// It never holds the rejected value, only its JSON type. Path, Message,
+// Expected and Got are sent in the envelope; Reason, Code and Display are
+// for toolgate's own use (the refusal's reason and code, Detail's
+// sentence) and are not.
 type Violation struct {
-	// Path is a JSON pointer to the argument concerned ("" for the whole call).
+	// Path is a JSON pointer to the argument concerned ("" for the whole
+	// call), such as "/requests/0/txt".
 	Path string `json:"path"`
-	// Message says what is wrong, without the rejected value.
+	// Reason is the kind of problem, one of the Reason* words:
+	// unknown_field (an argument or field the schema does not declare),
+	// missing_field (a required one is absent), wrong_type, or schema for
+	// any other schema keyword (bounds, enum, pattern, ...); policies give
+	// policy_denied, policy_error or policy_timeout. Not sent in the
+	// envelope, whose error.reason says it for the call.
+	Reason string `json:"-"`
+	// Message says what is wrong, without the rejected value, such as
+	// "unknown argument" or "too large". For unknown_field it also lists
+	// the names the schema allows there: "unknown argument; expected one
+	// of: index, text".
 	Message string `json:"message"`
-	// Expected says what would have been accepted, such as "integer" or "absent".
+	// Expected says what would have been accepted: "absent", "integer",
+	// "array of string", "one of: text, index", "at most 100".
 	Expected string `json:"expected,omitempty"`
-	// Got names the JSON type that was received, never the value itself.
+	// Got names the JSON type that was received ("string", "object";
+	// "integer" for an integral number), never the value itself. Empty
+	// when nothing was received.
 	Got string `json:"got,omitempty"`
+	// Code is the code a policy gives this violation: CodePolicy (the
+	// default for deny messages) or CodeValidation (argument problems a
+	// schema cannot express). Empty for schema violations. Not sent in the
+	// envelope.
+	Code Code `json:"-"`
+	// Display is the path as a Detail sentence shows it, set only where
+	// Path alone would be misread: a key made of digits, such as "123",
+	// is an object key there, shown quoted (a["123"]), while a pointer
+	// "/a/123" reads as an array index (a[123]). Not sent in the envelope;
+	// "" otherwise.
+	Display string `json:"-"`
 }
 
 // Upstream is what the envelope reports of upstream's own answer.

@@ -57,3 +57,18 @@ func ExampleResult_Envelope() {
 	// Output:
 	// {"ok":false,"data":null,"error":{"code":"upstream","class":"transient","reason":"status_5xx","detail":"upstream answered 503 Service Unavailable; retry after 30s","violations":[],"retryable":true,"retry_after_ms":30000,"upstream":{"status":503,"body":"down for maintenance","headers":{"Retry-After":"Fri, 14 Mar 2025 12:00:30 GMT"}}}}
 }
+
+// ExampleCodes lists the error codes dashboards group by, each with the
+// class a refusal of that code gets.
+func ExampleCodes() {
+	for _, c := range bucketing.Codes() {
+		fmt.Println(c, bucketing.ClassOf(c))
+	}
+	// Output:
+	// validation user
+	// policy policy
+	// rate_limit transient
+	// auth terminal
+	// upstream transient
+	// unknown terminal
+}

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 func TestCoerce(t *testing.T) {
@@ -49,19 +51,19 @@ func TestCoerce(t *testing.T) {
 			name: "string that is not an integer stays", fixture: "pubmed_search",
 			in:     map[string]any{"term": "x", "retmax": "abc"},
 			want:   map[string]any{"term": "x", "retmax": "abc"},
-			reason: ReasonWrongType,
+			reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "fraction is not an integer", fixture: "pubmed_search",
 			in:     map[string]any{"term": "x", "retmax": "5.5"},
 			want:   map[string]any{"term": "x", "retmax": "5.5"},
-			reason: ReasonWrongType,
+			reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "coerced value is still checked", fixture: "pubmed_search",
 			in:     map[string]any{"term": "x", "retmax": "500"},
 			want:   map[string]any{"term": "x", "retmax": json.Number("500")},
-			reason: ReasonSchema,
+			reason: bucketing.ReasonSchema,
 		},
 		{
 			name: "string where a string is wanted stays", fixture: "pubmed_search",
@@ -85,7 +87,7 @@ func TestCoerce(t *testing.T) {
 			name: "one-element array is not unwrapped", fixture: "pubmed_search",
 			in:     map[string]any{"term": "x", "retmax": []any{"5"}},
 			want:   map[string]any{"term": "x", "retmax": []any{"5"}},
-			reason: ReasonWrongType,
+			reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "boolean", fixture: "pubmed_search",
@@ -101,7 +103,7 @@ func TestCoerce(t *testing.T) {
 		{
 			name: "not a boolean", schema: mixed,
 			in:   map[string]any{"flag": "maybe"},
-			want: map[string]any{"flag": "maybe"}, reason: ReasonWrongType,
+			want: map[string]any{"flag": "maybe"}, reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "number", schema: mixed,
@@ -116,12 +118,12 @@ func TestCoerce(t *testing.T) {
 		{
 			name: "NaN and hex are not numbers", schema: mixed,
 			in:   map[string]any{"ratio": "NaN", "refd": "0x10"},
-			want: map[string]any{"ratio": "NaN", "refd": "0x10"}, reason: ReasonWrongType,
+			want: map[string]any{"ratio": "NaN", "refd": "0x10"}, reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "array items coerced", schema: mixed,
 			in:   map[string]any{"ids": []any{"1", "x"}},
-			want: map[string]any{"ids": []any{json.Number("1"), "x"}}, reason: ReasonWrongType,
+			want: map[string]any{"ids": []any{json.Number("1"), "x"}}, reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "single string to array, item coerced", schema: mixed,
@@ -136,7 +138,7 @@ func TestCoerce(t *testing.T) {
 		{
 			name: "oneOf with two branches that parse stays", schema: mixed,
 			in:   map[string]any{"either": "1"},
-			want: map[string]any{"either": "1"}, reason: ReasonWrongType,
+			want: map[string]any{"either": "1"}, reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "anyOf admitting a string stays", schema: mixed,
@@ -156,7 +158,7 @@ func TestCoerce(t *testing.T) {
 		{
 			name: "integer or array is ambiguous", schema: mixed,
 			in:   map[string]any{"intOrArray": "3"},
-			want: map[string]any{"intOrArray": "3"}, reason: ReasonWrongType,
+			want: map[string]any{"intOrArray": "3"}, reason: bucketing.ReasonWrongType,
 		},
 		{
 			name: "prefixItems", schema: mixed,
@@ -167,7 +169,7 @@ func TestCoerce(t *testing.T) {
 			name: "unknown argument untouched", fixture: "pubmed_search",
 			in:     map[string]any{"term": "x", "retmx": "5"},
 			want:   map[string]any{"term": "x", "retmx": "5"},
-			reason: ReasonUnknownField,
+			reason: bucketing.ReasonUnknownField,
 		},
 		{
 			name: "huge integer keeps its digits", schema: mixed,

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // Composed schemas: the shapes real tool schemas take. Each must accept
@@ -153,14 +155,14 @@ func TestStrictComposedSchemas(t *testing.T) {
 			for _, ty := range tt.typos {
 				args := decodeArgs(t, ty.args, true)
 				for _, v := range loose.Validate(args) {
-					if v.Reason == ReasonUnknownField {
+					if v.Reason == bucketing.ReasonUnknownField {
 						t.Errorf("non-strict %s: %+v", ty.args, v)
 					}
 				}
 				vs := strict.Validate(args)
 				var unknown []string
 				for _, v := range vs {
-					if v.Reason == ReasonUnknownField {
+					if v.Reason == bucketing.ReasonUnknownField {
 						unknown = append(unknown, v.Path)
 					}
 				}
@@ -168,7 +170,7 @@ func TestStrictComposedSchemas(t *testing.T) {
 					t.Errorf("strict %s: unknown_field at %q, want %q (all: %+v)", ty.args, unknown, ty.unknown, vs)
 					continue
 				}
-				if Reason(vs) != ReasonUnknownField {
+				if Reason(vs) != bucketing.ReasonUnknownField {
 					t.Errorf("strict %s: Reason = %q, want unknown_field", ty.args, Reason(vs))
 				}
 				d := Detail("t", vs)
@@ -211,7 +213,7 @@ func TestStrictMetaschemaRef(t *testing.T) {
 			if vs := s.Validate(decodeArgs(t, `{"minLength": 1}`, true)); vs != nil {
 				t.Errorf("%s: valid: %+v", doc, vs)
 			}
-			if vs := s.Validate(decodeArgs(t, `{"minLenght": 1}`, true)); Reason(vs) != ReasonUnknownField {
+			if vs := s.Validate(decodeArgs(t, `{"minLenght": 1}`, true)); Reason(vs) != bucketing.ReasonUnknownField {
 				t.Errorf("%s: typo: %+v", doc, vs)
 			}
 			continue
@@ -222,7 +224,7 @@ func TestStrictMetaschemaRef(t *testing.T) {
 		if vs := s.Validate(decodeArgs(t, `{"s": {"properties": 5}}`, true)); vs == nil {
 			t.Errorf("%s: invalid schema value accepted", doc)
 		}
-		if vs := s.Validate(decodeArgs(t, `{"s": {"propertees": {}}}`, true)); Reason(vs) != ReasonUnknownField || vs[0].Path != "/s/propertees" {
+		if vs := s.Validate(decodeArgs(t, `{"s": {"propertees": {}}}`, true)); Reason(vs) != bucketing.ReasonUnknownField || vs[0].Path != "/s/propertees" {
 			t.Errorf("%s: typo: %+v", doc, vs)
 		}
 	}
@@ -268,7 +270,7 @@ func TestDeclaredButNotEvaluated(t *testing.T) {
 	s := inline(t, "t", `{"properties": {"a": {}}, "unevaluatedProperties": false,
 		"anyOf": [{"properties": {"b": {"type": "integer"}}}, {"properties": {"c": {}}}]}`, true)
 	vs := s.Validate(decodeArgs(t, `{"a": 1, "b": "x", "c": 1}`, true))
-	want := []Violation{{Path: "/b", Reason: ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: "string"}}
+	want := []Violation{{Path: "/b", Reason: bucketing.ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: "string"}}
 	if !slices.Equal(vs, want) {
 		t.Errorf("got %+v, want %+v", vs, want)
 	}
@@ -285,7 +287,7 @@ func TestDeclaredButNotEvaluated(t *testing.T) {
 	s = inline(t, "t", `{"unevaluatedProperties": false,
 		"oneOf": [{"properties": {"kind": {"const": "x"}, "n": {"type": "integer"}}, "required": ["kind", "n"]}]}`, true)
 	vs = s.Validate(decodeArgs(t, `{"kind": "x", "n": "1"}`, true))
-	if len(vs) != 1 || vs[0].Reason != ReasonWrongType || vs[0].Path != "/n" {
+	if len(vs) != 1 || vs[0].Reason != bucketing.ReasonWrongType || vs[0].Path != "/n" {
 		t.Errorf("got %+v, want one wrong_type at /n", vs)
 	}
 }

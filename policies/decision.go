@@ -10,19 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
-)
 
-// Reasons a policy step gives.
-const (
-	ReasonPolicyDenied  = "policy_denied"  // a deny rule fired, or allow was false
-	ReasonPolicyError   = "policy_error"   // evaluation failed (conflicting values, a builtin error, bad output)
-	ReasonPolicyTimeout = "policy_timeout" // evaluation ran past its deadline
-)
-
-// Codes a decision can carry; they match the envelope's codes.
-const (
-	CodePolicy     = "policy"
-	CodeValidation = "validation"
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // Policy modes, per policy and per tool. The stricter setting loses: a tool
@@ -44,8 +33,9 @@ type Decision struct {
 	Allow bool
 	// Code is the refusal's code when Allow is false: validation when every
 	// deny message says so, policy otherwise.
-	Code string
-	// Reason is policy_denied, policy_error or policy_timeout when Allow is
+	Code bucketing.Code
+	// Reason is bucketing.ReasonPolicyDenied, ReasonPolicyError or
+	// ReasonPolicyTimeout when Allow is
 	// false; when a policy failed open it names that failure instead.
 	Reason string
 	// Detail is one sentence naming the policy and its first message.
@@ -129,25 +119,25 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 	for _, b := range s.bound {
 		res, err, timedOut := s.eval(ctx, b.Policy, in)
 		if err != nil {
-			reason, what := ReasonPolicyError, "failed: "+err.Error()
+			reason, what := bucketing.ReasonPolicyError, "failed: "+err.Error()
 			switch {
 			case timedOut:
-				reason, what = ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
+				reason, what = bucketing.ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
 			case errors.Is(err, context.DeadlineExceeded):
 				// The policy's own, shorter deadline (a WASM module's): its
 				// error says which.
-				reason, what = ReasonPolicyTimeout, "did not decide in time: "+strings.TrimPrefix(err.Error(), "timeout: ")
+				reason, what = bucketing.ReasonPolicyTimeout, "did not decide in time: "+strings.TrimPrefix(err.Error(), "timeout: ")
 			}
 			if s.failOpen || b.Mode == ModeDryRun {
 				d.FailedOpen = append(d.FailedOpen, b.Policy.Name()+": "+reason)
 				continue
 			}
-			return Decision{Code: CodePolicy, Reason: reason,
+			return Decision{Code: bucketing.CodePolicy, Reason: reason,
 				Detail:     fmt.Sprintf("Tool '%s' refused: policy '%s' %s", s.tool, b.Policy.Name(), what),
 				Violations: []Violation{{Reason: reason, Message: "policy '" + b.Policy.Name() + "' " + what}}}
 		}
 		if len(res.Denies) == 0 && !res.Allowed {
-			res.Denies = []Violation{{Reason: ReasonPolicyDenied, Message: "not allowed by policy '" + b.Policy.Name() + "'", Code: CodePolicy}}
+			res.Denies = []Violation{{Reason: bucketing.ReasonPolicyDenied, Message: "not allowed by policy '" + b.Policy.Name() + "'", Code: bucketing.CodePolicy}}
 		}
 		if len(res.Denies) > 0 {
 			if b.Mode == ModeDryRun {
@@ -157,7 +147,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 			d.Allow = false
 			denied = append(denied, b.Policy.Name())
 			for _, v := range res.Denies {
-				if v.Code != CodeValidation {
+				if v.Code != bucketing.CodeValidation {
 					allValidation = false
 				}
 			}
@@ -174,9 +164,9 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 	}
 	if !d.Allow {
 		d.Inject = nil
-		d.Code, d.Reason = CodePolicy, ReasonPolicyDenied
+		d.Code, d.Reason = bucketing.CodePolicy, bucketing.ReasonPolicyDenied
 		if allValidation {
-			d.Code = CodeValidation
+			d.Code = bucketing.CodeValidation
 		}
 		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message)
 		switch n := len(d.Violations) - 1; {
@@ -275,13 +265,13 @@ func InjectHeader(name, value string) (string, bool) {
 func denyViolation(it any) (Violation, error) {
 	switch x := it.(type) {
 	case string:
-		return Violation{Reason: ReasonPolicyDenied, Message: x, Code: CodePolicy}, nil
+		return Violation{Reason: bucketing.ReasonPolicyDenied, Message: x, Code: bucketing.CodePolicy}, nil
 	case map[string]any:
 		msg, _ := x["msg"].(string)
 		if msg == "" {
 			return Violation{}, errors.New("a deny object needs a non-empty string msg")
 		}
-		v := Violation{Reason: ReasonPolicyDenied, Message: msg, Code: CodePolicy}
+		v := Violation{Reason: bucketing.ReasonPolicyDenied, Message: msg, Code: bucketing.CodePolicy}
 		if p, ok := x["path"]; ok {
 			ps, isStr := p.(string)
 			if !isStr || (ps != "" && ps[0] != '/') {
@@ -291,9 +281,9 @@ func denyViolation(it any) (Violation, error) {
 		}
 		if c, ok := x["code"]; ok {
 			cs, _ := c.(string)
-			switch cs {
-			case CodePolicy, CodeValidation:
-				v.Code = cs
+			switch code := bucketing.Code(cs); code {
+			case bucketing.CodePolicy, bucketing.CodeValidation:
+				v.Code = code
 			default:
 				return Violation{}, fmt.Errorf("a deny object's code must be \"policy\" or \"validation\", got %v", c)
 			}

@@ -11,19 +11,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-)
 
-// Reasons a Violation may carry (Violation.Reason). Policies may add their
-// own, such as policy_denied.
-const (
-	// ReasonUnknownField: an argument or field the schema does not declare.
-	ReasonUnknownField = "unknown_field"
-	// ReasonMissingField: a required argument or field is absent.
-	ReasonMissingField = "missing_field"
-	// ReasonWrongType: the value has the wrong JSON type.
-	ReasonWrongType = "wrong_type"
-	// ReasonSchema: any other schema keyword (bounds, enum, pattern, ...).
-	ReasonSchema = "schema"
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // Messages of schema violations, shared by Validate and Detail.
@@ -88,9 +77,9 @@ func Detail(tool string, vs []Violation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Tool '%s' ", tool)
 	switch {
-	case v.Reason == ReasonUnknownField && strings.HasPrefix(v.Message, msgUnknown):
+	case v.Reason == bucketing.ReasonUnknownField && strings.HasPrefix(v.Message, msgUnknown):
 		fmt.Fprintf(&b, "got unknown argument '%s'%s", displayOf(v), v.Message[len(msgUnknown):])
-	case v.Reason == ReasonMissingField:
+	case v.Reason == bucketing.ReasonMissingField:
 		fmt.Fprintf(&b, "is missing required argument '%s'", displayOf(v))
 	case v.Got != "" && v.Expected != "":
 		fmt.Fprintf(&b, "got %s=%s, expected %s", displayOrArgs(v), v.Got, v.Expected)
@@ -127,11 +116,11 @@ func Reason(vs []Violation) string {
 func headline(vs []Violation) int {
 	rank := func(r string) int {
 		switch r {
-		case ReasonUnknownField:
+		case bucketing.ReasonUnknownField:
 			return 0
-		case ReasonWrongType:
+		case bucketing.ReasonWrongType:
 			return 1
-		case ReasonMissingField:
+		case bucketing.ReasonMissingField:
 			return 2
 		}
 		return 3
@@ -314,7 +303,7 @@ func (c *collector) collect(e *jsonschema.ValidationError) []leaf {
 		if len(k.Subschemas) == 0 {
 			return c.disjunction(e)
 		}
-		return []leaf{c.leafAt(e.InstanceLocation, ReasonSchema, "matches more than one allowed shape", "exactly one of the allowed shapes", classOther)}
+		return []leaf{c.leafAt(e.InstanceLocation, bucketing.ReasonSchema, "matches more than one allowed shape", "exactly one of the allowed shapes", classOther)}
 	}
 	return c.leaves(e)
 }
@@ -362,9 +351,9 @@ func (c *collector) disjunction(e *jsonschema.ValidationError) []leaf {
 		return branches[best]
 	}
 	if allType {
-		return []leaf{c.leafAt(e.InstanceLocation, ReasonWrongType, "wrong type", c.describeLoc(e.SchemaURL), classType)}
+		return []leaf{c.leafAt(e.InstanceLocation, bucketing.ReasonWrongType, "wrong type", c.describeLoc(e.SchemaURL), classType)}
 	}
-	return []leaf{c.leafAt(e.InstanceLocation, ReasonSchema, "does not match any allowed shape",
+	return []leaf{c.leafAt(e.InstanceLocation, bucketing.ReasonSchema, "does not match any allowed shape",
 		fmt.Sprintf("one of %d allowed shapes", len(e.Causes)), classShape)}
 }
 
@@ -431,7 +420,7 @@ func (c *collector) leaves(e *jsonschema.ValidationError) []leaf {
 				return []leaf{c.unknown(loc, c.s.closed[holder])}
 			}
 		}
-		return []leaf{c.leafAt(loc, ReasonSchema, "not allowed here", "absent", classType)}
+		return []leaf{c.leafAt(loc, bucketing.ReasonSchema, "not allowed here", "absent", classType)}
 	case *kind.Required:
 		return c.missing(loc, e.SchemaURL, k.Missing, "")
 	case *kind.DependentRequired:
@@ -439,42 +428,42 @@ func (c *collector) leaves(e *jsonschema.ValidationError) []leaf {
 	case *kind.Dependency:
 		return c.missing(loc, e.SchemaURL, k.Missing, k.Prop)
 	case *kind.Type:
-		return []leaf{c.leafAt(loc, ReasonWrongType, "wrong type", c.describeLoc(e.SchemaURL), classType)}
+		return []leaf{c.leafAt(loc, bucketing.ReasonWrongType, "wrong type", c.describeLoc(e.SchemaURL), classType)}
 	case *kind.InvalidJsonValue:
-		l := c.leafAt(loc, ReasonWrongType, "unsupported value", c.describeLoc(e.SchemaURL), classType)
+		l := c.leafAt(loc, bucketing.ReasonWrongType, "unsupported value", c.describeLoc(e.SchemaURL), classType)
 		l.v.Got = "unsupported"
 		return []leaf{l}
 	case *kind.Enum:
-		l := c.leafAt(loc, ReasonSchema, "not one of the allowed values", "one of: "+formatValues(k.Want), classOther)
+		l := c.leafAt(loc, bucketing.ReasonSchema, "not one of the allowed values", "one of: "+formatValues(k.Want), classOther)
 		if len(k.Want) == 1 {
 			l.class = classDiscriminator
 		}
 		return []leaf{l}
 	case *kind.Const:
-		l := c.leafAt(loc, ReasonSchema, "not the allowed value", "exactly "+formatValue(k.Want), classDiscriminator)
+		l := c.leafAt(loc, bucketing.ReasonSchema, "not the allowed value", "exactly "+formatValue(k.Want), classDiscriminator)
 		return []leaf{l}
 	case *kind.Format:
-		return at(ReasonSchema, "wrong format", "string in "+k.Want+" format")
+		return at(bucketing.ReasonSchema, "wrong format", "string in "+k.Want+" format")
 	case *kind.Pattern:
-		return at(ReasonSchema, "does not match the required pattern", "string matching "+k.Want)
+		return at(bucketing.ReasonSchema, "does not match the required pattern", "string matching "+k.Want)
 	case *kind.MinLength:
-		return at(ReasonSchema, "too short", "at least "+plural(k.Want, "character"))
+		return at(bucketing.ReasonSchema, "too short", "at least "+plural(k.Want, "character"))
 	case *kind.MaxLength:
-		return at(ReasonSchema, "too long", "at most "+plural(k.Want, "character"))
+		return at(bucketing.ReasonSchema, "too long", "at most "+plural(k.Want, "character"))
 	case *kind.Minimum:
-		return at(ReasonSchema, "too small", "at least "+formatRat(k.Want))
+		return at(bucketing.ReasonSchema, "too small", "at least "+formatRat(k.Want))
 	case *kind.Maximum:
-		return at(ReasonSchema, "too large", "at most "+formatRat(k.Want))
+		return at(bucketing.ReasonSchema, "too large", "at most "+formatRat(k.Want))
 	case *kind.ExclusiveMinimum:
-		return at(ReasonSchema, "too small", "greater than "+formatRat(k.Want))
+		return at(bucketing.ReasonSchema, "too small", "greater than "+formatRat(k.Want))
 	case *kind.ExclusiveMaximum:
-		return at(ReasonSchema, "too large", "less than "+formatRat(k.Want))
+		return at(bucketing.ReasonSchema, "too large", "less than "+formatRat(k.Want))
 	case *kind.MultipleOf:
-		return at(ReasonSchema, "not a multiple of the step", "a multiple of "+formatRat(k.Want))
+		return at(bucketing.ReasonSchema, "not a multiple of the step", "a multiple of "+formatRat(k.Want))
 	case *kind.MinItems:
-		return at(ReasonSchema, "too few items", "at least "+plural(k.Want, "item"))
+		return at(bucketing.ReasonSchema, "too few items", "at least "+plural(k.Want, "item"))
 	case *kind.MaxItems:
-		return at(ReasonSchema, "too many items", "at most "+plural(k.Want, "item"))
+		return at(bucketing.ReasonSchema, "too many items", "at most "+plural(k.Want, "item"))
 	case *kind.AdditionalItems:
 		n := 0
 		if sch := c.s.byLoc[e.SchemaURL]; sch != nil {
@@ -482,36 +471,36 @@ func (c *collector) leaves(e *jsonschema.ValidationError) []leaf {
 				n = len(items)
 			}
 		}
-		return at(ReasonSchema, "too many items", "at most "+plural(n, "item"))
+		return at(bucketing.ReasonSchema, "too many items", "at most "+plural(n, "item"))
 	case *kind.UniqueItems:
-		return at(ReasonSchema, "duplicate items", "unique items")
+		return at(bucketing.ReasonSchema, "duplicate items", "unique items")
 	case *kind.Contains:
-		return at(ReasonSchema, "no item has the required shape", "at least one item matching the contains schema")
+		return at(bucketing.ReasonSchema, "no item has the required shape", "at least one item matching the contains schema")
 	case *kind.MinContains:
-		return at(ReasonSchema, "too few matching items", "at least "+plural(k.Want, "matching item"))
+		return at(bucketing.ReasonSchema, "too few matching items", "at least "+plural(k.Want, "matching item"))
 	case *kind.MaxContains:
-		return at(ReasonSchema, "too many matching items", "at most "+plural(k.Want, "matching item"))
+		return at(bucketing.ReasonSchema, "too many matching items", "at most "+plural(k.Want, "matching item"))
 	case *kind.MinProperties:
-		return at(ReasonSchema, "too few fields", "at least "+plural(k.Want, "field"))
+		return at(bucketing.ReasonSchema, "too few fields", "at least "+plural(k.Want, "field"))
 	case *kind.MaxProperties:
-		return at(ReasonSchema, "too many fields", "at most "+plural(k.Want, "field"))
+		return at(bucketing.ReasonSchema, "too many fields", "at most "+plural(k.Want, "field"))
 	case *kind.PropertyNames:
-		l := c.leafAt(child(loc, k.Property), ReasonSchema, "field name not allowed", "an allowed field name", classOther)
+		l := c.leafAt(child(loc, k.Property), bucketing.ReasonSchema, "field name not allowed", "an allowed field name", classOther)
 		l.v.Got = ""
 		return []leaf{l}
 	case *kind.Not:
-		return at(ReasonSchema, "matches a forbidden shape", "a value not matching the forbidden shape")
+		return at(bucketing.ReasonSchema, "matches a forbidden shape", "a value not matching the forbidden shape")
 	case *kind.ContentEncoding:
-		return at(ReasonSchema, "wrong content encoding", "string encoded as "+k.Want)
+		return at(bucketing.ReasonSchema, "wrong content encoding", "string encoded as "+k.Want)
 	case *kind.ContentMediaType:
-		return at(ReasonSchema, "wrong content type", "string holding "+k.Want)
+		return at(bucketing.ReasonSchema, "wrong content type", "string holding "+k.Want)
 	case *kind.ContentSchema:
-		return at(ReasonSchema, "content does not match its schema", "content matching the contentSchema")
+		return at(bucketing.ReasonSchema, "content does not match its schema", "content matching the contentSchema")
 	case *kind.RefCycle:
-		return at(ReasonSchema, "schema reference cycle", "a schema without reference cycles")
+		return at(bucketing.ReasonSchema, "schema reference cycle", "a schema without reference cycles")
 	}
 	kw := strings.Join(e.ErrorKind.KeywordPath(), "/")
-	return at(ReasonSchema, "fails the "+kw+" constraint", "a value satisfying "+kw)
+	return at(bucketing.ReasonSchema, "fails the "+kw+" constraint", "a value satisfying "+kw)
 }
 
 // maxListedNames bounds the allowed names an unknown-field message lists.
@@ -522,7 +511,7 @@ const maxListedNames = 40
 // evaluated, is a declared leaf instead (see dropDeclared).
 func (c *collector) unknown(loc []string, allowed *allowedNames) leaf {
 	if allowed != nil && len(loc) > 0 && allowed.declares(loc[len(loc)-1]) {
-		return leaf{v: Violation{Path: pointerOf(loc), Reason: ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: c.gotAt(loc)},
+		return leaf{v: Violation{Path: pointerOf(loc), Reason: bucketing.ReasonSchema, Message: msgNotEvaluated, Expected: "absent, or valid for a shape that declares it", Got: c.gotAt(loc)},
 			depth: len(loc), class: classOther, declared: true}
 	}
 	msg := msgUnknown
@@ -542,7 +531,7 @@ func (c *collector) unknown(loc []string, allowed *allowedNames) leaf {
 			msg += "; expected no arguments"
 		}
 	}
-	return leaf{v: Violation{Path: pointerOf(loc), Reason: ReasonUnknownField, Message: msg, Expected: "absent"}, depth: len(loc), class: classUnknown}
+	return leaf{v: Violation{Path: pointerOf(loc), Reason: bucketing.ReasonUnknownField, Message: msg, Expected: "absent"}, depth: len(loc), class: classUnknown}
 }
 
 // missing builds missing_field leaves, with Expected describing each
@@ -555,7 +544,7 @@ func (c *collector) missing(loc []string, schemaURL string, names []string, beca
 	}
 	out := make([]leaf, 0, len(names))
 	for _, n := range names {
-		l := leaf{v: Violation{Path: pointerOf(child(loc, n)), Reason: ReasonMissingField, Message: msg}, depth: len(loc) + 1, class: classRequired}
+		l := leaf{v: Violation{Path: pointerOf(child(loc, n)), Reason: bucketing.ReasonMissingField, Message: msg}, depth: len(loc) + 1, class: classRequired}
 		if p := c.s.findProp(holder, n); p != nil {
 			l.v.Expected = c.s.describe(p, 0)
 		}
@@ -714,7 +703,7 @@ func finish(ls []leaf) []Violation {
 // problemKey identifies a problem: an unknown or missing field by path,
 // anything else by path, message and expectation.
 func problemKey(v Violation) Violation {
-	if v.Reason == ReasonUnknownField || v.Reason == ReasonMissingField {
+	if v.Reason == bucketing.ReasonUnknownField || v.Reason == bucketing.ReasonMissingField {
 		return Violation{Path: v.Path, Reason: v.Reason}
 	}
 	return Violation{Path: v.Path, Reason: v.Reason, Message: v.Message, Expected: v.Expected}

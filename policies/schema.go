@@ -17,6 +17,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // MaxSchemaFileBytes bounds a schema file loaded through a relative $ref.
@@ -231,7 +233,7 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return []Violation{{Reason: ReasonSchema, Message: "arguments could not be validated", Expected: "valid arguments", Got: "object"}}
+		return []Violation{{Reason: bucketing.ReasonSchema, Message: "arguments could not be validated", Expected: "valid arguments", Got: "object"}}
 	}
 	c := collector{s: s, args: args}
 	vs := finish(dropDeclared(c.collect(verr)))
@@ -297,7 +299,7 @@ func hugeNumbers(v any, loc []string, out []leaf) []leaf {
 	switch x := v.(type) {
 	case json.Number:
 		if !numberInRange(x) {
-			out = append(out, leaf{v: Violation{Path: pointerOf(loc), Reason: ReasonSchema,
+			out = append(out, leaf{v: Violation{Path: pointerOf(loc), Reason: bucketing.ReasonSchema,
 				Message:  "number outside the supported range",
 				Expected: fmt.Sprintf("a number of at most %d characters with an exponent of at most %d", maxNumberLen, maxNumberExponent),
 				Got:      "number"}})

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // fixture compiles testdata/schemas/<name>.json.
@@ -52,19 +54,19 @@ func decodeArgs(t testing.TB, s string, useNumber bool) map[string]any {
 }
 
 func unknownV(path, allowed string) Violation {
-	return Violation{Path: path, Reason: ReasonUnknownField, Message: "unknown argument; expected one of: " + allowed, Expected: "absent"}
+	return Violation{Path: path, Reason: bucketing.ReasonUnknownField, Message: "unknown argument; expected one of: " + allowed, Expected: "absent"}
 }
 
 func missingV(path, expected string) Violation {
-	return Violation{Path: path, Reason: ReasonMissingField, Message: "missing required argument", Expected: expected}
+	return Violation{Path: path, Reason: bucketing.ReasonMissingField, Message: "missing required argument", Expected: expected}
 }
 
 func typeV(path, got, expected string) Violation {
-	return Violation{Path: path, Reason: ReasonWrongType, Message: "wrong type", Expected: expected, Got: got}
+	return Violation{Path: path, Reason: bucketing.ReasonWrongType, Message: "wrong type", Expected: expected, Got: got}
 }
 
 func schemaV(path, msg, expected, got string) Violation {
-	return Violation{Path: path, Reason: ReasonSchema, Message: msg, Expected: expected, Got: got}
+	return Violation{Path: path, Reason: bucketing.ReasonSchema, Message: msg, Expected: expected, Got: got}
 }
 
 const (
@@ -315,7 +317,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "patternProperties are allowed names", schema: patternSchema, strict: true,
 			args: `{"name": "n", "x-trace": "t", "other": 1}`,
-			want: []Violation{{Path: "/other", Reason: ReasonUnknownField, Message: "unknown argument; expected one of: name, or a name matching ^x-", Expected: "absent"}},
+			want: []Violation{{Path: "/other", Reason: bucketing.ReasonUnknownField, Message: "unknown argument; expected one of: name, or a name matching ^x-", Expected: "absent"}},
 		},
 		{
 			name: "unevaluatedProperties false written by the author", schema: unevaluatedSchema, strict: true,
@@ -398,7 +400,7 @@ func TestValidateGoValues(t *testing.T) {
 		{name: "float64 integral", retmax: 5.0},
 		{name: "float64 fractional", retmax: 5.5, want: []Violation{typeV("/retmax", "number", "integer")}},
 		{name: "json.Number fractional", retmax: json.Number("2.5"), want: []Violation{typeV("/retmax", "number", "integer")}},
-		{name: "not a JSON value", retmax: []int{1}, want: []Violation{{Path: "/retmax", Reason: ReasonWrongType, Message: "unsupported value", Expected: "integer", Got: "unsupported"}}},
+		{name: "not a JSON value", retmax: []int{1}, want: []Violation{{Path: "/retmax", Reason: bucketing.ReasonWrongType, Message: "unsupported value", Expected: "integer", Got: "unsupported"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,7 +414,7 @@ func TestValidateGoValues(t *testing.T) {
 
 func TestValidateRefusesHugeNumbers(t *testing.T) {
 	s := fixture(t, "drug_targets", true)
-	huge := Violation{Path: "/filters/score", Reason: ReasonSchema, Message: "number outside the supported range",
+	huge := Violation{Path: "/filters/score", Reason: bucketing.ReasonSchema, Message: "number outside the supported range",
 		Expected: "a number of at most 512 characters with an exponent of at most 1000", Got: "number"}
 	tests := []struct {
 		name  string
@@ -487,31 +489,31 @@ func TestDetailAndReason(t *testing.T) {
 			name:   "one unknown",
 			vs:     []Violation{unknownV("/requests/0/txt", "index, text")},
 			detail: "Tool 'docs_edit' got unknown argument 'requests[0].txt'; expected one of: index, text",
-			reason: ReasonUnknownField,
+			reason: bucketing.ReasonUnknownField,
 		},
 		{
 			name:   "two missing share a reason",
 			vs:     []Violation{missingV("/a", ""), missingV("/b", "")},
 			detail: "Tool 'docs_edit' is missing required argument 'a' (and 1 more problem)",
-			reason: ReasonMissingField,
+			reason: bucketing.ReasonMissingField,
 		},
 		{
 			name:   "mixed reasons: unknown field leads",
 			vs:     []Violation{typeV("/requests/0/insert/index", "string", "integer"), missingV("/b", ""), unknownV("/c", "a")},
 			detail: "Tool 'docs_edit' got unknown argument 'c'; expected one of: a (and 2 more problems)",
-			reason: ReasonUnknownField,
+			reason: bucketing.ReasonUnknownField,
 		},
 		{
 			name:   "mixed reasons: wrong type before missing",
 			vs:     []Violation{missingV("/a", ""), typeV("/requests/0/insert/index", "string", "integer")},
 			detail: "Tool 'docs_edit' got requests[0].insert.index=string, expected integer (and 1 more problem)",
-			reason: ReasonWrongType,
+			reason: bucketing.ReasonWrongType,
 		},
 		{
 			name:   "whole call",
 			vs:     []Violation{schemaV("", "too many fields", "at most 2 fields", "object")},
 			detail: "Tool 'docs_edit' got arguments=object, expected at most 2 fields",
-			reason: ReasonSchema,
+			reason: bucketing.ReasonSchema,
 		},
 		{
 			name:   "policy violation without types",

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 func TestAppendJSONInvalid(t *testing.T) {
@@ -40,7 +42,7 @@ func TestDecodeResult(t *testing.T) {
 	}{
 		{"empty", `{}`, Result{Allowed: true}, ""},
 		{"deny strings and objects", `{"deny":["b",{"msg":"a","path":"/q","code":"validation","expected":"x"}],"allow":true}`,
-			Result{Allowed: true, Denies: []Violation{{Reason: ReasonPolicyDenied, Message: "b", Code: CodePolicy}, {Reason: ReasonPolicyDenied, Message: "a", Path: "/q", Code: CodeValidation, Expected: "x"}}}, ""},
+			Result{Allowed: true, Denies: []Violation{{Reason: bucketing.ReasonPolicyDenied, Message: "b", Code: bucketing.CodePolicy}, {Reason: bucketing.ReasonPolicyDenied, Message: "a", Path: "/q", Code: bucketing.CodeValidation, Expected: "x"}}}, ""},
 		{"allow false", `{"allow":false}`, Result{}, ""},
 		{"inject", `{"inject":{"x-trace-id":"1"}}`, Result{Allowed: true, Inject: map[string]string{"X-Trace-Id": "1"}}, ""},
 		{"not JSON", `{"deny":`, Result{}, "not JSON"},
@@ -85,7 +87,7 @@ func FuzzDecodeResult(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", data)
 		}
 		for _, v := range res.Denies {
-			if v.Reason != ReasonPolicyDenied || (v.Code != CodePolicy && v.Code != CodeValidation) {
+			if v.Reason != bucketing.ReasonPolicyDenied || (v.Code != bucketing.CodePolicy && v.Code != bucketing.CodeValidation) {
 				t.Fatalf("bad violation %+v from %q", v, data)
 			}
 		}

@@ -14,16 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
-)
-
-// Event outcomes of an MCP tools/call (sink.Event.Outcome).
-const (
-	OutcomeOK       = "ok"
-	OutcomeToolErr  = "tool_error"
-	OutcomeRPCError = "rpc_error"
-	OutcomeRefused  = "refused"
-	OutcomeNoAnswer = "no_answer"
-	OutcomeUnread   = "unread"
+	"github.com/toolgate/toolgate/sink"
 )
 
 // Reasons of MCP outcomes and refusals.
@@ -117,7 +108,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 			if m.callID == nil && c.ev.Tool == "" {
 				m.callID = msg.ID
 				c.ev.RPCID = idText(msg.ID)
-				c.ev.Outcome = OutcomeNoAnswer
+				c.ev.Outcome = sink.OutcomeNoAnswer
 			}
 			refs[i] = c.checkToolCall(r, target, msg)
 			if refs[i] != nil && refused < 0 {
@@ -331,13 +322,13 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 	ev := &m.c.ev
 	switch {
 	case !m.found && (m.over || (m.sse != nil && m.sse.skipped > 0)):
-		ev.Outcome = OutcomeUnread
+		ev.Outcome = sink.OutcomeUnread
 	case !m.found && m.capture:
-		ev.Outcome = OutcomeUnread // a JSON answer that held no response to the call
+		ev.Outcome = sink.OutcomeUnread // a JSON answer that held no response to the call
 	case !m.found:
-		ev.Outcome = OutcomeNoAnswer
+		ev.Outcome = sink.OutcomeNoAnswer
 	case m.response.Error != nil:
-		ev.Outcome = OutcomeRPCError
+		ev.Outcome = sink.OutcomeRPCError
 		if res.OK() {
 			res = rpcErrorResult(m.response.Error.Code)
 		}
@@ -345,10 +336,10 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 		var cr callResult
 		_ = json.Unmarshal(m.response.Result, &cr)
 		if !cr.IsError {
-			ev.Outcome = OutcomeOK
+			ev.Outcome = sink.OutcomeOK
 			break
 		}
-		ev.Outcome = OutcomeToolErr
+		ev.Outcome = sink.OutcomeToolErr
 		if res.OK() {
 			res = bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTerminal, Reason: reasonToolError,
 				Detail: "the tool answered with an error result (isError)"}

@@ -307,7 +307,7 @@ func testMCPThroughProxy(t *testing.T, mode, version string) {
 		if ev.RPCID == "" || !ev.Inspected || ev.Listener != mode {
 			t.Errorf("event %+v: want an rpc id, inspected, listener %s", ev, mode)
 		}
-		if ev.Outcome == proxy.OutcomeRefused && (!ev.Refused || len(ev.ViolationPaths) != 1) {
+		if ev.Outcome == sink.OutcomeRefused && (!ev.Refused || len(ev.ViolationPaths) != 1) {
 			t.Errorf("refused event %+v", ev)
 		}
 	}

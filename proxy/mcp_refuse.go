@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/sink"
 )
 
 // mcpRefuse answers refused tools/call the way MCP asks for input errors:
@@ -22,7 +23,7 @@ import (
 // answer) gets the plain refusal.
 func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []*refusal, first int) *http.Response {
 	ref := refs[first]
-	c.ev.Outcome = OutcomeRefused
+	c.ev.Outcome = sink.OutcomeRefused
 	if batch {
 		// The event is the refused call's.
 		tc, _ := parseToolCall(msgs[first].Params)

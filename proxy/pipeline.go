@@ -262,7 +262,7 @@ func (c *call) policyOutcome(d policies.Decision) *refusal {
 		c.ev.PolicyError = strings.Join(d.FailedOpen, "; ")
 	}
 	if !d.Allow {
-		return refuse(bucketing.Code(d.Code), d.Reason, d.Detail, d.Violations)
+		return refuse(d.Code, d.Reason, d.Detail, d.Violations)
 	}
 	c.inject = d.Inject
 	return nil

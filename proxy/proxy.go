@@ -1,6 +1,15 @@
-// Package proxy is toolgate's data path: the listeners (forward, reverse),
-// routing, argument extraction, the check pipeline, dispatch upstream, and
-// the rewriting of answers into the envelope.
+// Package proxy is toolgate's data path: the listeners, routing, argument
+// extraction, the check pipeline, dispatch upstream, and the rewriting of
+// answers into the envelope.
+//
+// Calls arrive on three kinds of listener, and all of them run the same
+// chain: the forward proxy (HTTP_PROXY: plain requests, and CONNECT
+// tunnels that are decrypted with toolgate's own CA (MITM, mitm.go) when a
+// tool lives behind them), the transparent listener (connections an
+// iptables rule redirected, their original destination read from the
+// socket, transparent.go), and the reverse proxy (a base URL pointed at
+// the sidecar). A tool may be a plain HTTP route or an MCP route, whose
+// tools/call messages are checked the same way (mcp.go).
 //
 // Every call runs the same chain, in this order, and the first step that
 // refuses answers at once; a refused call never reaches upstream:
@@ -14,13 +23,23 @@
 //  2. extraction: arguments are read from the path, the query and the body
 //     (bounded; malformed or oversized bodies are refused as validation);
 //  3. schema: arguments are coerced and validated strictly (validation);
-//  4. injection: configured headers are added, after every check, so an
-//     injected value can never trip one, and only when the call goes to the
-//     tool's own origin (else policy/origin_mismatch);
-//  5. dispatch: the call goes upstream with the tool's timeout, and the
+//  4. policies: the tool's Checker (its Rego and WASM policies, in order)
+//     decides the call (policy/policy_denied, or validation when every
+//     deny says so; policy_error and policy_timeout when a policy fails
+//     closed); dry-run denials are only recorded;
+//  5. injection: configured headers, and headers a policy asked for, are
+//     added, after every check, so an injected value can never trip one,
+//     and only when the call goes to the tool's own origin (else
+//     policy/origin_mismatch);
+//  6. dispatch: the call goes upstream with the tool's timeout, and the
 //     answer is bucketed, enveloped when the caller asked, and recorded.
 //
 // Every call, refused or forwarded, hands exactly one event to the Recorder.
+//
+// proxy declares what it consumes (Checker, Recorder) and imports only
+// the light packages: policies for the decision contract and the schema,
+// bucketing for the vocabulary, sink for the Event. It links neither OPA
+// nor clickhouse-go; cmd wires the implementations in.
 package proxy
 
 import (

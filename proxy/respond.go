@@ -30,11 +30,9 @@ func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation)
 
 // envelope is the encoded envelope a refused caller gets.
 func (ref *refusal) envelope() []byte {
-	vs := make([]bucketing.Violation, len(ref.violations))
-	for i, v := range ref.violations {
-		vs[i] = bucketing.Violation{Path: v.Path, Message: v.Message, Expected: v.Expected, Got: v.Got}
-	}
-	return bucketing.Refusal(ref.code, ref.reason, ref.detail, vs).Marshal()
+	// The violations go as they are: only their path, message, expected
+	// and got are encoded.
+	return bucketing.Refusal(ref.code, ref.reason, ref.detail, ref.violations).Marshal()
 }
 
 func schemaRefusal(tool string, vs []policies.Violation) *refusal {

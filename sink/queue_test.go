@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 // memWriter stores every batch it is given.
@@ -80,25 +81,7 @@ type writerFunc func(ctx context.Context, events []Event) error
 
 func (f writerFunc) WriteEvents(ctx context.Context, events []Event) error { return f(ctx, events) }
 
-// syncBuffer is a bytes.Buffer safe for the queue's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func testLogger(buf *syncBuffer) *slog.Logger {
+func testLogger(buf *testutil.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -478,7 +461,7 @@ func TestQueueFlushContext(t *testing.T) {
 
 func TestQueueCloseTimeout(t *testing.T) {
 	w := newStuckWriter(true)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	q := NewQueue(w, QueueConfig{BatchSize: 1}, testLogger(&logs))
 	q.Record(ev(0))
 	<-w.entered
@@ -528,7 +511,7 @@ func TestQueueWriteErrors(t *testing.T) {
 				stored = append(stored, events...)
 				return nil
 			})
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			q := newQueue(w, QueueConfig{BatchSize: 1000, MaxWait: time.Minute}, testLogger(&logs), fastRetry())
 			for i := range n {
 				q.Record(ev(i))
@@ -625,7 +608,7 @@ func TestQueueWriterPanics(t *testing.T) {
 				}
 				return nil
 			})
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			q := newQueue(w, QueueConfig{MaxWait: time.Minute}, testLogger(&logs), fastRetry())
 			for i := range n {
 				q.Record(ev(i))
@@ -650,7 +633,7 @@ func TestQueueDropWarning(t *testing.T) {
 	opts.now = func() time.Time { return time.Unix(0, clock.Load()) }
 
 	w := newStuckWriter(false)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	q := newQueue(w, QueueConfig{Capacity: 1, BatchSize: 1, Async: true}, testLogger(&logs), opts)
 	q.Record(ev(0)) // the group being written fills the queue
 	<-w.entered

@@ -112,13 +112,20 @@ type Event struct {
 	// tools/call it passed without a schema (mcp.unknown_tool: pass, a
 	// schema too large or not compilable).
 	Inspected bool `json:"inspected"`
-	// Outcome is what an MCP server answered to a tools/call: ok,
-	// tool_error (a result with isError true), rpc_error (a JSON-RPC
-	// error), refused (toolgate answered itself), no_answer (the answer
-	// ended without a response to the call) or unread (the answer could not
-	// be read: too large, or not JSON-RPC). "" for everything else.
+	// Outcome is what an MCP server answered to a tools/call, one of the
+	// Outcome* constants. "" for everything else.
 	Outcome string `json:"outcome"`
 }
+
+// The outcomes of an MCP tools/call (Event.Outcome).
+const (
+	OutcomeOK       = "ok"         // a result
+	OutcomeToolErr  = "tool_error" // a result with isError true
+	OutcomeRPCError = "rpc_error"  // a JSON-RPC error
+	OutcomeRefused  = "refused"    // toolgate answered itself
+	OutcomeNoAnswer = "no_answer"  // the answer ended without a response to the call
+	OutcomeUnread   = "unread"     // the answer could not be read: too large, or not JSON-RPC
+)
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is
 // called from a single goroutine with batches in arrival order; an error

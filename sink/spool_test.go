@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 // spoolEpoch is the time of spoolEv(0).
@@ -131,14 +133,14 @@ func fastSpool(dir string) SpoolConfig {
 }
 
 // openTestSpool opens a spool that the test's cleanup closes and waits for.
-func openTestSpool(t *testing.T, cfg SpoolConfig, dst Writer, buf *syncBuffer) *Spool {
+func openTestSpool(t *testing.T, cfg SpoolConfig, dst Writer, buf *testutil.SyncBuffer) *Spool {
 	t.Helper()
 	return openTestSpoolOpts(t, cfg, dst, buf, spoolOptions{now: time.Now, maxEventBytes: maxEventBytes})
 }
 
-func openTestSpoolOpts(t *testing.T, cfg SpoolConfig, dst Writer, buf *syncBuffer, opts spoolOptions) *Spool {
+func openTestSpoolOpts(t *testing.T, cfg SpoolConfig, dst Writer, buf *testutil.SyncBuffer, opts spoolOptions) *Spool {
 	t.Helper()
-	var log = testLogger(&syncBuffer{})
+	var log = testLogger(&testutil.SyncBuffer{})
 	if buf != nil {
 		log = testLogger(buf)
 	}
@@ -491,7 +493,7 @@ func TestSpoolCloseShipsOpenSegment(t *testing.T) {
 }
 
 func TestSpoolDestinationPanics(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	dst := &testDest{panicPending: true}
 	s := openTestSpool(t, fastSpool(t.TempDir()), dst, &logs)
 	writeSpool(t, s, spoolBatch(0, 5))
@@ -796,7 +798,7 @@ func TestSpoolRecovery(t *testing.T) {
 				damaged[name] = data
 			}
 
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			dst := &testDest{}
 			s := openTestSpool(t, fastSpool(dir), dst, &logs)
 			// Written after recovery: ships after everything recovered.
@@ -1033,7 +1035,7 @@ func TestSpoolBudget(t *testing.T) {
 			if tt.hang {
 				dst.block = make(chan struct{})
 			}
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			s := openTestSpool(t, cfg, dst, &logs)
 			writeSpool(t, s, spoolBatch(0, size))
 			<-dst.entered

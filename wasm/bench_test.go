@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
 )
@@ -42,7 +43,7 @@ func benchDecide(b *testing.B, ev policies.Evaluator) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if d := set.Check(ctx, in); !d.Allow {
-			if d.Reason != policies.ReasonPolicyTimeout {
+			if d.Reason != bucketing.ReasonPolicyTimeout {
 				b.Fatal(d.Detail)
 			}
 			refused++ // a stall of the shared machine past the deadline

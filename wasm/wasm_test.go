@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/procstat"
 	"github.com/toolgate/toolgate/policies"
 )
@@ -70,8 +71,8 @@ func goodCall() (*policies.Input, policies.Result) {
 	in.Arguments["limit"] = json.Number("51")
 	in.Arguments["organism"] = "cat"
 	want := policies.Result{Allowed: true, Inject: map[string]string{"X-Trace-Id": in.TraceID}, Denies: []policies.Violation{
-		{Path: "/limit", Reason: policies.ReasonPolicyDenied, Message: "limit must be at most 50", Code: policies.CodePolicy},
-		{Path: "/organism", Reason: policies.ReasonPolicyDenied, Message: "organism not allowed", Code: policies.CodePolicy},
+		{Path: "/limit", Reason: bucketing.ReasonPolicyDenied, Message: "limit must be at most 50", Code: bucketing.CodePolicy},
+		{Path: "/organism", Reason: bucketing.ReasonPolicyDenied, Message: "organism not allowed", Code: bucketing.CodePolicy},
 	}}
 	return in, want
 }
@@ -185,14 +186,14 @@ func TestHostileModules(t *testing.T) {
 		reason   string
 		deadline time.Duration // the deadline that applies; 0: the call must end by itself within fastBound
 	}{
-		{"infinite loop", "loop", Options{}, 0, ErrTimeout, "module did not decide within 10ms", policies.ReasonPolicyTimeout, 10 * time.Millisecond},
-		{"infinite loop, caller's deadline sooner", "loop", Options{Deadline: 10 * time.Second}, 20 * time.Millisecond, ErrTimeout, "caller's deadline passed first", policies.ReasonPolicyTimeout, 20 * time.Millisecond},
-		{"memory bomb", "bomb", Options{Deadline: fastDeadline}, 0, ErrMemoryLimit, "module exceeded its memory limit of 16 MiB", policies.ReasonPolicyError, 0},
-		{"memory bomb, small limit", "bomb", Options{MemoryLimit: 1 << 20, Deadline: fastDeadline}, 0, ErrMemoryLimit, "module exceeded its memory limit of 1 MiB", policies.ReasonPolicyError, 0},
-		{"memory hog that retries a refused grow", "hog", Options{Deadline: fastDeadline}, 0, ErrMemoryLimit, "module exceeded its memory limit of 16 MiB", policies.ReasonPolicyError, 0},
-		{"trap", "trap", Options{Deadline: fastDeadline}, 0, ErrTrap, "module trapped: unreachable", policies.ReasonPolicyError, 0},
-		{"garbage output", "garbage", Options{Deadline: fastDeadline}, 0, ErrBadDecision, "module returned a bad decision: decision is not JSON", policies.ReasonPolicyError, 0},
-		{"out-of-bounds output", "outofbounds", Options{Deadline: fastDeadline}, 0, ErrBadDecision, "past the end of memory", policies.ReasonPolicyError, 0},
+		{"infinite loop", "loop", Options{}, 0, ErrTimeout, "module did not decide within 10ms", bucketing.ReasonPolicyTimeout, 10 * time.Millisecond},
+		{"infinite loop, caller's deadline sooner", "loop", Options{Deadline: 10 * time.Second}, 20 * time.Millisecond, ErrTimeout, "caller's deadline passed first", bucketing.ReasonPolicyTimeout, 20 * time.Millisecond},
+		{"memory bomb", "bomb", Options{Deadline: fastDeadline}, 0, ErrMemoryLimit, "module exceeded its memory limit of 16 MiB", bucketing.ReasonPolicyError, 0},
+		{"memory bomb, small limit", "bomb", Options{MemoryLimit: 1 << 20, Deadline: fastDeadline}, 0, ErrMemoryLimit, "module exceeded its memory limit of 1 MiB", bucketing.ReasonPolicyError, 0},
+		{"memory hog that retries a refused grow", "hog", Options{Deadline: fastDeadline}, 0, ErrMemoryLimit, "module exceeded its memory limit of 16 MiB", bucketing.ReasonPolicyError, 0},
+		{"trap", "trap", Options{Deadline: fastDeadline}, 0, ErrTrap, "module trapped: unreachable", bucketing.ReasonPolicyError, 0},
+		{"garbage output", "garbage", Options{Deadline: fastDeadline}, 0, ErrBadDecision, "module returned a bad decision: decision is not JSON", bucketing.ReasonPolicyError, 0},
+		{"out-of-bounds output", "outofbounds", Options{Deadline: fastDeadline}, 0, ErrBadDecision, "past the end of memory", bucketing.ReasonPolicyError, 0},
 	}
 	// The good instances' memory grows on their first calls: let it, so
 	// what the hostile cases commit is measured alone.
@@ -263,7 +264,7 @@ func TestHostileModules(t *testing.T) {
 			if d.Allow || d.Reason != tt.reason {
 				t.Fatalf("Set: %+v, want refused with %s", d, tt.reason)
 			}
-			if tt.reason == policies.ReasonPolicyError && !strings.Contains(d.Detail, tt.text) {
+			if tt.reason == bucketing.ReasonPolicyError && !strings.Contains(d.Detail, tt.text) {
 				t.Fatalf("Set detail %q does not say %q", d.Detail, tt.text)
 			}
 		})

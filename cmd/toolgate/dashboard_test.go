@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/chtest"
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
@@ -58,10 +59,10 @@ var dashboardURL = regexp.MustCompile(`dashboard +(http://[0-9.:]+/)`)
 
 // startCmd runs a toolgate command line in a goroutine until the test
 // stops it; wait returns its exit code.
-func startCmd(t *testing.T, args ...string) (out *syncBuffer, stop func() int) {
+func startCmd(t *testing.T, args ...string) (out *testutil.SyncBuffer, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &syncBuffer{}, &syncBuffer{}
+	out, errb := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, out, errb) }()
 	stopped := false
@@ -80,7 +81,7 @@ func startCmd(t *testing.T, args ...string) (out *syncBuffer, stop func() int) {
 	return out, stop
 }
 
-func waitURL(t *testing.T, out *syncBuffer) string {
+func waitURL(t *testing.T, out *testutil.SyncBuffer) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/internal/demotools"
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 var buildOnce struct {
@@ -48,13 +49,13 @@ func toolgateBinary(t *testing.T) string {
 // process is a toolgate sidecar running as its own process.
 type process struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	line   runningLine
 }
 
 func startProcess(t *testing.T, bin, cfg string) *process {
 	t.Helper()
-	p := &process{stderr: new(syncBuffer)}
+	p := &process{stderr: new(testutil.SyncBuffer)}
 	p.cmd = exec.Command(bin, "run", "--config", cfg)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

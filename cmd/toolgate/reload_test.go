@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
 )
@@ -464,7 +465,7 @@ func TestReloadOnSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := new(syncBuffer)
+	logs := new(testutil.SyncBuffer)
 	const settle = 300 * time.Millisecond
 	// Only the signal may reload: the files are not polled.
 	sc, err := sidecar.Start(lc, sidecar.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)),

@@ -12,33 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demotools"
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/sink"
 )
-
-// syncBuffer is a bytes.Buffer that run may write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runningLine is the "toolgate running" log line, the fields tests read.
 type runningLine struct {
@@ -56,8 +38,8 @@ type sidecarRun struct {
 	// version is the configuration's version as loadConfig computes it
 	// (file and schemas), or "" when the file does not load.
 	version string
-	stdout  *syncBuffer
-	stderr  *syncBuffer
+	stdout  *testutil.SyncBuffer
+	stderr  *testutil.SyncBuffer
 	cancel  context.CancelFunc // SIGINT, as run sees it
 	done    chan struct{}      // closed when run has returned
 	code    int                // run's exit code, once done is closed
@@ -69,7 +51,7 @@ func startRun(t *testing.T, dir, cfg string) *sidecarRun {
 	t.Helper()
 	r := &sidecarRun{
 		path: filepath.Join(dir, "toolgate.yaml"), data: []byte(cfg),
-		stdout: new(syncBuffer), stderr: new(syncBuffer), done: make(chan struct{}),
+		stdout: new(testutil.SyncBuffer), stderr: new(testutil.SyncBuffer), done: make(chan struct{}),
 	}
 	writeFile(t, r.path, cfg)
 	if lc, err := config.Load(r.path); err == nil {

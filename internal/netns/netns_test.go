@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolgate/toolgate/internal/demotools"
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -452,7 +452,7 @@ func (r *rig) events(t *testing.T) []sink.Event {
 // toolgate is a running toolgate process in the pod.
 type toolgate struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	done   chan error
 }
 
@@ -462,7 +462,7 @@ type toolgate struct {
 func (r *rig) startToolgate(t *testing.T, uid int, config string) *toolgate {
 	t.Helper()
 	os.Remove(filepath.Join(r.dir, "events", "events.ndjson"))
-	tg := &toolgate{stderr: new(syncBuffer), done: make(chan error, 1)}
+	tg := &toolgate{stderr: new(testutil.SyncBuffer), done: make(chan error, 1)}
 	tg.cmd = exec.Command(r.bin, "run", "--config", filepath.Join(r.dir, config))
 	tg.cmd.Dir = r.dir
 	tg.cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -526,22 +526,4 @@ func startInNetns(name string, cmd *exec.Cmd) error {
 		errc <- cmd.Start()
 	}()
 	return <-errc
-}
-
-// syncBuffer is a bytes.Buffer a child process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

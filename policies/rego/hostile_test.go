@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -230,7 +231,7 @@ func TestHostilePolicies(t *testing.T) {
 					// No case's input holds what its policy denies: a
 					// decision in time allows the call (the interpreter
 					// walks without paths in linear time).
-					if !d.Allow && d.Reason != policies.ReasonPolicyTimeout && d.Reason != policies.ReasonPolicyError {
+					if !d.Allow && d.Reason != bucketing.ReasonPolicyTimeout && d.Reason != bucketing.ReasonPolicyError {
 						t.Errorf("%s: decision %+v, want the call allowed, or refused as policy_timeout or policy_error", name, d)
 					}
 				}

@@ -154,7 +154,7 @@ deny contains 7 if input.arguments.n > 0
 				if el := time.Since(start); el > 2*time.Second {
 					t.Errorf("check took %v; the deadline must stop it", el)
 				}
-				if d.Allow != tc.wantAllow || d.Code != tc.wantCode || d.Reason != tc.wantReason {
+				if d.Allow != tc.wantAllow || string(d.Code) != tc.wantCode || d.Reason != tc.wantReason {
 					t.Fatalf("decision = allow %v %s/%s (%s), want allow %v %s/%s", d.Allow, d.Code, d.Reason, d.Detail, tc.wantAllow, tc.wantCode, tc.wantReason)
 				}
 				if tc.wantMsgs != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -79,7 +80,7 @@ deny contains "bad schema" if {
 			set := policies.NewSet("t", []policies.Bound{{Policy: p, Mode: policies.ModeEnforce}}, time.Minute, false)
 			for name, schema := range schemas {
 				d := set.Check(ctx, &policies.Input{Tool: "t", Arguments: map[string]any{"doc": "x", "schema": schema}})
-				if d.Allow || d.Reason != policies.ReasonPolicyError {
+				if d.Allow || d.Reason != bucketing.ReasonPolicyError {
 					t.Errorf("%s/%s/%s: %+v, want a refusal as policy_error", builtin, p.Engine(), name, d)
 				}
 				if strings.Contains(d.Detail, "SECRET") || strings.Contains(d.Detail, "7f3a") {

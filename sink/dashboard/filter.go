@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // Bounds on what a filter may ask for.
@@ -41,8 +43,15 @@ type Bucket struct {
 	Width time.Duration
 }
 
-// ErrorCodes are the error codes a view may filter on: bucketing's codes.
-var ErrorCodes = []string{"validation", "policy", "rate_limit", "auth", "upstream", "unknown"}
+// ErrorCodes are the error codes a view may filter on: bucketing's codes,
+// in bucketing's order.
+var ErrorCodes = func() []string {
+	var codes []string
+	for _, c := range bucketing.Codes() {
+		codes = append(codes, string(c))
+	}
+	return codes
+}()
 
 // Lasts are the relative ranges the form offers; the URL may name any
 // "N" followed by m, h or d within MaxRange.
