@@ -10,6 +10,11 @@
 #                                         the transparent-mode test in network namespaces
 #   python3-flask, nginx                  the adversarial suite's upstreams (proxy/adversarial)
 #
+# With --bench (make bench, make bench-external) it also installs what the
+# external benchmark (internal/extbench) runs beside toolgate:
+#
+#   wrk, squid                            the load generator and the forward proxy compared
+#
 # Already-installed packages are left alone; nothing is upgraded.
 set -euo pipefail
 
@@ -19,7 +24,7 @@ die() {
 }
 
 # Each entry: package:command-or-path that proves it is installed.
-readonly WANTED=(
+WANTED=(
 	clickhouse-server:/usr/sbin/clickhouse-server
 	clickhouse-client:/usr/bin/clickhouse-client
 	chromium:/usr/bin/chromium
@@ -31,6 +36,10 @@ readonly WANTED=(
 	python3-flask:/usr/lib/python3/dist-packages/flask/__init__.py
 	nginx:/usr/sbin/nginx
 )
+if [[ ${1:-} == --bench ]]; then
+	WANTED+=(wrk:/usr/bin/wrk squid:/usr/sbin/squid)
+fi
+readonly WANTED
 
 missing=()
 for w in "${WANTED[@]}"; do
