@@ -60,6 +60,11 @@ const (
 type adminConfig struct {
 	// Listen is the admin address. Default "127.0.0.1:18090"; "off" disables it.
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on the
+	// admin listener, for profiling a running sidecar in place. Default
+	// false. It needs a loopback admin.listen, whatever
+	// listen.allow_non_loopback says, and answers loopback callers only.
+	Pprof bool `yaml:"pprof"`
 }
 
 const defaultAdminListen = "127.0.0.1:18090"
@@ -153,6 +158,14 @@ func parseConfigAfter(path string, data []byte, prev *loadedConfig) (lc *loadedC
 			if other, ok := taken[lc.Admin.Listen]; ok {
 				return nil, where(&proxy.FieldError{Path: "admin.listen", Err: fmt.Errorf("address %s is already used by %s", lc.Admin.Listen, other)})
 			}
+		}
+	}
+	if lc.Admin.Pprof {
+		if lc.Admin.Listen == "off" {
+			return nil, where(&proxy.FieldError{Path: "admin.pprof", Err: errors.New("needs the admin listener (admin.listen is off)")})
+		}
+		if err := proxy.CheckListenAddr(lc.Admin.Listen, false); err != nil {
+			return nil, where(&proxy.FieldError{Path: "admin.pprof", Err: fmt.Errorf("serves on a loopback admin.listen only: %w", err)})
 		}
 	}
 	switch s := lc.Reload.Settle; {
