@@ -46,6 +46,7 @@ type options struct {
 	jsonOut     string
 	pprof       bool
 	clickhouse  bool
+	hold        bool
 	root        string
 }
 
@@ -80,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.jsonOut, "json", "", "also write every round's figures to this file")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve net/http/pprof on each toolgate's admin listener and print the addresses")
 	fs.BoolVar(&o.clickhouse, "clickhouse", true, "measure the events-to-ClickHouse path (needs clickhouse-server)")
+	fs.BoolVar(&o.hold, "hold", false, "start every path, print how to reach each, and wait for Ctrl-C instead of measuring (for profiling by hand)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -198,6 +200,18 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 		if err := preflight(ctx, paths[i]); err != nil {
 			return nil, err
 		}
+	}
+	if o.hold {
+		for _, p := range paths {
+			pid := 0
+			if p.proc != nil {
+				pid = p.proc.cmd.Process.Pid
+			}
+			fmt.Fprintf(logw, "extbench: %-12s pid %-7d wrk ... %s  (wrk.path = %q)\n", p.Key, pid, p.connect, p.uri)
+		}
+		fmt.Fprintf(logw, "extbench: upstream pid %d; holding until Ctrl-C\n", up.cmd.Process.Pid)
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	res := &result{Started: start.UTC(), Rounds: o.rounds, Duration: o.duration.String(), Conns: o.conns,
 		Paths: paths, Samples: map[string][]sample{}}
