@@ -145,7 +145,7 @@ func newReloader(sc *sidecar, lc *loadedConfig) *reloader {
 	r := &reloader{
 		sc: sc, path: lc.path, log: sc.log.With("component", "reload"),
 		settle: lc.Reload.Settle, poll: reloadPoll,
-		own:    []string{filepath.Clean(lc.Events.File.Path), filepath.Clean(lc.Events.Spool.Dir)},
+		own: []string{filepath.Clean(lc.Events.File.Path), filepath.Clean(lc.Events.Spool.Dir)},
 		reloadsDesc: prometheus.NewDesc("toolgate_config_reloads_total",
 			"Configuration reloads by result (ok, error).", []string{"result"}, nil),
 		successDesc: prometheus.NewDesc("toolgate_config_last_reload_successful",
