@@ -17,7 +17,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 3s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo demo-dashboard bench lint fmt check fuzz wasm-fixtures clean
+.PHONY: all build test demo demo-dashboard bench bench-external lint fmt check fuzz wasm-fixtures clean
 
 all: build
 
@@ -36,7 +36,7 @@ demo-dashboard: ## The demo, then its events in a private ClickHouse and the fai
 	$(GO) run ./cmd/toolgate demo --clickhouse local
 
 bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHouse costs; prints the comparison table
-	bash scripts/testdeps.sh
+	bash scripts/testdeps.sh --bench
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy|BenchmarkSinkOverhead|BenchmarkEventPath' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./proxy/ | tee bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkPolicyOverhead' -benchtime 1x -count 3 ./proxy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
@@ -45,6 +45,10 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkWASMDecision' -benchmem -count $(BENCHCOUNT) ./wasm/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkDashboard' -benchtime 3x -count 3 ./sink/dashboard/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
+
+bench-external: ## toolgate against direct, nginx and squid from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 11 minutes)
+	bash scripts/testdeps.sh --bench
+	$(GO) run ./internal/extbench $(EXTBENCH_FLAGS)
 
 lint: ## go vet and staticcheck
 	$(GO) vet $(PKGS)

@@ -29,7 +29,9 @@ import (
 
 // benchConfig has the two routes the budget is measured on: a passthrough
 // tool (no schema, raw answer) and a validated tool (strict schema, JSON
-// body, envelope), both in front of the demo upstream's /bench.
+// body, envelope), both in front of the demo upstream's /bench. The policy
+// routes name the upstream's port and allow plain HTTP: the bench policy
+// injects a header, which goes only to the tool's own origin.
 const benchConfig = `
 listen:
   forward: 127.0.0.1:0
@@ -54,15 +56,18 @@ tools:
         ids: {type: array, items: {type: string}}
       required: [query]
   - name: bench_policy
-    match: {host: 127.0.0.1, method: POST, path: /bench/policy}
+    match: {host: "UPHOSTPORT", method: POST, path: /bench/policy}
+    inject_over_http: true
     envelope: always
     schema: *bench_schema
   - name: bench_policy_interpreter
-    match: {host: 127.0.0.1, method: POST, path: /bench/policy_interpreter}
+    match: {host: "UPHOSTPORT", method: POST, path: /bench/policy_interpreter}
+    inject_over_http: true
     envelope: always
     schema: *bench_schema
   - name: bench_policy_wasm
-    match: {host: 127.0.0.1, method: POST, path: /bench/policy_wasm}
+    match: {host: "UPHOSTPORT", method: POST, path: /bench/policy_wasm}
+    inject_over_http: true
     envelope: always
     schema: *bench_schema
 `

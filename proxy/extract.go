@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"sort"
@@ -85,7 +84,7 @@ func bodySource(t *tool, r *http.Request) (sourceSet, string) {
 	default:
 		return 0, "the request has more than one Content-Type"
 	}
-	mt, params, err := mime.ParseMediaType(cts[0])
+	mt, params, err := parseMediaType(cts[0])
 	if err != nil {
 		return 0, "its Content-Type cannot be parsed"
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -152,7 +151,7 @@ func envelopable(r *http.Request, resp *http.Response) bool {
 	if ct == "" {
 		return true
 	}
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, _, err := parseMediaType(ct)
 	if err != nil {
 		return false
 	}
@@ -170,7 +169,7 @@ func envelopable(r *http.Request, resp *http.Response) bool {
 // envelopeData turns an answer's body into the envelope's data: JSON as is,
 // text as a JSON string. ok is false for a body that is neither.
 func envelopeData(ct string, body []byte) (json.RawMessage, bool) {
-	mt, _, _ := mime.ParseMediaType(ct)
+	mt, _, _ := parseMediaType(ct)
 	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == ""
 	if isJSON && json.Valid(body) {
 		return json.RawMessage(body), true

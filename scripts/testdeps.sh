@@ -11,6 +11,11 @@
 #   python3-flask, nginx                  the adversarial suite's upstreams (proxy/adversarial)
 #   jq, nodejs                            the doc test's examples (docs/events.md, docs/quickstart.md)
 #
+# With --bench (make bench, make bench-external) it also installs what the
+# external benchmark (internal/extbench) runs beside toolgate:
+#
+#   wrk, squid                            the load generator and the forward proxy compared
+#
 # Already-installed packages are left alone; nothing is upgraded.
 set -euo pipefail
 
@@ -20,7 +25,7 @@ die() {
 }
 
 # Each entry: package:command-or-path that proves it is installed.
-readonly WANTED=(
+WANTED=(
 	clickhouse-server:/usr/sbin/clickhouse-server
 	clickhouse-client:/usr/bin/clickhouse-client
 	chromium:/usr/bin/chromium
@@ -34,6 +39,10 @@ readonly WANTED=(
 	jq:/usr/bin/jq
 	nodejs:/usr/bin/node
 )
+if [[ ${1:-} == --bench ]]; then
+	WANTED+=(wrk:/usr/bin/wrk squid:/usr/sbin/squid)
+fi
+readonly WANTED
 
 missing=()
 for w in "${WANTED[@]}"; do

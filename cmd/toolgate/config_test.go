@@ -222,6 +222,29 @@ admin:
 			want:  []string{"not a loopback address"},
 		},
 		{
+			name: "pprof without the admin listener",
+			yaml: `listen:
+  forward: 127.0.0.1:0
+admin:
+  listen: "off"
+  pprof: true # <-
+`,
+			field: "admin.pprof",
+			want:  []string{"needs the admin listener"},
+		},
+		{
+			name: "pprof on a non-loopback admin listener",
+			yaml: `listen:
+  forward: 127.0.0.1:0
+  allow_non_loopback: true
+admin:
+  listen: 0.0.0.0:18090
+  pprof: true # <-
+`,
+			field: "admin.pprof",
+			want:  []string{"loopback admin.listen only", "not a loopback address"},
+		},
+		{
 			name: "reverse upstream that is not a URL",
 			yaml: `listen:
   forward: 127.0.0.1:0

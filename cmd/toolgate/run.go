@@ -42,6 +42,7 @@ was; /status, the metrics and the log say why.`,
 			if err != nil {
 				return err
 			}
+			tuneGC()
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)

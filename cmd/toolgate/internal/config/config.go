@@ -67,6 +67,11 @@ const (
 type AdminConfig struct {
 	// Listen is the admin address. Default "127.0.0.1:18090"; "off" disables it.
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on the
+	// admin listener, for profiling a running sidecar in place. Default
+	// false. It needs a loopback admin.listen, whatever
+	// listen.allow_non_loopback says, and answers loopback callers only.
+	Pprof bool `yaml:"pprof"`
 }
 
 // DefaultAdminListen is admin.listen's default.
@@ -77,6 +82,14 @@ const DefaultAdminListen = "127.0.0.1:18090"
 func (a *AdminConfig) validate(pc *proxy.Config) error {
 	if a.Listen == "" {
 		a.Listen = DefaultAdminListen
+	}
+	if a.Pprof {
+		if a.Listen == "off" {
+			return section.Errorf("admin.pprof", "needs the admin listener (admin.listen is off)")
+		}
+		if err := proxy.CheckListenAddr(a.Listen, false); err != nil {
+			return section.At("admin.pprof", fmt.Errorf("serves on a loopback admin.listen only: %w", err))
+		}
 	}
 	if a.Listen == "off" {
 		return nil

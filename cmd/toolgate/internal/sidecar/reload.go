@@ -87,6 +87,12 @@ type reloader struct {
 	inForce []string          // the files the configuration in force depends on
 	seen    map[string]string // each watched path: digest of its content when last read
 
+	// own are the files toolgate itself writes (the events file, its
+	// backups, the spool), whose changes never ask for a reload: with
+	// the events file beside the configuration, each event written would
+	// otherwise re-read every file the configuration depends on.
+	own []string
+
 	ctx    context.Context // ends when the sidecar stops
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -140,6 +146,7 @@ func newReloader(sc *Sidecar, lc *config.Loaded) *reloader {
 	r := &reloader{
 		sc: sc, path: lc.Path, log: sc.log.With("component", "reload"),
 		settle: lc.Reload.Settle, poll: reloadPoll,
+		own: []string{filepath.Clean(lc.Events.File.Path), filepath.Clean(lc.Events.Spool.Dir)},
 		reloadsDesc: prometheus.NewDesc("toolgate_config_reloads_total",
 			"Configuration reloads by result (ok, error).", []string{"result"}, nil),
 		successDesc: prometheus.NewDesc("toolgate_config_last_reload_successful",
@@ -225,7 +232,10 @@ func (r *reloader) loop(signals <-chan os.Signal) {
 			return
 		case <-signals:
 			ask("signal")
-		case <-events:
+		case ev := <-events:
+			if r.isOwn(ev.Name) {
+				continue
+			}
 			if r.changed() {
 				ask("file")
 			}
@@ -251,6 +261,18 @@ func (r *reloader) loop(signals <-chan os.Signal) {
 			sync()
 		}
 	}
+}
+
+// isOwn reports whether name is a file toolgate writes itself: the events
+// file or one of its backups (path.1, ...), or the spool folder.
+func (r *reloader) isOwn(name string) bool {
+	name = filepath.Clean(name)
+	for _, p := range r.own {
+		if name == p || strings.HasPrefix(name, p+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // watchDirs are the folders to watch: each watched file's folder (editors

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync/atomic"
 	"time"
@@ -202,7 +203,31 @@ func (sc *Sidecar) adminHandler() http.Handler {
 	})
 	mux.Handle("POST /reload", sc.reload)
 	mux.HandleFunc("GET /ca.crt", sc.serveCA)
+	if sc.cfg.Load().Admin.Pprof {
+		mountPprof(mux)
+	}
 	return mux
+}
+
+// mountPprof serves Go's profiler under /debug/pprof/ (admin.pprof), to
+// loopback callers only.
+func mountPprof(mux *http.ServeMux) {
+	loopback := func(h http.HandlerFunc) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+				http.Error(w, "pprof answers loopback callers only", http.StatusForbidden)
+				return
+			}
+			h(w, r)
+		})
+	}
+	mux.Handle("GET /debug/pprof/", loopback(pprof.Index))
+	mux.Handle("GET /debug/pprof/cmdline", loopback(pprof.Cmdline))
+	mux.Handle("GET /debug/pprof/profile", loopback(pprof.Profile))
+	mux.Handle("GET /debug/pprof/symbol", loopback(pprof.Symbol))
+	mux.Handle("POST /debug/pprof/symbol", loopback(pprof.Symbol))
+	mux.Handle("GET /debug/pprof/trace", loopback(pprof.Trace))
 }
 
 // serveCA answers the interception CA's certificate (PEM), or 404 when

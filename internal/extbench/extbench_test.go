@@ -1,0 +1,140 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// The benchmark starts its upstream as this binary with roleEnv set.
+	if os.Getenv(roleEnv) == "upstream" {
+		os.Exit(serveUpstream(os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestQuickRun runs the whole external benchmark in its reduced mode (one
+// round of one-second runs) and checks what a user reads: every path in the
+// table, each measured with real requests through real processes, and
+// nothing it started left running. It asserts no timing.
+func TestQuickRun(t *testing.T) {
+	for _, bin := range []string{"wrk", "nginx", "squid", "clickhouse-server"} {
+		if _, err := lookPath(bin); err != nil {
+			t.Skipf("%s is not installed: scripts/testdeps.sh --bench installs the external benchmark's tools", bin)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "res.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-rounds", "1", "-duration", "1s", "-latency-duration", "1s", "-json", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	t.Log(stdout.String())
+
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"direct", "nginx", "squid", "pass", "schema", "rego", "reverse", "clickhouse"}
+	var got []string
+	for _, p := range res.Paths {
+		got = append(got, p.Key)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("paths %v, want %v", got, want)
+	}
+	for _, k := range want {
+		ss := res.Samples[k]
+		if len(ss) != 1 {
+			t.Fatalf("%s: %d samples, want 1", k, len(ss))
+		}
+		s := ss[0]
+		if s.Requests <= 0 || s.RPS <= 0 || s.P50us <= 0 || s.P99us < s.P50us {
+			t.Errorf("%s: implausible sample %+v", k, s)
+		}
+		if k != "direct" && s.ProxyCPUus <= 0 {
+			t.Errorf("%s: no CPU measured for the proxy: %+v", k, s)
+		}
+		if s.UpstreamCPUs <= 0 {
+			t.Errorf("%s: no CPU measured for the upstream: %+v", k, s)
+		}
+	}
+	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| squid forward proxy",
+		"| toolgate forward, schema + 5-rule Rego |", "| toolgate forward, schema + Rego, events to ClickHouse |", "vs direct"} {
+		if !strings.Contains(stdout.String(), label) {
+			t.Errorf("the table lacks %q", label)
+		}
+	}
+	if left := children(); len(left) > 0 {
+		t.Errorf("processes the benchmark started are still running: %v", left)
+	}
+}
+
+// children lists this process's live child processes (zombies aside).
+func children() []string {
+	ents, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == self && f[0] != "Z" {
+			out = append(out, e.Name()+" "+string(b[:i+1]))
+		}
+	}
+	return out
+}
+
+func TestParseWrk(t *testing.T) {
+	const report = `Running 1s test @ http://127.0.0.1:40000
+  2 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.20ms  500.00us   9.00ms   80.00%
+    Req/Sec    13.00k     1.00k   15.00k    70.00%
+  Latency Distribution
+     50%   67.00us
+     75%    1.01ms
+     90%    1.80ms
+     99%    2.50ms
+  26000 requests in 1.00s, 8.00MB read
+Requests/sec:  25990.12
+Transfer/sec:      8.00MB
+`
+	r, err := parseWrk(strings.NewReader(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.requests != 26000 || r.rps != 25990.12 || r.p50 != 67 || r.p99 != 2500 {
+		t.Fatalf("got %+v", r)
+	}
+	for name, extra := range map[string]string{
+		"non-2xx":       "  Non-2xx or 3xx responses: 12\n",
+		"socket errors": "  Socket errors: connect 0, read 3, write 0, timeout 0\n",
+	} {
+		if _, err := parseWrk(strings.NewReader(report + extra)); err == nil {
+			t.Errorf("%s: a run with failed calls parsed without error", name)
+		}
+	}
+	if _, err := parseWrk(strings.NewReader("wrk: connection refused\n")); err == nil {
+		t.Error("a report without figures parsed without error")
+	}
+}

@@ -1,0 +1,46 @@
+//go:build linux
+
+// Command extbench measures toolgate from outside, as an operator would: a
+// load generator in its own process (wrk), a Go net/http upstream in its own
+// process (the demo tools' POST /bench), and every path between them side by
+// side in one run: direct, nginx as a reverse proxy, squid as a forward
+// proxy, and toolgate as a forward proxy (passthrough, strict schema, schema
+// plus the 5-rule bench Rego policy), as a reverse proxy (schema plus Rego),
+// and with its events going to the NDJSON file or to ClickHouse.
+//
+// Each round runs every path once with 32 connections (throughput, and the
+// CPU each process spent per request, read from /proc) and once with one
+// connection (p50 and p99 latency); the paths' order rotates from round to
+// round, so a drift of the machine weighs on all of them. The table prints
+// the medians over the rounds and each path's ratio to direct.
+//
+//	go run ./internal/extbench                     # make bench-external
+//	go run ./internal/extbench -rounds 1 -duration 1s -latency-duration 500ms
+//	go run ./internal/extbench -toolgate main=/tmp/main.toolgate -toolgate new=bin/toolgate
+//
+// With several -toolgate builds, each toolgate path runs once per build in
+// every round (an A/B comparison in one run). Every process it starts (the
+// upstream, nginx, squid, each toolgate, a private ClickHouse) is stopped
+// when it ends, also on Ctrl-C.
+//
+// It needs wrk, nginx and squid (Debian packages of those names;
+// scripts/testdeps.sh --bench installs them) and, for the ClickHouse path,
+// clickhouse-server (the path is left out when it is missing).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	if os.Getenv(roleEnv) == "upstream" {
+		os.Exit(serveUpstream(os.Stdout, os.Stderr))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,271 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/demotools"
+)
+
+// roleEnv, set to "upstream", makes this binary (or the test binary) serve
+// the demo tools instead of benchmarking: the upstream runs in its own
+// process like every other part.
+const roleEnv = "EXTBENCH_ROLE"
+
+// startTimeout bounds the wait for a started process to answer.
+const startTimeout = 60 * time.Second
+
+// serveUpstream serves the demo tools on a free loopback port, prints the
+// address on stdout and serves until stdin closes or a signal arrives.
+func serveUpstream(stdout, stderr io.Writer) int {
+	s, err := demotools.Start("127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(stderr, "extbench upstream:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, s.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent holds the pipe open
+	_ = s.Close()
+	return 0
+}
+
+// proc is a process the benchmark started, in its own process group.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	log  string // where its output goes
+}
+
+// procs owns every process the benchmark started and stops them all.
+type procs struct {
+	mu   sync.Mutex
+	list []*proc
+	dir  string
+}
+
+// start starts a process whose output goes to dir/name.log. stdin, when
+// not nil, is kept as the process's standard input.
+func (ps *procs) start(name string, stdin io.Reader, env []string, bin string, args ...string) (*proc, error) {
+	logPath := filepath.Join(ps.dir, name+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = lf, lf, stdin
+	cmd.Env = append(os.Environ(), env...)
+	// Its own group, so stop reaches its children; killed with the
+	// benchmark if the benchmark dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() {
+		p.err = cmd.Wait()
+		lf.Close()
+		close(p.done)
+	}()
+	ps.mu.Lock()
+	ps.list = append(ps.list, p)
+	ps.mu.Unlock()
+	return p, nil
+}
+
+// exited reports whether p has ended, with its log's tail.
+func (p *proc) exited() error {
+	select {
+	case <-p.done:
+		b, _ := os.ReadFile(p.log)
+		if len(b) > 2000 {
+			b = b[len(b)-2000:]
+		}
+		return fmt.Errorf("%s exited (%v): %s", p.name, p.err, strings.TrimSpace(string(b)))
+	default:
+		return nil
+	}
+}
+
+// stopAll stops every process: SIGTERM to its group, SIGKILL after 5 s.
+func (ps *procs) stopAll() {
+	ps.mu.Lock()
+	list := ps.list
+	ps.list = nil
+	ps.mu.Unlock()
+	for _, p := range list {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	for _, p := range list {
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+// freePort returns a loopback port the kernel chose; the caller binds it
+// soon after (a small race that start's readiness check catches).
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitListening waits until addr accepts connections or p exits.
+func waitListening(ctx context.Context, p *proc, addr string) error {
+	deadline := time.Now().Add(startTimeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if e := p.exited(); e != nil {
+			return e
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: nothing listens on %s after %s", p.name, addr, startTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// startUpstream starts the demo tools in a child process (this binary with
+// roleEnv set) and returns its address.
+func (ps *procs) startUpstream(ctx context.Context) (*proc, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	pr, pw, err := os.Pipe() // the child's stdin: it ends when the pipe closes
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), roleEnv+"=upstream", "GOMAXPROCS=")
+	cmd.Stdin = pr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	lf, err := os.Create(filepath.Join(ps.dir, "upstream.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Stderr = lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start upstream: %w", err)
+	}
+	pr.Close()
+	p := &proc{name: "upstream", cmd: cmd, done: make(chan struct{}), log: lf.Name()}
+	ps.mu.Lock()
+	ps.list = append(ps.list, p)
+	ps.mu.Unlock()
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			addrc <- strings.TrimSpace(sc.Text())
+		}
+		close(addrc)
+		_, _ = io.Copy(io.Discard, stdout)
+		p.err = cmd.Wait()
+		pw.Close()
+		lf.Close()
+		close(p.done)
+	}()
+	select {
+	case addr, ok := <-addrc:
+		if !ok {
+			return nil, "", fmt.Errorf("upstream printed no address (log %s)", lf.Name())
+		}
+		return p, addr, nil
+	case <-time.After(startTimeout):
+		return nil, "", errors.New("upstream did not start")
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// clkTck is the kernel's clock tick for /proc/PID/stat's CPU fields; 100
+// on every Linux user space.
+const clkTck = 100
+
+// cpuOf returns the CPU time (user and system) used so far by pid and all
+// its descendants, from /proc.
+func cpuOf(pid int) time.Duration {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	type st struct {
+		ppid int
+		cpu  int64
+	}
+	all := map[int]st{}
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name is in parentheses and may hold spaces.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		stt, _ := strconv.ParseInt(f[12], 10, 64)
+		all[n] = st{ppid: ppid, cpu: ut + stt}
+	}
+	var ticks int64
+	var add func(int, int)
+	add = func(p, depth int) {
+		ticks += all[p].cpu
+		if depth > 8 {
+			return
+		}
+		for c, s := range all {
+			if s.ppid == p {
+				add(c, depth+1)
+			}
+		}
+	}
+	add(pid, 0)
+	return time.Duration(ticks) * time.Second / clkTck
+}

@@ -1,0 +1,167 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wrkResult is what one wrk run reports.
+type wrkResult struct {
+	rps      float64
+	requests int64
+	p50, p99 float64 // µs
+}
+
+// luaString quotes s as a Lua string literal.
+func luaString(s string) string { return strconv.Quote(s) }
+
+// runWrk runs wrk along p with the given threads and connections for d
+// (whole seconds) and parses its report. Any non-2xx answer, or a socket
+// error, fails the run: a path that refuses or drops calls measures
+// nothing.
+func runWrk(ctx context.Context, dir string, p path, threads, conns int, d time.Duration) (wrkResult, error) {
+	var r wrkResult
+	script := filepath.Join(dir, "wrk-"+p.Key+".lua")
+	lua := fmt.Sprintf("wrk.method = \"POST\"\nwrk.path = %s\nwrk.body = %s\nwrk.headers[\"Content-Type\"] = \"application/json\"\n",
+		luaString(p.uri), luaString(benchBody))
+	if err := os.WriteFile(script, []byte(lua), 0o644); err != nil {
+		return r, err
+	}
+	secs := int((d + time.Second - 1) / time.Second)
+	cmd := exec.CommandContext(ctx, mustLook("wrk"), "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns),
+		"-d", strconv.Itoa(secs)+"s", "--latency", "-s", script, p.connect)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return r, fmt.Errorf("wrk on %s: %w: %s", p.Key, err, out)
+	}
+	r, err = parseWrk(strings.NewReader(string(out)))
+	if err != nil {
+		return r, fmt.Errorf("wrk on %s: %w:\n%s", p.Key, err, out)
+	}
+	return r, nil
+}
+
+// parseWrk reads wrk's report (with --latency).
+func parseWrk(rd io.Reader) (wrkResult, error) {
+	var r wrkResult
+	sc := bufio.NewScanner(rd)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "Requests/sec:":
+			r.rps, _ = strconv.ParseFloat(f[1], 64)
+		case len(f) >= 3 && f[1] == "requests" && f[2] == "in":
+			r.requests, _ = strconv.ParseInt(f[0], 10, 64)
+		case len(f) == 2 && f[0] == "50%":
+			r.p50 = parseDur(f[1])
+		case len(f) == 2 && f[0] == "99%":
+			r.p99 = parseDur(f[1])
+		case len(f) >= 1 && f[0] == "Non-2xx":
+			return r, fmt.Errorf("some answers were not 2xx: %s", sc.Text())
+		case len(f) >= 2 && f[0] == "Socket" && f[1] == "errors:":
+			return r, fmt.Errorf("socket errors: %s", sc.Text())
+		}
+	}
+	if r.requests == 0 || r.rps == 0 || r.p50 == 0 {
+		return r, fmt.Errorf("no requests, rate or p50 in the report")
+	}
+	return r, nil
+}
+
+// parseDur reads wrk's "67.00us", "1.20ms" or "2.00s" as microseconds.
+func parseDur(s string) float64 {
+	for _, u := range []struct {
+		suffix string
+		us     float64
+	}{{"us", 1}, {"ms", 1e3}, {"m", 60e6}, {"s", 1e6}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0
+			}
+			return f * u.us
+		}
+	}
+	return 0
+}
+
+// median of xs; 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// row is one path's medians; ratio and added p50 are paired with direct
+// round by round.
+type row struct {
+	rps, ratio, proxyCPU, upCPU, p50, addedP50, p99 float64
+}
+
+// summarize computes each path's row from the samples.
+func summarize(res *result) map[string]row {
+	direct := res.Samples["direct"]
+	rows := map[string]row{}
+	for _, p := range res.Paths {
+		ss := res.Samples[p.Key]
+		var rps, ratio, pc, uc, p50, added, p99 []float64
+		for i, s := range ss {
+			rps = append(rps, s.RPS)
+			pc = append(pc, s.ProxyCPUus)
+			uc = append(uc, s.UpstreamCPUs)
+			p50 = append(p50, s.P50us)
+			p99 = append(p99, s.P99us)
+			if i < len(direct) && direct[i].RPS > 0 {
+				ratio = append(ratio, s.RPS/direct[i].RPS)
+				added = append(added, s.P50us-direct[i].P50us)
+			}
+		}
+		rows[p.Key] = row{median(rps), median(ratio), median(pc), median(uc), median(p50), median(added), median(p99)}
+	}
+	return rows
+}
+
+// printTable prints the medians as a Markdown table, the command's
+// settings above it.
+func printTable(w io.Writer, o options, res *result) {
+	rows := summarize(res)
+	fmt.Fprintf(w, "\nextbench: %d rounds, %s at %d connections (wrk -t%d) and %s at 1 connection per path and round; medians; elapsed %s\n\n",
+		o.rounds, o.duration, o.conns, o.threads, o.latDuration, res.Elapsed)
+	fmt.Fprintf(w, "| path | req/s @%d | vs direct | proxy CPU µs/req | upstream CPU µs/req | p50 @1 µs | added p50 | p99 @1 µs |\n", o.conns)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, p := range res.Paths {
+		r := rows[p.Key]
+		pc := "—"
+		if p.proc != nil {
+			pc = fmt.Sprintf("%.1f", r.proxyCPU)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2fx | %s | %.1f | %.0f | %+.0f | %.0f |\n",
+			p.Label, thousands(r.rps), r.ratio, pc, r.upCPU, r.p50, r.addedP50, r.p99)
+	}
+}
+
+// thousands formats a rate with a thousands separator.
+func thousands(f float64) string {
+	s := strconv.FormatInt(int64(f+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
