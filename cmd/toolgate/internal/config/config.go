@@ -8,8 +8,6 @@ package config
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -149,7 +147,7 @@ func Parse(path string, data []byte) (*Loaded, error) {
 
 // ParseAfter is Parse for a configuration that replaces prev.
 func ParseAfter(path string, data []byte, prev *Loaded) (lc *Loaded, err error) {
-	lc = &Loaded{Path: path, Version: contentVersion(data)}
+	lc = &Loaded{Path: path, Version: section.Version(data)}
 	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -289,7 +287,7 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 			checkers[t.Name] = set
 		}
 	}
-	lc.Version = contentVersion(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
+	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
 	lc.LoadedPolicies = pol
 	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
@@ -351,11 +349,6 @@ func locate(path string, root *yaml.Node, err error) error {
 		return fmt.Errorf("%s:%d: %w", path, line, err)
 	}
 	return fmt.Errorf("%s: %w", path, err)
-}
-
-func contentVersion(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:6])
 }
 
 // DecodeYAML decodes the one YAML document of a file strictly (unknown keys
