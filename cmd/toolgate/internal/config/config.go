@@ -324,9 +324,14 @@ func failedTests(rep policies.TestReport) string {
 // sectionError places a package's "field: message" error under its section
 // of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
 //
-// The sink package's Validate methods still return plain "field: message"
-// errors; this is the one place that reads them.
+// sink.FileConfig reports a section.Error; the queue's, spool's and
+// ClickHouse's Validate methods still return plain "field: message" errors,
+// and this is the one place that reads them.
 func sectionError(prefix string, err error) error {
+	var fe *section.Error
+	if errors.As(err, &fe) {
+		return section.Under(prefix, err)
+	}
 	field, msg, ok := strings.Cut(err.Error(), ": ")
 	if !ok || strings.ContainsAny(field, " ") {
 		return section.At(prefix, err)
