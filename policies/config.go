@@ -387,14 +387,13 @@ func (l *Loaded) Close(ctx context.Context, next *Loaded) error {
 	return errors.Join(errs...)
 }
 
-// fileVersion is a content hash of one file, 12 hex digits.
+// fileVersion is a content hash of one file (section.Version).
 func fileVersion(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])[:12], nil
+	return section.Version(b), nil
 }
 
 // Version is a content hash of every policy, its mode and the global

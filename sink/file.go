@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/toolgate/toolgate/internal/section"
 )
 
 // File defaults, applied by FileConfig.Validate to zero fields.
@@ -52,10 +54,10 @@ type FileConfig struct {
 // and counts. Errors name the field as "file.<field>".
 func (c *FileConfig) Validate() error {
 	if c.MaxBytes < 0 {
-		return fmt.Errorf("file.max_bytes: must not be negative, got %d", c.MaxBytes)
+		return section.Errorf("file.max_bytes", "must not be negative, got %d", c.MaxBytes)
 	}
 	if c.MaxBackups < 0 {
-		return fmt.Errorf("file.max_backups: must not be negative, got %d", c.MaxBackups)
+		return section.Errorf("file.max_backups", "must not be negative, got %d", c.MaxBackups)
 	}
 	if c.Path == "" {
 		c.Path = DefaultFilePath

@@ -626,7 +626,7 @@ func TestExampleConfig(t *testing.T) {
 			lc, err := config.Load(examplePath)
 			if tc.wantField != "" {
 				if err == nil {
-					t.Fatalf("loadConfig succeeded without %s", tc.wantVar)
+					t.Fatalf("config.Load succeeded without %s", tc.wantVar)
 				}
 				msg := err.Error()
 				for _, frag := range []string{
@@ -672,7 +672,7 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig feeds parseConfig arbitrary bytes: it must never panic,
+// FuzzParseConfig feeds config.Parse arbitrary bytes: it must never panic,
 // an error must name the file first, and a configuration it accepts must
 // have its defaults applied.
 func FuzzParseConfig(f *testing.F) {
@@ -723,12 +723,12 @@ func FuzzParseConfig(f *testing.F) {
 				t.Errorf("error does not start with the file name: %q", err)
 			}
 			if lc != nil {
-				t.Errorf("parseConfig returned a config with the error %q", err)
+				t.Errorf("config.Parse returned a config with the error %q", err)
 			}
 			return
 		}
 		if lc == nil {
-			t.Fatal("parseConfig returned neither a config nor an error")
+			t.Fatal("config.Parse returned neither a config nor an error")
 		}
 		if lc.Path != "fuzz.yaml" || len(lc.Version) != 12 || lc.Snapshot.Version != lc.Version {
 			t.Errorf("path, version, snapshot version = %q, %q, %q; want fuzz.yaml and a 12-digit hash in both", lc.Path, lc.Version, lc.Snapshot.Version)

@@ -124,7 +124,7 @@ func replaceFile(t testing.TB, path, body string) {
 	}
 }
 
-// boundsVersion is the policy version loadConfig computes for the policy
+// boundsVersion is the policy version config.Load computes for the policy
 // files in dir as they are now, without running their tests.
 func boundsVersion(t testing.TB, dir string) string {
 	t.Helper()

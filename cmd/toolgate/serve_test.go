@@ -35,7 +35,7 @@ type runningLine struct {
 type sidecarRun struct {
 	path string // the configuration file
 	data []byte // its content
-	// version is the configuration's version as loadConfig computes it
+	// version is the configuration's version as config.Load computes it
 	// (file and schemas), or "" when the file does not load.
 	version string
 	stdout  *testutil.SyncBuffer

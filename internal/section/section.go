@@ -7,6 +7,8 @@
 package section
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -83,3 +85,11 @@ func Resolve(dir, p string) string {
 // Dir is the folder relative paths in the configuration file at path
 // resolve against: the file's own folder.
 func Dir(path string) string { return filepath.Dir(path) }
+
+// Version is the content version toolgate shows for configuration bytes
+// (the configuration's version, a WASM module's): the first 12 hex digits
+// of their SHA-256.
+func Version(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}

@@ -60,3 +60,10 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	// The SHA-256 of "abc" begins ba7816bf8f01.
+	if got := section.Version([]byte("abc")); got != "ba7816bf8f01" {
+		t.Errorf("Version(abc) = %q, want ba7816bf8f01", got)
+	}
+}

@@ -8,8 +8,6 @@ package config
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -184,7 +182,7 @@ func ParseAfter(path string, data []byte, prev *Loaded) (*Loaded, error) {
 
 // parseWith is ParseAfter; offline is LoadOffline's.
 func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded, err error) {
-	lc = &Loaded{Path: path, Version: contentVersion(data)}
+	lc = &Loaded{Path: path, Version: section.Version(data)}
 	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -336,7 +334,7 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 			checkers[t.Name] = set
 		}
 	}
-	lc.Version = contentVersion(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
+	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
 	lc.LoadedPolicies = pol
 	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
@@ -373,9 +371,14 @@ func failedTests(rep policies.TestReport) string {
 // sectionError places a package's "field: message" error under its section
 // of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
 //
-// The sink package's Validate methods still return plain "field: message"
-// errors; this is the one place that reads them.
+// sink.FileConfig reports a section.Error; the queue's, spool's and
+// ClickHouse's Validate methods still return plain "field: message" errors,
+// and this is the one place that reads them.
 func sectionError(prefix string, err error) error {
+	var fe *section.Error
+	if errors.As(err, &fe) {
+		return section.Under(prefix, err)
+	}
 	field, msg, ok := strings.Cut(err.Error(), ": ")
 	if !ok || strings.ContainsAny(field, " ") {
 		return section.At(prefix, err)
@@ -398,11 +401,6 @@ func locate(path string, root *yaml.Node, err error) error {
 		return fmt.Errorf("%s:%d: %w", path, line, err)
 	}
 	return fmt.Errorf("%s: %w", path, err)
-}
-
-func contentVersion(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:6])
 }
 
 // DecodeYAML decodes the one YAML document of a file strictly (unknown keys
