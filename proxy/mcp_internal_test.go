@@ -180,18 +180,18 @@ func TestLearnedSchemasBounded(t *testing.T) {
 		tools = append(tools, listedTool{Name: fmt.Sprintf("t%02d", i), InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)})
 	}
 	tools = append(tools, listedTool{Name: "big", InputSchema: json.RawMessage(`{"type":"object","description":"` + strings.Repeat("d", 200) + `"}`)})
-	s.learn(tools, true, 10, 100)
+	s.learn(tools, true, 10, 100, nil)
 	if s.size() != 10 {
 		t.Errorf("kept %d tools, want the bound of 10", s.size())
 	}
 	if s.isListed() || !s.isCut() {
 		t.Error("a list cut at the bound counts as complete: a dropped tool would be refused as unknown")
 	}
-	s.learn(tools[:1], true, 10, 100)
+	s.learn(tools[:1], true, 10, 100, nil)
 	if got := s.names(); !reflect.DeepEqual(got, []string{"t00"}) || !s.isListed() {
 		t.Errorf("a complete list keeps %v (listed %v), want [t00]", got, s.isListed())
 	}
-	s.learn([]listedTool{{Name: "big", InputSchema: tools[12].InputSchema}}, false, 10, 100)
+	s.learn([]listedTool{{Name: "big", InputSchema: tools[12].InputSchema}}, false, 10, 100, nil)
 	if sch, known, why := s.lookup("big", true); !known || sch != nil || why != errSchemaTooLarge {
 		t.Errorf("a schema past the bound: %v %v %v", sch, known, why)
 	}
@@ -206,7 +206,7 @@ func TestLearnedSchemasBounded(t *testing.T) {
 		t.Error("an unchanged schema was compiled again")
 	}
 	// A different schema under the same name replaces the compiled one.
-	s.learn([]listedTool{{Name: "t00", InputSchema: json.RawMessage(`{"type":"object","properties":{"b":{"type":"string"}}}`)}}, false, 10, 100)
+	s.learn([]listedTool{{Name: "t00", InputSchema: json.RawMessage(`{"type":"object","properties":{"b":{"type":"string"}}}`)}}, false, 10, 100, nil)
 	if sch2, _, _ := s.lookup("t00", true); sch2 == sch || len(sch2.Validate(map[string]any{"b": "x"})) != 0 {
 		t.Error("a changed schema was not refreshed")
 	}
@@ -239,7 +239,7 @@ func TestLearnedSchemasHammer(t *testing.T) {
 				s := m.server(fmt.Sprintf("http://s%d/mcp", i%3))
 				switch (w + i) % 4 {
 				case 0:
-					s.learn([]listedTool{{Name: "t", InputSchema: schemas[i%2]}}, true, 10, 1<<10)
+					s.learn([]listedTool{{Name: "t", InputSchema: schemas[i%2]}}, true, 10, 1<<10, nil)
 				case 1:
 					m.forget(fmt.Sprintf("http://s%d/mcp", i%3))
 				default:

@@ -116,6 +116,12 @@ type Event struct {
 	// ended without a response to the call) or unread (the answer could not
 	// be read: too large, or not JSON-RPC). "" for everything else.
 	Outcome string `json:"outcome"`
+	// MCPProtocol is the MCP protocol version of a message on an MCP route:
+	// the request's io.modelcontextprotocol/protocolVersion (2026-07-28 and
+	// later, which carry it on every request), else its MCP-Protocol-Version
+	// header, else an initialize request's params.protocolVersion; "" when
+	// none says (and for plain HTTP calls).
+	MCPProtocol string `json:"mcp_protocol"`
 }
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is
