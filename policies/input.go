@@ -32,6 +32,11 @@ type Input struct {
 	// Server is the MCP server a tools/call goes to: its host (and port)
 	// and path, such as "mcp.example.com/mcp". "" for plain HTTP calls.
 	Server string `json:"server"`
+	// ToolAnnotations are the behaviour hints an MCP server listed for the
+	// tool in tools/list: readOnlyHint, destructiveHint, idempotentHint and
+	// openWorldHint, each a boolean, present only when the server gave it.
+	// They are the server's claims, not facts. Empty for plain HTTP calls.
+	ToolAnnotations map[string]any `json:"tool_annotations"`
 }
 
 // Request is the part of the HTTP request a policy may see.
@@ -92,11 +97,21 @@ func (in *Input) toValue() map[string]any {
 			"query":     q,
 			"headers":   h,
 		},
-		"caller":   map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
-		"trace_id": in.TraceID,
-		"protocol": in.Protocol,
-		"server":   in.Server,
+		"caller":           map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
+		"trace_id":         in.TraceID,
+		"protocol":         in.Protocol,
+		"server":           in.Server,
+		"tool_annotations": annotationsOrEmpty(in.ToolAnnotations),
 	}
+}
+
+// annotationsOrEmpty is the tool's annotations, never nil, so a policy
+// reading a hint that was not given finds it undefined, not the object.
+func annotationsOrEmpty(a map[string]any) map[string]any {
+	if a == nil {
+		return map[string]any{}
+	}
+	return a
 }
 
 // document is the input as the compiled engine reads it
@@ -142,6 +157,9 @@ func (d document) Field(key string) (ast.Value, bool) {
 		return ast.String(in.Protocol), true
 	case "server":
 		return ast.String(in.Server), true
+	case "tool_annotations":
+		v, err := ast.InterfaceToValue(annotationsOrEmpty(in.ToolAnnotations))
+		return v, err == nil
 	default:
 		return nil, false
 	}
@@ -210,7 +228,7 @@ func stringsObject(m map[string]string) ast.Object {
 
 // The input document's keys, and its request's and caller's.
 var (
-	inputKeys   = []string{"arguments", "caller", "protocol", "request", "server", "tool", "trace_id"}
+	inputKeys   = []string{"arguments", "caller", "protocol", "request", "server", "tool", "tool_annotations", "trace_id"}
 	requestKeys = []string{"method", "host", "path", "path_vars", "query", "headers"}
 	callerKeys  = []string{"agent", "session"}
 )

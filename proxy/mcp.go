@@ -122,6 +122,9 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		c.ev.RPCMethod, c.ev.RPCID = msgs[0].Method, idText(msgs[0].ID)
 		env := readEnvelope(&msgs[0])
 		c.ev.MCPProtocol = protocolOf(r, &msgs[0], env)
+		if id, ok := traceIDOf(env.traceparent); ok {
+			c.ev.TraceID = id
+		}
 		if msgs[0].isRequest() && (isStateless(env.version) || isStateless(r.Header.Get(headerMCPProtocol))) {
 			m.stateless = true
 			if why := headerMismatch(r, &msgs[0], env); why != "" {
@@ -164,6 +167,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		// caller gets it as the tool's error, not as a transport error.
 		env, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
 		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless))
 	}
@@ -232,6 +236,7 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 	if chk := c.st.Checkers[c.t.cfg.Name]; chk != nil {
 		in := c.input(r, target, nil, tc.args)
 		in.Tool, in.Protocol, in.Server = tc.name, ProtocolMCP, m.server
+		in.ToolAnnotations = m.srv.hints(tc.name).asMap()
 		return c.policyOutcome(chk.Check(r.Context(), in))
 	}
 	return nil

@@ -23,6 +23,7 @@ const (
 	firstStatelessVersion = "2026-07-28"
 
 	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaTraceparent     = "traceparent"
 	headerMCPProtocol   = "Mcp-Protocol-Version"
 
 	// rpcHeaderMismatch is the JSON-RPC error code of a request whose
@@ -49,6 +50,9 @@ type rpcEnvelope struct {
 	version string // params._meta["io.modelcontextprotocol/protocolVersion"], "" when absent
 	name    string // params.name or params.uri, for the methods Mcp-Name mirrors
 	hasName bool
+	// traceparent is params._meta.traceparent, the W3C trace context MCP
+	// carries in the message (2026-07-28 basic "_meta").
+	traceparent string
 }
 
 // readEnvelope reads a request's params with exact member names (as
@@ -63,6 +67,7 @@ func readEnvelope(msg *rpcMessage) rpcEnvelope {
 		var mm map[string]json.RawMessage
 		if json.Unmarshal(meta, &mm) == nil {
 			_ = unmarshalExact(mm[metaProtocolVersion], &env.version)
+			_ = unmarshalExact(mm[metaTraceparent], &env.traceparent)
 		}
 	}
 	var src json.RawMessage
@@ -191,4 +196,63 @@ func isInputRequired(result json.RawMessage) bool {
 	var r map[string]json.RawMessage
 	var rt string
 	return json.Unmarshal(result, &r) == nil && unmarshalExact(r["resultType"], &rt) == nil && rt == "input_required"
+}
+
+// traceIDOf is the trace id of a W3C traceparent, when it is one.
+func traceIDOf(tp string) (string, bool) {
+	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
+		id := tp[3:35]
+		if isHex(id) && id != "00000000000000000000000000000000" {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// asMap is the annotations as policies see them (input.tool_annotations):
+// only the hints the server gave.
+func (h *toolHints) asMap() map[string]any {
+	if h == nil {
+		return nil
+	}
+	m := make(map[string]any, 4)
+	for _, f := range []struct {
+		k string
+		v *bool
+	}{{"readOnlyHint", h.ReadOnly}, {"destructiveHint", h.Destructive}, {"idempotentHint", h.Idempotent}, {"openWorldHint", h.OpenWorld}} {
+		if f.v != nil {
+			m[f.k] = *f.v
+		}
+	}
+	return m
+}
+
+// safeToRepeat reports whether the server says calling the tool again has
+// no further effect: idempotentHint or readOnlyHint true. Hints default to
+// false (2026-07-28 server/tools ToolAnnotations).
+func (h *toolHints) safeToRepeat() bool {
+	return h != nil && (h.Idempotent != nil && *h.Idempotent || h.ReadOnly != nil && *h.ReadOnly)
+}
+
+// retryableByHints settles retryable in the envelope of a tools/call that
+// failed in toolgate's hands (upstream unreachable, timed out, cut short)
+// by the tool's annotations, when the server listed any: a failure after
+// the request may have reached the server is retryable only for a tool the
+// server calls idempotent or read-only, since repeating any other may do
+// its work twice. A connection that was never made is retryable as before.
+func (m *mcpCall) retryableByHints(env []byte) []byte {
+	h := m.srv.hints(m.c.ev.Tool)
+	if h == nil {
+		return env
+	}
+	var e bucketing.Envelope
+	if json.Unmarshal(env, &e) != nil || e.Error == nil || !e.Error.Retryable || e.Error.Reason == bucketing.ReasonConnect || h.safeToRepeat() {
+		return env
+	}
+	e.Error.Retryable = false
+	e.Error.RetryAfterMS = nil
+	if b, err := json.Marshal(e); err == nil {
+		return b
+	}
+	return env
 }

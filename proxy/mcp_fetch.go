@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +52,8 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 	start := time.Now()
 	var status, pages int
 	defer func() { c.recordFetch(start, status, pages, err) }()
-	meta = withoutProgressToken(meta)
+	tp := "00-" + c.ev.TraceID + "-" + newSpanID() + "-01"
+	meta = withTraceparent(withoutProgressToken(meta), tp)
 	var all toolsListResult
 	cursor := ""
 	for page := 0; ; page++ {
@@ -58,7 +61,7 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 			return fmt.Errorf("more than %d pages of tools", maxFetchPages)
 		}
 		var res *toolsListResult
-		res, status, err = c.listPage(ctx, r, target, page, cursor, meta)
+		res, status, err = c.listPage(ctx, r, target, page, cursor, meta, tp)
 		if err != nil {
 			return err
 		}
@@ -109,7 +112,7 @@ func (c *call) recordFetch(start time.Time, status, pages int, err error) {
 const reasonListFailed = "tools_list_failed"
 
 // listPage sends one tools/list and reads its result.
-func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, page int, cursor string, meta json.RawMessage) (_ *toolsListResult, status int, _ error) {
+func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, page int, cursor string, meta json.RawMessage, traceparent string) (_ *toolsListResult, status int, _ error) {
 	params := map[string]any{}
 	if cursor != "" {
 		params["cursor"] = cursor
@@ -135,6 +138,9 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	}
 	if req.Header.Get(headerMCPMethod) != "" {
 		req.Header.Set(headerMCPMethod, methodToolsList)
+	}
+	if req.Header.Get("Traceparent") == "" {
+		req.Header.Set("Traceparent", traceparent)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -208,4 +214,27 @@ func withoutProgressToken(meta json.RawMessage) json.RawMessage {
 	delete(mm, "progressToken")
 	b, _ := json.Marshal(mm)
 	return b
+}
+
+// withTraceparent adds a W3C traceparent to a request's _meta when it has
+// none, so toolgate's own request joins the call's trace in the message as
+// well as in its headers (2026-07-28 basic "_meta": trace context keys).
+func withTraceparent(meta json.RawMessage, tp string) json.RawMessage {
+	mm := map[string]json.RawMessage{}
+	if len(meta) > 0 && json.Unmarshal(meta, &mm) != nil {
+		return meta
+	}
+	if _, ok := mm[metaTraceparent]; ok {
+		return meta
+	}
+	mm[metaTraceparent], _ = json.Marshal(tp)
+	b, _ := json.Marshal(mm)
+	return b
+}
+
+// newSpanID is a random W3C parent-id (16 hex digits).
+func newSpanID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
