@@ -91,6 +91,9 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	c.ev.Tool = ""
 	c.ev.MCPServer = m.server
 	c.ev.Inspected = true
+	if why := notLocal(r, c.ev.Listener); why != "" {
+		return c.mcpNotLocalRefuse(r, why)
+	}
 	if r.Method != http.MethodPost {
 		c.ev.MCPProtocol = boundedText(r.Header.Get(headerMCPProtocol))
 		return c.dispatch(r, target, r.Body, r.ContentLength, 0)

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -255,4 +257,57 @@ func (m *mcpCall) retryableByHints(env []byte) []byte {
 		return b
 	}
 	return env
+}
+
+// reasonNotLocal is the refusal reason of a request to an MCP route on a
+// loopback reverse listener whose Host or Origin names another host: the
+// shape of a DNS rebinding attack from a web page.
+const reasonNotLocal = "host_not_local"
+
+// notLocal reports why a request to a loopback reverse listener must be
+// refused as DNS rebinding (2026-07-28 streamable-http "Security &
+// Endpoint": servers validate Origin; local servers must not answer pages
+// of other sites), or "" when it may pass. toolgate rewrites Host for
+// upstream, so the server behind it can no longer tell: the listener must.
+func notLocal(r *http.Request, kind string) string {
+	if kind != "reverse" {
+		return ""
+	}
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(la.String())
+	if err != nil || !isLoopback(strings.Trim(host, "[]")) {
+		return ""
+	}
+	if h := hostOnly(r.Host); !isLoopback(h) {
+		return "its Host names another host than this loopback listener"
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !isLoopback(hostOnly(u.Host)) {
+			return "its Origin is not a loopback origin"
+		}
+	}
+	return ""
+}
+
+// hostOnly is a Host header's host, without port or brackets, lower case.
+func hostOnly(hp string) string {
+	if h, _, err := net.SplitHostPort(hp); err == nil {
+		hp = h
+	}
+	return strings.ToLower(strings.Trim(hp, "[]"))
+}
+
+// mcpNotLocalRefuse answers a request notLocal refused: HTTP 403 with a
+// JSON-RPC error that has no id, as the specification allows.
+func (c *call) mcpNotLocalRefuse(r *http.Request, why string) *http.Response {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+		"code": -32600, "message": "Forbidden: " + why}})
+	c.ev.Refused = true
+	c.ev.Detail = "MCP server " + c.mcp.server + " refused a request through a loopback listener: " + why + " (DNS rebinding)"
+	c.finish(bucketing.Result{Code: bucketing.CodePolicy, Class: bucketing.ClassPolicy, Reason: reasonNotLocal}, 0, int64(len(body)))
+	return mcpAnswer(r, http.StatusForbidden, string(bucketing.CodePolicy), body)
 }
