@@ -131,7 +131,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		if msgs[0].isRequest() && (isStateless(env.version) || isStateless(r.Header.Get(headerMCPProtocol))) {
 			m.stateless = true
 			if why := headerMismatch(r, &msgs[0], env); why != "" {
-				return c.mcpHeaderRefuse(r, &msgs[0], why)
+				return c.mcpHeaderRefuse(r, &msgs[0], env, why)
 			}
 		}
 	}

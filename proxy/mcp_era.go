@@ -173,12 +173,15 @@ func decodeHeaderValue(v string) (string, bool) {
 // mcpHeaderRefuse answers a request whose headers disagree with its body:
 // HTTP 400 with the HeaderMismatch JSON-RPC error, as the specification
 // asks of a server that reads the body. It never reaches upstream.
-func (c *call) mcpHeaderRefuse(r *http.Request, msg *rpcMessage, why string) *http.Response {
+func (c *call) mcpHeaderRefuse(r *http.Request, msg *rpcMessage, env rpcEnvelope, why string) *http.Response {
 	detail := "Header mismatch: " + why
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{
 		"code": rpcHeaderMismatch, "message": detail}})
 	if msg.Method == methodToolsCall {
 		c.ev.Outcome = OutcomeRefused
+		if len(env.name) <= 128 {
+			c.ev.Tool = env.name // the body's tool, which the server would have run
+		}
 	}
 	c.ev.Refused = true
 	c.ev.Detail = "MCP server " + c.mcp.server + " got a request whose headers do not match its body: " + why
