@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -270,4 +271,88 @@ func TestLearnedSchemasHammer(t *testing.T) {
 	for range workers {
 		<-done
 	}
+}
+
+// TestHeaderMismatch covers the 2026-07-28 header/body rules: each header
+// present once and equal to the body, Mcp-Name base64-decoded from its
+// sentinel, and nothing asked of methods that carry no name.
+func TestHeaderMismatch(t *testing.T) {
+	body := func(method, params string) *rpcMessage {
+		return &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: json.RawMessage(params)}
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		msg     *rpcMessage
+		ok      bool
+	}{
+		{"agree", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), true},
+		{"base64 name", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "=?base64?SGVsbG8sIOS4lueVjA==?="},
+			body("tools/call", `{"name":"Hello, 世界",`+meta+`}`), true},
+		{"uri of resources/read", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "file:///a.json"},
+			body("resources/read", `{"uri":"file:///a.json",`+meta+`}`), true},
+		{"tools/list needs no name", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			body("tools/list", `{`+meta+`}`), true},
+		{"name differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "other"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"name missing", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"method differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"version differs", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"version only in the header", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather"}`), false},
+		{"bad base64", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "=?base64?***?="},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"meta name differs in case is not the version", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			body("tools/list", `{"_meta":{"IO.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+			for k, v := range tc.headers {
+				r.Header.Set(k, v)
+			}
+			why := headerMismatch(r, tc.msg, readEnvelope(tc.msg))
+			if (why == "") != tc.ok {
+				t.Errorf("headerMismatch = %q, want ok=%v", why, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzMCPEnvelope feeds request bodies and header values from outside to
+// the 2026-07-28 readers: they never panic, and a name that matches its
+// own plain header always agrees.
+func FuzzMCPEnvelope(f *testing.F) {
+	f.Add(`{"name":"get_weather","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"}}`, "=?base64?SGVsbG8=?=")
+	f.Add(`{"uri":"file:///x","_meta":{"io.modelcontextprotocol/protocolVersion":7}}`, "plain")
+	f.Add(`[]`, "=?base64??=")
+	f.Fuzz(func(t *testing.T, params, header string) {
+		for _, method := range []string{"tools/call", "resources/read", "tools/list"} {
+			msg := &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: json.RawMessage(params)}
+			env := readEnvelope(msg)
+			r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+			r.Header["Mcp-Protocol-Version"] = []string{env.version}
+			r.Header["Mcp-Method"] = []string{method}
+			r.Header["Mcp-Name"] = []string{header}
+			why := headerMismatch(r, msg, env)
+			if v, ok := decodeHeaderValue(header); ok && env.hasName && v == env.name && env.version == boundedText(env.version) && why != "" && isASCIIHeader(env.version) {
+				t.Errorf("name %q from header %q agrees, yet: %s", v, header, why)
+			}
+			_, _ = traceIDOf(env.traceparent)
+			_ = protocolOf(r, msg, env)
+		}
+	})
+}
+
+func isASCIIHeader(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
