@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sseEvents feeds a stream to a reader in chunks of size n and returns the
@@ -355,4 +356,41 @@ func isASCIIHeader(s string) bool {
 		}
 	}
 	return true
+}
+
+// TestLearnedListFreshnessAndScope covers the 2026-07-28 caching hints: a
+// list with ttlMs goes stale after it (at least minListTTL, so a ttlMs of 0
+// does not cost a tools/list per call), one without stays fresh; a private
+// list is found only by its authorization context; a list change forgets
+// every context's list.
+func TestLearnedListFreshnessAndScope(t *testing.T) {
+	var m mcpSchemas
+	tools := []listedTool{{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	zero := int64(0)
+	pub := m.server("k")
+	pub.learn(tools, true, 10, 1<<10, &zero)
+	if pub.stale() {
+		t.Fatal("a list with ttlMs 0 is stale at once; want it used for minListTTL")
+	}
+	old := m.server("old")
+	old.learn(tools, true, 10, 1<<10, nil)
+	time.Sleep(minListTTL + 100*time.Millisecond)
+	if !pub.stale() {
+		t.Error("a list with ttlMs 0 is still fresh after minListTTL")
+	}
+	if old.stale() {
+		t.Error("a list without ttlMs went stale; it should last until it changes")
+	}
+	priv := m.server("k|auth:abc")
+	priv.learn([]listedTool{{Name: "mine", InputSchema: json.RawMessage(`{"type":"object"}`)}}, true, 10, 1<<10, nil)
+	if got := m.resolve("k", "k|auth:abc"); got != priv {
+		t.Error("the caller's private list was not found")
+	}
+	if got := m.resolve("k", "k|auth:def"); got != pub {
+		t.Error("another caller got a private list")
+	}
+	m.forget("k")
+	if got := m.resolve("k", "k|auth:abc"); got == priv || got == pub || got.size() != 0 {
+		t.Error("a list change did not forget every context's list")
+	}
 }
