@@ -121,3 +121,51 @@ deny contains {"msg": "large charges need a person when the tool is destructive"
 		t.Errorf("toolgate's own tools/list did not carry the trace %s: header %q body %s", trace, hdr, body)
 	}
 }
+
+// TestMCPReverseRefusesForeignHost checks the DNS-rebinding guard of a
+// loopback reverse listener: a request whose Host or Origin names another
+// site is refused with 403 and never reaches the server (toolgate rewrites
+// Host, so the server could not tell), while local names pass.
+func TestMCPReverseRefusesForeignHost(t *testing.T) {
+	up := startMCPUpstream(t)
+	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), nil, nil, nil, 10*time.Millisecond)
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for _, tc := range []struct {
+		name, host, origin string
+		status             int
+	}{
+		{"foreign host", "evil.example.com", "", http.StatusForbidden},
+		{"foreign origin", "", "http://evil.example.com", http.StatusForbidden},
+		{"localhost origin", "", "http://localhost:5173", 0},
+		{"localhost host", "localhost", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up.headers.Store(http.Header(nil))
+			req, _ := http.NewRequest(http.MethodPost, e.reverse+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			reached := up.headers.Load().(http.Header) != nil
+			if tc.status == http.StatusForbidden {
+				if resp.StatusCode != http.StatusForbidden || reached || !strings.Contains(string(b), `"id":null`) {
+					t.Errorf("status %d, server reached %v, body %s; want 403 with a JSON-RPC error without id, server never reached", resp.StatusCode, reached, b)
+				}
+				return
+			}
+			if resp.StatusCode == http.StatusForbidden || !reached {
+				t.Errorf("local request: status %d, server reached %v", resp.StatusCode, reached)
+			}
+		})
+	}
+}
