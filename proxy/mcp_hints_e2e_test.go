@@ -169,3 +169,65 @@ func TestMCPReverseRefusesForeignHost(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPListFreshness checks that a 2026-07-28 list is used only while
+// its ttlMs says it is fresh: a server that changes a tool's schema without
+// telling anyone (its lists say ttlMs 0, so toolgate keeps them for its
+// 1 s floor) has its new schema fetched by the first call after that.
+func TestMCPListFreshness(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "evolving", Version: "1.0.0"}, nil)
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	}
+	s.AddTool(&mcp.Tool{Name: "evolving", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)}, handler)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.URL), nil, nil, nil, 10*time.Millisecond)
+
+	call := func() string {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"evolving","arguments":{"b":1},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest(http.MethodPost, up.URL+"/mcp", strings.NewReader(body))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "evolving"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := e.viaHTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		switch {
+		case bytes.Contains(b, []byte(`"unknown_field"`)):
+			return "refused"
+		case bytes.Contains(b, []byte(`"done"`)):
+			return "ran"
+		}
+		return "status " + resp.Status + ": " + string(b)
+	}
+	if got := call(); got != "refused" {
+		t.Fatalf("b is not in the listed schema: %s", got)
+	}
+	s.AddTool(&mcp.Tool{Name: "evolving", InputSchema: json.RawMessage(`{"type":"object","properties":{"b":{"type":"integer"}}}`)}, handler)
+	start := time.Now()
+	if got := call(); got != "refused" && time.Since(start) < 900*time.Millisecond {
+		t.Errorf("within the list's freshness: %s; want the list learned before used", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := call(); got != "ran" {
+		t.Errorf("after the list went stale: %s; want the new schema fetched and the call passed", got)
+	}
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "evolving") == 3 })
+	fetches := 0
+	for _, ev := range evs {
+		if ev.RPCMethod == "tools/list" && ev.RPCID == `"toolgate-list-0"` {
+			fetches++
+		}
+	}
+	if fetches != 2 {
+		t.Errorf("toolgate listed the tools %d times, want 2 (first call, then after the list went stale)", fetches)
+	}
+}
