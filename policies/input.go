@@ -28,6 +28,11 @@ type Input struct {
 	// Server is the MCP server a tools/call goes to: its host (and port)
 	// and path, such as "mcp.example.com/mcp". "" for plain HTTP calls.
 	Server string `json:"server"`
+	// ToolAnnotations are the behaviour hints an MCP server listed for the
+	// tool in tools/list: readOnlyHint, destructiveHint, idempotentHint and
+	// openWorldHint, each a boolean, present only when the server gave it.
+	// They are the server's claims, not facts. Empty for plain HTTP calls.
+	ToolAnnotations map[string]any `json:"tool_annotations"`
 }
 
 // Request is the part of the HTTP request a policy may see.
@@ -90,4 +95,13 @@ func shallow(v any, depth int) bool {
 		}
 	}
 	return true
+}
+
+// Annotations is the tool's annotations, never nil, so that a policy
+// reading a hint that was not given finds it undefined, not the object.
+func (in *Input) Annotations() map[string]any {
+	if in.ToolAnnotations == nil {
+		return map[string]any{}
+	}
+	return in.ToolAnnotations
 }

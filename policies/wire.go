@@ -91,6 +91,11 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendJSONString(dst, in.Protocol)
 	dst = append(dst, `,"server":`...)
 	dst = appendJSONString(dst, in.Server)
+	dst = append(dst, `,"tool_annotations":`...)
+	dst, err = appendJSONValue(dst, in.Annotations(), 1)
+	if err != nil {
+		return nil, err
+	}
 	return append(dst, '}'), nil
 }
 

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +42,12 @@ type mcpCall struct {
 	route  *mcpRoute
 	server string // host + path, for events and policies
 	key    string // scheme://host/path, for the schema cache
-	srv    *mcpServer
+	// privKey keys the lists the server marked cacheScope "private": key
+	// and a hash of the caller's authorization context.
+	privKey string
+	srv     *mcpServer
+	// stateless is true for a request of the 2026-07-28 era.
+	stateless bool
 
 	callID     json.RawMessage // the tools/call whose outcome is recorded
 	listID     json.RawMessage // a tools/list whose answer is learned
@@ -65,12 +72,17 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	t := c.t
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
 		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
-	m.srv = c.s.mcp.server(m.key)
+	m.privKey = m.key + "|auth:" + authContext(r)
+	m.srv = c.s.mcp.resolve(m.key, m.privKey)
 	c.mcp = m
 	c.ev.Tool = ""
 	c.ev.MCPServer = m.server
 	c.ev.Inspected = true
+	if why := notLocal(r, c.ev.Listener); why != "" {
+		return c.mcpNotLocalRefuse(r, why)
+	}
 	if r.Method != http.MethodPost {
+		c.ev.MCPProtocol = boundedText(r.Header.Get(headerMCPProtocol))
 		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
 	}
 	raw, err := readBody(r, c.st.cfg.MaxBodyBytes)
@@ -98,6 +110,17 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		c.ev.RPCMethod = "batch"
 	} else {
 		c.ev.RPCMethod, c.ev.RPCID = msgs[0].Method, idText(msgs[0].ID)
+		env := readEnvelope(&msgs[0])
+		c.ev.MCPProtocol = protocolOf(r, &msgs[0], env)
+		if id, ok := traceIDOf(env.traceparent); ok {
+			c.ev.TraceID = id
+		}
+		if msgs[0].isRequest() && (isStateless(env.version) || isStateless(r.Header.Get(headerMCPProtocol))) {
+			m.stateless = true
+			if why := headerMismatch(r, &msgs[0], env); why != "" {
+				return c.mcpHeaderRefuse(r, &msgs[0], env, why)
+			}
+		}
 	}
 	refs := make([]*refusal, len(msgs))
 	refused := -1
@@ -134,8 +157,9 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		// caller gets it as the tool's error, not as a transport error.
 		env, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless))
 	}
 	return resp
 }
@@ -157,10 +181,13 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 	sch := rule.schema
 	if sch == nil {
 		s, known, why := m.srv.lookup(tc.name, rule.strict)
-		if !known && m.route.cfg.UnknownTool == UnknownToolFetch && !m.srv.isCut() {
+		if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.isCut()) || m.srv.stale()) {
 			if err := c.fetchTools(r, target, tc.meta); err != nil {
-				c.s.log.Warn("mcp: listing the server's tools failed; the call passes unchecked", "server", m.server, "tool", tc.name, "err", err)
+				// A stale list is still used when listing fails (2026-07-28
+				// server/utilities/caching allows serving stale on errors).
+				c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", tc.name, "err", err)
 			}
+			m.srv = c.s.mcp.resolve(m.key, m.privKey)
 			s, known, why = m.srv.lookup(tc.name, rule.strict)
 			if !known && m.srv.isListed() {
 				names := m.srv.names()
@@ -199,6 +226,7 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 	if chk := c.st.Checkers[c.t.cfg.Name]; chk != nil {
 		in := c.input(r, target, nil, tc.args)
 		in.Tool, in.Protocol, in.Server = tc.name, ProtocolMCP, m.server
+		in.ToolAnnotations = m.srv.hints(tc.name).asMap()
 		return c.policyOutcome(chk.Check(r.Context(), in))
 	}
 	return nil
@@ -289,7 +317,7 @@ func (m *mcpCall) onMessage(data []byte) {
 		switch {
 		case msg.Method == methodToolsListChanged:
 			m.c.s.mcp.forget(m.key)
-			m.srv = m.c.s.mcp.server(m.key)
+			m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
 		case !msg.isResponse():
 		case m.callID != nil && bytes.Equal(msg.ID, m.callID):
 			m.found, m.response = true, msg
@@ -297,7 +325,7 @@ func (m *mcpCall) onMessage(data []byte) {
 			m.listed = true
 			var res toolsListResult
 			if json.Unmarshal(msg.Result, &res) == nil {
-				m.srv.learn(res.Tools, !m.listCursor && res.NextCursor == "", m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes)
+				m.learnList(&res, !m.listCursor && res.NextCursor == "")
 			}
 		}
 	}
@@ -335,6 +363,10 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 	default:
 		var cr callResult
 		_ = json.Unmarshal(m.response.Result, &cr)
+		if isInputRequired(m.response.Result) {
+			ev.Outcome = sink.OutcomeInputRequired
+			break
+		}
 		if !cr.IsError {
 			ev.Outcome = sink.OutcomeOK
 			break
@@ -371,4 +403,37 @@ func rpcErrorResult(code int64) bucketing.Result {
 		return bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Retryable: true, Reason: "rpc_internal_error", Detail: detail}
 	}
 	return bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Retryable: true, Reason: "rpc_error", Detail: detail}
+}
+
+// learnList stores a tools/list answer where its cacheScope says: lists
+// marked "private" under the caller's authorization context, others under
+// the server.
+func (m *mcpCall) learnList(res *toolsListResult, complete bool) {
+	srv := m.c.s.mcp.server(m.key)
+	if res.CacheScope == cacheScopePrivate {
+		srv = m.c.s.mcp.server(m.privKey)
+	}
+	srv.learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
+	m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
+}
+
+// authContext names the caller's authorization context (its Authorization
+// and Cookie headers) by a hash, so lists a server marks private are
+// shared only between calls that present the same credentials.
+func authContext(r *http.Request) string {
+	a, ck := r.Header.Values("Authorization"), r.Header.Values("Cookie")
+	if len(a) == 0 && len(ck) == 0 {
+		return "none"
+	}
+	h := sha256.New()
+	for _, v := range a {
+		h.Write([]byte(v))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{1})
+	for _, v := range ck {
+		h.Write([]byte(v))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

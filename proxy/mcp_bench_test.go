@@ -17,18 +17,17 @@ import (
 // BenchmarkMCP compares an MCP tools/call made directly to an SDK server
 // over streamable HTTP with the same call through toolgate (forward proxy
 // and reverse listener; the arguments checked against the schema learned
-// from the server, strictly), in one run: throughput with 16 sessions
-// calling at once, and latency percentiles with one session calling in turn.
+// from the server, strictly), in one run, in both protocol eras (2025-11-25
+// with sessions; 2026-07-28, stateless, with its headers checked against
+// the body): throughput with 16 clients calling at once, and latency
+// percentiles with one client calling in turn.
 // Each measurement gets a fresh server and sidecar, so sessions left by one
 // do not weigh on the next.
 func BenchmarkMCP(b *testing.B) {
-	type target struct {
-		endpoint string
-		proxyURL *url.URL
-	}
+	type target = mcpTarget
 	// setup starts a server and a sidecar and returns where a route calls.
-	setup := func(b *testing.B, route string) target {
-		up := startMCPUpstream(b)
+	setup := func(b *testing.B, route, era string) target {
+		up := startMCPUpstreamEra(b, era == "2026-07-28")
 		e := newEnvTo(b, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), nil, nil, nil, time.Second)
 		switch route {
 		case "forward":
@@ -42,14 +41,14 @@ func BenchmarkMCP(b *testing.B) {
 	args := map[string]any{"title": "Crash on save", "labels": []any{"bug", "p1"},
 		"assignee": map[string]any{"login": "ada", "team": map[string]any{"id": 7, "name": "core"}},
 		"steps":    []any{map[string]any{"action": "open", "count": 1}, map[string]any{"action": "save", "count": 2}}}
-	session := func(b *testing.B, tg target) *mcp.ClientSession {
+	session := func(b *testing.B, tg target, version string) *mcp.ClientSession {
 		tr := &http.Transport{MaxIdleConnsPerHost: 64}
 		if tg.proxyURL != nil {
 			tr.Proxy = http.ProxyURL(tg.proxyURL)
 		}
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: tg.endpoint, HTTPClient: &http.Client{Transport: tr}, DisableStandaloneSSE: true},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,13 +62,20 @@ func BenchmarkMCP(b *testing.B) {
 		}
 		return err
 	}
+	for _, era := range []string{"2025-11-25", "2026-07-28"} {
+		benchMCPEra(b, era, routes, setup, session, call)
+	}
+}
+
+func benchMCPEra(b *testing.B, era string, routes []string, setup func(*testing.B, string, string) mcpTarget,
+	session func(*testing.B, mcpTarget, string) *mcp.ClientSession, call func(*mcp.ClientSession) error) {
 	for _, r := range routes {
-		b.Run("throughput/"+r, func(b *testing.B) {
+		b.Run("throughput/"+era+"/"+r, func(b *testing.B) {
 			const sessions = 16
-			tg := setup(b, r)
+			tg := setup(b, r, era)
 			pool := make(chan *mcp.ClientSession, sessions)
 			for range sessions {
-				pool <- session(b, tg)
+				pool <- session(b, tg, era)
 			}
 			b.SetParallelism(max(1, sessions/runtime.GOMAXPROCS(0)))
 			var failed atomic.Int64
@@ -92,8 +98,8 @@ func BenchmarkMCP(b *testing.B) {
 		})
 	}
 	for _, r := range routes {
-		b.Run("latency/"+r, func(b *testing.B) {
-			cs := session(b, setup(b, r))
+		b.Run("latency/"+era+"/"+r, func(b *testing.B) {
+			cs := session(b, setup(b, r, era), era)
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -108,4 +114,11 @@ func BenchmarkMCP(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
 		})
 	}
+}
+
+// mcpTarget is where a benchmark's client calls: an endpoint, and a forward
+// proxy or none.
+type mcpTarget struct {
+	endpoint string
+	proxyURL *url.URL
 }

@@ -64,6 +64,13 @@ type mcpUpstream struct {
 
 func startMCPUpstream(t testing.TB) *mcpUpstream {
 	t.Helper()
+	return startMCPUpstreamEra(t, false)
+}
+
+// startMCPUpstreamEra is startMCPUpstream, stateless when asked: the SDK
+// serves 2026-07-28 (server/discover, no sessions) only without sessions.
+func startMCPUpstreamEra(t testing.TB, stateless bool) *mcpUpstream {
+	t.Helper()
 	u := &mcpUpstream{release: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "issues", Version: "1.0.0"}, nil)
 	s.AddTool(&mcp.Tool{Name: "create_issue", Description: "Create an issue", InputSchema: json.RawMessage(issueSchema)},
@@ -91,7 +98,7 @@ func startMCPUpstream(t testing.TB) *mcpUpstream {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend down"}}}, nil
 		})
 	u.mcp = s
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.headers.Store(r.Header.Clone())
 		h.ServeHTTP(w, r)
@@ -145,12 +152,17 @@ func resultText(r *mcp.CallToolResult) string {
 }
 
 // TestMCPThroughProxy drives a real SDK client through toolgate, as a
-// forward proxy and as a reverse proxy, in both the session protocol
-// (2025-11-25, with Mcp-Session-Id) and the SDK's default.
+// forward proxy and as a reverse proxy, in the session protocol
+// (2025-11-25, with Mcp-Session-Id), the stateless one (2026-07-28, against
+// the SDK's stateless handler) and the SDK's default.
 func TestMCPThroughProxy(t *testing.T) {
 	for _, mode := range []string{"forward", "reverse"} {
-		for _, version := range []string{"2025-11-25", ""} {
-			t.Run(mode+"/"+strings.ReplaceAll(version+"default", "2025-11-25default", "2025-11-25"), func(t *testing.T) {
+		for _, version := range []string{"2025-11-25", "2026-07-28", ""} {
+			name := version
+			if name == "" {
+				name = "default"
+			}
+			t.Run(mode+"/"+name, func(t *testing.T) {
 				testMCPThroughProxy(t, mode, version)
 			})
 		}
@@ -158,7 +170,7 @@ func TestMCPThroughProxy(t *testing.T) {
 }
 
 func testMCPThroughProxy(t *testing.T, mode, version string) {
-	up := startMCPUpstream(t)
+	up := startMCPUpstreamEra(t, version == "2026-07-28")
 	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), nil, nil, nil, 10*time.Millisecond)
 	var endpoint string
 	var hc *http.Client
@@ -306,6 +318,9 @@ func testMCPThroughProxy(t *testing.T, mode, version string) {
 		outcomes = append(outcomes, ev.Tool+":"+ev.Outcome+":"+ev.ErrorCode)
 		if ev.RPCID == "" || !ev.Inspected || ev.Listener != mode {
 			t.Errorf("event %+v: want an rpc id, inspected, listener %s", ev, mode)
+		}
+		if ev.MCPProtocol == "" || version != "" && ev.MCPProtocol != version {
+			t.Errorf("event %s: mcp_protocol %q, want the negotiated version (%q asked)", ev.Tool, ev.MCPProtocol, version)
 		}
 		if ev.Outcome == sink.OutcomeRefused && (!ev.Refused || len(ev.ViolationPaths) != 1) {
 			t.Errorf("refused event %+v", ev)

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,12 +13,19 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // fetchTools lists the server's tools with toolgate's own tools/list (every
-// page), on the caller's session, and learns them. One fetch per server
-// runs at a time; calls arriving meanwhile wait for it.
-func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage) error {
+// page), with the caller's session or (2026-07-28) its per-request _meta
+// and headers, and learns them. One fetch per server runs at a time; calls
+// arriving meanwhile wait for it. The fetch is recorded as an event of its
+// own (rpc_method tools/list, no tool).
+func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage) (err error) {
 	srv := c.mcp.srv
 	ctx := r.Context()
 	srv.mu.Lock()
@@ -40,29 +49,70 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 	}()
 	ctx, cancel := context.WithTimeout(ctx, c.t.cfg.Timeout)
 	defer cancel()
-	meta = withoutProgressToken(meta)
-	var all []listedTool
+	start := time.Now()
+	var status, pages int
+	defer func() { c.recordFetch(start, status, pages, err) }()
+	tp := "00-" + c.ev.TraceID + "-" + newSpanID() + "-01"
+	meta = withTraceparent(withoutProgressToken(meta), tp)
+	var all toolsListResult
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxFetchPages {
 			return fmt.Errorf("more than %d pages of tools", maxFetchPages)
 		}
-		res, err := c.listPage(ctx, r, target, page, cursor, meta)
+		var res *toolsListResult
+		res, status, err = c.listPage(ctx, r, target, page, cursor, meta, tp)
 		if err != nil {
 			return err
 		}
-		all = append(all, res.Tools...)
+		pages++
+		all.Tools = append(all.Tools, res.Tools...)
+		if page == 0 {
+			all.CacheScope = res.CacheScope
+		}
+		if res.TTLMs != nil && (all.TTLMs == nil || *res.TTLMs < *all.TTLMs) {
+			all.TTLMs = res.TTLMs
+		}
 		if res.NextCursor == "" {
 			break
 		}
 		cursor = res.NextCursor
 	}
-	srv.learn(all, true, c.mcp.route.cfg.MaxTools, c.mcp.route.cfg.MaxSchemaBytes)
+	c.mcp.learnList(&all, true)
 	return nil
 }
 
+// recordFetch records toolgate's own tools/list as an event: the caller's
+// identity and trace, no tool, rpc_method tools/list.
+func (c *call) recordFetch(start time.Time, status, pages int, err error) {
+	ev := c.ev
+	ev.EventID = uuid.NewString()
+	ev.Time = start.UTC()
+	ev.Tool, ev.RPCMethod, ev.RPCID, ev.Outcome = "", methodToolsList, `"toolgate-list-0"`, ""
+	ev.Refused, ev.Inspected, ev.Envelope = false, true, false
+	ev.ViolationPaths, ev.DryRunDenied, ev.DryRunViolations, ev.PolicyError = nil, false, nil, ""
+	ev.RequestBytes, ev.ResponseBytes, ev.RetryAfterMS = 0, 0, 0
+	ev.UpstreamStatus = status
+	now := time.Now()
+	ev.TotalUS = now.Sub(start).Microseconds()
+	ev.UpstreamUS = ev.TotalUS
+	ev.OK, ev.ErrorCode, ev.ErrorClass, ev.Reason, ev.Detail = true, "", "", "", ""
+	if err != nil {
+		res := bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Reason: reasonListFailed}
+		if errors.Is(err, context.DeadlineExceeded) {
+			res.Reason = bucketing.ReasonTimeout
+		}
+		ev.OK, ev.ErrorCode, ev.ErrorClass, ev.Reason = false, string(res.Code), string(res.Class), res.Reason
+		ev.Detail = fmt.Sprintf("toolgate's own tools/list to MCP server %s failed after %d pages", c.mcp.server, pages)
+	}
+	c.s.rec.Record(ev)
+}
+
+// reasonListFailed is the reason of a failed tools/list of toolgate's own.
+const reasonListFailed = "tools_list_failed"
+
 // listPage sends one tools/list and reads its result.
-func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, page int, cursor string, meta json.RawMessage) (*toolsListResult, error) {
+func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, page int, cursor string, meta json.RawMessage, traceparent string) (_ *toolsListResult, status int, _ error) {
 	params := map[string]any{}
 	if cursor != "" {
 		params["cursor"] = cursor
@@ -74,7 +124,7 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": methodToolsList, "params": params})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, status, err
 	}
 	for k, vs := range r.Header {
 		if strings.HasPrefix(k, "Mcp-Param-") {
@@ -89,6 +139,9 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	if req.Header.Get(headerMCPMethod) != "" {
 		req.Header.Set(headerMCPMethod, methodToolsList)
 	}
+	if req.Header.Get("Traceparent") == "" {
+		req.Header.Set("Traceparent", traceparent)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if c.t.originOK(req.URL) {
@@ -98,11 +151,12 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	}
 	resp, err := c.s.transport.RoundTrip(req)
 	if err != nil {
-		return nil, err
+		return nil, status, err
 	}
 	defer resp.Body.Close()
+	status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("tools/list answered %s", resp.Status)
+		return nil, status, fmt.Errorf("tools/list answered %s", resp.Status)
 	}
 	limit := c.mcp.route.cfg.MaxMessageBytes
 	want := json.RawMessage(strconv.Quote(id))
@@ -127,24 +181,24 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	} else {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 		if err != nil {
-			return nil, err
+			return nil, status, err
 		}
 		if len(b) > limit {
-			return nil, fmt.Errorf("tools/list answer larger than %d bytes", limit)
+			return nil, status, fmt.Errorf("tools/list answer larger than %d bytes", limit)
 		}
 		take(b)
 	}
 	switch {
 	case found == nil:
-		return nil, errors.New("tools/list got no answer")
+		return nil, status, errors.New("tools/list got no answer")
 	case found.Error != nil:
-		return nil, fmt.Errorf("tools/list answered error %d", found.Error.Code)
+		return nil, status, fmt.Errorf("tools/list answered error %d", found.Error.Code)
 	}
 	var res toolsListResult
 	if err := json.Unmarshal(found.Result, &res); err != nil {
-		return nil, fmt.Errorf("tools/list result: %w", err)
+		return nil, status, fmt.Errorf("tools/list result: %w", err)
 	}
-	return &res, nil
+	return &res, status, nil
 }
 
 // withoutProgressToken drops progressToken from a request's _meta, so
@@ -160,4 +214,27 @@ func withoutProgressToken(meta json.RawMessage) json.RawMessage {
 	delete(mm, "progressToken")
 	b, _ := json.Marshal(mm)
 	return b
+}
+
+// withTraceparent adds a W3C traceparent to a request's _meta when it has
+// none, so toolgate's own request joins the call's trace in the message as
+// well as in its headers (2026-07-28 basic "_meta": trace context keys).
+func withTraceparent(meta json.RawMessage, tp string) json.RawMessage {
+	mm := map[string]json.RawMessage{}
+	if len(meta) > 0 && json.Unmarshal(meta, &mm) != nil {
+		return meta
+	}
+	if _, ok := mm[metaTraceparent]; ok {
+		return meta
+	}
+	mm[metaTraceparent], _ = json.Marshal(tp)
+	b, _ := json.Marshal(mm)
+	return b
+}
+
+// newSpanID is a random W3C parent-id (16 hex digits).
+func newSpanID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

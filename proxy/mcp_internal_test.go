@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sseEvents feeds a stream to a reader in chunks of size n and returns the
@@ -180,18 +182,18 @@ func TestLearnedSchemasBounded(t *testing.T) {
 		tools = append(tools, listedTool{Name: fmt.Sprintf("t%02d", i), InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)})
 	}
 	tools = append(tools, listedTool{Name: "big", InputSchema: json.RawMessage(`{"type":"object","description":"` + strings.Repeat("d", 200) + `"}`)})
-	s.learn(tools, true, 10, 100)
+	s.learn(tools, true, 10, 100, nil)
 	if s.size() != 10 {
 		t.Errorf("kept %d tools, want the bound of 10", s.size())
 	}
 	if s.isListed() || !s.isCut() {
 		t.Error("a list cut at the bound counts as complete: a dropped tool would be refused as unknown")
 	}
-	s.learn(tools[:1], true, 10, 100)
+	s.learn(tools[:1], true, 10, 100, nil)
 	if got := s.names(); !reflect.DeepEqual(got, []string{"t00"}) || !s.isListed() {
 		t.Errorf("a complete list keeps %v (listed %v), want [t00]", got, s.isListed())
 	}
-	s.learn([]listedTool{{Name: "big", InputSchema: tools[12].InputSchema}}, false, 10, 100)
+	s.learn([]listedTool{{Name: "big", InputSchema: tools[12].InputSchema}}, false, 10, 100, nil)
 	if sch, known, why := s.lookup("big", true); !known || sch != nil || why != errSchemaTooLarge {
 		t.Errorf("a schema past the bound: %v %v %v", sch, known, why)
 	}
@@ -206,7 +208,7 @@ func TestLearnedSchemasBounded(t *testing.T) {
 		t.Error("an unchanged schema was compiled again")
 	}
 	// A different schema under the same name replaces the compiled one.
-	s.learn([]listedTool{{Name: "t00", InputSchema: json.RawMessage(`{"type":"object","properties":{"b":{"type":"string"}}}`)}}, false, 10, 100)
+	s.learn([]listedTool{{Name: "t00", InputSchema: json.RawMessage(`{"type":"object","properties":{"b":{"type":"string"}}}`)}}, false, 10, 100, nil)
 	if sch2, _, _ := s.lookup("t00", true); sch2 == sch || len(sch2.Validate(map[string]any{"b": "x"})) != 0 {
 		t.Error("a changed schema was not refreshed")
 	}
@@ -239,7 +241,7 @@ func TestLearnedSchemasHammer(t *testing.T) {
 				s := m.server(fmt.Sprintf("http://s%d/mcp", i%3))
 				switch (w + i) % 4 {
 				case 0:
-					s.learn([]listedTool{{Name: "t", InputSchema: schemas[i%2]}}, true, 10, 1<<10)
+					s.learn([]listedTool{{Name: "t", InputSchema: schemas[i%2]}}, true, 10, 1<<10, nil)
 				case 1:
 					m.forget(fmt.Sprintf("http://s%d/mcp", i%3))
 				default:
@@ -269,5 +271,126 @@ func TestLearnedSchemasHammer(t *testing.T) {
 	}
 	for range workers {
 		<-done
+	}
+}
+
+// TestHeaderMismatch covers the 2026-07-28 header/body rules: each header
+// present once and equal to the body, Mcp-Name base64-decoded from its
+// sentinel, and nothing asked of methods that carry no name.
+func TestHeaderMismatch(t *testing.T) {
+	body := func(method, params string) *rpcMessage {
+		return &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: json.RawMessage(params)}
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		msg     *rpcMessage
+		ok      bool
+	}{
+		{"agree", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), true},
+		{"base64 name", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "=?base64?SGVsbG8sIOS4lueVjA==?="},
+			body("tools/call", `{"name":"Hello, 世界",`+meta+`}`), true},
+		{"uri of resources/read", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "file:///a.json"},
+			body("resources/read", `{"uri":"file:///a.json",`+meta+`}`), true},
+		{"tools/list needs no name", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			body("tools/list", `{`+meta+`}`), true},
+		{"name differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "other"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"name missing", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"method differs", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"version differs", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"version only in the header", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "get_weather"},
+			body("tools/call", `{"name":"get_weather"}`), false},
+		{"bad base64", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "=?base64?***?="},
+			body("tools/call", `{"name":"get_weather",`+meta+`}`), false},
+		{"meta name differs in case is not the version", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+			body("tools/list", `{"_meta":{"IO.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+			for k, v := range tc.headers {
+				r.Header.Set(k, v)
+			}
+			why := headerMismatch(r, tc.msg, readEnvelope(tc.msg))
+			if (why == "") != tc.ok {
+				t.Errorf("headerMismatch = %q, want ok=%v", why, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzMCPEnvelope feeds request bodies and header values from outside to
+// the 2026-07-28 readers: they never panic, and a name that matches its
+// own plain header always agrees.
+func FuzzMCPEnvelope(f *testing.F) {
+	f.Add(`{"name":"get_weather","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"}}`, "=?base64?SGVsbG8=?=")
+	f.Add(`{"uri":"file:///x","_meta":{"io.modelcontextprotocol/protocolVersion":7}}`, "plain")
+	f.Add(`[]`, "=?base64??=")
+	f.Fuzz(func(t *testing.T, params, header string) {
+		for _, method := range []string{"tools/call", "resources/read", "tools/list"} {
+			msg := &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: method, Params: json.RawMessage(params)}
+			env := readEnvelope(msg)
+			r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
+			r.Header["Mcp-Protocol-Version"] = []string{env.version}
+			r.Header["Mcp-Method"] = []string{method}
+			r.Header["Mcp-Name"] = []string{header}
+			why := headerMismatch(r, msg, env)
+			if v, ok := decodeHeaderValue(header); ok && env.hasName && v == env.name && env.version == boundedText(env.version) && why != "" && isASCIIHeader(env.version) {
+				t.Errorf("name %q from header %q agrees, yet: %s", v, header, why)
+			}
+			_, _ = traceIDOf(env.traceparent)
+			_ = protocolOf(r, msg, env)
+		}
+	})
+}
+
+func isASCIIHeader(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLearnedListFreshnessAndScope covers the 2026-07-28 caching hints: a
+// list with ttlMs goes stale after it (at least minListTTL, so a ttlMs of 0
+// does not cost a tools/list per call), one without stays fresh; a private
+// list is found only by its authorization context; a list change forgets
+// every context's list.
+func TestLearnedListFreshnessAndScope(t *testing.T) {
+	var m mcpSchemas
+	tools := []listedTool{{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	zero := int64(0)
+	pub := m.server("k")
+	pub.learn(tools, true, 10, 1<<10, &zero)
+	if pub.stale() {
+		t.Fatal("a list with ttlMs 0 is stale at once; want it used for minListTTL")
+	}
+	old := m.server("old")
+	old.learn(tools, true, 10, 1<<10, nil)
+	time.Sleep(minListTTL + 100*time.Millisecond)
+	if !pub.stale() {
+		t.Error("a list with ttlMs 0 is still fresh after minListTTL")
+	}
+	if old.stale() {
+		t.Error("a list without ttlMs went stale; it should last until it changes")
+	}
+	priv := m.server("k|auth:abc")
+	priv.learn([]listedTool{{Name: "mine", InputSchema: json.RawMessage(`{"type":"object"}`)}}, true, 10, 1<<10, nil)
+	if got := m.resolve("k", "k|auth:abc"); got != priv {
+		t.Error("the caller's private list was not found")
+	}
+	if got := m.resolve("k", "k|auth:def"); got != pub {
+		t.Error("another caller got a private list")
+	}
+	m.forget("k")
+	if got := m.resolve("k", "k|auth:abc"); got == priv || got == pub || got.size() != 0 {
+		t.Error("a list change did not forget every context's list")
 	}
 }

@@ -196,12 +196,30 @@ func parseToolCall(params json.RawMessage) (toolCall, *refusal) {
 type listedTool struct {
 	Name        string          `json:"name"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	Annotations *toolHints      `json:"annotations"`
 }
 
-// toolsListResult is a tools/list result.
+// toolHints are a tool's behaviour annotations, as the server lists them.
+// They are hints from the server, not guarantees (2026-07-28 server/tools:
+// clients must treat them as untrusted unless the server is trusted).
+type toolHints struct {
+	ReadOnly    *bool `json:"readOnlyHint,omitempty"`
+	Destructive *bool `json:"destructiveHint,omitempty"`
+	Idempotent  *bool `json:"idempotentHint,omitempty"`
+	OpenWorld   *bool `json:"openWorldHint,omitempty"`
+}
+
+// cacheScopePrivate is the cacheScope of a list that may differ per
+// authorization context (2026-07-28 server/utilities/caching).
+const cacheScopePrivate = "private"
+
+// toolsListResult is a tools/list result. TTLMs and CacheScope are the
+// 2026-07-28 freshness hints; earlier servers send neither.
 type toolsListResult struct {
 	Tools      []listedTool `json:"tools"`
 	NextCursor string       `json:"nextCursor"`
+	TTLMs      *int64       `json:"ttlMs"`
+	CacheScope string       `json:"cacheScope"`
 }
 
 // callResult is the part of a tools/call result toolgate reads.

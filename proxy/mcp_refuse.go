@@ -34,7 +34,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	}
 	var body []byte
 	if !batch {
-		body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope())
+		body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless)
 	} else {
 		var out []json.RawMessage
 		for i := range msgs {
@@ -42,7 +42,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 				continue
 			}
 			if refs[i] != nil {
-				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope()))
+				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{
@@ -87,8 +87,10 @@ func refusalText(ref *refusal) string {
 }
 
 // rpcToolError is a JSON-RPC response holding a tool result with isError
-// true: text for the model, the envelope as structured content.
-func rpcToolError(id json.RawMessage, text string, envelope []byte) []byte {
+// true: text for the model, the envelope as structured content. A result
+// for a stateless-era request says resultType "complete", as 2026-07-28
+// asks of every result.
+func rpcToolError(id json.RawMessage, text string, envelope []byte, complete bool) []byte {
 	type content struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
@@ -97,12 +99,17 @@ func rpcToolError(id json.RawMessage, text string, envelope []byte) []byte {
 		Content           []content       `json:"content"`
 		StructuredContent json.RawMessage `json:"structuredContent"`
 		IsError           bool            `json:"isError"`
+		ResultType        json.RawMessage `json:"resultType,omitempty"`
+	}
+	var rt json.RawMessage
+	if complete {
+		rt = resultTypeComplete
 	}
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Result  result          `json:"result"`
-	}{"2.0", id, result{Content: []content{{Type: "text", Text: text}}, StructuredContent: envelope, IsError: true}})
+	}{"2.0", id, result{Content: []content{{Type: "text", Text: text}}, StructuredContent: envelope, IsError: true, ResultType: rt}})
 	return b
 }
 

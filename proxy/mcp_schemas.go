@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,11 @@ const maxMCPServers = 64
 // maxServerSchemaBytes bounds the schema text remembered per server; a
 // schema past it is kept as too large (its calls pass unchecked).
 const maxServerSchemaBytes = 8 << 20
+
+// minListTTL is the shortest time a list with a ttlMs is used before it is
+// fetched again: a ttlMs of 0 (immediately stale, the TypeScript SDK's
+// default) would otherwise cost a tools/list per call.
+const minListTTL = time.Second
 
 // mcpSchemas remembers, per upstream MCP server, each tool's inputSchema
 // from the tools/list answers that passed through (or that toolgate asked
@@ -39,11 +45,13 @@ type mcpServer struct {
 	listed   bool // a complete list was learned
 	dropped  bool // tools past max_tools were not kept: absence proves nothing
 	seen     time.Time
+	expires  time.Time     // when the list's ttlMs runs out; zero: never (no ttlMs)
 	fetching chan struct{} // closed when a fetch under way ends; nil when none
 }
 
 // learnedTool is one tool's schema as the server listed it.
 type learnedTool struct {
+	hints    *toolHints // the listed annotations; nil when none
 	sum      [32]byte
 	doc      []byte // nil when too large
 	compiled [2]*policies.Schema
@@ -76,10 +84,32 @@ func (m *mcpSchemas) server(key string) *mcpServer {
 	return s
 }
 
-// forget drops a server's tools (its list changed).
+// resolve returns the entry a call to a server uses: the list learned
+// for its authorization context (privKey) when the server marked its list
+// private, else the server's own (created when missing).
+func (m *mcpSchemas) resolve(key, privKey string) *mcpServer {
+	m.mu.Lock()
+	s := m.servers[privKey]
+	if s != nil {
+		s.seen = time.Now()
+	}
+	m.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	return m.server(key)
+}
+
+// forget drops a server's tools (its list changed), the lists of every
+// authorization context included.
 func (m *mcpSchemas) forget(key string) {
 	m.mu.Lock()
 	delete(m.servers, key)
+	for k := range m.servers {
+		if strings.HasPrefix(k, key+"|auth:") {
+			delete(m.servers, k)
+		}
+	}
 	m.mu.Unlock()
 }
 
@@ -87,14 +117,24 @@ func (m *mcpSchemas) forget(key string) {
 // the whole list (a first page with no next cursor): tools it does not
 // name are forgotten. A tool whose schema is unchanged keeps its compiled
 // forms. At most maxTools are kept; schemas over maxSchemaBytes are kept
-// as too large.
-func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchemaBytes int) {
+// as too large. A complete list with a ttlMs is fresh for that long (at
+// least minListTTL); one without (earlier servers) until the server says
+// its list changed.
+func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchemaBytes int, ttlMs *int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var named map[string]bool
 	if complete {
 		named = make(map[string]bool, len(tools))
 		s.listed, s.dropped = true, false
+		s.expires = time.Time{}
+		if ttlMs != nil {
+			ttl := time.Duration(max(*ttlMs, 0)) * time.Millisecond
+			if *ttlMs > int64(24*time.Hour/time.Millisecond) {
+				ttl = 24 * time.Hour
+			}
+			s.expires = time.Now().Add(max(ttl, minListTTL))
+		}
 	}
 	for _, lt := range tools {
 		if lt.Name == "" {
@@ -106,6 +146,7 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 		doc := bytes.TrimSpace(lt.InputSchema)
 		sum := sha256.Sum256(doc)
 		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
+			old.hints = lt.Annotations
 			continue
 		}
 		if _, known := s.tools[lt.Name]; !known && len(s.tools) >= maxTools {
@@ -115,7 +156,7 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 		if old := s.tools[lt.Name]; old != nil {
 			s.bytes -= len(old.doc)
 		}
-		lt2 := &learnedTool{sum: sum}
+		lt2 := &learnedTool{sum: sum, hints: lt.Annotations}
 		if len(doc) <= maxSchemaBytes && len(doc) > 0 && s.bytes+len(doc) <= maxServerSchemaBytes {
 			lt2.doc = append([]byte(nil), doc...)
 			s.bytes += len(doc)
@@ -192,4 +233,21 @@ func (s *mcpServer) size() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.tools)
+}
+
+// stale reports whether the list's ttlMs has run out.
+func (s *mcpServer) stale() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.expires.IsZero() && time.Now().After(s.expires)
+}
+
+// hints returns a listed tool's annotations, or nil.
+func (s *mcpServer) hints(name string) *toolHints {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lt := s.tools[name]; lt != nil {
+		return lt.hints
+	}
+	return nil
 }

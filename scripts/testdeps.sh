@@ -17,6 +17,12 @@
 #   wrk, squid                            the load generator and the forward proxy compared
 #
 # Already-installed packages are left alone; nothing is upgraded.
+#
+# It also installs the npm packages of proxy/testdata/mcpts (the TypeScript
+# MCP SDK v2 client and server and the MCP conformance suite, pinned by its
+# package-lock.json) with `npm ci`, when node and npm are present and the
+# installed tree is missing or older than the lockfile. Without node the
+# TypeScript SDK and conformance tests skip, saying so.
 set -euo pipefail
 
 die() {
@@ -43,6 +49,23 @@ if [[ ${1:-} == --bench ]]; then
 	WANTED+=(wrk:/usr/bin/wrk squid:/usr/sbin/squid)
 fi
 readonly WANTED
+
+# npm_deps installs the MCP test folder's npm packages from its lockfile.
+npm_deps() {
+	local dir
+	dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/proxy/testdata/mcpts"
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		echo "testdeps.sh: node/npm not found; the TypeScript MCP SDK tests will skip (they need Node 20 or later)" >&2
+		return 0
+	fi
+	if [[ -e $dir/node_modules/.package-lock.json && ! $dir/package-lock.json -nt $dir/node_modules/.package-lock.json ]]; then
+		return 0
+	fi
+	echo "testdeps.sh: installing the npm packages of $dir (npm ci)" >&2
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+		die "npm ci in $dir failed; see its output above"
+}
+npm_deps
 
 missing=()
 for w in "${WANTED[@]}"; do

@@ -115,6 +115,12 @@ type Event struct {
 	// Outcome is what an MCP server answered to a tools/call, one of the
 	// Outcome* constants. "" for everything else.
 	Outcome string `json:"outcome"`
+	// MCPProtocol is the MCP protocol version of a message on an MCP route:
+	// the request's io.modelcontextprotocol/protocolVersion (2026-07-28 and
+	// later, which carry it on every request), else its MCP-Protocol-Version
+	// header, else an initialize request's params.protocolVersion; "" when
+	// none says (and for plain HTTP calls).
+	MCPProtocol string `json:"mcp_protocol"`
 }
 
 // The outcomes of an MCP tools/call (Event.Outcome).
@@ -125,6 +131,10 @@ const (
 	OutcomeRefused  = "refused"    // toolgate answered itself
 	OutcomeNoAnswer = "no_answer"  // the answer ended without a response to the call
 	OutcomeUnread   = "unread"     // the answer could not be read: too large, or not JSON-RPC
+	// OutcomeInputRequired is an MRTR interim result (resultType
+	// "input_required", 2026-07-28): the server asked the client for
+	// input; the client's retry is a call of its own.
+	OutcomeInputRequired = "input_required"
 )
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is

@@ -41,10 +41,11 @@ func inputValue(in *policies.Input) map[string]any {
 			"query":     q,
 			"headers":   h,
 		},
-		"caller":   map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
-		"trace_id": in.TraceID,
-		"protocol": in.Protocol,
-		"server":   in.Server,
+		"caller":           map[string]any{"agent": in.Caller.Agent, "session": in.Caller.Session},
+		"trace_id":         in.TraceID,
+		"protocol":         in.Protocol,
+		"server":           in.Server,
+		"tool_annotations": in.Annotations(),
 	}
 }
 
@@ -91,6 +92,9 @@ func (d document) Field(key string) (ast.Value, bool) {
 		return ast.String(in.Protocol), true
 	case "server":
 		return ast.String(in.Server), true
+	case "tool_annotations":
+		v, err := ast.InterfaceToValue(in.Annotations())
+		return v, err == nil
 	default:
 		return nil, false
 	}
@@ -159,7 +163,7 @@ func stringsObject(m map[string]string) ast.Object {
 
 // The input document's keys, and its request's and caller's.
 var (
-	inputKeys   = []string{"arguments", "caller", "protocol", "request", "server", "tool", "trace_id"}
+	inputKeys   = []string{"arguments", "caller", "protocol", "request", "server", "tool", "tool_annotations", "trace_id"}
 	requestKeys = []string{"method", "host", "path", "path_vars", "query", "headers"}
 	callerKeys  = []string{"agent", "session"}
 )

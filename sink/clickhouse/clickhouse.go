@@ -314,7 +314,7 @@ func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 			clean(e.ConfigVersion, maxCHShort), clean(e.PolicyVersion, maxCHShort), b2u(e.DryRunDenied),
 			cleanAll(e.DryRunViolations), clean(e.PolicyError, maxCHString),
 			clean(e.MCPServer, maxCHShort), clean(e.RPCMethod, maxCHShort), clean(e.RPCID, maxCHShort),
-			b2u(e.Inspected), clean(e.Outcome, maxCHShort),
+			b2u(e.Inspected), clean(e.Outcome, maxCHShort), clean(e.MCPProtocol, maxCHShort),
 		)
 		if err != nil {
 			b.Abort()

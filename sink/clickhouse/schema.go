@@ -45,6 +45,7 @@ var eventColumns = []string{
 	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
 	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
+	"mcp_protocol",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -64,6 +65,7 @@ var eventColumns = []string{
 //     its arrival shows how long events waited in the queue and spool.
 //     Rows written before the column existed read now() until merged: only
 //     recent rows are meaningful, which is all the dashboard reads.
+//   - mcp_protocol: the MCP protocol version of a message on an MCP route.
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -150,6 +152,9 @@ GROUP BY day, tool`),
 		}},
 		{Version: 5, Name: "events_inserted_at", Statements: []string{
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}inserted_at DateTime DEFAULT now()`),
+		}},
+		{Version: 6, Name: "events_mcp_protocol", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}mcp_protocol {lc}`),
 		}},
 	}
 }
