@@ -314,6 +314,13 @@ func BenchmarkSinkOverhead(b *testing.B) {
 // Both are closed when the benchmark ends.
 func benchSpool(b *testing.B, addr, db string) sink.Writer {
 	b.Helper()
+	return benchSpoolWith(b, addr, db, sink.SpoolConfig{})
+}
+
+// benchSpoolWith is benchSpool with the spool configured by scfg (its Dir
+// is set here).
+func benchSpoolWith(b *testing.B, addr, db string, scfg sink.SpoolConfig) sink.Writer {
+	b.Helper()
 	cfg := clickhouse.Config{Addr: []string{addr}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
@@ -322,7 +329,7 @@ func benchSpool(b *testing.B, addr, db string) sink.Writer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	scfg := sink.SpoolConfig{Dir: b.TempDir()}
+	scfg.Dir = b.TempDir()
 	if err := scfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
@@ -340,14 +347,17 @@ func benchSpool(b *testing.B, addr, db string) sink.Writer {
 // group commit, which a crash of toolgate could cost a second of events),
 // in one run: two sidecars on the validated route, each with its events
 // through the queue into a disk spool in front of a real ClickHouse,
-// called in alternating bursts (A B, then B A). Reported are the medians
-// of the paired differences, durable minus before: at one connection the
-// CPU per call (whole process: client, toolgate, upstream and the spool's
-// shipper) and the p50 and p99 latency; at 32 connections the CPU per call
-// and the throughput ratio. The budget (issue 15): under 5 µs of CPU and
-// 50 µs at p99. One run takes about 40 s; run it with -benchtime 1x.
+// called in alternating runs (A B, then B A). The spools keep their
+// segments open through the run, so that neither ships during it: shipping
+// (the same events either way) would land its CPU in whichever run is
+// under way. Reported are the medians of the paired differences, durable
+// minus before: at one connection the CPU per call (whole process: client,
+// toolgate, upstream) and the p50 and p99 latency; at 32 connections the
+// CPU per call and the throughput ratio. The budget (issue 15): under 5 µs
+// of CPU and 50 µs at p99. One run takes about a minute and a half; run it
+// with -benchtime 1x.
 func BenchmarkEventPath(b *testing.B) {
-	benchEventPath(b, 10, []queueVariant{
+	benchEventPath(b, 12, []queueVariant{
 		{"before", sink.QueueConfig{Async: true, FlushInterval: time.Second}},
 		{"durable", sink.QueueConfig{}},
 	})
@@ -377,7 +387,8 @@ func benchEventPath(b *testing.B, rounds int, variants []queueVariant) {
 		b.Cleanup(func() { up.Close() })
 		cfg := strings.ReplaceAll(benchConfig, "UPSTREAM", up.URL())
 		snap := proxy.Snapshot{Version: "v-bench", PolicyVersion: "p-bench"}
-		s, _, _ := serveQueued(b, cfg, schemaDir(b), snap, benchSpool(b, srv.Addr(), db), qcfg)
+		hold := sink.SpoolConfig{MaxBytes: 4 << 30, SegmentBytes: 1 << 30, SegmentAge: time.Hour}
+		s, _, _ := serveQueued(b, cfg, schemaDir(b), snap, benchSpoolWith(b, srv.Addr(), db, hold), qcfg)
 		p := &url.URL{Scheme: "http", Host: s.Addr("forward", 0)}
 		return sidecar{url: up.URL() + "/bench/validated", serial: benchClient(p, true, 1), par: benchClient(p, true, 32)}
 	}
@@ -460,7 +471,7 @@ func benchEventPath(b *testing.B, rounds int, variants []queueVariant) {
 		for _, s := range sidecars {
 			serial(s, 500) // warm connections and pools
 		}
-		out := paired(func(s sidecar) [3]float64 { return serial(s, 3000) })
+		out := paired(func(s sidecar) [3]float64 { return serial(s, 5000) })
 		for i := 1; i < len(variants); i++ {
 			b.Run(variants[i].name, func(b *testing.B) {
 				b.ReportMetric(median(out[i][0]), "added-cpu-us")
