@@ -255,7 +255,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 				return nil, section.At(p+".path", fmt.Errorf("required"))
 			}
 			if o.Rego == nil {
-				return nil, section.At(p+".path", fmt.Errorf("Rego policies are not available here"))
+				return nil, section.At(p+".path", fmt.Errorf("no Rego host was given to load Rego policies"))
 			}
 			files, err := o.Rego.ReadRego(resolve(rc.Path))
 			if err != nil {
