@@ -212,7 +212,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		return nil, where(err)
 	}
 	if err := validateEvents(&lc.Events, dir); err != nil {
-		return nil, where(sectionError("events", err))
+		return nil, where(section.Under("events", err))
 	}
 	var before *policies.Loaded
 	if prev != nil {
@@ -295,7 +295,7 @@ func LoadEvents(path string) (EventsConfig, error) {
 	if err := validateEvents(&f.Events, section.Dir(path)); err != nil {
 		var root yaml.Node
 		_ = yaml.Unmarshal(data, &root)
-		return EventsConfig{}, locate(path, &root, sectionError("events", err))
+		return EventsConfig{}, locate(path, &root, section.Under("events", err))
 	}
 	return f.Events, nil
 }
@@ -366,24 +366,6 @@ func failedTests(rep policies.TestReport) string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
-}
-
-// sectionError places a package's "field: message" error under its section
-// of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
-//
-// sink.FileConfig reports a section.Error; the queue's, spool's and
-// ClickHouse's Validate methods still return plain "field: message" errors,
-// and this is the one place that reads them.
-func sectionError(prefix string, err error) error {
-	var fe *section.Error
-	if errors.As(err, &fe) {
-		return section.Under(prefix, err)
-	}
-	field, msg, ok := strings.Cut(err.Error(), ": ")
-	if !ok || strings.ContainsAny(field, " ") {
-		return section.At(prefix, err)
-	}
-	return section.At(prefix+"."+field, errors.New(msg))
 }
 
 // fieldPather is an error at one field of the file; section.Error is one.
