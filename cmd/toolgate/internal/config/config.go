@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -125,8 +126,17 @@ type EventsConfig struct {
 	Spool sink.SpoolConfig `yaml:"spool"`
 }
 
-// Loaded is a validated configuration and where it came from. Callers
-// treat it as read-only once Load returns it.
+// Loaded is a validated configuration and where it came from: every
+// section with its defaults applied and its relative paths resolved, the
+// compiled policies and the proxy's snapshot.
+//
+// A Loaded is read-only once Load (or Parse, LoadAfter, LoadOffline)
+// returns it, all of it: the sections in File, Path, Version, and what
+// LoadedPolicies and Snapshot point to. The snapshot's Config points into
+// it, goroutines share it (the proxy's calls, the sidecar's /status and
+// reload), and no caller changes it. What would change it returns a new
+// value instead (KeepStartSections); only ClosePolicies releases what it
+// holds, once it is out of use.
 type Loaded struct {
 	File
 	// Path is the configuration file.
@@ -341,6 +351,27 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 		Version: lc.Version, PolicyVersion: pol.Version(),
 	}
 	return nil
+}
+
+// KeepStartSections returns lc as a reload puts it in force after
+// inForce: a copy of lc whose admin, events and reload sections are
+// inForce's (they take effect only at start), and the names of those
+// sections lc had changed, in that order. lc is not changed;
+// the copy shares lc's compiled policies and snapshot.
+func (lc *Loaded) KeepStartSections(inForce *Loaded) (*Loaded, []string) {
+	var changed []string
+	if lc.Admin != inForce.Admin {
+		changed = append(changed, "admin")
+	}
+	if !reflect.DeepEqual(lc.Events, inForce.Events) {
+		changed = append(changed, "events")
+	}
+	if lc.Reload != inForce.Reload {
+		changed = append(changed, "reload")
+	}
+	next := *lc
+	next.Admin, next.Events, next.Reload = inForce.Admin, inForce.Events, inForce.Reload
+	return &next, changed
 }
 
 // ClosePolicies releases the policies of lc that next does not take over
