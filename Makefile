@@ -8,7 +8,7 @@ PKGS      := ./...
 # (kustomize and the Kubernetes API types): each has its own go.mod with a
 # replace to the root, so `go list -deps ./cmd/toolgate` and the root go.mod
 # never carry them. `make test`, lint and check run them too.
-NESTED    := deploy/k8s
+NESTED    := deploy/k8s sink/dashboard/browsertest
 BIN       := bin/toolgate
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)

@@ -171,7 +171,10 @@ func serveQueued(t testing.TB, cfgYAML, dir string, snap proxy.Snapshot, w sink.
 		t.Cleanup(func() { f.Close() }) // after the queue's close below: cleanups run last first
 		w = f
 	}
-	q := sink.NewQueue(w, qcfg, nil)
+	q, err := sink.NewQueue(w, qcfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	snap.Config = &cfg
 	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test"})
 	if err != nil {

@@ -8,3 +8,6 @@ var ErrClosed = errors.New("sink: closed")
 // ErrLineTooLong is returned, wrapped with the line number, by ReadEvents
 // when a line is longer than MaxLineBytes.
 var ErrLineTooLong = errors.New("sink: line too long")
+
+// ErrNilWriter is returned by NewQueue when it is given no Writer.
+var ErrNilWriter = errors.New("sink: NewQueue with a nil Writer")

@@ -23,7 +23,10 @@ func ExampleQueue() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	q := sink.NewQueue(file, sink.QueueConfig{}, nil)
+	q, err := sink.NewQueue(file, sink.QueueConfig{}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// The request path: Record never blocks.
 	q.Record(sink.Event{EventID: "1", Time: time.Now().UTC(), Tool: "pubmed_search", OK: true})

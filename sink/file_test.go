@@ -331,7 +331,7 @@ func TestFileRotationRemovesStaleBackups(t *testing.T) {
 func TestFileWithQueue(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.ndjson")
 	f := openTestFile(t, FileConfig{Path: path, MaxBytes: 64 << 10, MaxBackups: 100})
-	q := NewQueue(f, QueueConfig{BatchSize: 50}, nil)
+	q := startQueue(t, f, QueueConfig{BatchSize: 50}, nil)
 	const n = 2000
 	for i := range n {
 		if !q.Record(ev(i)) {

@@ -20,7 +20,7 @@ func TestQueueCollector(t *testing.T) {
 		}
 		return nil
 	})
-	q := newQueue(w, QueueConfig{Capacity: 128, BatchSize: 16, MaxWait: time.Minute}, nil, fastRetry())
+	q := startQueueWith(t, w, QueueConfig{Capacity: 128, BatchSize: 16, MaxWait: time.Minute}, nil, fastRetry())
 	ctx := testCtx(t)
 	for i := range 3 {
 		q.Record(ev(i))
@@ -90,7 +90,7 @@ toolgate_sink_write_errors_total 3
 
 func TestQueueCollectorDepth(t *testing.T) {
 	w := newStuckWriter(false)
-	q := NewQueue(w, QueueConfig{Capacity: 4, BatchSize: 1, Async: true}, nil)
+	q := startQueue(t, w, QueueConfig{Capacity: 4, BatchSize: 1, Async: true}, nil)
 	q.Record(ev(0))
 	<-w.entered
 	for i := 1; i <= 6; i++ {

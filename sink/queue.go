@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/section"
 )
 
 // Queue defaults, applied by QueueConfig.Validate to zero fields.
@@ -99,23 +101,23 @@ type QueueConfig struct {
 }
 
 // Validate applies the defaults to zero fields and rejects negative values
-// and a BatchSize larger than Capacity. Errors name the field as
-// "queue.<field>".
+// and a BatchSize larger than Capacity. Errors are *section.Error values
+// at "queue.<field>".
 func (c *QueueConfig) Validate() error {
 	if c.Capacity < 0 {
-		return fmt.Errorf("queue.capacity: must not be negative, got %d", c.Capacity)
+		return section.Errorf("queue.capacity", "must not be negative, got %d", c.Capacity)
 	}
 	if c.BatchSize < 0 {
-		return fmt.Errorf("queue.batch_size: must not be negative, got %d", c.BatchSize)
+		return section.Errorf("queue.batch_size", "must not be negative, got %d", c.BatchSize)
 	}
 	if c.FlushInterval < 0 {
-		return fmt.Errorf("queue.flush_interval: must not be negative, got %s", c.FlushInterval)
+		return section.Errorf("queue.flush_interval", "must not be negative, got %s", c.FlushInterval)
 	}
 	if c.MaxWait < 0 {
-		return fmt.Errorf("queue.max_wait: must not be negative, got %s", c.MaxWait)
+		return section.Errorf("queue.max_wait", "must not be negative, got %s", c.MaxWait)
 	}
 	if c.SyncInterval < 0 {
-		return fmt.Errorf("queue.sync_interval: must not be negative, got %s", c.SyncInterval)
+		return section.Errorf("queue.sync_interval", "must not be negative, got %s", c.SyncInterval)
 	}
 	if c.Capacity == 0 {
 		c.Capacity = DefaultQueueCapacity
@@ -133,7 +135,7 @@ func (c *QueueConfig) Validate() error {
 		c.FlushInterval = DefaultAsyncFlushInterval
 	}
 	if c.BatchSize > c.Capacity {
-		return fmt.Errorf("queue.batch_size: must not exceed queue.capacity (%d), got %d", c.Capacity, c.BatchSize)
+		return section.Errorf("queue.batch_size", "must not exceed queue.capacity (%d), got %d", c.Capacity, c.BatchSize)
 	}
 	return nil
 }
@@ -319,18 +321,19 @@ func defaultQueueOptions() queueOptions {
 
 // NewQueue returns a Queue that writes into w and starts its background
 // goroutines; call Close to stop them. cfg is validated (defaults applied)
-// on a copy; NewQueue panics if w is nil or cfg is one Validate rejects, so
-// validate configuration from files first. A nil log discards messages.
-func NewQueue(w Writer, cfg QueueConfig, log *slog.Logger) *Queue {
+// on a copy: a cfg that Validate rejects returns Validate's error (a
+// *section.Error), a nil w ErrNilWriter, and no goroutine is started. A nil
+// log discards messages.
+func NewQueue(w Writer, cfg QueueConfig, log *slog.Logger) (*Queue, error) {
 	return newQueue(w, cfg, log, defaultQueueOptions())
 }
 
-func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) *Queue {
+func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) (*Queue, error) {
 	if w == nil {
-		panic("sink: NewQueue with a nil Writer")
+		return nil, ErrNilWriter
 	}
 	if err := cfg.Validate(); err != nil {
-		panic("sink: NewQueue: " + err.Error())
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -354,7 +357,7 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) *Q
 	q.inline = appender && !cfg.Async
 	go q.run()
 	go q.syncLoop()
-	return q
+	return q, nil
 }
 
 // Record adds e to the pending group and reports whether it was accepted.

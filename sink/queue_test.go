@@ -17,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/internal/testutil"
 )
 
@@ -185,14 +186,31 @@ func TestQueueConfigYAML(t *testing.T) {
 	}
 }
 
-func TestNewQueuePanicsOnBadConfig(t *testing.T) {
-	defer func() {
-		r := recover()
-		if r == nil || !strings.Contains(fmt.Sprint(r), "queue.capacity") {
-			t.Errorf("recover() = %v, want a panic naming queue.capacity", r)
-		}
-	}()
-	NewQueue(&memWriter{}, QueueConfig{Capacity: -1}, nil)
+// startQueue is NewQueue for a configuration the test knows is valid.
+func startQueue(tb testing.TB, w Writer, cfg QueueConfig, log *slog.Logger) *Queue {
+	tb.Helper()
+	return startQueueWith(tb, w, cfg, log, defaultQueueOptions())
+}
+
+// startQueueWith is startQueue with the test's retry policy and clock.
+func startQueueWith(tb testing.TB, w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) *Queue {
+	tb.Helper()
+	q, err := newQueue(w, cfg, log, opts)
+	if err != nil {
+		tb.Fatalf("NewQueue: %v", err)
+	}
+	return q
+}
+
+func TestNewQueueRefusesBadConfig(t *testing.T) {
+	q, err := NewQueue(&memWriter{}, QueueConfig{Capacity: -1}, nil)
+	var fe *section.Error
+	if q != nil || !errors.As(err, &fe) || fe.Path != "queue.capacity" {
+		t.Fatalf("NewQueue(capacity -1) = %v, %v; want nil and a section error at queue.capacity", q, err)
+	}
+	if _, err := NewQueue(nil, QueueConfig{}, nil); !errors.Is(err, ErrNilWriter) {
+		t.Errorf("NewQueue(nil writer) error = %v, want ErrNilWriter", err)
+	}
 }
 
 func TestQueueDeliversInOrder(t *testing.T) {
@@ -210,7 +228,7 @@ func TestQueueDeliversInOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &memWriter{}
-			q := NewQueue(w, tt.cfg, nil)
+			q := startQueue(t, w, tt.cfg, nil)
 			for i := range n {
 				if !q.Record(ev(i)) {
 					t.Fatalf("Record(%d) = false, want true", i)
@@ -242,7 +260,7 @@ func TestQueueDeliversInOrder(t *testing.T) {
 // at a time or many at once (then several share one group write).
 func TestQueueRecordWaitsForWrite(t *testing.T) {
 	w := &memWriter{}
-	q := NewQueue(w, QueueConfig{MaxWait: time.Minute}, nil)
+	q := startQueue(t, w, QueueConfig{MaxWait: time.Minute}, nil)
 	defer closeQueue(t, q)
 	has := func(id string) bool {
 		for _, e := range w.snapshot() {
@@ -292,7 +310,7 @@ func TestQueueRecordBounded(t *testing.T) {
 	const capacity, extra = 4, 3
 	const maxWait = 20 * time.Millisecond
 	w := newStuckWriter(false)
-	q := NewQueue(w, QueueConfig{Capacity: capacity, BatchSize: 1, MaxWait: maxWait}, nil)
+	q := startQueue(t, w, QueueConfig{Capacity: capacity, BatchSize: 1, MaxWait: maxWait}, nil)
 	timed := func(i int) (bool, time.Duration) {
 		start := time.Now()
 		ok := q.Record(ev(i))
@@ -341,7 +359,7 @@ func TestQueueRecordBounded(t *testing.T) {
 func TestQueueAsyncNeverWaits(t *testing.T) {
 	const capacity, extra = 16, 5
 	w := newStuckWriter(false)
-	q := NewQueue(w, QueueConfig{Capacity: capacity, BatchSize: 1, MaxWait: time.Hour, Async: true}, nil)
+	q := startQueue(t, w, QueueConfig{Capacity: capacity, BatchSize: 1, MaxWait: time.Hour, Async: true}, nil)
 	start := time.Now()
 	for i := range capacity {
 		if !q.Record(ev(i)) {
@@ -379,7 +397,7 @@ func (w *syncWriter) Sync() error { w.syncs.Add(1); return nil }
 // (every SyncInterval) and not while none are, and once more at Close.
 func TestQueueSyncs(t *testing.T) {
 	w := &syncWriter{}
-	q := NewQueue(w, QueueConfig{SyncInterval: time.Millisecond}, nil)
+	q := startQueue(t, w, QueueConfig{SyncInterval: time.Millisecond}, nil)
 	q.Record(ev(0))
 	waitFor(t, "a sync after a write", func() bool { return w.syncs.Load() >= 1 })
 	time.Sleep(20 * time.Millisecond)
@@ -397,7 +415,7 @@ func TestQueueSyncs(t *testing.T) {
 
 func TestQueueCloseFlushes(t *testing.T) {
 	w := &memWriter{}
-	q := NewQueue(w, QueueConfig{BatchSize: 1000}, nil)
+	q := startQueue(t, w, QueueConfig{BatchSize: 1000}, nil)
 	for i := range 10 {
 		q.Record(ev(i))
 	}
@@ -423,7 +441,7 @@ func TestQueueCloseFlushes(t *testing.T) {
 
 func TestQueueFlush(t *testing.T) {
 	w := &memWriter{}
-	q := NewQueue(w, QueueConfig{BatchSize: 1000}, nil)
+	q := startQueue(t, w, QueueConfig{BatchSize: 1000}, nil)
 	defer closeQueue(t, q)
 	for round := 1; round <= 3; round++ {
 		for i := range 5 {
@@ -444,7 +462,7 @@ func TestQueueFlush(t *testing.T) {
 
 func TestQueueFlushContext(t *testing.T) {
 	w := newStuckWriter(false)
-	q := NewQueue(w, QueueConfig{BatchSize: 1}, nil)
+	q := startQueue(t, w, QueueConfig{BatchSize: 1}, nil)
 	q.Record(ev(0))
 	<-w.entered
 	q.Record(ev(1))
@@ -463,7 +481,7 @@ func TestQueueFlushContext(t *testing.T) {
 func TestQueueCloseTimeout(t *testing.T) {
 	w := newStuckWriter(true)
 	var logs testutil.SyncBuffer
-	q := NewQueue(w, QueueConfig{BatchSize: 1}, testLogger(&logs))
+	q := startQueue(t, w, QueueConfig{BatchSize: 1}, testLogger(&logs))
 	q.Record(ev(0))
 	<-w.entered
 	for i := 1; i <= 3; i++ {
@@ -513,7 +531,7 @@ func TestQueueWriteErrors(t *testing.T) {
 				return nil
 			})
 			var logs testutil.SyncBuffer
-			q := newQueue(w, QueueConfig{BatchSize: 1000, MaxWait: time.Minute}, testLogger(&logs), fastRetry())
+			q := startQueueWith(t, w, QueueConfig{BatchSize: 1000, MaxWait: time.Minute}, testLogger(&logs), fastRetry())
 			for i := range n {
 				q.Record(ev(i))
 			}
@@ -554,7 +572,7 @@ func TestQueueRetryWaits(t *testing.T) {
 		}
 		return nil
 	})
-	q := NewQueue(w, QueueConfig{}, nil)
+	q := startQueue(t, w, QueueConfig{}, nil)
 	q.Record(ev(0))
 	closeQueue(t, q)
 	if len(times) != 3 {
@@ -610,7 +628,7 @@ func TestQueueWriterPanics(t *testing.T) {
 				return nil
 			})
 			var logs testutil.SyncBuffer
-			q := newQueue(w, QueueConfig{MaxWait: time.Minute}, testLogger(&logs), fastRetry())
+			q := startQueueWith(t, w, QueueConfig{MaxWait: time.Minute}, testLogger(&logs), fastRetry())
 			for i := range n {
 				q.Record(ev(i))
 			}
@@ -635,7 +653,7 @@ func TestQueueDropWarning(t *testing.T) {
 
 	w := newStuckWriter(false)
 	var logs testutil.SyncBuffer
-	q := newQueue(w, QueueConfig{Capacity: 1, BatchSize: 1, Async: true}, testLogger(&logs), opts)
+	q := startQueueWith(t, w, QueueConfig{Capacity: 1, BatchSize: 1, Async: true}, testLogger(&logs), opts)
 	q.Record(ev(0)) // the group being written fills the queue
 	<-w.entered
 
@@ -719,7 +737,7 @@ func hammerQueue(t *testing.T, appender bool) {
 	if appender {
 		dst = appenderFunc(w)
 	}
-	q := newQueue(dst, QueueConfig{Capacity: 4096, BatchSize: 64}, nil, fastRetry())
+	q := startQueueWith(t, dst, QueueConfig{Capacity: 4096, BatchSize: 64}, nil, fastRetry())
 
 	ctx := testCtx(t)
 	stop := make(chan struct{})
@@ -801,7 +819,7 @@ func hammerQueue(t *testing.T, appender bool) {
 // comes from a pool).
 func TestQueueRecordAllocations(t *testing.T) {
 	for _, async := range []bool{true, false} {
-		q := NewQueue(writerFunc(func(context.Context, []Event) error { return nil }), QueueConfig{Async: async}, nil)
+		q := startQueue(t, writerFunc(func(context.Context, []Event) error { return nil }), QueueConfig{Async: async}, nil)
 		e := ev(1)
 		e.ViolationPaths = []string{"/a", "/b"}
 		want := 1.0
@@ -816,7 +834,7 @@ func TestQueueRecordAllocations(t *testing.T) {
 }
 
 func BenchmarkQueueRecord(b *testing.B) {
-	q := NewQueue(writerFunc(func(context.Context, []Event) error { return nil }), QueueConfig{Async: true}, nil)
+	q := startQueue(b, writerFunc(func(context.Context, []Event) error { return nil }), QueueConfig{Async: true}, nil)
 	e := ev(1)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -864,7 +882,7 @@ func BenchmarkQueueToSpool(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			q := NewQueue(s, QueueConfig{}, nil)
+			q := startQueue(b, s, QueueConfig{}, nil)
 			e := event(1)
 			b.ResetTimer()
 			cpu0 := cpu()
@@ -907,7 +925,7 @@ func TestQueueCallerWritesWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	q := NewQueue(f, QueueConfig{}, nil)
+	q := startQueue(t, f, QueueConfig{}, nil)
 	defer closeQueue(t, q)
 	for i := range 20 {
 		if !q.Record(ev(i)) {
@@ -942,7 +960,7 @@ func TestQueueSlowWriteHandsOver(t *testing.T) {
 		}
 		return mw.WriteEvents(ctx, events)
 	})
-	q := NewQueue(w, QueueConfig{MaxWait: 10 * time.Second}, nil)
+	q := startQueue(t, w, QueueConfig{MaxWait: 10 * time.Second}, nil)
 	defer closeQueue(t, q)
 	q.Record(ev(0)) // written by its caller, slowly
 	if s := q.Stats(); s.InlineGroups != 1 {
@@ -973,7 +991,7 @@ func TestQueueCallerWriteRetried(t *testing.T) {
 		}
 		return mw.WriteEvents(ctx, events)
 	})
-	q := newQueue(w, QueueConfig{MaxWait: 5 * time.Second}, nil, fastRetry())
+	q := startQueueWith(t, w, QueueConfig{MaxWait: 5 * time.Second}, nil, fastRetry())
 	if !q.Record(ev(0)) {
 		t.Fatal("event refused")
 	}

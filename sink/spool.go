@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/section"
 )
 
 // Spool defaults, applied by SpoolConfig.Validate to zero fields.
@@ -71,25 +73,25 @@ type SpoolConfig struct {
 
 // Validate applies the defaults to zero fields and rejects a missing Dir,
 // negative values, a SegmentBytes above MaxBytes and a RetryMax below
-// RetryMin. Errors name the field as "spool.<field>".
+// RetryMin. Errors are *section.Error values at "spool.<field>".
 func (c *SpoolConfig) Validate() error {
 	if c.Dir == "" {
-		return errors.New("spool.dir: required")
+		return section.Errorf("spool.dir", "required")
 	}
 	if c.MaxBytes < 0 {
-		return fmt.Errorf("spool.max_bytes: must not be negative, got %d", c.MaxBytes)
+		return section.Errorf("spool.max_bytes", "must not be negative, got %d", c.MaxBytes)
 	}
 	if c.SegmentBytes < 0 {
-		return fmt.Errorf("spool.segment_bytes: must not be negative, got %d", c.SegmentBytes)
+		return section.Errorf("spool.segment_bytes", "must not be negative, got %d", c.SegmentBytes)
 	}
 	if c.SegmentAge < 0 {
-		return fmt.Errorf("spool.segment_age: must not be negative, got %s", c.SegmentAge)
+		return section.Errorf("spool.segment_age", "must not be negative, got %s", c.SegmentAge)
 	}
 	if c.RetryMin < 0 {
-		return fmt.Errorf("spool.retry_min: must not be negative, got %s", c.RetryMin)
+		return section.Errorf("spool.retry_min", "must not be negative, got %s", c.RetryMin)
 	}
 	if c.RetryMax < 0 {
-		return fmt.Errorf("spool.retry_max: must not be negative, got %s", c.RetryMax)
+		return section.Errorf("spool.retry_max", "must not be negative, got %s", c.RetryMax)
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultSpoolMaxBytes
@@ -107,10 +109,10 @@ func (c *SpoolConfig) Validate() error {
 		c.RetryMax = max(DefaultSpoolRetryMax, c.RetryMin)
 	}
 	if c.SegmentBytes > c.MaxBytes {
-		return fmt.Errorf("spool.segment_bytes: must not exceed spool.max_bytes (%d), got %d", c.MaxBytes, c.SegmentBytes)
+		return section.Errorf("spool.segment_bytes", "must not exceed spool.max_bytes (%d), got %d", c.MaxBytes, c.SegmentBytes)
 	}
 	if c.RetryMax < c.RetryMin {
-		return fmt.Errorf("spool.retry_max: must not be below spool.retry_min (%s), got %s", c.RetryMin, c.RetryMax)
+		return section.Errorf("spool.retry_max", "must not be below spool.retry_min (%s), got %s", c.RetryMin, c.RetryMax)
 	}
 	return nil
 }

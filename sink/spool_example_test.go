@@ -29,7 +29,10 @@ func ExampleSpool() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	q := sink.NewQueue(spool, sink.QueueConfig{}, nil)
+	q, err := sink.NewQueue(spool, sink.QueueConfig{}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	q.Record(sink.Event{EventID: "1", Time: time.Now().UTC(), Tool: "pubmed_search", OK: true})
 	q.Record(sink.Event{EventID: "2", Time: time.Now().UTC(), Tool: "doc_edit", ErrorCode: "validation"})

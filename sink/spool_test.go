@@ -1249,7 +1249,7 @@ func TestSpoolWithQueue(t *testing.T) {
 	cfg := fastSpool(t.TempDir())
 	cfg.SegmentBytes = 64 << 10
 	s := openTestSpool(t, cfg, dst, nil)
-	q := NewQueue(s, QueueConfig{BatchSize: 100}, nil)
+	q := startQueue(t, s, QueueConfig{BatchSize: 100}, nil)
 	const n = 5000
 	for i := range n {
 		if !q.Record(spoolEv(i)) {

@@ -375,6 +375,39 @@ hosts:
 			want:  []string{"must not exceed queue.capacity"},
 		},
 		{
+			name: "spool segment above the spool's budget",
+			yaml: `events:
+  clickhouse:
+    addr: [127.0.0.1:9000]
+  spool:
+    dir: spool
+    max_bytes: 1000
+    segment_bytes: 2000 # <-
+`,
+			field: "events.spool.segment_bytes",
+			want:  []string{"must not exceed spool.max_bytes (1000), got 2000"},
+		},
+		{
+			name: "negative ClickHouse write timeout",
+			yaml: `events:
+  clickhouse:
+    addr: [127.0.0.1:9000]
+    write_timeout: -1s # <-
+`,
+			field: "events.clickhouse.write_timeout",
+			want:  []string{"must be positive, got -1s"},
+		},
+		{
+			name: "ClickHouse database that is not a plain name",
+			yaml: `events:
+  clickhouse:
+    addr: [127.0.0.1:9000]
+    database: tool.gate # <-
+`,
+			field: "events.clickhouse.database",
+			want:  []string{`"tool.gate" is not a plain database name`},
+		},
+		{
 			name: "settle time above a minute",
 			yaml: `reload:
   settle: 2m # <-

@@ -426,8 +426,11 @@ func serverBinary() (string, error) {
 	return "", errors.New("clickhouse-server not found on PATH or in /usr/sbin; " + installHint)
 }
 
-// findScript finds scripts/clickhouse.sh in the module root, the first folder
-// above the working directory (the package under test) that has go.mod.
+// findScript finds scripts/clickhouse.sh in toolgate's root: the first
+// folder above the working directory (the package under test) that has a
+// go.mod and the script. A nested module's go.mod (one whose tests live in
+// a module of their own, such as the dashboard's browser test) is passed
+// by, so those tests find the script too.
 func findScript() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -436,13 +439,12 @@ func findScript() (string, error) {
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			script := filepath.Join(dir, filepath.FromSlash(scriptPath))
-			if _, err := os.Stat(script); err != nil {
-				return "", fmt.Errorf("module root %s has no %s: %w", dir, scriptPath, err)
+			if _, err := os.Stat(script); err == nil {
+				return script, nil
 			}
-			return script, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no go.mod above %s, so %s cannot be found", wd, scriptPath)
+			return "", fmt.Errorf("no folder above %s has go.mod and %s", wd, scriptPath)
 		}
 	}
 }

@@ -72,7 +72,10 @@ func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 		t.Fatal(err)
 	}
 	g.file = f
-	g.queue = sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
+	g.queue, err = sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, proxy.Options{Recorder: g.queue, Sidecar: "adversarial"})
 	if err != nil {
 		t.Fatal(err)

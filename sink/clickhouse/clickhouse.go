@@ -19,6 +19,7 @@ import (
 	chgo "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -63,21 +64,21 @@ type Config struct {
 	RetentionDays int `yaml:"retention_days"`
 }
 
-// Validate applies defaults and rejects bad values; errors name
-// "clickhouse.<field>".
+// Validate applies defaults and rejects bad values. Errors are
+// *section.Error values at "clickhouse.<field>".
 func (c *Config) Validate() error {
 	if c.Database == "" {
 		c.Database = DefaultDatabase
 	}
 	if err := sink.CheckDatabaseName(c.Database); err != nil {
-		return fmt.Errorf("clickhouse.database: %w", err)
+		return section.At("clickhouse.database", err)
 	}
 	if c.Username == "" {
 		c.Username = "default"
 	}
 	if c.PasswordEnv != "" {
 		if _, ok := os.LookupEnv(c.PasswordEnv); !ok {
-			return fmt.Errorf("clickhouse.password_env: environment variable %s is not set", c.PasswordEnv)
+			return section.Errorf("clickhouse.password_env", "environment variable %s is not set", c.PasswordEnv)
 		}
 	}
 	if c.DialTimeout == 0 {
@@ -90,10 +91,13 @@ func (c *Config) Validate() error {
 		c.RetentionDays = DefaultRetentionDays
 	}
 	if c.RetentionDays < -1 {
-		return fmt.Errorf("clickhouse.retention_days: %d; want a number of days, or -1 to keep everything", c.RetentionDays)
+		return section.Errorf("clickhouse.retention_days", "%d; want a number of days, or -1 to keep everything", c.RetentionDays)
 	}
-	if c.DialTimeout < 0 || c.WriteTimeout < 0 {
-		return errors.New("clickhouse.dial_timeout and clickhouse.write_timeout must be positive")
+	if c.DialTimeout < 0 {
+		return section.Errorf("clickhouse.dial_timeout", "must be positive, got %s", c.DialTimeout)
+	}
+	if c.WriteTimeout < 0 {
+		return section.Errorf("clickhouse.write_timeout", "must be positive, got %s", c.WriteTimeout)
 	}
 	return nil
 }

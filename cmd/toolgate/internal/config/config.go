@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -125,8 +126,17 @@ type EventsConfig struct {
 	Spool sink.SpoolConfig `yaml:"spool"`
 }
 
-// Loaded is a validated configuration and where it came from. Callers
-// treat it as read-only once Load returns it.
+// Loaded is a validated configuration and where it came from: every
+// section with its defaults applied and its relative paths resolved, the
+// compiled policies and the proxy's snapshot.
+//
+// A Loaded is read-only once Load (or Parse, LoadAfter, LoadOffline)
+// returns it, all of it: the sections in File, Path, Version, and what
+// LoadedPolicies and Snapshot point to. The snapshot's Config points into
+// it, goroutines share it (the proxy's calls, the sidecar's /status and
+// reload), and no caller changes it. What would change it returns a new
+// value instead (KeepStartSections); only ClosePolicies releases what it
+// holds, once it is out of use.
 type Loaded struct {
 	File
 	// Path is the configuration file.
@@ -212,7 +222,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		return nil, where(err)
 	}
 	if err := validateEvents(&lc.Events, dir); err != nil {
-		return nil, where(sectionError("events", err))
+		return nil, where(section.Under("events", err))
 	}
 	var before *policies.Loaded
 	if prev != nil {
@@ -295,7 +305,7 @@ func LoadEvents(path string) (EventsConfig, error) {
 	if err := validateEvents(&f.Events, section.Dir(path)); err != nil {
 		var root yaml.Node
 		_ = yaml.Unmarshal(data, &root)
-		return EventsConfig{}, locate(path, &root, sectionError("events", err))
+		return EventsConfig{}, locate(path, &root, section.Under("events", err))
 	}
 	return f.Events, nil
 }
@@ -343,6 +353,27 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 	return nil
 }
 
+// KeepStartSections returns lc as a reload puts it in force after
+// inForce: a copy of lc whose admin, events and reload sections are
+// inForce's (they take effect only at start), and the names of those
+// sections lc had changed, in that order. lc is not changed;
+// the copy shares lc's compiled policies and snapshot.
+func (lc *Loaded) KeepStartSections(inForce *Loaded) (*Loaded, []string) {
+	var changed []string
+	if lc.Admin != inForce.Admin {
+		changed = append(changed, "admin")
+	}
+	if !reflect.DeepEqual(lc.Events, inForce.Events) {
+		changed = append(changed, "events")
+	}
+	if lc.Reload != inForce.Reload {
+		changed = append(changed, "reload")
+	}
+	next := *lc
+	next.Admin, next.Events, next.Reload = inForce.Admin, inForce.Events, inForce.Reload
+	return &next, changed
+}
+
 // ClosePolicies releases the policies of lc that next does not take over
 // (WASM instance pools); next may be nil. Calls still deciding with them
 // finish first.
@@ -366,24 +397,6 @@ func failedTests(rep policies.TestReport) string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
-}
-
-// sectionError places a package's "field: message" error under its section
-// of the file, so "queue.batch_size: ..." becomes events.queue.batch_size.
-//
-// sink.FileConfig reports a section.Error; the queue's, spool's and
-// ClickHouse's Validate methods still return plain "field: message" errors,
-// and this is the one place that reads them.
-func sectionError(prefix string, err error) error {
-	var fe *section.Error
-	if errors.As(err, &fe) {
-		return section.Under(prefix, err)
-	}
-	field, msg, ok := strings.Cut(err.Error(), ": ")
-	if !ok || strings.ContainsAny(field, " ") {
-		return section.At(prefix, err)
-	}
-	return section.At(prefix+"."+field, errors.New(msg))
 }
 
 // fieldPather is an error at one field of the file; section.Error is one.

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestFiles checks that the files reload watches are what the sections
@@ -22,5 +23,42 @@ func TestFiles(t *testing.T) {
 	}
 	if got := Files(path, []byte("tools: [\n")); !slices.Equal(got, []string{path}) {
 		t.Errorf("Files of a file that does not decode = %q, want only the file", got)
+	}
+}
+
+// TestKeepStartSections checks that a reloaded configuration keeps the
+// sections that take effect only at start from the one in force, names
+// those it had changed, and leaves both values as they were.
+func TestKeepStartSections(t *testing.T) {
+	dir := t.TempDir()
+	load := func(name, text string) *Loaded {
+		t.Helper()
+		lc, err := Parse(filepath.Join(dir, name), []byte(text))
+		if err != nil {
+			t.Fatalf("Parse %s: %v", name, err)
+		}
+		t.Cleanup(func() { lc.ClosePolicies(nil) })
+		return lc
+	}
+	base := "listen: {forward: 127.0.0.1:0}\ntools: [{name: a, match: {path: /a}}]\n"
+	inForce := load("a.yaml", base+"admin: {listen: off}\nevents: {file: {path: a.ndjson}}\n")
+	next := load("b.yaml", base+"admin: {listen: off}\nevents: {file: {path: b.ndjson}}\nreload: {settle: 1s}\n")
+
+	got, changed := next.KeepStartSections(inForce)
+	if !slices.Equal(changed, []string{"events", "reload"}) {
+		t.Errorf("changed = %q, want [events reload]", changed)
+	}
+	if got.Events.File.Path != filepath.Join(dir, "a.ndjson") || got.Reload != inForce.Reload {
+		t.Errorf("kept events file %q, settle %s; want the ones in force (%q, %s)",
+			got.Events.File.Path, got.Reload.Settle, inForce.Events.File.Path, inForce.Reload.Settle)
+	}
+	if got.Path != next.Path || got.Version != next.Version || got.LoadedPolicies != next.LoadedPolicies {
+		t.Errorf("the copy is not the reloaded configuration: path %q, version %q", got.Path, got.Version)
+	}
+	if next.Events.File.Path != filepath.Join(dir, "b.ndjson") || next.Reload.Settle != time.Second {
+		t.Errorf("KeepStartSections changed its receiver: events file %q, settle %s", next.Events.File.Path, next.Reload.Settle)
+	}
+	if _, changed := inForce.KeepStartSections(inForce); len(changed) != 0 {
+		t.Errorf("a configuration against itself changed %q", changed)
 	}
 }

@@ -32,6 +32,12 @@ type eventPath struct {
 
 // openEvents opens the destination and starts the queue in front of it.
 func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
+	// The queue's configuration is checked before the destination opens,
+	// so a bad one leaves nothing to close. config.Load checked it already.
+	qc := ec.Queue
+	if err := qc.Validate(); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
 	ep := &eventPath{}
 	var w sink.Writer
 	if len(ec.ClickHouse.Addr) > 0 {
@@ -57,7 +63,14 @@ func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
 	}
 	// The queue writes each group of events with one write(2) before their
 	// calls are answered, and fsyncs the file or spool every sync_interval.
-	ep.queue = sink.NewQueue(w, ec.Queue, log.With("component", "sink"))
+	q, err := sink.NewQueue(w, ec.Queue, log.With("component", "sink"))
+	if err != nil {
+		// Only a nil Writer gets here: close what was opened, at once.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return nil, errors.Join(err, ep.close(ctx))
+	}
+	ep.queue = q
 	return ep, nil
 }
 
@@ -127,7 +140,10 @@ func (ep *eventPath) close(ctx context.Context) error {
 		ep.stop()
 		<-ep.done
 	}
-	err := ep.queue.Close(ctx)
+	var err error
+	if ep.queue != nil {
+		err = ep.queue.Close(ctx)
+	}
 	if ep.file != nil {
 		err = errors.Join(err, ep.file.Close())
 	}

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -387,17 +386,7 @@ func (r *reloader) reload(ctx context.Context, trigger string) (ReloadAnswer, er
 
 	// The event path and the admin listener were built at start: a change
 	// to them waits for a restart, and what is in force stays on record.
-	var restart []string
-	if lc.Admin != prev.Admin {
-		restart = append(restart, "admin")
-	}
-	if !reflect.DeepEqual(lc.Events, prev.Events) {
-		restart = append(restart, "events")
-	}
-	if lc.Reload != prev.Reload {
-		restart = append(restart, "reload")
-	}
-	lc.Admin, lc.Events, lc.Reload = prev.Admin, prev.Events, prev.Reload
+	lc, restart := lc.KeepStartSections(prev)
 	r.sc.cfg.Store(lc)
 	prev.ClosePolicies(lc)
 	r.wmu.Lock()

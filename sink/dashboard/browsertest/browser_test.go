@@ -1,4 +1,4 @@
-package dashboard_test
+package browsertest
 
 import (
 	"context"
@@ -17,7 +17,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolgate/toolgate/internal/chtest"
+	"github.com/toolgate/toolgate/sink/dashboard/internal/dashtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
 
 // chromium finds Debian's chromium. Without it the browser test skips on a
 // developer's machine and fails in CI (CI set).
@@ -43,19 +46,20 @@ func chromium(t *testing.T) string {
 }
 
 // artifactsDir is where tests leave files for people: $TOOLGATE_ARTIFACTS, or
-// artifacts/ in the module root (gitignored).
+// artifacts/ in toolgate's root (gitignored), the folder of the go.mod that
+// declares github.com/toolgate/toolgate.
 func artifactsDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("TOOLGATE_ARTIFACTS")
 	if dir == "" {
 		wd, _ := os.Getwd()
 		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			if mod, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(mod), "module github.com/toolgate/toolgate\n") {
 				dir = filepath.Join(d, "artifacts")
 				break
 			}
 			if filepath.Dir(d) == d {
-				t.Fatalf("no go.mod above %s", wd)
+				t.Fatalf("no toolgate go.mod above %s", wd)
 			}
 		}
 	}
@@ -74,10 +78,10 @@ func artifactsDir(t *testing.T) string {
 func TestBrowser(t *testing.T) {
 	exe := chromium(t)
 	srv := chtest.Shared(t)
-	evs := genEvents(4000)
-	db := seed(t, srv, evs)
-	addReader(t, srv)
-	base := serve(t, srv, db)
+	evs := dashtest.GenEvents(4000)
+	db := dashtest.Seed(t, srv, evs)
+	dashtest.AddReader(t, srv)
+	base := dashtest.Serve(t, srv, db)
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -142,7 +146,7 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", p)
 	}
-	from, to := now.Add(-6*time.Hour).Format("2006-01-02 15:04:05"), now.Add(time.Second).Format("2006-01-02 15:04:05")
+	from, to := dashtest.Now.Add(-6*time.Hour).Format("2006-01-02 15:04:05"), dashtest.Now.Add(time.Second).Format("2006-01-02 15:04:05")
 	inRange := fmt.Sprintf("time >= toDateTime('%s') AND time < toDateTime('%s')", from, to)
 	// check compares the chart and the table with direct SQL for tool ("" = all).
 	check := func(tool string) {
