@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -94,7 +95,18 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	m.stateless = isStateless(r.Header.Get(headerMCPProtocol))
 	c.mcp = m
 	if src.Live != "" {
-		if err := c.fetchTools(r, target, nil); err != nil {
+		err := c.fetchTools(r, target, nil)
+		if err != nil && !m.stateless && r.Header.Get(headerMCPSession) == "" {
+			// A server of the session era lists tools only in a session.
+			sid, serr := c.openSession(ctx, r, target)
+			if serr != nil {
+				return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w; opening a session: %w", m.server, err, serr)
+			}
+			defer c.closeSession(r, target)
+			r.Header.Set(headerMCPSession, sid)
+			err = c.fetchTools(r, target, nil)
+		}
+		if err != nil {
 			return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w", m.server, err)
 		}
 	} else {
@@ -199,4 +211,103 @@ func parseToolsList(data []byte, limit int) (*toolsListResult, error) {
 		return nil, fmt.Errorf("%w: it is one page of several (nextCursor is set); record the whole list as one result", ErrNotToolsList)
 	}
 	return &res, nil
+}
+
+// evalProtocolVersion is the protocol version a live evaluation asks for
+// when it opens a session.
+const evalProtocolVersion = "2025-11-25"
+
+// mcpRequest sends one message of a live evaluation to the server, with
+// r's headers and the route's inject_headers, and returns the answer's
+// status, headers and body (at most the route's max_message_bytes).
+func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL, method string, body []byte) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.t.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, vs := range r.Header {
+		req.Header[k] = vs
+	}
+	cleanRequestHeaders(req.Header, true)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.t.originOK(req.URL) {
+		for k, v := range c.t.inject {
+			req.Header[k] = []string{v}
+		}
+	}
+	resp, err := c.s.transport.RoundTrip(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	limit := c.mcp.route.cfg.MaxMessageBytes
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil && !isEventStream(resp.Header.Get("Content-Type")) {
+		return nil, nil, err
+	}
+	if len(b) > limit {
+		return nil, nil, fmt.Errorf("answer larger than %d bytes", limit)
+	}
+	return resp, b, nil
+}
+
+// openSession opens a session with a server of the session era for a
+// live evaluation (initialize, then notifications/initialized) and
+// returns its id. It sets r's MCP-Protocol-Version to the version the
+// server chose.
+func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL) (string, error) {
+	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "toolgate-init", "method": "initialize", "params": map[string]any{
+		"protocolVersion": evalProtocolVersion, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "toolgate-policy-eval", "version": "1"}}})
+	resp, body, err := c.mcpRequest(ctx, r, target, http.MethodPost, init)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("initialize answered %s", resp.Status)
+	}
+	sid := resp.Header.Get(headerMCPSession)
+	if sid == "" {
+		return "", errors.New("initialize answered without a session")
+	}
+	version := evalProtocolVersion
+	take := func(data []byte) {
+		for _, msg := range decodeMessages(data) {
+			var res struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			if msg.isResponse() && json.Unmarshal(msg.Result, &res) == nil && res.ProtocolVersion != "" && len(res.ProtocolVersion) <= 32 {
+				version = res.ProtocolVersion
+			}
+		}
+	}
+	if isEventStream(resp.Header.Get("Content-Type")) {
+		sr := newSSEReader(c.mcp.route.cfg.MaxMessageBytes, take)
+		sr.feed(body)
+		sr.feed([]byte("\n\n"))
+	} else {
+		take(body)
+	}
+	r.Header.Set(headerMCPSession, sid)
+	r.Header.Set(headerMCPProtocol, version)
+	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	resp, _, err = c.mcpRequest(ctx, r, target, http.MethodPost, note)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+	}
+	return sid, nil
+}
+
+// closeSession ends a live evaluation's session (DELETE, as the transport
+// asks of a client that is done); its answer does not matter.
+func (c *call) closeSession(r *http.Request, target *url.URL) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.t.cfg.Timeout)
+	defer cancel()
+	_, _, _ = c.mcpRequest(ctx, r, target, http.MethodDelete, nil)
 }
