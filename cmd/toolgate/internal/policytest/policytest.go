@@ -11,9 +11,16 @@
 //
 //	config: ../toolgate.yaml        # relative to this file; --config overrides;
 //	                                # required when --config is not given
+//	tools_list: tools-list.json     # optional: a recorded tools/list answer,
+//	                                # relative to this file; every case's tool
+//	                                # is then a tool of an MCP route
+//	route: files_mcp                # optional: that MCP route (default: the
+//	                                # configuration's only one)
 //	cases:
 //	  - name: retmax over the bound # required, unique in the file
 //	    tool: pubmed_search         # required: a tool of the configuration
+//	                                # (with a tools list: an MCP tool's name)
+//	    tools_list: other.json      # optional: this case's list (and route:)
 //	    arguments: {term: x, retmax: 500}   # default {}; numbers reach the
 //	                                        # checks as json.Number, as from a JSON body
 //	    headers: {X-Approved-By: dana}      # request headers (agent, session,
