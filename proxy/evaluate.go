@@ -67,7 +67,7 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 		return Verdict{}, fmt.Errorf("no tool named %q; the config has: %s", toolName, strings.Join(names, ", "))
 	}
 	if t.mcp != nil {
-		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists; evaluate one of its tools with a recorded or live tools/list (EvaluateMCP; docs/mcp.md)", toolName)
+		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists; evaluate one of its tools with a recorded or live tools/list (policy eval --tools-list FILE or --live URL, tools_list: in a case file; see docs/mcp.md)", toolName)
 	}
 	target, vars := evalURL(t, args)
 	method := t.cfg.Match.Method

@@ -89,6 +89,12 @@ func TestPolicyEvalMCP(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an MCP route without a list", func(t *testing.T) {
+		code, _, errOut := runArgs("policy", "eval", "-c", cfg, "--tool", "files_mcp")
+		if code != exitError || !strings.Contains(errOut, `tool "files_mcp" is an MCP route`) || !strings.Contains(errOut, "--tools-list FILE or --live URL") {
+			t.Errorf("exit %d, stderr:\n%s", code, errOut)
+		}
+	})
 	t.Run("not a tools/list", func(t *testing.T) {
 		code, _, errOut := runArgs("policy", "eval", "-c", cfg, "--tools-list", notList, "--tool", "read_file")
 		if code != exitError || !strings.Contains(errOut, "not a tools/list answer") {
@@ -103,6 +109,26 @@ func TestPolicyEvalMCP(t *testing.T) {
 			if code, _, errOut := runArgs(append([]string{"policy", "eval", "-c", cfg}, args...)...); code != exitUsage {
 				t.Errorf("%v: exit %d, want %d: %s", args, code, exitUsage, errOut)
 			}
+		}
+	})
+	t.Run("a configured schema wins over the listed one", func(t *testing.T) {
+		dir := t.TempDir()
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		abs, _ := filepath.Abs(filepath.Join(mcpExample, "policies", "paths"))
+		text := strings.Replace(strings.Replace(string(b), "path: policies/paths", "path: "+abs, 1),
+			"    policies: [paths]", "    policies: [paths]\n    mcp:\n      tools:\n        read_file: {schema_file: pinned.json}", 1)
+		if err := os.WriteFile(filepath.Join(dir, "toolgate.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "pinned.json"), []byte(`{"type": "object", "properties": {"path": {"type": "string", "maxLength": 8}}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runArgs("policy", "eval", "-c", filepath.Join(dir, "toolgate.yaml"), "--tools-list", list, "--tool", "read_file", "--args", `{"path": "/home/a/notes.txt", "range": {"start": 0}}`)
+		if code != exitRefused || !strings.Contains(out, "violation    /path: ") || !strings.Contains(out, "violation    /range: ") {
+			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 		}
 	})
 	t.Run("unknown_tool pass", func(t *testing.T) {
