@@ -120,14 +120,16 @@ one page. --live URL lists the tools of the MCP server at URL with the
 route's own tools/list, bounded as the route bounds it (its timeout,
 max_message_bytes, 20 pages), with the route's inject_headers (so, like
 run, it needs their environment variables) and the --header values; the
-route must match URL. A server that keeps sessions is sent initialize
-first, and the session is closed at the end.
+route must match URL. Only tools/list is sent, never the tools/call: a
+server that keeps sessions, and so refuses a tools/list outside one, is
+sent initialize and notifications/initialized first, and the session is
+closed (DELETE) at the end.
 What eval cannot reproduce for MCP: the list the sidecar holds at the
 time of a call (it learns lists from the traffic, per server and per
 authorization context for lists marked cacheScope private, and forgets
 them on list_changed or ttlMs expiry), a batch, a caller's _meta, and the
 2026-07-28 header checks (Mcp-Method, Mcp-Name). A --header
-MCP-Protocol-Version: 2026-07-28 shows the answer of that era
+MCP-Protocol-Version=2026-07-28 shows the answer of that era
 (resultType complete).
 
 Exit codes: 0 when the call would be allowed, 3 when it would be refused,
