@@ -164,10 +164,6 @@ func mcpRouteNamed(cfg *Config, name string) (*tool, error) {
 	return nil, fmt.Errorf("no MCP route named %q; the configuration's MCP routes: %s", name, strings.Join(names, ", "))
 }
 
-// ErrNotToolsList is EvaluateMCP's error for bytes that are not a
-// tools/list answer.
-var ErrNotToolsList = errors.New("not a tools/list answer")
-
 // parseToolsList reads a recorded tools/list answer: its result object,
 // or the JSON-RPC response holding it, as a JSON body or a
 // text/event-stream body. It reads at most limit bytes and refuses a page
