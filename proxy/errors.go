@@ -20,3 +20,8 @@ var (
 	// tool names. It becomes policy/not_allowlisted.
 	errOtherName = errors.New("the connection reached a loopback tool host under another name")
 )
+
+// ErrNotToolsList is EvaluateMCP's error for a recorded tools/list
+// (MCPTools.List) that is not one whole tools/list answer within the
+// route's mcp.max_message_bytes.
+var ErrNotToolsList = errors.New("not a tools/list answer")

@@ -34,6 +34,15 @@ type Verdict struct {
 	DryRun []string
 	// PolicyError names policies that failed while the tool fails open.
 	PolicyError string
+	// Answer is, for a refused MCP tools/call (EvaluateMCP), the JSON-RPC
+	// response the caller gets over HTTP 200: a result with isError true,
+	// the text for the model and the envelope as structuredContent. Nil
+	// otherwise.
+	Answer []byte
+	// Unchecked is true for an MCP tools/call no schema checked (a tool
+	// the list lacks on a route with unknown_tool: pass, a schema too large
+	// or that does not compile): the sidecar records it inspected=false.
+	Unchecked bool
 }
 
 // Evaluate runs a tool's checks (the schema, then its policies) on
@@ -58,12 +67,40 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 		return Verdict{}, fmt.Errorf("no tool named %q; the config has: %s", toolName, strings.Join(names, ", "))
 	}
 	if t.mcp != nil {
-		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists, learned at run time (see docs/mcp.md)", toolName)
+		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists; evaluate one of its tools with a recorded or live tools/list (policy eval --tools-list FILE or --live URL, tools_list: in a case file; see docs/mcp.md)", toolName)
 	}
+	target, vars := evalURL(t, args)
 	method := t.cfg.Match.Method
 	if method == "" {
 		method = http.MethodPost
 	}
+	r, err := http.NewRequestWithContext(ctx, method, target.String(), http.NoBody)
+	if err != nil {
+		return Verdict{}, err
+	}
+	for k, vs := range headers {
+		r.Header[k] = vs
+	}
+	st := &state{Snapshot: snap, cfg: snap.Config}
+	if st.PolicyHeaders == nil {
+		st.PolicyHeaders = defaultPolicyHeaders
+	}
+	c := &call{st: st, t: t, start: time.Now(), client: ctx}
+	c.evalCaller(r)
+	v := Verdict{Allowed: true}
+	if ref := c.check(r, target, vars, args); ref != nil {
+		v = refusedVerdict(ref)
+	} else {
+		v.Inject = c.injected()
+	}
+	v.DryRun = c.ev.DryRunViolations
+	v.PolicyError = c.ev.PolicyError
+	return v, nil
+}
+
+// evalURL is the URL a call of t with args goes to: the tool's host (or
+// upstream.invalid) and its path template filled from args.
+func evalURL(t *tool, args map[string]any) (*url.URL, map[string]string) {
 	host := t.host
 	if host == "" {
 		host = "upstream.invalid"
@@ -83,39 +120,37 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 		vars[seg.name] = v
 		path.WriteString(seg.prefix + url.PathEscape(v) + seg.suffix)
 	}
-	target := &url.URL{Scheme: "http", Host: host, Path: path.String()}
-	r, err := http.NewRequestWithContext(ctx, method, target.String(), http.NoBody)
-	if err != nil {
-		return Verdict{}, err
-	}
-	for k, vs := range headers {
-		r.Header[k] = vs
-	}
-	st := &state{Snapshot: snap, cfg: snap.Config}
-	if st.PolicyHeaders == nil {
-		st.PolicyHeaders = defaultPolicyHeaders
-	}
-	c := &call{st: st, t: t, start: time.Now(), client: ctx}
-	c.ev.Agent = boundCallerID(r.Header.Get(snap.Config.Headers.Agent), snap.Config.Limits.MaxCallerIDBytes)
-	c.ev.Session = boundCallerID(r.Header.Get(snap.Config.Headers.Session), snap.Config.Limits.MaxCallerIDBytes)
+	return &url.URL{Scheme: "http", Host: host, Path: path.String()}, vars
+}
+
+// evalCaller sets the event's caller fields from r's headers, as the
+// pipeline does.
+func (c *call) evalCaller(r *http.Request) {
+	cfg := c.st.cfg
+	c.ev.Agent = boundCallerID(r.Header.Get(cfg.Headers.Agent), cfg.Limits.MaxCallerIDBytes)
+	c.ev.Session = boundCallerID(r.Header.Get(cfg.Headers.Session), cfg.Limits.MaxCallerIDBytes)
 	c.ev.TraceID = traceID(r.Header.Get("Traceparent"))
-	v := Verdict{Allowed: true}
-	if ref := c.check(r, target, vars, args); ref != nil {
-		v = Verdict{Status: refusalStatus(ref), Envelope: ref.envelope(), Code: string(ref.code), Reason: ref.reason, Detail: ref.detail}
-		for _, vi := range ref.violations {
-			v.Paths = append(v.Paths, vi.Path)
-			v.Messages = append(v.Messages, vi.Message)
-		}
-	} else {
-		v.Inject = map[string]string{}
-		for k := range t.inject {
-			v.Inject[k] = "(set)"
-		}
-		for k, val := range c.inject {
-			v.Inject[k] = val
-		}
+}
+
+// refusedVerdict is the verdict of a refusal.
+func refusedVerdict(ref *refusal) Verdict {
+	v := Verdict{Status: refusalStatus(ref), Envelope: ref.envelope(), Code: string(ref.code), Reason: ref.reason, Detail: ref.detail}
+	for _, vi := range ref.violations {
+		v.Paths = append(v.Paths, vi.Path)
+		v.Messages = append(v.Messages, vi.Message)
 	}
-	v.DryRun = c.ev.DryRunViolations
-	v.PolicyError = c.ev.PolicyError
-	return v, nil
+	return v
+}
+
+// injected lists the headers an allowed call would get upstream, secrets
+// of the configuration shown as "(set)".
+func (c *call) injected() map[string]string {
+	out := map[string]string{}
+	for k := range c.t.inject {
+		out[k] = "(set)"
+	}
+	for k, val := range c.inject {
+		out[k] = val
+	}
+	return out
 }

@@ -48,6 +48,10 @@ type mcpCall struct {
 	srv     *mcpServer
 	// stateless is true for a request of the 2026-07-28 era.
 	stateless bool
+	// listedOnly is true when the tools already learned are all there is
+	// (an evaluation's recorded or fetched list): a tool they lack is not
+	// fetched again.
+	listedOnly bool
 
 	callID     json.RawMessage // the tools/call whose outcome is recorded
 	listID     json.RawMessage // a tools/list whose answer is learned
@@ -182,13 +186,15 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 	if sch == nil {
 		s, known, why := m.srv.lookup(tc.name, rule.strict)
 		if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.isCut()) || m.srv.stale()) {
-			if err := c.fetchTools(r, target, tc.meta); err != nil {
-				// A stale list is still used when listing fails (2026-07-28
-				// server/utilities/caching allows serving stale on errors).
-				c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", tc.name, "err", err)
+			if !m.listedOnly {
+				if err := c.fetchTools(r, target, tc.meta); err != nil {
+					// A stale list is still used when listing fails (2026-07-28
+					// server/utilities/caching allows serving stale on errors).
+					c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", tc.name, "err", err)
+				}
+				m.srv = c.s.mcp.resolve(m.key, m.privKey)
+				s, known, why = m.srv.lookup(tc.name, rule.strict)
 			}
-			m.srv = c.s.mcp.resolve(m.key, m.privKey)
-			s, known, why = m.srv.lookup(tc.name, rule.strict)
 			if !known && m.srv.isListed() {
 				names := m.srv.names()
 				offers := strings.Join(names, ", ")

@@ -86,9 +86,10 @@ does not match prints what it wanted and what it got:
 
 func newPolicyEvalCmd() *cobra.Command {
 	var cfgPath, tool, args string
+	var mf mcpFlags
 	var headers []string
 	c := &cobra.Command{
-		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...]",
+		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...] [--tools-list FILE | --live URL] [--route NAME]",
 		Short: "Show what the checks decide for one call",
 		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
 arguments as the sidecar would for a call with a JSON body, without sending anything,
@@ -105,26 +106,101 @@ booleans as JSON ({"days": 5}, not {"days": "5"}). Repeated keys are arrays.
 --header adds a request header, such as the agent and session headers or
 a header policies may see (policies.headers); repeat it for more.
 
+MCP tools: with --tools-list or --live, --tool names a tool of an MCP
+server (the name a tools/call gives) and eval runs the checks of an MCP
+route (protocol: mcp; --route names it when the configuration has more
+than one) for a tools/call of it: the schema mcp.tools gives it, else the
+one the server lists, the unknown-tool rule (a tool the list lacks is
+refused as unknown_tool, or passes unchecked with unknown_tool: pass), then
+the route's policies. A refusal prints the JSON-RPC answer the caller
+would get: a result with isError true, over HTTP 200.
+--tools-list FILE is a recorded tools/list answer: its result, or the
+JSON-RPC response (a JSON or text/event-stream body), the whole list in
+one page. --live URL lists the tools of the MCP server at URL with the
+route's own tools/list, bounded as the route bounds it (its timeout,
+max_message_bytes, 20 pages), with the route's inject_headers (so, like
+run, it needs their environment variables) and the --header values; the
+route must match URL. Only tools/list is sent, never the tools/call: a
+server that keeps sessions, and so refuses a tools/list outside one, is
+sent initialize and notifications/initialized first, and the session is
+closed (DELETE) at the end.
+What eval cannot reproduce for MCP: the list the sidecar holds at the
+time of a call (it learns lists from the traffic, per server and per
+authorization context for lists marked cacheScope private, and forgets
+them on list_changed or ttlMs expiry), a batch, a caller's _meta, and the
+2026-07-28 header checks (Mcp-Method, Mcp-Name). A --header
+MCP-Protocol-Version=2026-07-28 shows the answer of that era
+(resultType complete).
+
 Exit codes: 0 when the call would be allowed, 3 when it would be refused,
 1 on an error (a configuration that does not load, --args that is not a JSON
-object, a tool the configuration does not have), 2 on a usage error.`,
+object, a tool the configuration does not have, a tools/list that cannot be
+read or fetched), 2 on a usage error.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if tool == "" {
 				return usageError{fmt.Errorf("--tool is required (see '%s --help')", c.CommandPath())}
 			}
+			if mf.toolsList != "" && mf.live != "" {
+				return usageError{fmt.Errorf("--tools-list and --live: give one (see '%s --help')", c.CommandPath())}
+			}
+			if mf.route != "" && mf.toolsList == "" && mf.live == "" {
+				return usageError{fmt.Errorf("--route needs --tools-list or --live (see '%s --help')", c.CommandPath())}
+			}
 			h, err := parseHeaderFlags(headers)
 			if err != nil {
 				return usageError{err}
+			}
+			if mf.toolsList != "" || mf.live != "" {
+				return runPolicyEvalMCP(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h, mf)
 			}
 			return runPolicyEval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
-	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration (required)")
+	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration, or with --tools-list or --live an MCP tool's name (required)")
 	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
 	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
+	c.Flags().StringVar(&mf.toolsList, "tools-list", "", "a recorded tools/list answer (JSON-RPC response or result) giving the MCP tools' schemas")
+	c.Flags().StringVar(&mf.live, "live", "", "the URL of the MCP server to list the tools of, with the route's own tools/list")
+	c.Flags().StringVar(&mf.route, "route", "", "the MCP route's name in the configuration (default: its only MCP route)")
 	return c
+}
+
+// mcpFlags are policy eval's flags for MCP tools.
+type mcpFlags struct{ toolsList, live, route string }
+
+func runPolicyEvalMCP(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header, mf mcpFlags) error {
+	args, err := policytest.DecodeArguments([]byte(rawArgs))
+	if err != nil {
+		return fmt.Errorf("--args: %w", err)
+	}
+	src := proxy.MCPTools{Route: mf.route, Live: mf.live}
+	var lc *config.Loaded
+	if mf.live != "" {
+		// A live list is sent with the route's inject_headers: their
+		// secrets must be there, as for run.
+		lc, err = config.Load(cfgPath)
+	} else {
+		lc, err = config.LoadOffline(cfgPath)
+	}
+	if err != nil {
+		return err
+	}
+	if mf.toolsList != "" {
+		if src.List, err = policytest.ReadToolsList(mf.toolsList); err != nil {
+			return fmt.Errorf("--tools-list: %w", err)
+		}
+	}
+	v, err := proxy.EvaluateMCP(ctx, lc.Snapshot, src, tool, args, h)
+	if err != nil {
+		return err
+	}
+	policytest.PrintVerdict(out, tool, v)
+	if !v.Allowed {
+		return exitStatus(exitRefused)
+	}
+	return nil
 }
 
 func newPolicyCheckCmd() *cobra.Command {

@@ -11,9 +11,16 @@
 //
 //	config: ../toolgate.yaml        # relative to this file; --config overrides;
 //	                                # required when --config is not given
+//	tools_list: tools-list.json     # optional: a recorded tools/list answer,
+//	                                # relative to this file; every case's tool
+//	                                # is then a tool of an MCP route
+//	route: files_mcp                # optional: that MCP route (default: the
+//	                                # configuration's only one)
 //	cases:
 //	  - name: retmax over the bound # required, unique in the file
 //	    tool: pubmed_search         # required: a tool of the configuration
+//	                                # (with a tools list: an MCP tool's name)
+//	    tools_list: other.json      # optional: this case's list (and route:)
 //	    arguments: {term: x, retmax: 500}   # default {}; numbers reach the
 //	                                        # checks as json.Number, as from a JSON body
 //	    headers: {X-Approved-By: dana}      # request headers (agent, session,
@@ -145,7 +152,19 @@ func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 		}
 		row("inject", "%s: %s", k, val)
 	}
+	if v.Unchecked {
+		row("schema", "none checked the arguments (the sidecar records the call inspected=false)")
+	}
 	if v.Allowed {
+		return
+	}
+	if v.Answer != nil {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, v.Answer, "", "  "); err != nil {
+			buf.Reset()
+			buf.Write(v.Answer)
+		}
+		fmt.Fprintf(out, "\nanswer (HTTP %d, X-Toolgate-Error-Code: %s; the envelope is its structuredContent):\n%s\n", v.Status, v.Code, buf.Bytes())
 		return
 	}
 	var buf bytes.Buffer
@@ -171,6 +190,13 @@ type caseFile struct {
 	// Config is the configuration the cases run against, relative to the
 	// case file. Required unless --config is given, which overrides it.
 	Config string `yaml:"config"`
+	// ToolsList is a recorded tools/list answer, relative to the case file,
+	// that makes every case's tool a tool of an MCP route: the schemas of
+	// its tools. Default: none (cases name the configuration's tools).
+	ToolsList string `yaml:"tools_list"`
+	// Route is the MCP route of the cases with a tools list. Default: the
+	// configuration's only MCP route.
+	Route string `yaml:"route"`
 	// Cases are the calls, run in order.
 	Cases []policyCase `yaml:"cases"`
 }
@@ -179,8 +205,14 @@ type caseFile struct {
 type policyCase struct {
 	// Name names the case in the output. Required and unique in the file.
 	Name string `yaml:"name"`
-	// Tool is the tool's name in the configuration. Required.
+	// Tool is the tool's name in the configuration, or, for a case with a
+	// tools list, the MCP tool's name. Required.
 	Tool string `yaml:"tool"`
+	// ToolsList is the case's recorded tools/list answer, relative to the
+	// case file. Default: the file's tools_list.
+	ToolsList string `yaml:"tools_list"`
+	// Route is the case's MCP route. Default: the file's route.
+	Route string `yaml:"route"`
 	// Arguments are the call's arguments. Default: none ({}).
 	Arguments map[string]any `yaml:"arguments"`
 	// Headers are request headers the call carries. Default: none.
@@ -478,7 +510,16 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 	}
 	for _, c := range cf.Cases {
 		start := time.Now()
-		v, err := proxy.Evaluate(ctx, lc.Snapshot, c.Tool, c.JSONArguments, c.header())
+		var v proxy.Verdict
+		if c.ToolsList != "" {
+			var src proxy.MCPTools
+			src, err = mcpSource(path, c)
+			if err == nil {
+				v, err = proxy.EvaluateMCP(ctx, lc.Snapshot, src, c.Tool, c.JSONArguments, c.header())
+			}
+		} else {
+			v, err = proxy.Evaluate(ctx, lc.Snapshot, c.Tool, c.JSONArguments, c.header())
+		}
 		if err != nil {
 			pt.fail(label+": "+c.Name, err.Error())
 			continue
@@ -489,6 +530,41 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 		}
 		pt.pass(label+": "+c.Name, time.Since(start))
 	}
+}
+
+// mcpSource reads the tools list of an MCP case of the case file at path.
+func mcpSource(path string, c Case) (proxy.MCPTools, error) {
+	lp := c.ToolsList
+	if !filepath.IsAbs(lp) {
+		lp = filepath.Join(filepath.Dir(path), lp)
+	}
+	list, err := ReadToolsList(lp)
+	if err != nil {
+		return proxy.MCPTools{}, fmt.Errorf("tools_list: %w", err)
+	}
+	return proxy.MCPTools{Route: c.Route, List: list}, nil
+}
+
+// maxToolsListBytes bounds a recorded tools/list file; the route's
+// mcp.max_message_bytes bounds it further.
+const maxToolsListBytes = 64 << 20
+
+// ReadToolsList reads a recorded tools/list answer from a file, at most
+// 64 MiB of it.
+func ReadToolsList(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxToolsListBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxToolsListBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxToolsListBytes)
+	}
+	return b, nil
 }
 
 // config loads a configuration once per run.
@@ -568,6 +644,15 @@ func ParseCaseFile(path string, data []byte) (*CaseFile, error) {
 			return nil, at(p+".tool", "required")
 		}
 		seen[c.Name] = true
+		if c.ToolsList == "" {
+			c.ToolsList = cf.ToolsList
+		}
+		if c.Route == "" {
+			c.Route = cf.Route
+		}
+		if c.Route != "" && c.ToolsList == "" {
+			return nil, at(p+".route", "an MCP case needs tools_list (in the case or the file)")
+		}
 		e := c.Expect
 		switch e.Outcome {
 		case outcomeRefused:

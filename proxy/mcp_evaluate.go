@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/sink"
+)
+
+// MCPTools says where EvaluateMCP finds the schemas of an MCP route's
+// tools: a recorded tools/list answer, or the server itself.
+type MCPTools struct {
+	// Route is the MCP route's name in the configuration (a tool whose
+	// protocol is mcp). Default: the configuration's only MCP route.
+	Route string
+	// List is a recorded tools/list answer: its result object
+	// ({"tools": [...]}), or the whole JSON-RPC response as a JSON body or
+	// as a text/event-stream body holding it. It must be the whole list
+	// (no nextCursor) and at most the route's mcp.max_message_bytes. Used
+	// when Live is empty.
+	List []byte
+	// Live, when not empty, is the URL of the MCP server, which the route
+	// must match: its tools are listed with the route's own tools/list
+	// (every page, within the route's timeout, max_message_bytes and
+	// inject_headers, with the given headers), as the sidecar lists them
+	// for a tool it has not seen.
+	Live string
+}
+
+// discardRecorder drops the events of an evaluation (its own tools/list).
+type discardRecorder struct{}
+
+func (discardRecorder) Record(sink.Event) bool { return true }
+
+// EvaluateMCP runs the checks the sidecar runs for a tools/call of the MCP
+// tool toolName on an MCP route, without sending the call: the route's
+// schema for the tool (a configured override, else the one listed in
+// src), the unknown-tool rule, then the route's policies. A refusal's
+// Answer is the JSON-RPC response the caller would get (an isError result,
+// HTTP 200). headers are the request headers the caller would send.
+func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName string, args map[string]any, headers http.Header) (Verdict, error) {
+	if snap.Config == nil {
+		return Verdict{}, errors.New("no configuration")
+	}
+	t, err := mcpRouteNamed(snap.Config, src.Route)
+	if err != nil {
+		return Verdict{}, err
+	}
+	if toolName == "" || len(toolName) > 128 {
+		return Verdict{}, errors.New("an MCP tool name has 1 to 128 characters")
+	}
+	target, _ := evalURL(t, nil)
+	if src.Live != "" {
+		u, err := url.Parse(src.Live)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return Verdict{}, fmt.Errorf("%q is not an http or https URL", src.Live)
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		if rt, _ := route(snap.Config.tools, http.MethodPost, strings.ToLower(u.Hostname()), port, u.EscapedPath()); rt != t {
+			return Verdict{}, fmt.Errorf("route %q does not match %s: give the URL its calls go to", t.cfg.Name, u.Redacted())
+		}
+		target = u
+		ctx = snap.Config.guarded(ctx, strings.ToLower(u.Hostname()), port)
+	}
+	s, err := New(snap, Options{Recorder: discardRecorder{}})
+	if err != nil {
+		return Verdict{}, err
+	}
+	defer s.transport.CloseIdleConnections()
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), http.NoBody)
+	if err != nil {
+		return Verdict{}, err
+	}
+	for k, vs := range headers {
+		r.Header[k] = vs
+	}
+	c := &call{s: s, st: s.state.Load(), t: t, start: time.Now(), client: ctx}
+	c.evalCaller(r)
+	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
+		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
+	m.privKey = m.key + "|auth:" + authContext(r)
+	m.srv = s.mcp.resolve(m.key, m.privKey)
+	m.stateless = isStateless(r.Header.Get(headerMCPProtocol))
+	c.mcp = m
+	if src.Live != "" {
+		err := c.fetchTools(r, target, nil)
+		if err != nil && !m.stateless && r.Header.Get(headerMCPSession) == "" {
+			// A server of the session era lists tools only in a session.
+			sid, serr := c.openSession(ctx, r, target)
+			if serr != nil {
+				return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w; opening a session: %w", m.server, err, serr)
+			}
+			defer c.closeSession(r, target)
+			r.Header.Set(headerMCPSession, sid)
+			err = c.fetchTools(r, target, nil)
+		}
+		if err != nil {
+			return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w", m.server, err)
+		}
+	} else {
+		res, err := parseToolsList(src.List, t.mcp.cfg.MaxMessageBytes)
+		if err != nil {
+			return Verdict{}, err
+		}
+		m.learnList(res, true)
+	}
+	m.listedOnly = true
+	params, err := json.Marshal(map[string]any{"name": toolName, "arguments": args})
+	if err != nil {
+		return Verdict{}, fmt.Errorf("arguments: %w", err)
+	}
+	msg := &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: methodToolsCall, Params: params}
+	c.ev.Inspected = true
+	v := Verdict{Allowed: true}
+	if ref := c.checkToolCall(r, target, msg); ref != nil {
+		v = refusedVerdict(ref)
+		v.Status = http.StatusOK
+		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless)
+	} else {
+		v.Inject = c.injected()
+	}
+	if !c.ev.Inspected {
+		v.Unchecked = true
+	}
+	v.DryRun = c.ev.DryRunViolations
+	v.PolicyError = c.ev.PolicyError
+	return v, nil
+}
+
+// mcpRouteNamed returns the MCP route called name, or the only one.
+func mcpRouteNamed(cfg *Config, name string) (*tool, error) {
+	var found []*tool
+	var names []string
+	for _, t := range cfg.tools {
+		if t.mcp == nil {
+			continue
+		}
+		names = append(names, t.cfg.Name)
+		if name == "" || t.cfg.Name == name {
+			found = append(found, t)
+		}
+	}
+	sort.Strings(names)
+	switch {
+	case len(names) == 0:
+		return nil, errors.New("the configuration has no MCP route (a tool with protocol: mcp)")
+	case len(found) == 1:
+		return found[0], nil
+	case name == "":
+		return nil, fmt.Errorf("the configuration has %d MCP routes; name one: %s", len(names), strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("no MCP route named %q; the configuration's MCP routes: %s", name, strings.Join(names, ", "))
+}
+
+// parseToolsList reads a recorded tools/list answer: its result object,
+// or the JSON-RPC response holding it, as a JSON body or a
+// text/event-stream body. It reads at most limit bytes and refuses a page
+// that is not the last (nextCursor set), whose list would be incomplete.
+func parseToolsList(data []byte, limit int) (*toolsListResult, error) {
+	if len(data) > limit {
+		return nil, fmt.Errorf("%w: larger than the route's %d-byte mcp.max_message_bytes", ErrNotToolsList, limit)
+	}
+	data = bytes.TrimSpace(data)
+	var msgs []rpcMessage
+	if bytes.HasPrefix(data, []byte("event:")) || bytes.HasPrefix(data, []byte("data:")) || bytes.HasPrefix(data, []byte("id:")) || bytes.HasPrefix(data, []byte(":")) {
+		sr := newSSEReader(limit, func(ev []byte) { msgs = append(msgs, decodeMessages(ev)...) })
+		sr.feed(data)
+		sr.feed([]byte("\n\n"))
+	} else {
+		msgs = decodeMessages(data)
+	}
+	raw := json.RawMessage(nil)
+	for i := range msgs {
+		switch {
+		case msgs[i].Error != nil:
+			return nil, fmt.Errorf("%w: the response is JSON-RPC error %d", ErrNotToolsList, msgs[i].Error.Code)
+		case msgs[i].isResponse() && msgs[i].Result != nil:
+			raw = msgs[i].Result
+		}
+	}
+	if raw == nil {
+		raw = data // the result object itself
+	}
+	var probe struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	var res toolsListResult
+	if err := json.Unmarshal(raw, &probe); err != nil || len(probe.Tools) == 0 || probe.Tools[0] != '[' {
+		return nil, fmt.Errorf("%w: expected a result with a tools array, or the JSON-RPC response holding one", ErrNotToolsList)
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotToolsList, err)
+	}
+	if res.NextCursor != "" {
+		return nil, fmt.Errorf("%w: it is one page of several (nextCursor is set); record the whole list as one result", ErrNotToolsList)
+	}
+	return &res, nil
+}
+
+// evalProtocolVersion is the protocol version a live evaluation asks for
+// when it opens a session.
+const evalProtocolVersion = "2025-11-25"
+
+// mcpRequest sends one message of a live evaluation to the server, with
+// r's headers and the route's inject_headers, and returns the answer's
+// status, headers and body (at most the route's max_message_bytes).
+func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL, method string, body []byte) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.t.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, vs := range r.Header {
+		req.Header[k] = vs
+	}
+	cleanRequestHeaders(req.Header, true)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.t.originOK(req.URL) {
+		for k, v := range c.t.inject {
+			req.Header[k] = []string{v}
+		}
+	}
+	resp, err := c.s.transport.RoundTrip(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	limit := c.mcp.route.cfg.MaxMessageBytes
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil && !isEventStream(resp.Header.Get("Content-Type")) {
+		return nil, nil, err
+	}
+	if len(b) > limit {
+		return nil, nil, fmt.Errorf("answer larger than %d bytes", limit)
+	}
+	return resp, b, nil
+}
+
+// openSession opens a session with a server of the session era for a
+// live evaluation (initialize, then notifications/initialized) and
+// returns its id. It sets r's MCP-Protocol-Version to the version the
+// server chose.
+func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL) (string, error) {
+	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "toolgate-init", "method": "initialize", "params": map[string]any{
+		"protocolVersion": evalProtocolVersion, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "toolgate-policy-eval", "version": "1"}}})
+	resp, body, err := c.mcpRequest(ctx, r, target, http.MethodPost, init)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("initialize answered %s", resp.Status)
+	}
+	sid := resp.Header.Get(headerMCPSession)
+	if sid == "" {
+		return "", errors.New("initialize answered without a session")
+	}
+	version := evalProtocolVersion
+	take := func(data []byte) {
+		for _, msg := range decodeMessages(data) {
+			var res struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			if msg.isResponse() && json.Unmarshal(msg.Result, &res) == nil && res.ProtocolVersion != "" && len(res.ProtocolVersion) <= 32 {
+				version = res.ProtocolVersion
+			}
+		}
+	}
+	if isEventStream(resp.Header.Get("Content-Type")) {
+		sr := newSSEReader(c.mcp.route.cfg.MaxMessageBytes, take)
+		sr.feed(body)
+		sr.feed([]byte("\n\n"))
+	} else {
+		take(body)
+	}
+	r.Header.Set(headerMCPSession, sid)
+	r.Header.Set(headerMCPProtocol, version)
+	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	resp, _, err = c.mcpRequest(ctx, r, target, http.MethodPost, note)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("notifications/initialized answered %s", resp.Status)
+	}
+	return sid, nil
+}
+
+// closeSession ends a live evaluation's session (DELETE, as the transport
+// asks of a client that is done); its answer does not matter.
+func (c *call) closeSession(r *http.Request, target *url.URL) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.t.cfg.Timeout)
+	defer cancel()
+	_, _, _ = c.mcpRequest(ctx, r, target, http.MethodDelete, nil)
+}
