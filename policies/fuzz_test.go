@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 var fuzzFixtures = []string{"pubmed_search", "docs_edit", "drug_targets", "legacy_draft07"}
@@ -33,7 +35,7 @@ func FuzzValidate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		s := schemas[int(which)%len(schemas)]
-		args, ok := decodeFuzzArgs(data)
+		args, ok := testutil.DecodeArgs(data)
 		if !ok {
 			return
 		}
@@ -45,25 +47,15 @@ func FuzzValidate(f *testing.F) {
 			}
 			// The string may also come from the schema, a key or a
 			// template. Replace the value and see whether it goes away.
-			again, _ := decodeFuzzArgs(data)
+			again, _ := testutil.DecodeArgs(data)
 			replaceString(again, v, strings.Repeat("\x7f", len(v)))
 			if !strings.Contains(violationText(s, s.Validate(again)), v) {
 				t.Fatalf("violations repeat the argument value %q:\n%s", v, text)
 			}
 		}
-		coerced, _ := decodeFuzzArgs(data)
+		coerced, _ := testutil.DecodeArgs(data)
 		s.Validate(s.Coerce(coerced))
 	})
-}
-
-func decodeFuzzArgs(data []byte) (map[string]any, bool) {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.UseNumber()
-	var args map[string]any
-	if err := dec.Decode(&args); err != nil {
-		return nil, false
-	}
-	return args, true
 }
 
 func violationText(s *Schema, vs []Violation) string {
@@ -158,7 +150,7 @@ func FuzzCompileSchema(f *testing.F) {
 		}
 		for _, a := range argSets {
 			b, _ := json.Marshal(a)
-			args, _ := decodeFuzzArgs(b)
+			args, _ := testutil.DecodeArgs(b)
 			var refused [2]bool
 			for i, s := range compiled {
 				if s != nil {

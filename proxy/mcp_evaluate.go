@@ -227,14 +227,7 @@ func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL,
 		req.Header[k] = vs
 	}
 	cleanRequestHeaders(req.Header, true)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if c.t.originOK(req.URL) {
-		for k, v := range c.t.inject {
-			req.Header[k] = []string{v}
-		}
-	}
-	resp, err := c.s.transport.RoundTrip(req)
+	resp, err := c.sendOwn(req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -108,6 +108,21 @@ func (c *call) recordFetch(start time.Time, status, pages int, err error) {
 	c.s.rec.Record(ev)
 }
 
+// sendOwn sends a JSON-RPC request of toolgate's own (a tools/list, and
+// policy eval's session set-up) to the MCP server: JSON in, JSON or an
+// event stream out, with the tool's injected headers when the origin is
+// the tool's.
+func (c *call) sendOwn(req *http.Request) (*http.Response, error) {
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.t.originOK(req.URL) {
+		for k, v := range c.t.inject {
+			req.Header[k] = []string{v}
+		}
+	}
+	return c.s.transport.RoundTrip(req)
+}
+
 // reasonListFailed is the reason of a failed tools/list of toolgate's own.
 const reasonListFailed = "tools_list_failed"
 
@@ -142,14 +157,7 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	if req.Header.Get("Traceparent") == "" {
 		req.Header.Set("Traceparent", traceparent)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if c.t.originOK(req.URL) {
-		for k, v := range c.t.inject {
-			req.Header[k] = []string{v}
-		}
-	}
-	resp, err := c.s.transport.RoundTrip(req)
+	resp, err := c.sendOwn(req)
 	if err != nil {
 		return nil, status, err
 	}

@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync"
 )
 
@@ -27,4 +28,16 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// DecodeArgs decodes fuzz input as a call's arguments, as the sidecar
+// decodes a JSON body (numbers as json.Number); ok is false when data is
+// not one JSON object.
+func DecodeArgs(data []byte) (args map[string]any, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil {
+		return nil, false
+	}
+	return args, true
 }

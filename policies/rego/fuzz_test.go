@@ -2,12 +2,11 @@ package rego
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -41,7 +40,7 @@ func FuzzCompiledEngine(f *testing.F) {
 		pairs[i] = pair{p, c}
 	}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
-		args, ok := decodeFuzzArgs(data)
+		args, ok := testutil.DecodeArgs(data)
 		if !ok {
 			return
 		}
@@ -56,14 +55,4 @@ func FuzzCompiledEngine(f *testing.F) {
 			t.Fatalf("%s on %s:\ninterpreter %+v %v\ncompiled    %+v %v", p.interp.Name(), data, want, werr, got, gerr)
 		}
 	})
-}
-
-func decodeFuzzArgs(data []byte) (map[string]any, bool) {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.UseNumber()
-	var args map[string]any
-	if err := dec.Decode(&args); err != nil {
-		return nil, false
-	}
-	return args, true
 }
