@@ -22,6 +22,7 @@ import (
 // Reasons of MCP outcomes and refusals.
 const (
 	reasonUnknownTool = "unknown_tool"
+	reasonUnchecked   = "unchecked"
 	reasonToolError   = "tool_error"
 )
 
@@ -210,11 +211,25 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 				c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: (arguments): unknown tool")
 			}
 		}
+		refuseUnchecked := m.route.cfg.Unchecked == UncheckedRefuse
 		if why != nil {
-			c.s.log.Warn("mcp: the listed schema cannot be used; the call passes unchecked", "server", m.server, "tool", tc.name, "err", why)
+			what := "passes unchecked"
+			if refuseUnchecked {
+				what = "is refused (mcp.unchecked: refuse)"
+			}
+			c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", tc.name, "err", why)
 		}
 		if s == nil {
 			c.ev.Inspected = false
+		}
+		if s == nil && refuseUnchecked {
+			detail := fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (no usable schema), and this route refuses calls it cannot check", tc.name, m.server)
+			if !rule.dryRun {
+				return refuse(bucketing.CodePolicy, reasonUnchecked, detail,
+					[]policies.Violation{{Path: "", Reason: reasonUnchecked, Message: "no usable schema to check the arguments against"}})
+			}
+			c.ev.DryRunDenied = true
+			c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: (arguments): no usable schema")
 		}
 		sch = s
 	}

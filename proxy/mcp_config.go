@@ -20,6 +20,11 @@ const (
 	// tool whose schema toolgate has not seen; a tool the server does not
 	// list is refused as validation/unknown_tool.
 	UnknownToolFetch = "fetch"
+	// UncheckedPass forwards a tools/call no schema can check (see
+	// MCPConfig.Unchecked), recorded as inspected=false.
+	UncheckedPass = "pass"
+	// UncheckedRefuse refuses it as policy/unchecked.
+	UncheckedRefuse = "refuse"
 	// UnknownToolPass forwards such a call unchecked; its event says
 	// inspected=false.
 	UnknownToolPass = "pass"
@@ -42,6 +47,15 @@ type MCPConfig struct {
 	// server's tools itself, and a tool not listed is refused) or "pass"
 	// (forwarded unchecked, recorded as inspected=false).
 	UnknownTool string `yaml:"unknown_tool"`
+	// Unchecked says what happens to a tools/call that no schema can check:
+	// its tool's listed schema cannot be used (it does not compile, names a
+	// document toolgate does not fetch, or is over max_schema_bytes), the
+	// tool is past max_tools, or toolgate's own tools/list failed. "pass"
+	// (the default) forwards it, recorded as inspected=false; "refuse"
+	// answers it as a policy refusal (reason "unchecked"), so that nothing
+	// unchecked reaches the server. Cannot be "refuse" with unknown_tool:
+	// pass.
+	Unchecked string `yaml:"unchecked"`
 	// DryRun checks arguments but forwards calls that fail the schema,
 	// recording the would-be refusal in the event (dry_run_denied,
 	// dry_run_violations). Default false.
@@ -110,7 +124,7 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		return fieldErr(p+".protocol", "unknown protocol %q; expected http or mcp", tc.Protocol)
 	}
 	if tc.Protocol == ProtocolHTTP {
-		if tc.MCP.UnknownTool != "" || tc.MCP.DryRun || tc.MCP.MaxTools != 0 || tc.MCP.MaxSchemaBytes != 0 ||
+		if tc.MCP.UnknownTool != "" || tc.MCP.Unchecked != "" || tc.MCP.DryRun || tc.MCP.MaxTools != 0 || tc.MCP.MaxSchemaBytes != 0 ||
 			tc.MCP.MaxMessageBytes != 0 || len(tc.MCP.Tools) > 0 {
 			return fieldErr(p+".mcp", "set only for protocol: mcp")
 		}
@@ -132,6 +146,17 @@ func (c *Config) compileMCP(t *tool, p string) error {
 	case UnknownToolFetch, UnknownToolPass:
 	default:
 		return fieldErr(p+".mcp.unknown_tool", "unknown mode %q; expected fetch or pass", mc.UnknownTool)
+	}
+	switch mc.Unchecked {
+	case "":
+		mc.Unchecked = UncheckedPass
+	case UncheckedPass:
+	case UncheckedRefuse:
+		if mc.UnknownTool == UnknownToolPass {
+			return fieldErr(p+".mcp.unchecked", "refuse would refuse every call unknown_tool: pass lets through unchecked; use unknown_tool: fetch")
+		}
+	default:
+		return fieldErr(p+".mcp.unchecked", "unknown mode %q; expected pass or refuse", mc.Unchecked)
 	}
 	for _, b := range []struct {
 		name string

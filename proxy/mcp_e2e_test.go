@@ -825,3 +825,52 @@ func TestMCPEvaluate(t *testing.T) {
 		t.Errorf("Evaluate on an MCP route: %v", err)
 	}
 }
+
+// TestMCPUncheckedRefuse checks mcp.unchecked: a tool whose listed schema
+// cannot be used (here: over max_schema_bytes) passes unchecked by
+// default, recorded as inspected=false, and with unchecked: refuse is
+// refused before the server sees it; in dry run it is forwarded with the
+// would-be refusal recorded.
+func TestMCPUncheckedRefuse(t *testing.T) {
+	args := map[string]any{"title": "x"}
+	for _, tc := range []struct {
+		name      string
+		extra     string
+		refused   bool
+		dryDenied bool
+	}{
+		{"pass by default", "    mcp: {max_schema_bytes: 32}\n", false, false},
+		{"refuse", "    mcp: {max_schema_bytes: 32, unchecked: refuse}\n", true, false},
+		{"refuse in dry run", "    mcp: {max_schema_bytes: 32, unchecked: refuse, dry_run: true}\n", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, e, cs := mcpEnv(t, tc.extra, nil)
+			res := callTool(t, cs, "create_issue", args)
+			er := refusalOf(t, res)
+			if tc.refused {
+				if er == nil || er.Code != "policy" || er.Reason != "unchecked" || !strings.Contains(er.Detail, "cannot be checked") {
+					t.Fatalf("want a policy/unchecked refusal, got %+v (%q)", er, resultText(res))
+				}
+				if n := up.created.Load(); n != 0 {
+					t.Errorf("handler ran %d times on a refused call", n)
+				}
+			} else {
+				if res.IsError {
+					t.Fatalf("call refused: %q", resultText(res))
+				}
+				if n := up.created.Load(); n != 1 {
+					t.Errorf("handler ran %d times, want 1", n)
+				}
+			}
+			evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "create_issue") == 1 })
+			for _, ev := range evs {
+				if ev.Tool != "create_issue" || ev.RPCMethod != "tools/call" {
+					continue
+				}
+				if ev.Inspected || ev.Refused != tc.refused || ev.DryRunDenied != tc.dryDenied {
+					t.Errorf("event inspected=%v refused=%v dry_run_denied=%v; want false %v %v", ev.Inspected, ev.Refused, ev.DryRunDenied, tc.refused, tc.dryDenied)
+				}
+			}
+		})
+	}
+}

@@ -515,6 +515,31 @@ hosts:
 			want:  []string{`unknown mode "deny"; expected fetch or pass`},
 		},
 		{
+			name: "unknown mcp.unchecked mode",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    protocol: mcp
+    mcp:
+      unchecked: deny # <-
+`,
+			field: "tools[0].mcp.unchecked",
+			want:  []string{`unknown mode "deny"; expected pass or refuse`},
+		},
+		{
+			name: "mcp.unchecked refuse with unknown_tool pass",
+			yaml: `tools:
+  - name: issues
+    match: {path: /mcp}
+    protocol: mcp
+    mcp:
+      unknown_tool: pass
+      unchecked: refuse # <-
+`,
+			field: "tools[0].mcp.unchecked",
+			want:  []string{"use unknown_tool: fetch"},
+		},
+		{
 			name: "mcp section on a plain route",
 			yaml: `tools:
   - name: issues
