@@ -236,16 +236,16 @@ type Queue struct {
 
 	// mu guards the fields up to writing. It is held only briefly, never
 	// across a write.
-	mu       sync.Mutex
-	closed   bool
-	pending  []Event       // the next group
-	spare    []Event       // the last group's slice, for reuse
-	held     int           // events in pending and in the group being written
-	cur      chan struct{} // closed when the pending group is written; nil until someone waits
-	writing  chan struct{} // the same for the group being written; nil until someone waits
-	inFlight bool          // a group is being written
-	handoff  []Event       // a group whose write by its caller failed, for the writer goroutine to retry
-	handOff  int           // how much of handoff was written
+	mu        sync.Mutex
+	closed    bool
+	pending   []Event       // the next group
+	spare     []Event       // the last group's slice, for reuse
+	held      int           // events in pending and in the group being written
+	cur       chan struct{} // closed when the pending group is written; nil until someone waits
+	writing   chan struct{} // the same for the group being written; nil until someone waits
+	inFlight  bool          // a group is being written
+	handoff   []Event       // a group whose write by its caller failed, for the writer goroutine to retry
+	handoffAt int           // how much of handoff was written
 
 	inline    bool          // w is an Appender and Record waits: calls may write their group
 	handover  atomic.Bool   // calls hand their groups to the writer goroutine (see writeInline)
@@ -469,7 +469,7 @@ func (q *Queue) writeInline(batch []Event, deadline time.Time) {
 		"events", len(batch)-off, "attempt", 1,
 		"retry_in", backoff(1, q.opts.backoffMin, q.opts.backoffMax), "error", err)
 	q.mu.Lock()
-	q.handoff, q.handOff = batch, off
+	q.handoff, q.handoffAt = batch, off
 	g := q.writingLocked()
 	q.mu.Unlock()
 	select {
@@ -711,28 +711,26 @@ func (q *Queue) drainAll() {
 		q.drain()
 		q.mu.Lock()
 		busy, g := q.inFlight, q.writingLocked()
+		idle := !busy && len(q.pending) == 0
 		q.mu.Unlock()
-		if !busy {
-			if q.drain() {
-				continue
-			}
+		if idle {
 			return
 		}
-		// A call is writing its group; wait for it, or for its failed
-		// group to be handed over.
-		select {
-		case <-g:
-		case <-q.wake:
+		if busy {
+			// A call is writing its group; wait for it, or for its
+			// failed group to be handed over.
+			select {
+			case <-g:
+			case <-q.wake:
+			}
 		}
 	}
 }
 
 // drain writes groups until nothing is pending (with Async, the groups
 // pending now), or until it finds a call writing a group of its own: that
-// call wakes it when done if more is pending. It reports whether it wrote
-// anything.
-func (q *Queue) drain() bool {
-	wrote := false
+// call wakes it when done if more is pending.
+func (q *Queue) drain() {
 	for {
 		// Let callers that are ready to run (those the last group's
 		// write released, say) record first, so that they join this
@@ -746,11 +744,11 @@ func (q *Queue) drain() bool {
 		)
 		switch {
 		case q.handoff != nil:
-			batch, off, attempt = q.handoff, q.handOff, 2
+			batch, off, attempt = q.handoff, q.handoffAt, 2
 			q.handoff = nil
 		case q.inFlight || len(q.pending) == 0:
 			q.mu.Unlock()
-			return wrote
+			return
 		default:
 			batch = q.takeLocked()
 		}
@@ -766,12 +764,8 @@ func (q *Queue) drain() bool {
 		if fast && lone && !more {
 			q.handover.Store(false)
 		}
-		wrote = true
-		if q.cfg.Async && !q.gatheredEnough() {
-			return wrote
-		}
-		if !more {
-			return wrote
+		if !more || q.cfg.Async && !q.gatheredEnough() {
+			return
 		}
 	}
 }

@@ -101,31 +101,23 @@ func instrument(b []byte, info *moduleInfo, memoryMax uint32) ([]byte, error) {
 			importedGlobals++
 		}
 	}
-	if memoryMax > 0 && info.memImport[0] >= 0 {
+	if memoryMax > 0 && (info.memImport[0] >= 0 || len(info.memories) > 0) {
 		if len(info.memories) != 1 {
 			return nil, errors.New("module declares more than one memory")
 		}
-		var imp []byte
-		imp = appendU32(imp, info.importN-1)
-		ir := &reader{b: b, off: info.importSec[1]}
-		ir.u32()
-		imp = append(imp, b[ir.off:info.memImport[0]]...)
-		imp = append(imp, b[info.memImport[1]:info.importSec[2]]...)
-		i := find(secImport)
-		if info.importN == 1 {
-			secs = append(secs[:i], secs[i+1:]...)
-		} else {
-			secs[i].payload = imp
-		}
-		var mem []byte
-		mem = appendU32(mem, 1)
-		mem = append(mem, 1)
-		mem = appendU32(mem, info.memories[0].min)
-		mem = appendU32(mem, memoryMax)
-		set(secMemory, mem)
-	} else if memoryMax > 0 && len(info.memories) > 0 {
-		if len(info.memories) != 1 {
-			return nil, errors.New("module declares more than one memory")
+		if info.memImport[0] >= 0 {
+			var imp []byte
+			imp = appendU32(imp, info.importN-1)
+			ir := &reader{b: b, off: info.importSec[1]}
+			ir.u32()
+			imp = append(imp, b[ir.off:info.memImport[0]]...)
+			imp = append(imp, b[info.memImport[1]:info.importSec[2]]...)
+			i := find(secImport)
+			if info.importN == 1 {
+				secs = append(secs[:i], secs[i+1:]...)
+			} else {
+				secs[i].payload = imp
+			}
 		}
 		var mem []byte
 		mem = appendU32(mem, 1)
