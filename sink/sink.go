@@ -155,6 +155,16 @@ type Appender interface {
 	AppendsLocally()
 }
 
+// ConcurrentAppender is an Appender whose WriteEvents may be called from
+// many goroutines at once and makes them wait for each other only for a
+// copy into memory, when AppendsConcurrently says so (Spool, with
+// memory-mapped segments). A Queue in front of one has each call write its
+// own event, on its own goroutine, whatever else is being written.
+type ConcurrentAppender interface {
+	Appender
+	AppendsConcurrently() bool
+}
+
 // Syncer is a Writer that can force what it wrote to stable storage
 // (fsync). A Queue in front of one calls Sync every
 // QueueConfig.SyncInterval while it writes, from a goroutine of its own,

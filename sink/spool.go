@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/section"
@@ -125,7 +126,9 @@ type SpoolStatus struct {
 	// Segments is the number of segment files waiting to ship, the open
 	// one included.
 	Segments int `json:"segments"`
-	// Bytes is their size on disk.
+	// Bytes is the size of their records. The open segment's file takes
+	// SegmentBytes on disk from its creation (it is preallocated), unless
+	// the file system cannot map it.
 	Bytes int64 `json:"bytes"`
 	// PendingEvents is the number of events they hold.
 	PendingEvents int64 `json:"pending_events"`
@@ -241,11 +244,11 @@ type Spool struct {
 	// wmu serializes appends: WriteEvents holds it across its write, and
 	// so does whoever seals or replaces the open segment; Sync never takes
 	// it. It
-	// guards enc, and (with mu) nextSeq, closed and open. Lock order:
+	// guards (with mu) nextSeq, closed and open. Lock order:
 	// wmu, then mu.
 	wmu     sync.Mutex
-	enc     *eventEncoder
 	nextSeq uint64
+	noMap   atomic.Bool // the file system cannot map segments: append with write(2)
 
 	// mu guards the bookkeeping below, up to wake, and is only ever held
 	// briefly: never across an fsync or a call to the destination, so
@@ -292,6 +295,7 @@ type segment struct {
 	seq     uint64
 	path    string
 	f       *os.File  // the open segment only
+	m       []byte    // the open segment's memory mapping, if it is a .map segment
 	size    int64     // bytes in the file
 	events  int64     // events in its records
 	first   time.Time // Time of its first event; zero if unknown
@@ -302,6 +306,7 @@ type segment struct {
 type spoolOptions struct {
 	now           func() time.Time
 	maxEventBytes int
+	noMap         bool // append with write(2), as where the file system cannot map segments
 }
 
 var _ Writer = (*Spool)(nil)
@@ -344,7 +349,6 @@ func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions)
 		log:     log,
 		opts:    opts,
 		lock:    lock,
-		enc:     newEventEncoder(),
 		nextSeq: 1,
 		wake:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
@@ -352,6 +356,7 @@ func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions)
 		runCtx:  ctx,
 		cancel:  cancel,
 	}
+	s.noMap.Store(opts.noMap)
 	if err := s.recoverDir(); err != nil {
 		cancel()
 		lock.Close()

@@ -57,7 +57,7 @@ func (s *Spool) recoverDir() error {
 		if files[i].seq != files[j].seq {
 			return files[i].seq < files[j].seq
 		}
-		return files[i].ext > files[j].ext // .seg before .open
+		return files[i].ext > files[j].ext // .seg before .open before .map
 	})
 	for i, fl := range files {
 		if i > 0 && files[i-1].seq == fl.seq {
@@ -72,8 +72,12 @@ func (s *Spool) recoverDir() error {
 		if err != nil {
 			return err
 		}
-		sc := scanSegment(data)
-		if data, err = s.repair(path, data, sc); err != nil {
+		if fl.ext == mappedExt {
+			data, err = s.trimMapped(path, data)
+		} else {
+			data, err = s.repair(path, data, scanSegment(data))
+		}
+		if err != nil {
 			return err
 		}
 		if len(data) == 0 {
@@ -82,7 +86,7 @@ func (s *Spool) recoverDir() error {
 			}
 			continue
 		}
-		if fl.ext == openExt {
+		if fl.ext != segmentExt {
 			sealed := filepath.Join(dir, segmentName(fl.seq, segmentExt))
 			if err := os.Rename(path, sealed); err != nil {
 				return err
@@ -157,6 +161,29 @@ func (s *Spool) repair(path string, data []byte, sc segmentScan) ([]byte, error)
 		return data[:sc.end], nil
 	}
 	return data, nil
+}
+
+// trimMapped cuts the .map segment at path, holding data, to its records
+// (see scanMapped), and returns what the file holds then. Past them lies
+// what was preallocated and never written, which goes without a word, and
+// at most one batch a crash cut short, which is counted and logged as a
+// torn record.
+func (s *Spool) trimMapped(path string, data []byte) ([]byte, error) {
+	sc := scanMapped(data)
+	if sc.end == len(data) {
+		return data, nil
+	}
+	if err := truncateSync(path, int64(sc.end)); err != nil {
+		return nil, err
+	}
+	if sc.torn {
+		s.mu.Lock()
+		s.torn++
+		s.mu.Unlock()
+		s.log.Warn("sink: spool segment ends in a torn record, left by a crash mid-write; truncated",
+			"segment", filepath.Base(path), "bytes_removed", len(data)-sc.end)
+	}
+	return data[:sc.end], nil
 }
 
 // truncateSync truncates the file at path to size and syncs it.

@@ -21,7 +21,8 @@ import (
 // padded to 20 digits so that names sort in sequence order:
 //
 //	00000000000000000007.seg   sealed: complete, shippable, never appended to
-//	00000000000000000008.open  the segment being appended to (at most one per process)
+//	00000000000000000008.map   the segment being appended to (at most one per process), through a memory mapping
+//	00000000000000000008.open  the same, appended to with write(2) where the file system cannot map it
 //	corrupt/00000000000000000005.seg   a damaged segment, as it was found
 //	LOCK                       held (flock) by the process using the spool
 //
@@ -35,9 +36,17 @@ import (
 // batch encodes to more than recordSplitBytes; all of them with a single
 // write and a single fsync. Files end in ".tmp" while they are being
 // written by a repair; such leftovers are removed when the spool opens.
+//
+// A .map segment is preallocated (SegmentBytes, or more for a larger
+// batch) and records are copied into its mapping one batch at a time,
+// under a lock, so that its records end at the first one that does not
+// check (see scanMapped): zeros (never written) or the one batch a crash
+// cut short. Sealing cuts the file to its records, so a .seg file reads
+// the same whichever way it was written.
 const (
 	segmentExt = ".seg"
 	openExt    = ".open"
+	mappedExt  = ".map"
 	tmpExt     = ".tmp"
 	corruptDir = "corrupt"
 	lockName   = "LOCK"
@@ -71,7 +80,7 @@ func parseSegmentName(name string) (seq uint64, ext string, ok bool) {
 		return 0, "", false
 	}
 	ext = name[seqDigits:]
-	if ext != segmentExt && ext != openExt {
+	if ext != segmentExt && ext != openExt && ext != mappedExt {
 		return 0, "", false
 	}
 	seq, ok = parseSeq(name)
@@ -155,6 +164,34 @@ func scanSegment(data []byte) segmentScan {
 	if sc.bad > 0 {
 		sc.torn = false
 	}
+	return sc
+}
+
+// scanMapped reads the records of a .map segment. Its batches were copied
+// one at a time, in order, so the first record that does not check (a
+// zero or impossible length, a payload past the end, a checksum that
+// fails) is where nothing was written yet, or where the one copy a crash
+// cut short begins: nothing from there on was acknowledged, and the scan
+// ends there. torn reports whether anything but zeros lies past the end;
+// bad is always zero.
+func scanMapped(data []byte) segmentScan {
+	var sc segmentScan
+	off := 0
+	for len(data)-off >= recordHeaderSize {
+		n := binary.LittleEndian.Uint32(data[off : off+4])
+		sum := binary.LittleEndian.Uint32(data[off+4 : off+8])
+		if n == 0 || n > maxRecordBytes || uint64(len(data)-off-recordHeaderSize) < uint64(n) {
+			break
+		}
+		end := off + recordHeaderSize + int(n)
+		if crc32.Checksum(data[off+recordHeaderSize:end], crc32c) != sum {
+			break
+		}
+		sc.good = append(sc.good, recordSpan{off: off, end: end})
+		off = end
+	}
+	sc.end = off
+	sc.torn = !allZero(data[off:])
 	return sc
 }
 

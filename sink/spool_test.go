@@ -271,12 +271,27 @@ func TestOpenSpoolErrors(t *testing.T) {
 }
 
 func TestSpoolPermissions(t *testing.T) {
+	forEachSegmentKind(t, testSpoolPermissions)
+}
+
+// forEachSegmentKind runs test with the open segment memory-mapped (.map)
+// and appended to with write(2) (.open), as where the file system cannot
+// map it.
+func forEachSegmentKind(t *testing.T, test func(t *testing.T, ext string, opts spoolOptions)) {
+	for _, ext := range []string{mappedExt, openExt} {
+		t.Run(ext[1:], func(t *testing.T) {
+			test(t, ext, spoolOptions{now: time.Now, maxEventBytes: maxEventBytes, noMap: ext == openExt})
+		})
+	}
+}
+
+func testSpoolPermissions(t *testing.T, ext string, opts spoolOptions) {
 	dir := filepath.Join(t.TempDir(), "new", "spool")
-	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour}, &testDest{err: errors.New("down")}, nil)
+	s := openTestSpoolOpts(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour}, &testDest{err: errors.New("down")}, nil, opts)
 	writeSpool(t, s, spoolBatch(0, 3))
 	open := segmentFiles(t, dir)
-	if len(open) != 1 || !strings.HasSuffix(open[0], ".open") {
-		t.Fatalf("segment files = %v, want one .open", open)
+	if len(open) != 1 || !strings.HasSuffix(open[0], ext) {
+		t.Fatalf("segment files = %v, want one %s", open, ext)
 	}
 	for _, tt := range []struct {
 		path string
@@ -639,11 +654,12 @@ func TestSpoolFrame(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Spool{enc: newEventEncoder(), opts: spoolOptions{maxEventBytes: maxEventBytes}}
-			if err := s.frame(spoolBatch(0, tt.events)); err != nil {
+			s := &Spool{opts: spoolOptions{maxEventBytes: maxEventBytes}}
+			enc := newEventEncoder()
+			if err := s.frame(enc, spoolBatch(0, tt.events)); err != nil {
 				t.Fatal(err)
 			}
-			data := s.enc.buf.Bytes()
+			data := enc.buf.Bytes()
 			sc := scanSegment(data)
 			if len(sc.good) != tt.wantRecords || sc.bad != 0 || sc.torn || sc.end != len(data) {
 				t.Fatalf("scanSegment = %d good, %d bad, torn %t; want %d good records and nothing else",
@@ -667,10 +683,10 @@ func TestSpoolFrame(t *testing.T) {
 }
 
 func TestSpoolEventTooLarge(t *testing.T) {
-	s := &Spool{enc: newEventEncoder(), opts: spoolOptions{maxEventBytes: 1000}}
+	s := &Spool{opts: spoolOptions{maxEventBytes: 1000}}
 	big := spoolEv(0)
 	big.Detail = strings.Repeat("x", 1000)
-	err := s.frame([]Event{spoolEv(1), big})
+	err := s.frame(newEventEncoder(), []Event{spoolEv(1), big})
 	if err == nil || !strings.Contains(err.Error(), "event 2 of 2 encodes to") {
 		t.Errorf("frame with a huge event = %v, want an error naming event 2", err)
 	}
@@ -1405,19 +1421,28 @@ func writeTestFile(t testing.TB, path string, data []byte) {
 // sync point (what a machine crash may do) keeps every event written
 // before the last Sync.
 func TestSpoolSyncPoint(t *testing.T) {
+	forEachSegmentKind(t, testSpoolSyncPoint)
+}
+
+func testSpoolSyncPoint(t *testing.T, ext string, opts spoolOptions) {
 	dir := t.TempDir()
 	dst := writerFunc(func(context.Context, []Event) error { return errors.New("away") }) // everything stays on disk
-	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour}, dst, nil)
+	s := openTestSpoolOpts(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour}, dst, nil, opts)
 	if st := s.Status(); st.SyncedSegment != 0 || st.SyncedBytes != 0 || !st.LastSync.IsZero() {
 		t.Fatalf("before any Sync: %+v", st)
 	}
 	writeSpool(t, s, []Event{ev(0), ev(1)})
+	// size is how much of the segment holds records: the file's size, or
+	// for a mapped segment (preallocated) where its records end.
 	size := func(seq uint64) int64 {
-		fi, err := os.Stat(filepath.Join(dir, segmentName(seq, openExt)))
+		data, err := os.ReadFile(filepath.Join(dir, segmentName(seq, ext)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fi.Size()
+		if ext == mappedExt {
+			return int64(scanMapped(data).end)
+		}
+		return int64(len(data))
 	}
 	before := time.Now()
 	if err := s.Sync(); err != nil {
@@ -1449,5 +1474,154 @@ func TestSpoolSyncPoint(t *testing.T) {
 	}
 	if ids := ids(got.snapshot()); !slices.Equal(ids, []string{ev(0).EventID, ev(1).EventID}) {
 		t.Errorf("after the cut the spool shipped %v, want the two events synced before it", ids)
+	}
+}
+
+// TestSpoolMappedCrashMidCopy recovers what a process killed in the middle
+// of copying a batch into a .map segment leaves: the batches before it
+// intact, the one being copied partly there (its first bytes, or its last
+// ones, as a copy may run either way), and zeros to the preallocated end.
+// Every batch copied before ships, the cut one never does (it was not
+// acknowledged), a cut that left nothing but zeros is no torn record, and
+// the file is cut back to its records.
+func TestSpoolMappedCrashMidCopy(t *testing.T) {
+	done := bytes.Join([][]byte{frameRecord(t, spoolBatch(0, 2)), frameRecord(t, spoolBatch(2, 3))}, nil)
+	cut := frameRecord(t, spoolBatch(5, 2))
+	const prealloc = 16 << 10
+	for _, from := range []string{"front", "back"} {
+		for k := 0; k <= len(cut); k += max(1, len(cut)/23) {
+			t.Run(fmt.Sprintf("%s/%d", from, k), func(t *testing.T) {
+				img := make([]byte, prealloc)
+				copy(img, done)
+				part := img[len(done) : len(done)+len(cut)]
+				if from == "front" {
+					copy(part[:k], cut[:k])
+				} else {
+					copy(part[len(cut)-k:], cut[len(cut)-k:])
+				}
+				dir := t.TempDir()
+				path := filepath.Join(dir, segmentName(3, mappedExt))
+				writeTestFile(t, path, img)
+				got := &memWriter{}
+				s := openTestSpool(t, SpoolConfig{Dir: dir}, got, nil)
+				if err := s.Close(testCtx(t)); err != nil {
+					t.Fatal(err)
+				}
+				want := idRange(0, 5)
+				if k == len(cut) {
+					want = idRange(0, 7) // the copy had finished
+				}
+				if ids := ids(got.snapshot()); !slices.Equal(ids, want) {
+					t.Errorf("shipped %v, want %v", ids, want)
+				}
+				wantTorn := uint64(0)
+				if k > 0 && k < len(cut) && !allZero(part) {
+					wantTorn = 1
+				}
+				if st := s.Status(); st.TornRecords != wantTorn || st.CorruptSegments != 0 {
+					t.Errorf("torn %d, corrupt %d; want %d torn, nothing corrupt", st.TornRecords, st.CorruptSegments, wantTorn)
+				}
+			})
+		}
+	}
+}
+
+// TestSpoolMappedSegmentOnDisk checks a .map segment as it is while
+// written (preallocated, its records then zeros) and once sealed (cut to
+// its records, a .seg file like any other).
+func TestSpoolMappedSegmentOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	dst := &testDest{err: errors.New("down")}
+	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour, SegmentBytes: 64 << 10}, dst, nil)
+	writeSpool(t, s, spoolBatch(0, 3))
+	writeSpool(t, s, spoolBatch(3, 1))
+	want := bytes.Join([][]byte{frameRecord(t, spoolBatch(0, 3)), frameRecord(t, spoolBatch(3, 1))}, nil)
+	data, err := os.ReadFile(filepath.Join(dir, segmentName(1, mappedExt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != 64<<10 || !bytes.Equal(data[:len(want)], want) || !allZero(data[len(want):]) {
+		t.Fatalf(".map segment of %d bytes, want 64 KiB: the two records, then zeros", len(data))
+	}
+	if st := s.Status(); st.Bytes != int64(len(want)) {
+		t.Errorf("Status().Bytes = %d, want the records' %d", st.Bytes, len(want))
+	}
+	s.wmu.Lock()
+	s.mu.Lock()
+	s.seal()
+	s.mu.Unlock()
+	s.wmu.Unlock()
+	sealed, err := os.ReadFile(filepath.Join(dir, segmentName(1, segmentExt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sealed, want) {
+		t.Errorf("sealed segment holds %d bytes, want its %d bytes of records", len(sealed), len(want))
+	}
+	// A batch larger than SegmentBytes gets a segment of its own, mapped
+	// large enough.
+	big := spoolBatch(10, 300)
+	writeSpool(t, s, big)
+	if st := s.Status(); st.PendingEvents != 4+300 {
+		t.Errorf("pending %d events, want %d", st.PendingEvents, 4+300)
+	}
+}
+
+// TestQueueWritesToMappedSpool records from many goroutines through a
+// Queue into a Spool with memory-mapped segments: every call writes its
+// own event (no group, no hand-over to the writer goroutine, no wait), and
+// every event is in the spool, once, when Record returns.
+func TestQueueWritesToMappedSpool(t *testing.T) {
+	const producers, perProducer = 8, 2000
+	dir := t.TempDir()
+	got := &memWriter{}
+	gate := make(chan struct{})
+	dst := writerFunc(func(ctx context.Context, events []Event) error {
+		select {
+		case <-gate: // nothing ships until every Record returned
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return got.WriteEvents(ctx, events)
+	})
+	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentBytes: 256 << 10}, dst, nil)
+	q, err := NewQueue(s, QueueConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range perProducer {
+				e := spoolEv(p*perProducer + i)
+				if !q.Record(e) {
+					t.Errorf("Record dropped event %s", e.EventID)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := s.Status(); st.PendingEvents != producers*perProducer {
+		t.Errorf("spool holds %d events after every Record returned, want %d", st.PendingEvents, producers*perProducer)
+	}
+	closeQueue(t, q)
+	qs := q.Stats()
+	if qs.Written != producers*perProducer || qs.InlineGroups != qs.Written || qs.WaitTimeouts != 0 {
+		t.Errorf("queue stats %+v: want every event written by its caller, none waiting", qs)
+	}
+	close(gate)
+	if err := s.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	shipped := ids(got.snapshot())
+	slices.Sort(shipped)
+	want := make([]string, 0, producers*perProducer)
+	for i := range producers * perProducer {
+		want = append(want, spoolEv(i).EventID)
+	}
+	slices.Sort(want)
+	if !slices.Equal(shipped, want) {
+		t.Errorf("shipped %d events, want each of the %d once", len(shipped), len(want))
 	}
 }

@@ -7,19 +7,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
+	"sync"
 )
 
 // Writing: framing batches into the open segment, sealing, the disk
 // budget, and Sync.
 
 // WriteEvents appends events to the open segment, as one or more records
-// written with one write(2): a nil error means they are in the file (in
-// the page cache), survive the death of the process, and will ship; Sync
-// makes them survive a machine crash. It never waits on the destination,
-// nor on an fsync, only on the write (and on other WriteEvents calls).
-// When the spool then holds more than MaxBytes the oldest segments are
-// dropped.
+// stored with one copy into the segment's memory mapping (or, where the
+// file system cannot preallocate and map a segment, one write(2)): a nil
+// error means they are in the file (in the page cache), survive the death
+// of the process, and will ship; Sync makes them survive a machine crash.
+// It never waits on the destination, nor on an fsync. Events are encoded
+// before the spool's lock is taken, so concurrent calls wait for each
+// other only for the copy. When the spool then holds more than MaxBytes
+// the oldest segments are dropped.
 //
 // An error means the batch is not known to be stored, and the caller may
 // retry it: a write cut short is rolled back (or, if that fails too,
@@ -33,22 +37,42 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	enc := encoders.Get().(*eventEncoder)
+	defer func() {
+		enc.reset()
+		encoders.Put(enc)
+	}()
+	if err := s.frame(enc, events); err != nil {
+		return err
+	}
+	data := enc.buf.Bytes()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	defer s.enc.reset()
-	if err := s.frame(events); err != nil {
-		return err
+	if o := s.open; o != nil && o.m != nil && int64(len(o.m))-o.size < int64(len(data)) {
+		s.mu.Lock()
+		s.seal() // no room left in the mapping
+		s.mu.Unlock()
 	}
 	if s.open == nil {
-		if err := s.createOpen(); err != nil {
+		if err := s.createOpen(len(data)); err != nil {
 			return fmt.Errorf("sink: spool: %w", err)
 		}
 	}
 	o := s.open
-	n, err := o.f.Write(s.enc.buf.Bytes())
+	var (
+		n   int
+		err error
+	)
+	if o.m != nil {
+		if err = copyMapped(o.m[o.size:], data); err == nil {
+			n = len(data)
+		}
+	} else {
+		n, err = o.f.Write(data)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -78,22 +102,41 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	return nil
 }
 
+// encoders holds event encoders for WriteEvents, which encodes outside
+// the spool's lock.
+var encoders = sync.Pool{New: func() any { return newEventEncoder() }}
+
+// copyMapped copies src to the start of dst, a segment's mapping, and
+// returns an error where the copy faults (the file was truncated under
+// the mapping, or the disk failed to read a page back) rather than let
+// the fault end the process.
+func copyMapped(dst, src []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fault in the segment's memory mapping: %v", r)
+		}
+	}()
+	copy(dst, src)
+	return nil
+}
+
 // maxEventBytes is the most one event may take in a record, so that a
 // record, cut after the event that takes it past recordSplitBytes, stays
 // within maxRecordBytes.
 const maxEventBytes = maxRecordBytes - recordSplitBytes
 
-// frame encodes events into s.enc's buffer as records: a record ends after
+// frame encodes events into enc's buffer as records: a record ends after
 // the event that takes its payload to recordSplitBytes.
-func (s *Spool) frame(events []Event) error {
-	buf := &s.enc.buf
+func (s *Spool) frame(enc *eventEncoder, events []Event) error {
+	buf := &enc.buf
 	rec := -1
 	for i := range events {
 		if rec < 0 {
 			rec = beginRecord(buf)
 		}
 		before := buf.Len()
-		if err := s.enc.encode(&events[i]); err != nil {
+		if err := enc.encode(&events[i]); err != nil {
 			return fmt.Errorf("sink: spool: encode event %d of %d: %w", i+1, len(events), err)
 		}
 		if size := buf.Len() - before; size > s.opts.maxEventBytes {
@@ -110,29 +153,77 @@ func (s *Spool) frame(events []Event) error {
 	return nil
 }
 
-// createOpen creates the next .open segment. The next Sync syncs the
-// directory, so that the file outlives a machine crash along with the
-// records synced into it. The caller holds wmu.
-func (s *Spool) createOpen() error {
+// createOpen creates the next open segment, with room for at least need
+// bytes: a .map segment, preallocated to SegmentBytes (or need, if more)
+// and mapped, or where the file system cannot do that an .open one,
+// appended to with write(2). The next Sync syncs the directory, so that
+// the file outlives a machine crash along with the records synced into
+// it. The caller holds wmu.
+func (s *Spool) createOpen(need int) error {
 	for {
 		s.mu.Lock() // Sync reads nextSeq holding mu only
 		seq := s.nextSeq
 		s.nextSeq++
 		s.mu.Unlock()
-		path := filepath.Join(s.cfg.Dir, segmentName(seq, openExt))
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, spoolFileMode)
+		ext := mappedExt
+		if s.noMap.Load() {
+			ext = openExt
+		}
+		path := filepath.Join(s.cfg.Dir, segmentName(seq, ext))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, spoolFileMode)
 		if errors.Is(err, fs.ErrExist) {
 			continue // put there by hand; it ships after the next start
 		}
 		if err != nil {
 			return err
 		}
+		var m []byte
+		if !s.noMap.Load() {
+			if m, err = mapSegment(f, mappedSize(max(s.cfg.SegmentBytes, int64(need)))); err != nil {
+				m = nil
+				if path, err = s.unmappable(f, path, seq, err); err != nil {
+					f.Close()
+					os.Remove(path)
+					return err
+				}
+			}
+		}
 		s.mu.Lock()
-		s.open = &segment{seq: seq, path: path, f: f, created: s.opts.now()}
+		s.open = &segment{seq: seq, path: path, f: f, m: m, created: s.opts.now()}
 		s.dirDirty = true
 		s.mu.Unlock()
 		return nil
 	}
+}
+
+// mappedSize rounds a segment's size up to whole pages.
+func mappedSize(n int64) int {
+	page := int64(os.Getpagesize())
+	return int((n + page - 1) / page * page)
+}
+
+// unmappable turns the new segment f at path, which could not be
+// preallocated or mapped (mapErr), into an .open segment appended to with
+// write(2), and returns its path. When the file system cannot do it at
+// all, every later segment is appended to with write(2) too; otherwise
+// (the disk is full, say) the next segment tries again.
+func (s *Spool) unmappable(f *os.File, path string, seq uint64, mapErr error) (string, error) {
+	if err := f.Truncate(0); err != nil {
+		return path, err
+	}
+	open := filepath.Join(s.cfg.Dir, segmentName(seq, openExt))
+	if err := os.Rename(path, open); err != nil {
+		return path, err
+	}
+	if mapUnsupported(mapErr) {
+		s.noMap.Store(true)
+		s.log.Info("sink: spool directory's file system cannot preallocate and map segments; appending with write(2)",
+			"dir", s.cfg.Dir, "error", mapErr)
+	} else {
+		s.log.Warn("sink: spool cannot preallocate and map a segment; appending to this one with write(2)",
+			"segment", filepath.Base(open), "error", mapErr)
+	}
+	return open, nil
 }
 
 // abandonOpen handles a failed write to the open segment, of
@@ -153,28 +244,49 @@ func (s *Spool) abandonOpen(n int) {
 		s.seal()
 		return
 	}
+	s.unmap(o)
 	o.f.Close()
 	os.Remove(o.path)
 	s.open = nil
 }
 
-// seal renames the open segment from .open to .seg, making it shippable,
-// and leaves its file to the next Sync to fsync and close. If the rename
-// fails it ships under its .open name. The caller holds wmu and mu.
+// unmap releases the open segment's mapping, if it has one, and cuts the
+// file to the records written into it, so that it reads like a segment
+// appended to with write(2). A file it cannot cut keeps a zero tail, which
+// scanning a segment skips. The caller holds wmu and mu.
+func (s *Spool) unmap(o *segment) {
+	if o.m == nil {
+		return
+	}
+	if err := unmapSegment(o.m); err != nil {
+		s.log.Error("sink: spool cannot unmap a segment", "segment", filepath.Base(o.path), "error", err)
+	}
+	o.m = nil
+	if err := o.f.Truncate(o.size); err != nil {
+		s.log.Error("sink: spool cannot cut a segment to its records; its zero tail is skipped when it ships",
+			"segment", filepath.Base(o.path), "error", err)
+	}
+}
+
+// seal renames the open segment from .map or .open to .seg, making it
+// shippable, and leaves its file to the next Sync to fsync and close. If
+// the rename fails it ships under its open name. The caller holds wmu
+// and mu.
 func (s *Spool) seal() {
 	o := s.open
 	s.open = nil
+	s.unmap(o)
 	// The next Sync fsyncs and closes the file; a spool that is never
 	// synced again keeps it open until the process ends.
 	s.unsynced = append(s.unsynced, o.f)
 	o.f = nil
 	path := filepath.Join(s.cfg.Dir, segmentName(o.seq, segmentExt))
 	if err := os.Rename(o.path, path); err != nil {
-		s.log.Error("sink: spool cannot seal segment; shipping it under its .open name",
+		s.log.Error("sink: spool cannot seal segment; shipping it under its open name",
 			"segment", filepath.Base(o.path), "error", err)
 	} else {
 		// The next Sync syncs the directory; after a machine crash before
-		// that the file may be .open again, which OpenSpool seals.
+		// that the file may be open again, which OpenSpool seals.
 		o.path = path
 		s.dirDirty = true
 	}
@@ -268,7 +380,12 @@ func (s *Spool) Sync() error {
 // AppendsLocally marks Spool as an Appender.
 func (s *Spool) AppendsLocally() {}
 
+// AppendsConcurrently reports whether the spool copies batches into
+// memory-mapped segments, so that concurrent WriteEvents calls wait for
+// each other only for a copy: true unless the file system cannot map them.
+func (s *Spool) AppendsConcurrently() bool { return !s.noMap.Load() }
+
 var (
-	_ Syncer   = (*Spool)(nil)
-	_ Appender = (*Spool)(nil)
+	_ Syncer             = (*Spool)(nil)
+	_ ConcurrentAppender = (*Spool)(nil)
 )

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package sink
+
+import (
+	"errors"
+	"os"
+)
+
+// mapSegment is not supported here: segments are appended with write(2).
+func mapSegment(*os.File, int) ([]byte, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func unmapSegment([]byte) error { return nil }
+
+func mapUnsupported(error) bool { return true }
