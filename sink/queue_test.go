@@ -904,47 +904,50 @@ func BenchmarkQueueToSpool(b *testing.B) {
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	for _, par := range []int{1, 32} {
-		name := "serial"
-		if par > 1 {
-			name = "parallel32"
-		}
-		b.Run(name, func(b *testing.B) {
-			dst := writerFunc(func(context.Context, []Event) error { return nil })
-			s, err := OpenSpool(SpoolConfig{Dir: b.TempDir(), MaxBytes: 4 << 30}, dst, nil)
-			if err != nil {
-				b.Fatal(err)
+	for _, kind := range []string{"map", "write"} {
+		for _, par := range []int{1, 32} {
+			name := kind + "/serial"
+			if par > 1 {
+				name = kind + "/parallel32"
 			}
-			q := startQueue(b, s, QueueConfig{}, nil)
-			e := event(1)
-			b.ResetTimer()
-			cpu0 := cpu()
-			if par == 1 {
-				for i := 0; i < b.N; i++ {
-					q.Record(e)
+			b.Run(name, func(b *testing.B) {
+				dst := writerFunc(func(context.Context, []Event) error { return nil })
+				opts := spoolOptions{now: time.Now, maxEventBytes: maxEventBytes, noMap: kind == "write"}
+				s, err := openSpool(SpoolConfig{Dir: b.TempDir(), MaxBytes: 4 << 30}, dst, nil, opts)
+				if err != nil {
+					b.Fatal(err)
 				}
-			} else {
-				b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
+				q := startQueue(b, s, QueueConfig{}, nil)
+				e := event(1)
+				b.ResetTimer()
+				cpu0 := cpu()
+				if par == 1 {
+					for i := 0; i < b.N; i++ {
 						q.Record(e)
 					}
-				})
-			}
-			if err := q.Close(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((cpu()-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-us/op")
-			st := q.Stats()
-			if st.Dropped > 0 {
-				b.Fatalf("dropped %d events: %+v", st.Dropped, st)
-			}
-			b.ReportMetric(float64(st.Written)/float64(max(1, st.Groups)), "events/group")
-			if err := s.Close(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		})
+				} else {
+					b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							q.Record(e)
+						}
+					})
+				}
+				if err := q.Close(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64((cpu()-cpu0).Nanoseconds())/1000/float64(b.N), "cpu-us/op")
+				st := q.Stats()
+				if st.Dropped > 0 {
+					b.Fatalf("dropped %d events: %+v", st.Dropped, st)
+				}
+				b.ReportMetric(float64(st.Written)/float64(max(1, st.Groups)), "events/group")
+				if err := s.Close(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
 	}
 }
 

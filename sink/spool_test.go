@@ -1625,3 +1625,26 @@ func TestQueueWritesToMappedSpool(t *testing.T) {
 		t.Errorf("shipped %d events, want each of the %d once", len(shipped), len(want))
 	}
 }
+
+// TestSpoolMappedSegmentTruncatedUnderIt truncates the open .map segment
+// behind the spool's back, as a careless person or another program might:
+// the next write faults in the mapping, which must come back as an error
+// (the process survives), and the write after it goes to a fresh segment.
+func TestSpoolMappedSegmentTruncatedUnderIt(t *testing.T) {
+	dir := t.TempDir()
+	logs := &testutil.SyncBuffer{}
+	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentAge: time.Hour}, &testDest{err: errors.New("down")}, logs)
+	writeSpool(t, s, spoolBatch(0, 1))
+	if err := os.Truncate(filepath.Join(dir, segmentName(1, mappedExt)), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Past the first page: the first one may still be mapped in.
+	err := s.WriteEvents(t.Context(), spoolBatch(1, 20))
+	if err == nil || !strings.Contains(err.Error(), "fault") {
+		t.Fatalf("write into a truncated mapping = %v, want a fault error", err)
+	}
+	writeSpool(t, s, spoolBatch(21, 1))
+	if _, err := os.Stat(filepath.Join(dir, segmentName(2, mappedExt))); err != nil {
+		t.Errorf("the write after the fault did not start a fresh segment: %v", err)
+	}
+}

@@ -378,7 +378,7 @@ func dropUnsynced(t *testing.T, dir string, sp spoolSyncPoint) {
 	for _, e := range entries {
 		name := e.Name()
 		ext := filepath.Ext(name)
-		if ext != ".seg" && ext != ".open" {
+		if ext != ".seg" && ext != ".open" && ext != ".map" {
 			continue
 		}
 		seq, err := strconv.ParseUint(strings.TrimSuffix(name, ext), 10, 64)
@@ -391,11 +391,35 @@ func dropUnsynced(t *testing.T, dir string, sp spoolSyncPoint) {
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
+		case seq == sp.Segment && ext == ".map":
+			// A mapped segment is preallocated and its size synced when
+			// it was created: what a crash takes reads back as zeros.
+			zeroFrom(t, path, sp.Bytes)
 		case seq == sp.Segment:
 			if err := os.Truncate(path, sp.Bytes); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// zeroFrom overwrites the file at path with zeros from off to its end.
+func zeroFrom(t *testing.T, path string, off int64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() <= off {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, fi.Size()-off), off); err != nil {
+		t.Fatal(err)
 	}
 }
 
