@@ -138,7 +138,8 @@ const (
 )
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is
-// called from a single goroutine with batches in arrival order; an error
+// called from a single goroutine with batches in arrival order (a
+// ConcurrentAppender's from many at once); an error
 // means the batch was not stored, and the caller may retry it. WriteEvents
 // must not keep the slice after it returns (a Queue reuses it), and should
 // return soon after ctx ends.

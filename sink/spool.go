@@ -229,7 +229,9 @@ type SpoolStatus struct {
 // records, which ship in their place. Each repair step replaces a file by
 // an atomic rename, so a crash during recovery is recovered the same way
 // on the next start. The same checks run again when a segment is read to
-// ship. Deleting a shipped segment is not synced: a crash may bring it
+// ship. A segment written by this process ships from a copy of its events
+// kept as they were written (up to min(2*SegmentBytes, 32 MiB) of them),
+// with no reading back or decoding; the others ship from their files. Deleting a shipped segment is not synced: a crash may bring it
 // back, and it ships again. See spool_segment.go for the file format.
 //
 // A Spool is safe for concurrent use. Log messages carry counts, segment
@@ -261,6 +263,7 @@ type Spool struct {
 	bytes    int64      // of open and sealed
 	pending  int64      // events in open and sealed
 	unsynced []*os.File // sealed segments' files, for Sync to fsync and close
+	memBytes int64      // the file size of the events segments hold copies of
 	dirDirty bool       // a segment was created or renamed since the last Sync
 
 	// syncMu serializes Sync. The sync point says what the last Sync made
@@ -272,6 +275,7 @@ type Spool struct {
 	lastSync    time.Time // when the last successful Sync began
 
 	shippedEvents   uint64
+	readBack        uint64 // segments shipped from their file, not from a copy
 	shippedSegments uint64
 	lastSuccess     time.Time
 	shipErrors      uint64
@@ -296,6 +300,11 @@ type segment struct {
 	path    string
 	f       *os.File  // the open segment only
 	m       []byte    // the open segment's memory mapping, if it is a .map segment
+	// mem is a copy of the segment's events as written, to ship without
+	// reading them back, while memOK; memBytes is their size in the file.
+	mem      []Event
+	memOK    bool
+	memBytes int64
 	size    int64     // bytes in the file
 	events  int64     // events in its records
 	first   time.Time // Time of its first event; zero if unknown

@@ -123,10 +123,20 @@ func (s *Spool) shipAll() error {
 	}
 }
 
-// ship reads, checks (repairing if needed) and sends one segment, and
-// deletes it once the destination returned nil.
+// ship sends one segment, and deletes it once the destination returned
+// nil: the copy of its events it kept as they were written, or else what
+// it reads back from the file, checks (repairing if needed) and decodes.
 func (s *Spool) ship(seg *segment) error {
 	name := filepath.Base(seg.path)
+	s.mu.Lock()
+	mem, memOK := seg.mem, seg.memOK
+	s.mu.Unlock()
+	if memOK {
+		return s.sendSegment(seg, mem)
+	}
+	s.mu.Lock()
+	s.readBack++
+	s.mu.Unlock()
 	data, err := os.ReadFile(seg.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("sink: spool segment removed by someone else before it shipped",
@@ -168,6 +178,13 @@ func (s *Spool) ship(seg *segment) error {
 		s.forget(seg)
 		return nil
 	}
+	return s.sendSegment(seg, events)
+}
+
+// sendSegment sends seg's events and deletes it once the destination
+// returned nil.
+func (s *Spool) sendSegment(seg *segment, events []Event) error {
+	name := filepath.Base(seg.path)
 	if err := s.send(events); err != nil {
 		return fmt.Errorf("sink: spool ship %s (%d events): %w", name, len(events), err)
 	}
@@ -190,6 +207,7 @@ func (s *Spool) forget(seg *segment) {
 	defer s.mu.Unlock()
 	if i := slices.Index(s.sealed, seg); i >= 0 {
 		s.sealed = slices.Delete(s.sealed, i, i+1)
+		s.release(seg)
 		s.bytes -= seg.size
 		s.pending -= seg.events
 	}

@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -1647,4 +1648,57 @@ func TestSpoolMappedSegmentTruncatedUnderIt(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, segmentName(2, mappedExt))); err != nil {
 		t.Errorf("the write after the fault did not start a fresh segment: %v", err)
 	}
+}
+
+// TestSpoolShipsCopiesAsWritten checks the copy of events a spool keeps to
+// ship without reading its files back: what ships from it is what the
+// file holds, event for event (compared as the JSON both would give), and
+// past the copies' memory bound segments ship from their files.
+func TestSpoolShipsCopiesAsWritten(t *testing.T) {
+	got := &memWriter{}
+	gate := make(chan struct{})
+	dst := writerFunc(func(ctx context.Context, events []Event) error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return got.WriteEvents(ctx, events)
+	})
+	// Segments of about 8 KiB: copies are kept for 16 KiB of them.
+	s := openTestSpool(t, SpoolConfig{Dir: t.TempDir(), SegmentBytes: 8 << 10, SegmentAge: time.Hour}, dst, nil)
+	var want []Event
+	for i := range 200 {
+		e := spoolEv(i)
+		e.ViolationPaths = []string{"/a", fmt.Sprintf("/b/%d", i)}
+		e.DryRunViolations = []string{"would deny"}
+		e.Detail = strings.Repeat("d", i)
+		w := e
+		w.ViolationPaths = slices.Clone(e.ViolationPaths)
+		want = append(want, w)
+		writeSpool(t, s, []Event{e})
+		e.ViolationPaths[0] = "/changed after the write" // the caller reuses its memory
+	}
+	close(gate)
+	if err := s.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	shipped := got.snapshot()
+	if len(shipped) != len(want) {
+		t.Fatalf("shipped %d events, want %d", len(shipped), len(want))
+	}
+	for i := range want {
+		w, _ := json.Marshal(want[i])
+		g, _ := json.Marshal(shipped[i])
+		if !bytes.Equal(w, g) {
+			t.Fatalf("event %d shipped as\n%s\nwant\n%s", i, g, w)
+		}
+	}
+	s.mu.Lock()
+	readBack, segs := s.readBack, s.shippedSegments
+	s.mu.Unlock()
+	if readBack == 0 || readBack == segs {
+		t.Errorf("%d of %d segments shipped from their file; want some from copies, the rest past the bound from files", readBack, segs)
+	}
+	t.Logf("%d of %d segments read back", readBack, segs)
 }

@@ -83,6 +83,7 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	if first {
 		o.first = events[0].Time
 	}
+	s.keep(o, events, int64(n))
 	o.size += int64(n)
 	o.events += int64(len(events))
 	s.bytes += int64(n)
@@ -100,6 +101,39 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 		}
 	}
 	return nil
+}
+
+// maxMemBytes bounds the events the spool keeps copies of, counted by
+// their size in the segment files.
+const maxMemBytes = 32 << 20
+
+// keep adds a copy of events, which take n bytes in o, to o's copy, so
+// that the segment ships without being read back and decoded; past
+// min(2*SegmentBytes, maxMemBytes) in all, o ships from its file instead.
+// The caller holds wmu and mu.
+func (s *Spool) keep(o *segment, events []Event, n int64) {
+	if !o.memOK {
+		return
+	}
+	if s.memBytes+n > min(2*s.cfg.SegmentBytes, maxMemBytes) {
+		s.release(o)
+		return
+	}
+	for i := range events {
+		e := events[i]
+		e.ViolationPaths = slices.Clone(e.ViolationPaths)
+		e.DryRunViolations = slices.Clone(e.DryRunViolations)
+		o.mem = append(o.mem, e)
+	}
+	o.memBytes += n
+	s.memBytes += n
+}
+
+// release lets seg's copy of its events go: it ships from its file. The
+// caller holds mu.
+func (s *Spool) release(seg *segment) {
+	s.memBytes -= seg.memBytes
+	seg.mem, seg.memOK, seg.memBytes = nil, false, 0
 }
 
 // encoders holds event encoders for WriteEvents, which encodes outside
@@ -189,7 +223,7 @@ func (s *Spool) createOpen(need int) error {
 			}
 		}
 		s.mu.Lock()
-		s.open = &segment{seq: seq, path: path, f: f, m: m, created: s.opts.now()}
+		s.open = &segment{seq: seq, path: path, f: f, m: m, created: s.opts.now(), memOK: true}
 		s.dirDirty = true
 		s.mu.Unlock()
 		return nil
@@ -245,6 +279,7 @@ func (s *Spool) abandonOpen(n int) {
 		return
 	}
 	s.unmap(o)
+	s.release(o)
 	o.f.Close()
 	os.Remove(o.path)
 	s.open = nil
@@ -312,6 +347,7 @@ func (s *Spool) enforceBudget() {
 			return
 		}
 		s.sealed = slices.Delete(s.sealed, i, i+1)
+		s.release(seg)
 		s.bytes -= seg.size
 		s.pending -= seg.events
 		s.droppedEvents += uint64(seg.events)
