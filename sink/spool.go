@@ -296,19 +296,19 @@ type Spool struct {
 
 // segment is one segment file.
 type segment struct {
-	seq     uint64
-	path    string
-	f       *os.File  // the open segment only
-	m       []byte    // the open segment's memory mapping, if it is a .map segment
+	seq  uint64
+	path string
+	f    *os.File // the open segment only
+	m    []byte   // the open segment's memory mapping, if it is a .map segment
 	// mem is a copy of the segment's events as written, to ship without
 	// reading them back, while memOK; memBytes is their size in the file.
 	mem      []Event
 	memOK    bool
 	memBytes int64
-	size    int64     // bytes in the file
-	events  int64     // events in its records
-	first   time.Time // Time of its first event; zero if unknown
-	created time.Time // when the open segment got its first record
+	size     int64     // bytes in the file
+	events   int64     // events in its records
+	first    time.Time // Time of its first event; zero if unknown
+	created  time.Time // when the open segment got its first record
 }
 
 // spoolOptions holds what tests change: the clock and the largest event.
