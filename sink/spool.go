@@ -275,7 +275,8 @@ type Spool struct {
 	lastSync    time.Time // when the last successful Sync began
 
 	shippedEvents   uint64
-	readBack        uint64 // segments shipped from their file, not from a copy
+	readBack        uint64  // segments shipped from their file, not from a copy
+	shipBuf         []Event // the shipper's: a copied segment's events, in one slice
 	shippedSegments uint64
 	lastSuccess     time.Time
 	shipErrors      uint64
@@ -300,9 +301,10 @@ type segment struct {
 	path string
 	f    *os.File // the open segment only
 	m    []byte   // the open segment's memory mapping, if it is a .map segment
-	// mem is a copy of the segment's events as written, to ship without
-	// reading them back, while memOK; memBytes is their size in the file.
-	mem      []Event
+	// mem is a copy of the segment's events as written, in chunks of
+	// memChunk, to ship without reading them back, while memOK; memBytes
+	// is their size in the file.
+	mem      [][]Event
 	memOK    bool
 	memBytes int64
 	size     int64     // bytes in the file

@@ -128,11 +128,22 @@ func (s *Spool) shipAll() error {
 // it reads back from the file, checks (repairing if needed) and decodes.
 func (s *Spool) ship(seg *segment) error {
 	name := filepath.Base(seg.path)
+	// The copy is only appended to while the segment is open, and only
+	// the shipper releases the segment in flight.
 	s.mu.Lock()
 	mem, memOK := seg.mem, seg.memOK
 	s.mu.Unlock()
 	if memOK {
-		return s.sendSegment(seg, mem)
+		s.shipBuf = s.shipBuf[:0]
+		for _, c := range mem {
+			s.shipBuf = append(s.shipBuf, c...)
+		}
+		err := s.sendSegment(seg, s.shipBuf)
+		clear(s.shipBuf)
+		if cap(s.shipBuf) > 4*memChunk*64 {
+			s.shipBuf = nil // let a large segment's buffer go
+		}
+		return err
 	}
 	s.mu.Lock()
 	s.readBack++

@@ -123,7 +123,11 @@ func (s *Spool) keep(o *segment, events []Event, n int64) {
 		e := events[i]
 		e.ViolationPaths = slices.Clone(e.ViolationPaths)
 		e.DryRunViolations = slices.Clone(e.DryRunViolations)
-		o.mem = append(o.mem, e)
+		if k := len(o.mem); k == 0 || len(o.mem[k-1]) == memChunk {
+			o.mem = append(o.mem, (*chunks.Get().(*[]Event))[:0])
+		}
+		last := &o.mem[len(o.mem)-1]
+		*last = append(*last, e)
 	}
 	o.memBytes += n
 	s.memBytes += n
@@ -132,9 +136,24 @@ func (s *Spool) keep(o *segment, events []Event, n int64) {
 // release lets seg's copy of its events go: it ships from its file. The
 // caller holds mu.
 func (s *Spool) release(seg *segment) {
+	for _, c := range seg.mem {
+		clear(c)
+		c = c[:0]
+		chunks.Put(&c)
+	}
 	s.memBytes -= seg.memBytes
 	seg.mem, seg.memOK, seg.memBytes = nil, false, 0
 }
+
+// memChunk is the number of events in a chunk of a segment's copy: the
+// copy grows by chunks, so that it never copies itself to grow.
+const memChunk = 256
+
+// chunks holds chunks for segments' copies of their events.
+var chunks = sync.Pool{New: func() any {
+	c := make([]Event, 0, memChunk)
+	return &c
+}}
 
 // encoders holds event encoders for WriteEvents, which encodes outside
 // the spool's lock.
