@@ -207,14 +207,6 @@ type QueueStats struct {
 // call's own write that fails is retried by the writer goroutine, the call
 // waiting for it within MaxWait.
 //
-// When the Writer is a ConcurrentAppender that appends concurrently (a
-// Spool whose segments are memory-mapped), every call writes its own event
-// on its own goroutine, with no group and no hand-over: the Spool makes
-// concurrent calls wait for each other only for a copy into memory. A
-// call whose write fails queues its event for the writer goroutine, and
-// calls hand over as above until its writes are fast again; an event so
-// retried may be stored after events of calls made later.
-//
 // Record never waits longer than MaxWait for the writer goroutine. When
 // the queue holds Capacity events (the disk cannot keep up), Record
 // waits, within the same bound, for the group being written to finish; if
@@ -255,12 +247,10 @@ type Queue struct {
 	handoff   []Event       // a group whose write by its caller failed, for the writer goroutine to retry
 	handoffAt int           // how much of handoff was written
 
-	inline    bool               // w is an Appender and Record waits: calls may write their group
-	direct    ConcurrentAppender // w, when it is one and Record waits: calls may write their own event
-	shut      atomic.Bool        // closed, for Record's direct write, which takes no lock
-	handover  atomic.Bool        // calls hand their groups to the writer goroutine (see writeInline)
-	wake      chan struct{}      // something is pending
-	full      chan struct{}      // Async: BatchSize events are pending
+	inline    bool          // w is an Appender and Record waits: calls may write their group
+	handover  atomic.Bool   // calls hand their groups to the writer goroutine (see writeInline)
+	wake      chan struct{} // something is pending
+	full      chan struct{} // Async: BatchSize events are pending
 	closeOnce sync.Once
 	closing   chan struct{} // closed when Close begins
 	stopped   chan struct{} // closed when the writer goroutine returns
@@ -365,9 +355,6 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) (*
 	q.syncer, _ = w.(Syncer)
 	_, appender := w.(Appender)
 	q.inline = appender && !cfg.Async
-	if ca, ok := w.(ConcurrentAppender); ok && !cfg.Async {
-		q.direct = ca
-	}
 	go q.run()
 	go q.syncLoop()
 	return q, nil
@@ -382,9 +369,6 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) (*
 // seconds.
 func (q *Queue) Record(e Event) bool {
 	q.recorded.Add(1)
-	if q.direct != nil && !q.shut.Load() && !q.handover.Load() && q.direct.AppendsConcurrently() && q.writeDirect(e) {
-		return true
-	}
 	var deadline time.Time
 	q.mu.Lock()
 	if q.held >= q.cfg.Capacity && !q.closed && !q.cfg.Async {
@@ -442,34 +426,6 @@ func (q *Queue) Record(e Event) bool {
 	}
 	return true
 }
-
-// writeDirect writes e alone, on the caller's goroutine, to a Writer that
-// lets calls append concurrently, and reports whether it was written. A
-// failed write is not retried here: Record then queues e as any other
-// call's, for the writer goroutine to retry, and calls hand their events
-// over until the writer goroutine's writes are fast again (see
-// writeInline), so that a failing Writer is not tried by every call.
-func (q *Queue) writeDirect(e Event) bool {
-	b := singles.Get().(*[1]Event)
-	b[0] = e
-	err := q.safeWrite(b[:])
-	b[0] = Event{}
-	singles.Put(b)
-	if err != nil {
-		q.handover.Store(true)
-		q.writeErrors.Add(1)
-		q.log.Warn("sink: write failed, retrying", "events", 1, "attempt", 1, "error", err)
-		return false
-	}
-	q.written.Add(1)
-	q.groups.Add(1)
-	q.inlineGroups.Add(1)
-	q.dirty.Store(true)
-	return true
-}
-
-// singles holds one-event batches for writeDirect.
-var singles = sync.Pool{New: func() any { return new([1]Event) }}
 
 // takeLocked makes the pending group the one being written and returns
 // it. The caller holds mu, and no group is being written.
@@ -651,7 +607,6 @@ func (q *Queue) Close(ctx context.Context) error {
 	q.closeOnce.Do(func() {
 		q.mu.Lock()
 		q.closed = true
-		q.shut.Store(true)
 		q.mu.Unlock()
 		close(q.closing)
 	})

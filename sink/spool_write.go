@@ -435,12 +435,7 @@ func (s *Spool) Sync() error {
 // AppendsLocally marks Spool as an Appender.
 func (s *Spool) AppendsLocally() {}
 
-// AppendsConcurrently reports whether the spool copies batches into
-// memory-mapped segments, so that concurrent WriteEvents calls wait for
-// each other only for a copy: true unless the file system cannot map them.
-func (s *Spool) AppendsConcurrently() bool { return !s.noMap.Load() }
-
 var (
-	_ Syncer             = (*Spool)(nil)
-	_ ConcurrentAppender = (*Spool)(nil)
+	_ Syncer   = (*Spool)(nil)
+	_ Appender = (*Spool)(nil)
 )
