@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/toolgate/toolgate/internal/otlptest"
@@ -360,4 +364,109 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestTracingMCP: calls on an MCP route, made by the MCP SDK's client
+// through the forward proxy, get MCP client spans: "tools/call NAME" with
+// mcp.method.name, jsonrpc.request.id and gen_ai.operation.name
+// execute_tool, parented by the tools/call's params._meta.traceparent; a
+// result with isError is error.type tool_error; initialize is a span of
+// its own without gen_ai.operation.name. No argument value is exported.
+func TestTracingMCP(t *testing.T) {
+	t.Parallel()
+	rcv := otlptest.Start(t)
+	s := mcp.NewServer(&mcp.Implementation{Name: "lookup", Version: "1.0.0"}, nil)
+	s.AddTool(&mcp.Tool{Name: "lookup", InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "broken", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "backend down"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+
+	dir := t.TempDir()
+	cfg := strings.NewReplacer("COLLECTOR", rcv.URL()).Replace(`listen:
+  forward: 127.0.0.1:0
+admin:
+  listen: "off"
+events:
+  file: {path: events.ndjson}
+tools:
+  - name: lookup_mcp
+    protocol: mcp
+    match: {host: 127.0.0.1, path: /mcp}
+tracing:
+  endpoint: COLLECTOR
+  batch_timeout: 50ms
+`)
+	r := startRun(t, dir, cfg)
+	l := r.running(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: up.URL + "/mcp", HTTPClient: proxyClient(t, l.Forward)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const trace = "5bf92f3577b34da6a3ce929d0e0e4736"
+	meta := func(span string) mcp.Meta { return mcp.Meta{"traceparent": "00-" + trace + "-" + span + "-01"} }
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta("1000000000000001"), Name: "lookup", Arguments: map[string]any{"query": "ARGVAL-mcp"}}); err != nil || res.IsError {
+		t.Fatalf("lookup: %v %+v", err, res)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta("1000000000000002"), Name: "broken", Arguments: map[string]any{"x": "ARGVAL-broken"}}); err != nil || !res.IsError {
+		t.Fatalf("broken: %v %+v", err, res)
+	}
+	cs.Close()
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("run exited %d; stderr:\n%s", code, r.stderr)
+	}
+	byName := map[string]otlptest.Span{}
+	for _, s := range rcv.Spans() {
+		byName[s.Name] = s
+	}
+	for _, tc := range []struct {
+		name, parent string
+		attrs        map[string]any
+		err          bool
+	}{
+		{"tools/call lookup", "1000000000000001", map[string]any{"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+			"gen_ai.tool.name": "lookup", "toolgate.mcp.outcome": "ok", "toolgate.inspected": true}, false},
+		{"tools/call broken", "1000000000000002", map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "broken",
+			"error.type": "tool_error", "toolgate.mcp.outcome": "tool_error"}, true},
+		{"initialize", "", map[string]any{"mcp.method.name": "initialize", "gen_ai.operation.name": nil}, false},
+	} {
+		s, ok := byName[tc.name]
+		if !ok {
+			t.Errorf("no span %q; spans %v", tc.name, spanNames(rcv.Spans()))
+			continue
+		}
+		if tc.parent != "" && (s.TraceID != trace || s.ParentSpanID != tc.parent) {
+			t.Errorf("%s: trace %s parent %s, want %s %s (from params._meta)", tc.name, s.TraceID, s.ParentSpanID, trace, tc.parent)
+		}
+		for k, v := range tc.attrs {
+			if s.Attrs[k] != v {
+				t.Errorf("%s: %s = %#v, want %#v", tc.name, k, s.Attrs[k], v)
+			}
+		}
+		if tc.parent != "" {
+			if id, _ := s.Attrs["jsonrpc.request.id"].(string); id == "" {
+				t.Errorf("%s: no jsonrpc.request.id", tc.name)
+			}
+			if v, _ := s.Attrs["mcp.protocol.version"].(string); v == "" {
+				t.Errorf("%s: no mcp.protocol.version", tc.name)
+			}
+		}
+		if got := s.StatusCode == tracepb.Status_STATUS_CODE_ERROR; got != tc.err {
+			t.Errorf("%s: status %v, want error %v", tc.name, s.StatusCode, tc.err)
+		}
+	}
+	for _, raw := range rcv.Raw() {
+		if i := strings.Index(string(raw), "ARGVAL"); i >= 0 {
+			t.Errorf("an export holds an argument value: %q", raw[max(0, i-40):min(len(raw), i+40)])
+		}
+	}
 }
