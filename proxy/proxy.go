@@ -36,7 +36,7 @@
 //
 // Every call, refused or forwarded, hands exactly one event to the Recorder.
 //
-// proxy declares what it consumes (Checker, Recorder) and imports only
+// proxy declares what it consumes (Checker, Recorder, Tracer) and imports only
 // the light packages: policies for the decision contract and the schema,
 // bucketing for the vocabulary, sink for the Event. It links neither OPA
 // nor clickhouse-go; cmd wires the implementations in.
