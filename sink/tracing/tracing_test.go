@@ -2,7 +2,10 @@ package tracing_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +287,40 @@ func TestDecisionEvents(t *testing.T) {
 		if strings.Contains(string(raw), "VALUE-IN") {
 			t.Errorf("an export holds a detail or dry-run message: %q", raw)
 		}
+	}
+}
+
+// BenchmarkTraceCall is the request path's cost of one span: building it
+// from an event (sampled, parented) and queueing it. Export runs off the
+// caller's goroutine, to a loopback collector that discards what it gets.
+func BenchmarkTraceCall(b *testing.B) {
+	for _, mode := range []string{"sampled", "unsampled"} {
+		b.Run(mode, func(b *testing.B) {
+			col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/x-protobuf")
+			}))
+			defer col.Close()
+			c := tracing.Config{Endpoint: col.URL, QueueSize: tracing.MaxQueueSize, BatchSize: 512}
+			if err := c.Validate(); err != nil {
+				b.Fatal(err)
+			}
+			e, err := tracing.New(c, tracing.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Shutdown(context.Background())
+			ev := event("bench", callerTrace)
+			ev.ViolationPaths = []string{"/a"}
+			tp := "00-" + callerTrace + "-" + callerSpan + "-01"
+			if mode == "unsampled" {
+				tp = tp[:len(tp)-1] + "0"
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				e.TraceCall(ev, tp)
+			}
+		})
 	}
 }
