@@ -159,6 +159,15 @@ func TestTracingSpans(t *testing.T) {
 	if !strings.Contains(metrics, "toolgate_tracing_spans_exported_total 5") {
 		t.Errorf("/metrics lacks toolgate_tracing_spans_exported_total 5:\n%s", grepLines(metrics, "toolgate_tracing"))
 	}
+	var st struct {
+		Tracing *struct {
+			Exported uint64 `json:"exported"`
+			Pending  int64  `json:"pending"`
+		} `json:"tracing"`
+	}
+	if err := json.Unmarshal([]byte(do(t, directClient(t), "GET", "http://"+l.Admin+"/status", nil).body), &st); err != nil || st.Tracing == nil || st.Tracing.Exported != 5 {
+		t.Errorf("/status tracing = %+v (%v), want 5 exported", st.Tracing, err)
+	}
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("run exited %d; stderr:\n%s", code, r.stderr)
 	}
