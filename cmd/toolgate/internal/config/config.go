@@ -1,5 +1,5 @@
 // Package config composes toolgate's configuration file from the sections
-// each package owns (proxy, policies, events, admin, reload), decodes it
+// each package owns (proxy, policies, events, admin, reload, tracing), decodes it
 // strictly, validates every section once, and returns a ready value: the
 // proxy snapshot with its compiled schemas and policy sets. Every error
 // names the file, the line and the field: FILE:LINE: field: message.

@@ -160,7 +160,7 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 }
 
 // Stop stops reloading and the listeners, lets calls under way finish, then
-// flushes events.
+// flushes events, then spans (when tracing is on).
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
 	sc.reload.stop()
