@@ -155,9 +155,17 @@ func TestTracingSpans(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: got %d spans", err, len(spans))
 	}
-	metrics := do(t, directClient(t), "GET", "http://"+l.Admin+"/metrics", nil).body
-	if !strings.Contains(metrics, "toolgate_tracing_spans_exported_total 5") {
-		t.Errorf("/metrics lacks toolgate_tracing_spans_exported_total 5:\n%s", grepLines(metrics, "toolgate_tracing"))
+	// The receiver has the spans before the exporter has its answer (and
+	// counts them): wait for the count.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		metrics := do(t, directClient(t), "GET", "http://"+l.Admin+"/metrics", nil).body
+		if strings.Contains(metrics, "toolgate_tracing_spans_exported_total 5") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks toolgate_tracing_spans_exported_total 5:\n%s", grepLines(metrics, "toolgate_tracing"))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var st struct {
 		Tracing *struct {
