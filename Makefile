@@ -42,6 +42,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkMCP' -benchtime 1s -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkTracing' -benchtime 2000x -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkWASMDecision' -benchmem -count $(BENCHCOUNT) ./wasm/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkDashboard' -benchtime 3x -count 3 ./sink/dashboard/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out

@@ -118,7 +118,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		env := readEnvelope(&msgs[0])
 		c.ev.MCPProtocol = protocolOf(r, &msgs[0], env)
 		if id, ok := traceIDOf(env.traceparent); ok {
-			c.ev.TraceID = id
+			c.ev.TraceID, c.traceparent = id, env.traceparent
 		}
 		if msgs[0].isRequest() && (isStateless(env.version) || isStateless(r.Header.Get(headerMCPProtocol))) {
 			m.stateless = true

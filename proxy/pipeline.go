@@ -32,6 +32,9 @@ type call struct {
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
 	mcp      *mcpCall // nil unless the tool's protocol is mcp
+	// traceparent is the caller's W3C trace context, kept for the Tracer
+	// only when there is one.
+	traceparent string
 }
 
 // handle runs the pipeline for one request whose upstream URL is target and
@@ -41,6 +44,9 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	c := &call{s: s, st: st, start: time.Now(), client: r.Context()}
 	cn, ref := st.cfg.canonicalize(r.Context(), r.Method, target)
 	c.ev = s.newEvent(st, kind, cn.method, target.Host, r)
+	if s.tracer != nil {
+		c.traceparent = r.Header.Get("Traceparent")
+	}
 	if ref != nil {
 		c.envelope = askedForEnvelope(r)
 		return c.refuse(r, ref)
@@ -399,6 +405,9 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 		c.s.metrics.call("", label, now.Sub(c.start))
 	}
 	c.s.rec.Record(*ev)
+	if c.s.tracer != nil {
+		c.s.tracer.TraceCall(ev, c.traceparent)
+	}
 }
 
 // reasonClientClosed is the event reason of a call whose caller went away.

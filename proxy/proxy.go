@@ -36,7 +36,7 @@
 //
 // Every call, refused or forwarded, hands exactly one event to the Recorder.
 //
-// proxy declares what it consumes (Checker, Recorder) and imports only
+// proxy declares what it consumes (Checker, Recorder, Tracer) and imports only
 // the light packages: policies for the decision contract and the schema,
 // bucketing for the vocabulary, sink for the Event. It links neither OPA
 // nor clickhouse-go; cmd wires the implementations in.
@@ -117,12 +117,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Sidecar names this instance in events. Default: the host name.
 	Sidecar string
+	// Tracer receives every finished call for a span. Default nil: no
+	// tracing, and no cost beyond a nil check per call.
+	Tracer Tracer
 }
 
 // Server runs the listeners and the pipeline behind them.
 type Server struct {
 	state     atomic.Pointer[state]
 	rec       Recorder
+	tracer    Tracer // nil when tracing is off
 	log       *slog.Logger
 	sidecar   string
 	transport *http.Transport
@@ -165,7 +169,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
+	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
 	if ca := snap.Config.TLS.ca; ca != nil {

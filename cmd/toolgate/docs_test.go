@@ -173,7 +173,8 @@ func TestDocExamples(t *testing.T) {
 	// test loads in process; the shell commands get them from env.env.
 	t.Setenv("PUBMED_API_KEY", "doc-test-key")
 	t.Setenv("DOCS_TOKEN", "doc-test-token")
-	t.Setenv("PUBMED_KEY", "doc-test-key") // config.md's inject_headers example
+	t.Setenv("PUBMED_KEY", "doc-test-key")   // config.md's inject_headers example
+	t.Setenv("OTLP_TOKEN", "doc-test-token") // tracing.md's headers example
 	env := newDocEnv(t, root)
 	var rep docReport
 	var qsRan int

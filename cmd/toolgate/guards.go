@@ -6,6 +6,7 @@ import (
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/tracing"
 	"github.com/toolgate/toolgate/wasm"
 )
 
@@ -20,4 +21,5 @@ var (
 	_ policies.RegoHost = rego.Host{}
 	_ policies.WasmHost = wasm.Host{}
 	_ sink.Writer       = (*clickhouse.Writer)(nil)
+	_ proxy.Tracer      = (*tracing.Exporter)(nil)
 )

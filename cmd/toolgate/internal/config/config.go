@@ -1,5 +1,5 @@
 // Package config composes toolgate's configuration file from the sections
-// each package owns (proxy, policies, events, admin, reload), decodes it
+// each package owns (proxy, policies, events, admin, reload, tracing), decodes it
 // strictly, validates every section once, and returns a ready value: the
 // proxy snapshot with its compiled schemas and policy sets. Every error
 // names the file, the line and the field: FILE:LINE: field: message.
@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/tracing"
 )
 
 // File is the whole configuration file: each package owns its section and
@@ -42,6 +43,9 @@ type File struct {
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
 	Reload ReloadConfig `yaml:"reload"`
+	// Tracing exports one OpenTelemetry span per call to an OTLP
+	// collector. Default off.
+	Tracing tracing.Config `yaml:"tracing"`
 }
 
 // ReloadConfig configures hot reload. It takes effect at start; a reload
@@ -224,6 +228,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := validateEvents(&lc.Events, dir); err != nil {
 		return nil, where(section.Under("events", err))
 	}
+	if err := lc.Tracing.Validate(); err != nil {
+		return nil, where(section.Under("tracing", err))
+	}
 	var before *policies.Loaded
 	if prev != nil {
 		before = prev.LoadedPolicies
@@ -354,7 +361,7 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 }
 
 // KeepStartSections returns lc as a reload puts it in force after
-// inForce: a copy of lc whose admin, events and reload sections are
+// inForce: a copy of lc whose admin, events, reload and tracing sections are
 // inForce's (they take effect only at start), and the names of those
 // sections lc had changed, in that order. lc is not changed;
 // the copy shares lc's compiled policies and snapshot.
@@ -369,8 +376,11 @@ func (lc *Loaded) KeepStartSections(inForce *Loaded) (*Loaded, []string) {
 	if lc.Reload != inForce.Reload {
 		changed = append(changed, "reload")
 	}
+	if !reflect.DeepEqual(lc.Tracing, inForce.Tracing) {
+		changed = append(changed, "tracing")
+	}
 	next := *lc
-	next.Admin, next.Events, next.Reload = inForce.Admin, inForce.Events, inForce.Reload
+	next.Admin, next.Events, next.Reload, next.Tracing = inForce.Admin, inForce.Events, inForce.Reload, inForce.Tracing
 	return &next, changed
 }
 

@@ -42,11 +42,15 @@ func TestKeepStartSections(t *testing.T) {
 	}
 	base := "listen: {forward: 127.0.0.1:0}\ntools: [{name: a, match: {path: /a}}]\n"
 	inForce := load("a.yaml", base+"admin: {listen: off}\nevents: {file: {path: a.ndjson}}\n")
-	next := load("b.yaml", base+"admin: {listen: off}\nevents: {file: {path: b.ndjson}}\nreload: {settle: 1s}\n")
+	next := load("b.yaml", base+"admin: {listen: off}\nevents: {file: {path: b.ndjson}}\nreload: {settle: 1s}\n"+
+		"tracing: {endpoint: \"http://127.0.0.1:4318\"}\n")
 
 	got, changed := next.KeepStartSections(inForce)
-	if !slices.Equal(changed, []string{"events", "reload"}) {
-		t.Errorf("changed = %q, want [events reload]", changed)
+	if !slices.Equal(changed, []string{"events", "reload", "tracing"}) {
+		t.Errorf("changed = %q, want [events reload tracing]", changed)
+	}
+	if got.Tracing.Enabled() {
+		t.Errorf("kept tracing %q, want the one in force (off)", got.Tracing.Endpoint)
 	}
 	if got.Events.File.Path != filepath.Join(dir, "a.ndjson") || got.Reload != inForce.Reload {
 		t.Errorf("kept events file %q, settle %s; want the ones in force (%q, %s)",

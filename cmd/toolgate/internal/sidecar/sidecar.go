@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/tracing"
 )
 
 // ShutdownGrace bounds a graceful stop: calls under way, then the event flush.
@@ -51,6 +52,7 @@ type Sidecar struct {
 	reload  *reloader
 	log     *slog.Logger
 	events  *eventPath
+	spans   *spans // nil when tracing is off
 	proxy   *proxy.Server
 	admin   *http.Server
 	adminLn net.Listener
@@ -77,10 +79,15 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
+	if sc.spans, err = openTracing(lc, o.Version, log); err != nil {
+		sc.events.close(context.Background())
+		return nil, err
+	}
 	sc.proxy, err = proxy.New(lc.Snapshot, proxy.Options{
 		Recorder: sc.events.queue,
 		Logger:   log.With("component", "proxy"),
 		Sidecar:  lc.Events.Sidecar,
+		Tracer:   sc.spans.tracer(),
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
@@ -93,6 +100,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		}
 	}
 	if err != nil {
+		sc.spans.close(context.Background())
 		sc.events.close(context.Background())
 		return nil, err
 	}
@@ -152,7 +160,7 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 }
 
 // Stop stops reloading and the listeners, lets calls under way finish, then
-// flushes events.
+// flushes events, then spans (when tracing is on).
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
 	sc.reload.stop()
@@ -162,6 +170,9 @@ func (sc *Sidecar) Stop(ctx context.Context) error {
 	}
 	sc.cfg.Load().ClosePolicies(nil)
 	if cerr := sc.events.close(ctx); err == nil {
+		err = cerr
+	}
+	if cerr := sc.spans.close(ctx); err == nil {
 		err = cerr
 	}
 	return err
@@ -181,6 +192,7 @@ func policiesInForce(lc *config.Loaded) []PolicyStatus {
 func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
+	reg.MustRegister(sc.spans.collectors()...)
 	reg.MustRegister(sc.proxy, sc.reload,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -256,6 +268,8 @@ type status struct {
 	Unmatched     string         `json:"unmatched"`
 	Events        eventsStatus   `json:"events"`
 	Reload        ReloadStatus   `json:"reload"`
+	// Tracing is the span exporter's counters; absent when tracing is off.
+	Tracing *tracing.Stats `json:"tracing,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -282,7 +296,8 @@ func (sc *Sidecar) status() status {
 			"transparent": sc.proxy.Addr("transparent", 0),
 		},
 		Tools: tools, Policies: policiesInForce(cfg), Unmatched: cfg.Unmatched,
-		Events: sc.events.status(cfg.Events),
-		Reload: sc.reload.status(),
+		Events:  sc.events.status(cfg.Events),
+		Reload:  sc.reload.status(),
+		Tracing: sc.spans.stats(),
 	}
 }
