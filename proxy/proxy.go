@@ -385,7 +385,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range ls {
 		l.ln.Close() // a no-op error for listeners Serve already closed
 	}
-	s.upstream.CloseIdleConnections() // and the transport's
+	s.upstream.close() // and the transport's idle connections
 	return first
 }
 

@@ -58,7 +58,7 @@ type upstreamTransport struct {
 	idle   map[string][]*h1Conn // by poolKey, most recently used last
 	nidle  int
 	sweep  *time.Timer // closes connections idle too long; nil when idle is empty
-	closed bool        // CloseIdleConnections ran: nothing is pooled any more
+	closed bool        // close ran: nothing is pooled any more
 }
 
 // newUpstreamTransport wraps std, sharing its pool limits and idle timeout.
@@ -319,11 +319,19 @@ func (t *upstreamTransport) sweepIdle() {
 }
 
 // CloseIdleConnections closes every pooled connection, the fast path's and
-// std's; connections in use are closed when their call ends.
-func (t *upstreamTransport) CloseIdleConnections() {
+// std's; connections in use go back to the pool when their call ends, as
+// with http.Transport.
+func (t *upstreamTransport) CloseIdleConnections() { t.closeIdle(false) }
+
+// close closes every pooled connection and pools none from now on: a call
+// that ends after it closes its connection (Server.Shutdown).
+func (t *upstreamTransport) close() { t.closeIdle(true) }
+
+func (t *upstreamTransport) closeIdle(forever bool) {
 	t.mu.Lock()
 	idle := t.idle
-	t.idle, t.nidle, t.closed = map[string][]*h1Conn{}, 0, true
+	t.idle, t.nidle = map[string][]*h1Conn{}, 0
+	t.closed = t.closed || forever
 	if t.sweep != nil {
 		t.sweep.Stop()
 		t.sweep = nil

@@ -664,3 +664,147 @@ func BenchmarkUpstreamTransport(b *testing.B) {
 		})
 	}
 }
+
+// TestUpstreamHammer: many callers at once through one pool, against an
+// upstream that answers each call with its own body in varied framings and
+// sometimes closes; every caller must get its own answer (a connection
+// handed to two calls, or reused with an answer unread, would mix them up),
+// and the pool must stay within its limits. Run it with -race.
+func TestUpstreamHammer(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Query().Get("f") {
+		case "close":
+			w.Header().Set("Connection", "close")
+		case "chunked":
+			w.Write(b[:len(b)/2])
+			w.(http.Flusher).Flush()
+			w.Write(b[len(b)/2:])
+			return
+		case "empty":
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Write(b)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	_, fast := transports(t)
+	fast.maxIdlePerHost = 4 // fewer idle than callers: put must close the rest
+	const callers, calls = 16, 60
+	framings := []string{"", "close", "chunked", "empty", "", ""}
+	var wg sync.WaitGroup
+	errs := make(chan string, callers*calls)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				f := framings[(g+i)%len(framings)]
+				method := "POST"
+				if i%7 == 3 {
+					method = "HEAD"
+				}
+				body := []byte(fmt.Sprintf("caller %d call %d %s", g, i, strings.Repeat("x", (g*i)%300)))
+				o := do(context.Background(), fast, method, srv.URL+"/h?f="+f, body, nil)
+				want := string(body)
+				switch {
+				case method == "HEAD" || f == "empty":
+					want = ""
+				}
+				if o.Failure != "" || o.BodyFail != "" || o.Body != want {
+					errs <- fmt.Sprintf("caller %d call %d (%s %q): got %s", g, i, method, f, o)
+				}
+				if g == 0 && i == calls/2 {
+					fast.CloseIdleConnections() // calls under way pool again after it
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	fast.mu.Lock()
+	defer fast.mu.Unlock()
+	n := 0
+	for _, l := range fast.idle {
+		n += len(l)
+	}
+	if n != fast.nidle || n > fast.maxIdlePerHost {
+		t.Errorf("pool holds %d connections, counts %d, limit %d", n, fast.nidle, fast.maxIdlePerHost)
+	}
+	t.Logf("%d calls over %d connections", callers*calls, conns.Load())
+}
+
+// TestUpstreamShutdownPoolsNothing: after close (the server's Shutdown), a
+// call still works but leaves no connection open behind it.
+func TestUpstreamShutdownPoolsNothing(t *testing.T) {
+	var open atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	_, fast := transports(t)
+	if o := do(context.Background(), fast, "GET", srv.URL, nil, nil); o.Body != "ok" {
+		t.Fatal(o)
+	}
+	fast.close()
+	if o := do(context.Background(), fast, "GET", srv.URL, nil, nil); o.Body != "ok" {
+		t.Fatal(o)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for open.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := open.Load(); n != 0 {
+		t.Errorf("%d connections still open upstream after close", n)
+	}
+}
+
+// TestUpstreamIdleTimeout: a pooled connection idle past the idle timeout
+// is closed without another call coming to find it.
+func TestUpstreamIdleTimeout(t *testing.T) {
+	var open atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	_, fast := transports(t)
+	fast.idleTimeout = 200 * time.Millisecond
+	if o := do(context.Background(), fast, "GET", srv.URL, nil, nil); o.Body != "ok" {
+		t.Fatal(o)
+	}
+	if n := open.Load(); n != 1 {
+		t.Fatalf("%d connections open after one call, want 1 (pooled)", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for open.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := open.Load(); n != 0 {
+		t.Errorf("%d connections still open 10 s after the 200 ms idle timeout", n)
+	}
+}
