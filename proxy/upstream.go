@@ -425,15 +425,22 @@ type h1Body struct {
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return 0, errBodyClosed
+	if b.closed || b.done {
+		err := b.err
+		b.mu.Unlock()
+		return 0, err
 	}
-	if b.done {
-		return 0, b.err
-	}
+	b.mu.Unlock()
+	// Unlocked while it waits, so a Close from another goroutine cuts it
+	// off (by closing the connection), as in net/http.
 	n, err := b.rc.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch {
+	case b.done: // closed meanwhile: the connection is gone
+		if err == nil {
+			err = b.err
+		}
 	case err == io.EOF:
 		b.done, b.err = true, io.EOF
 		b.t.release(b.pc, b.stop, b.reuse)
@@ -458,9 +465,10 @@ func (b *h1Body) Close() error {
 	}
 	b.closed = true
 	if !b.done {
-		b.done, b.err = true, errBodyClosed
+		b.done = true
 		b.stop()
 		b.pc.conn.Close()
 	}
+	b.err = errBodyClosed
 	return nil
 }

@@ -808,3 +808,41 @@ func TestUpstreamIdleTimeout(t *testing.T) {
 		t.Errorf("%d connections still open 10 s after the 200 ms idle timeout", n)
 	}
 }
+
+// TestUpstreamCloseCutsRead: closing an answer's body from another
+// goroutine ends a read that waits for upstream, as with http.Transport.
+func TestUpstreamCloseCutsRead(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.Write([]byte("part"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	_, fast := transports(t)
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	resp, err := fast.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	resp.Body.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the read of a body closed midway returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the read under way")
+	}
+}
