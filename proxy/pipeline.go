@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -314,8 +315,12 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			out.Header[k] = []string{v}
 		}
 	}
+	var held *bytes.Reader // a body toolgate read, which can be sent again
+	if br, ok := body.(*bytes.Reader); ok && out.Body != nil {
+		held = br
+	}
 	c.upStart = time.Now()
-	resp, err := c.s.transport.RoundTrip(out)
+	resp, err := c.s.upstream.roundTrip(out, held)
 	if err != nil {
 		cancel()
 		// A body that stalled also ends the request's context (net/http

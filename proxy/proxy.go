@@ -129,7 +129,8 @@ type Server struct {
 	tracer    Tracer // nil when tracing is off
 	log       *slog.Logger
 	sidecar   string
-	transport *http.Transport
+	transport *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	upstream  *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
 	metrics   *metrics
 	mcp       mcpSchemas // tool schemas learned from MCP servers
 	tlsm      *tlsMetrics
@@ -172,6 +173,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
+	s.upstream = newUpstreamTransport(s.transport, s.dial)
 	if ca := snap.Config.TLS.ca; ca != nil {
 		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
@@ -387,7 +389,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range ls {
 		l.ln.Close() // a no-op error for listeners Serve already closed
 	}
-	s.transport.CloseIdleConnections()
+	s.upstream.close() // and the transport's idle connections
 	return first
 }
 

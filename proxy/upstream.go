@@ -1,0 +1,474 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// upstreamTransport sends calls upstream. A plain-HTTP call (http://)
+// whose body toolgate holds in memory, or that has none, is written and
+// its answer read on the calling goroutine, over a pooled keep-alive
+// connection, with net/http's own serializer (Request.Write) and parser
+// (http.ReadResponse). Go's http.Transport runs two goroutines per
+// connection (a reader and a writer), so each call through it passes
+// between three goroutines and, on an idle core, wakes a thread at each
+// hand-off; measured from outside that was most of the latency toolgate
+// added at one connection (docs/performance.md). Every other call (HTTPS
+// and HTTP/2, a body streamed from the caller, Expect, Upgrade, trailers, a
+// request net/http would refuse) goes through std, the shared
+// http.Transport, unchanged.
+//
+// The fast path keeps http.Transport's contract where a caller can see it:
+// the same bytes go upstream; a connection is reused only after its answer's
+// body was read to its end with nothing left over, and never after
+// Connection: close (either way), an HTTP/1.0 answer without keep-alive, or
+// a body that ends with the connection; 1xx answers are skipped, and all the heads
+// read before the final one's end are bounded as in net/http
+// (MaxResponseHeaderBytes, 10 MiB by default); HEAD, 204 and 304 answers have no body; the request's
+// context (the tool's timeout, the caller going away) bounds the dial, the
+// exchange and the body, and its error is what a read or write it cut off
+// returns; a pooled connection is checked before use (a peer that closed it
+// is seen without sending anything, as http.Transport's reader sees it), and
+// a call that failed on a reused connection before any byte of its answer
+// was read is sent once more on a new connection only when nothing of it
+// was written, or when net/http would send it again too (no body, and GET,
+// HEAD, OPTIONS, TRACE or an Idempotency-Key header): a POST upstream may
+// have acted on is never sent twice. Connections are
+// pooled by the address dialled, so a call's headers (injected secrets
+// included) go only to the connection of its own origin.
+type upstreamTransport struct {
+	std            *http.Transport
+	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdlePerHost int
+	maxIdle        int
+	idleTimeout    time.Duration
+
+	mu     sync.Mutex
+	idle   map[string][]*h1Conn // by poolKey, most recently used last
+	nidle  int
+	sweep  *time.Timer // closes connections idle too long; nil when idle is empty
+	closed bool        // close ran: nothing is pooled any more
+}
+
+// newUpstreamTransport wraps std, sharing its pool limits and idle timeout.
+func newUpstreamTransport(std *http.Transport, dial func(context.Context, string, string) (net.Conn, error)) *upstreamTransport {
+	return &upstreamTransport{
+		std: std, dial: dial,
+		maxIdlePerHost: std.MaxIdleConnsPerHost, maxIdle: std.MaxIdleConns, idleTimeout: std.IdleConnTimeout,
+		idle: map[string][]*h1Conn{},
+	}
+}
+
+// h1MaxHeldBody is the largest in-memory body the fast path sends: it is
+// written before the answer is read, so a larger one could block on an
+// upstream that answers without reading it; those go through std, which
+// reads while it writes.
+const h1MaxHeldBody = 64 << 10
+
+// RoundTrip sends a call without a held body (see roundTrip).
+func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.roundTrip(req, nil)
+}
+
+// roundTrip sends req upstream. held, when not nil, is the request's body
+// (req.Body reads it): toolgate read it, so it can be sent again.
+func (t *upstreamTransport) roundTrip(req *http.Request, held *bytes.Reader) (*http.Response, error) {
+	if !t.fast(req, held) {
+		return t.std.RoundTrip(req)
+	}
+	ctx := req.Context()
+	addr := net.JoinHostPort(req.URL.Hostname(), portOr(req.URL.Port(), "80"))
+	key := addr
+	if d, ok := ctx.Value(dialKey{}).(string); ok && d != "" {
+		key = addr + "\x00" + d
+	}
+	for attempt := 0; ; attempt++ {
+		pc, err := t.get(ctx, key, addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, err
+		}
+		resp, retry, err := t.exchange(ctx, pc, req)
+		if err == nil {
+			return resp, nil
+		}
+		if !retry || attempt > 0 || ctx.Err() != nil {
+			return nil, err
+		}
+		if held != nil {
+			held.Seek(0, io.SeekStart)
+		}
+	}
+}
+
+func portOr(port, def string) string {
+	if port == "" {
+		return def
+	}
+	return port
+}
+
+// fast reports whether req can take the fast path.
+func (t *upstreamTransport) fast(req *http.Request, held *bytes.Reader) bool {
+	u := req.URL
+	if u == nil || u.Scheme != "http" || u.Host == "" || t.std.Proxy != nil || t.std.DisableKeepAlives {
+		return false
+	}
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+	case held != nil && held.Size() <= h1MaxHeldBody:
+	default:
+		return false
+	}
+	if len(req.Trailer) > 0 || !validMethod(req.Method) || !isASCII(u.Host) {
+		return false
+	}
+	for k, vs := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		switch {
+		case strings.EqualFold(k, "Expect"), strings.EqualFold(k, "Upgrade"), strings.EqualFold(k, "Connection"):
+			return false
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validMethod is net/http's rule: an empty method (GET) or a token.
+func validMethod(m string) bool {
+	if m == "" {
+		return true
+	}
+	for i := 0; i < len(m); i++ {
+		if !httpguts.IsTokenRune(rune(m[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// replayable is net/http's rule for sending a request again after its
+// connection failed once it was written: no body (or one it can get
+// again), and an idempotent method or an idempotency key.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, k1 := req.Header["Idempotency-Key"]
+	_, k2 := req.Header["X-Idempotency-Key"]
+	return k1 || k2
+}
+
+// h1Conn is one upstream connection of the fast path. It counts what it
+// wrote and read, which decides whether a failed call may be sent again.
+type h1Conn struct {
+	conn    net.Conn
+	peek    *peeker
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	key     string
+	reused  bool
+	idleAt  time.Time
+	written int64
+	read    int64
+	limit   int64 // bytes the answer's heads may still take; < 0: no limit
+	maxHead int64
+}
+
+func (c *h1Conn) Read(p []byte) (int, error) {
+	if c.limit >= 0 {
+		if c.limit == 0 {
+			return 0, fmt.Errorf("read limit of %d bytes exhausted", c.maxHead)
+		}
+		if int64(len(p)) > c.limit {
+			p = p[:c.limit]
+		}
+	}
+	n, err := c.conn.Read(p)
+	c.read += int64(n)
+	if c.limit >= 0 {
+		c.limit -= int64(n)
+	}
+	return n, err
+}
+
+func (c *h1Conn) Write(p []byte) (int, error) {
+	n, err := c.conn.Write(p)
+	c.written += int64(n)
+	return n, err
+}
+
+// get returns a pooled connection to key, or dials addr.
+func (t *upstreamTransport) get(ctx context.Context, key, addr string) (*h1Conn, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[key]
+		if len(list) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		pc := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[key] = list[:len(list)-1]
+		t.nidle--
+		t.mu.Unlock()
+		if now.Sub(pc.idleAt) > t.idleTimeout || !pc.peek.ok() {
+			pc.conn.Close()
+			continue
+		}
+		pc.reused, pc.written, pc.read = true, 0, 0
+		return pc, nil
+	}
+	conn, err := t.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	maxHead := t.std.MaxResponseHeaderBytes
+	if maxHead == 0 {
+		maxHead = 10 << 20 // net/http's default
+	}
+	pc := &h1Conn{conn: conn, peek: newPeeker(conn), key: key, limit: -1, maxHead: maxHead}
+	pc.br = bufio.NewReaderSize(pc, 4<<10)
+	pc.bw = bufio.NewWriterSize(pc, 4<<10)
+	return pc, nil
+}
+
+// put pools a connection whose last answer was read to its end, or closes
+// it when the pool is full or closed.
+func (t *upstreamTransport) put(pc *h1Conn) {
+	pc.idleAt = time.Now()
+	t.mu.Lock()
+	if t.closed || t.nidle >= t.maxIdle || len(t.idle[pc.key]) >= t.maxIdlePerHost {
+		t.mu.Unlock()
+		pc.conn.Close()
+		return
+	}
+	t.idle[pc.key] = append(t.idle[pc.key], pc)
+	t.nidle++
+	if t.sweep == nil {
+		t.sweep = time.AfterFunc(t.idleTimeout/2, t.sweepIdle)
+	}
+	t.mu.Unlock()
+}
+
+// sweepIdle closes pooled connections idle longer than the idle timeout,
+// or that upstream closed, and runs again while any stay pooled.
+func (t *upstreamTransport) sweepIdle() {
+	now := time.Now()
+	var dead []*h1Conn
+	t.mu.Lock()
+	for key, list := range t.idle {
+		kept := list[:0]
+		for _, pc := range list {
+			if now.Sub(pc.idleAt) > t.idleTimeout || !pc.peek.ok() {
+				dead = append(dead, pc)
+				continue
+			}
+			kept = append(kept, pc)
+		}
+		clear(list[len(kept):])
+		t.nidle -= len(list) - len(kept)
+		if len(kept) == 0 {
+			delete(t.idle, key)
+		} else {
+			t.idle[key] = kept
+		}
+	}
+	if t.nidle > 0 && !t.closed {
+		t.sweep.Reset(t.idleTimeout / 2)
+	} else {
+		t.sweep = nil
+	}
+	t.mu.Unlock()
+	for _, pc := range dead {
+		pc.conn.Close()
+	}
+}
+
+// CloseIdleConnections closes every pooled connection, the fast path's and
+// std's; connections in use go back to the pool when their call ends, as
+// with http.Transport.
+func (t *upstreamTransport) CloseIdleConnections() { t.closeIdle(false) }
+
+// close closes every pooled connection and pools none from now on: a call
+// that ends after it closes its connection (Server.Shutdown).
+func (t *upstreamTransport) close() { t.closeIdle(true) }
+
+func (t *upstreamTransport) closeIdle(forever bool) {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle, t.nidle = map[string][]*h1Conn{}, 0
+	t.closed = t.closed || forever
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
+	}
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, pc := range list {
+			pc.conn.Close()
+		}
+	}
+	t.std.CloseIdleConnections()
+}
+
+// aLongTimeAgo is a deadline in the past: it ends a read or write under way.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// exchange writes req on pc and reads its answer's head. retry says the
+// call failed on a reused connection in a way net/http would retry.
+func (t *upstreamTransport) exchange(ctx context.Context, pc *h1Conn, req *http.Request) (*http.Response, bool, error) {
+	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
+	fail := func(op string, err error) (*http.Response, bool, error) {
+		stop()
+		pc.conn.Close()
+		if ctx.Err() != nil {
+			return nil, false, context.Cause(ctx)
+		}
+		retry := pc.reused && pc.read == 0 && (pc.written == 0 || replayable(req))
+		return nil, retry, fmt.Errorf("upstream %s: %w", op, err)
+	}
+	err := req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if err != nil {
+		pc.bw.Reset(pc)
+		return fail("write", err)
+	}
+	// As net/http's reader does: a close before the first byte is io.EOF
+	// (ReadResponse would say io.ErrUnexpectedEOF), and the heads up to the
+	// final answer's are bounded.
+	pc.limit = pc.maxHead
+	var resp *http.Response
+	if _, err = pc.br.Peek(1); err == nil {
+		resp, err = http.ReadResponse(pc.br, req)
+		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			resp, err = http.ReadResponse(pc.br, req)
+		}
+	}
+	pc.limit = -1
+	if err != nil {
+		return fail("read", err)
+	}
+	reuse := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	if resp.Body == http.NoBody {
+		t.release(pc, stop, reuse)
+		return resp, false, nil
+	}
+	resp.Body = &h1Body{t: t, pc: pc, rc: resp.Body, ctx: ctx, stop: stop, reuse: reuse}
+	return resp, false, nil
+}
+
+// release pools pc when its answer is complete and nothing else was sent
+// on it, and closes it otherwise.
+func (t *upstreamTransport) release(pc *h1Conn, stop func() bool, reuse bool) {
+	if stop() && reuse && pc.br.Buffered() == 0 {
+		t.put(pc)
+		return
+	}
+	pc.conn.Close()
+}
+
+// errBodyClosed is what a read of an answer's body returns after Close, as
+// in net/http.
+var errBodyClosed = errors.New("http: read on closed response body")
+
+// h1Body is an answer's body on the fast path: its end returns the
+// connection to the pool, a Close before its end closes it.
+type h1Body struct {
+	t     *upstreamTransport
+	pc    *h1Conn
+	rc    io.ReadCloser // net/http's body reader, over pc.br
+	ctx   context.Context
+	stop  func() bool
+	reuse bool
+
+	mu     sync.Mutex
+	done   bool
+	closed bool
+	err    error // what reads return once done
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.closed || b.done {
+		err := b.err
+		b.mu.Unlock()
+		return 0, err
+	}
+	b.mu.Unlock()
+	// Unlocked while it waits, so a Close from another goroutine cuts it
+	// off (by closing the connection), as in net/http.
+	n, err := b.rc.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.done: // closed meanwhile: the connection is gone
+		if err == nil {
+			err = b.err
+		}
+	case err == io.EOF:
+		b.done, b.err = true, io.EOF
+		b.t.release(b.pc, b.stop, b.reuse)
+	case err != nil:
+		if b.ctx.Err() != nil {
+			err = context.Cause(b.ctx)
+		}
+		b.done, b.err = true, err
+		b.stop()
+		b.pc.conn.Close()
+	}
+	return n, err
+}
+
+// Close ends the body; before its end, the connection is closed (net/http
+// does the same).
+func (b *h1Body) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	if !b.done {
+		b.done = true
+		b.stop()
+		b.pc.conn.Close()
+	}
+	b.err = errBodyClosed
+	return nil
+}

@@ -1,0 +1,13 @@
+//go:build !unix
+
+package proxy
+
+import "net"
+
+// peeker cannot peek on this platform: a connection upstream closed is
+// found when a call uses it (and sent again as upstreamTransport says).
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return &peeker{} }
+
+func (*peeker) ok() bool { return true }
