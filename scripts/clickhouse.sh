@@ -321,6 +321,10 @@ write_cluster_config() {
 <?xml version="1.0"?>
 <!-- Written by scripts/clickhouse.sh: a server of a private test cluster. -->
 <yandex>
+    <!-- debug: internal/chtest waits for "DDLWorker: Processing tasks" (18.16
+         crashes on an ON CLUSTER query its DDL worker gets before it has
+         reached ZooKeeper). -->
+    <logger><level>debug</level></logger>
     <zookeeper>
         <node><host>127.0.0.1</host><port>$zk</port></node>
         <session_timeout_ms>10000</session_timeout_ms>
