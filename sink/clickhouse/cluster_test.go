@@ -1,0 +1,307 @@
+package clickhouse_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/chtest"
+	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
+)
+
+// Cluster tests: toolgate's schema on a real 2-server ClickHouse cluster
+// with a real ZooKeeper (internal/chtest), in both layouts the test
+// cluster defines: two shards of one replica, and one shard of two
+// replicas.
+
+// shardsConfig is a sidecar's configuration for the 2-shard cluster.
+func shardsConfig(c *chtest.Cluster, db string) clickhouse.Config {
+	return clickhouse.Config{Addr: c.Addrs(), Database: db, Cluster: chtest.ShardsCluster}
+}
+
+// replicasConfig is a sidecar's configuration for the 2-replica cluster:
+// its paths have no {shard}, as the servers' shard macros belong to the
+// 2-shard cluster.
+func replicasConfig(c *chtest.Cluster, db string) clickhouse.Config {
+	return clickhouse.Config{Addr: c.Addrs(), Database: db, Cluster: chtest.ReplicasCluster,
+		ReplicaPath: "/clickhouse/tables/{cluster}/{database}/{table}"}
+}
+
+// openClusterCH opens and migrates a writer with cfg.
+func openClusterCH(t *testing.T, cfg clickhouse.Config) *clickhouse.Writer {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func TestClusterMigrationsTransform(t *testing.T) {
+	l := clickhouse.Layout{Cluster: "c"}
+	ms, err := l.Migrations(clickhouse.Migrations("tg", clickhouse.FlavorLegacy))
+	if err != nil {
+		t.Fatalf("every migration must run on a cluster: %v", err)
+	}
+	for _, m := range ms {
+		for _, s := range m.Statements {
+			if !strings.Contains(s, " ON CLUSTER c ") && !strings.HasSuffix(s, " ON CLUSTER c") {
+				t.Errorf("migration %d: %q does not run ON CLUSTER", m.Version, s)
+			}
+			if strings.Contains(s, "ENGINE = ReplacingMergeTree") || strings.Contains(s, "ENGINE = AggregatingMergeTree") {
+				t.Errorf("migration %d: %q is not replicated", m.Version, s)
+			}
+		}
+	}
+	for _, bad := range []string{
+		"CREATE TABLE IF NOT EXISTS `tg`.t (a UInt8) ENGINE = Memory",
+		"INSERT INTO `tg`.events (event_id) VALUES ('x')",
+		"RENAME TABLE `tg`.a TO `tg`.b",
+	} {
+		_, err := l.Migrations([]clickhouse.Migration{{Version: 99, Name: "bad", Statements: []string{bad}}})
+		if !errors.Is(err, clickhouse.ErrClusterStatement) {
+			t.Errorf("%q: err = %v, want ErrClusterStatement", bad, err)
+		}
+	}
+	same, err := clickhouse.Layout{}.Migrations(clickhouse.Migrations("tg", clickhouse.FlavorLegacy))
+	if err != nil || fmt.Sprint(same) != fmt.Sprint(clickhouse.Migrations("tg", clickhouse.FlavorLegacy)) {
+		t.Errorf("one server: migrations changed (err %v)", err)
+	}
+}
+
+func TestClusterConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  clickhouse.Config
+		want string // in the error; "" for none
+	}{
+		{"one server", clickhouse.Config{}, ""},
+		{"cluster defaults", clickhouse.Config{Cluster: "prod"}, ""},
+		{"insert local", clickhouse.Config{Cluster: "prod", Insert: "local"}, ""},
+		{"insert without cluster", clickhouse.Config{Insert: "local"}, "clickhouse.insert"},
+		{"path without cluster", clickhouse.Config{ReplicaPath: "/x/{table}"}, "clickhouse.replica_path"},
+		{"bad insert", clickhouse.Config{Cluster: "prod", Insert: "both"}, "clickhouse.insert"},
+		{"bad cluster name", clickhouse.Config{Cluster: "prod; DROP"}, "clickhouse.cluster"},
+		{"path without table", clickhouse.Config{Cluster: "prod", ReplicaPath: "/clickhouse/{shard}"}, "clickhouse.replica_path"},
+		{"quote in path", clickhouse.Config{Cluster: "prod", ReplicaPath: "/a'/{table}"}, "clickhouse.replica_path"},
+		{"quote in name", clickhouse.Config{Cluster: "prod", ReplicaName: "{replica}'"}, "clickhouse.replica_name"},
+		{"short ddl timeout", clickhouse.Config{Cluster: "prod", DDLTimeout: time.Millisecond}, "clickhouse.ddl_timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("err = %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want one about %s", err, tc.want)
+			}
+			if tc.want == "" && tc.cfg.Cluster != "" && (tc.cfg.ReplicaPath != clickhouse.DefaultReplicaPath ||
+				tc.cfg.ReplicaName != clickhouse.DefaultReplicaName || tc.cfg.DDLTimeout != clickhouse.DefaultDDLTimeout || tc.cfg.Insert == "") {
+				t.Errorf("defaults not applied: %+v", tc.cfg)
+			}
+		})
+	}
+}
+
+// clusterTables lists the tables of db on a server.
+func clusterTables(t *testing.T, s *chtest.Server, db string) string {
+	t.Helper()
+	var names []string
+	for _, r := range s.Query(t, "SELECT name FROM system.tables WHERE database = '"+db+"' ORDER BY name") {
+		names = append(names, r[0])
+	}
+	return strings.Join(names, " ")
+}
+
+// TestClusterMigrate migrates from two sidecars at once, one on each
+// server, then once more, in both layouts, and checks every server has
+// the whole schema and every migration recorded once.
+func TestClusterMigrate(t *testing.T) {
+	c := chtest.SharedCluster(t)
+	for name, config := range map[string]func(*chtest.Cluster, string) clickhouse.Config{"shards": shardsConfig, "replicas": replicasConfig} {
+		t.Run(name, func(t *testing.T) {
+			db := c.Database(t)
+			var wg sync.WaitGroup
+			errs := make([]error, len(c.Servers))
+			for i, s := range c.Servers {
+				cfg := config(c, db)
+				cfg.Addr = []string{s.Addr()}
+				if err := cfg.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ch, err := clickhouse.Open(context.Background(), cfg, nil)
+					if err == nil {
+						errs[i] = ch.Migrate(context.Background())
+						ch.Close()
+					} else {
+						errs[i] = err
+					}
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			openClusterCH(t, config(c, db)) // a restart finds everything in place
+			want := "envelope_adoption envelope_adoption_local envelope_adoption_mv events events_local " +
+				"events_per_minute events_per_minute_local events_per_minute_mv toolgate_schema_migrations"
+			n := fmt.Sprint(len(clickhouse.Migrations(db, clickhouse.FlavorLegacy)))
+			for i, s := range c.Servers {
+				if got := clusterTables(t, s, db); got != want {
+					t.Errorf("server %d tables = %s, want %s", i+1, got, want)
+				}
+				if got := one(t, s, "SELECT count(DISTINCT version) FROM `"+db+"`.toolgate_schema_migrations"); got != n {
+					t.Errorf("server %d has %s migrations recorded, want %s", i+1, got, n)
+				}
+				engine := one(t, s, "SELECT engine FROM system.tables WHERE database = '"+db+"' AND name = 'events'")
+				if engine != "Distributed" {
+					t.Errorf("server %d: events is %s, want Distributed", i+1, engine)
+				}
+				cols := one(t, s, "SELECT count() FROM system.columns WHERE database = '"+db+"' AND table = 'events'")
+				if lcols := one(t, s, "SELECT count() FROM system.columns WHERE database = '"+db+"' AND table = 'events_local'"); cols != lcols {
+					t.Errorf("server %d: events has %s columns, events_local %s", i+1, cols, lcols)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterWriteReplayDedup writes a batch and replays it, through the
+// Distributed table and into one shard, and checks that every server
+// reads each event once, in the events and in the rollups.
+func TestClusterWriteReplayDedup(t *testing.T) {
+	c := chtest.SharedCluster(t)
+	for _, insert := range []string{clickhouse.InsertDistributed, clickhouse.InsertLocal} {
+		t.Run(insert, func(t *testing.T) {
+			db := c.Database(t)
+			cfg := shardsConfig(c, db)
+			cfg.Insert = insert
+			if insert == clickhouse.InsertLocal {
+				cfg.Addr = []string{c.Servers[1].Addr()} // a sidecar beside shard 2
+			}
+			ch := openClusterCH(t, cfg)
+			batch := append(chEvents(30, "pubmed_search", ""), chEvents(12, "pubmed_search", "validation")...)
+			batch = append(batch, chEvents(5, "docs_edit", "rate_limit")...)
+			ctx := context.Background()
+			for i := 0; i < 2; i++ { // the second is a replay
+				if err := ch.WriteEvents(ctx, batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q := "`" + db + "`"
+			var local []string
+			for i, s := range c.Servers {
+				if d, f, _ := counts(t, s, db); d != "47" || f != "47" {
+					t.Errorf("server %d reads distinct %s, FINAL %s; want 47", i+1, d, f)
+				}
+				rows := s.Query(t, "SELECT tool, error_code, uniqExactMerge(calls) FROM "+q+".events_per_minute GROUP BY tool, error_code ORDER BY tool, error_code")
+				if got, want := fmt.Sprint(rows), "[[docs_edit rate_limit 5] [pubmed_search  30] [pubmed_search validation 12]]"; got != want {
+					t.Errorf("server %d per-minute rollup = %s, want %s", i+1, got, want)
+				}
+				local = append(local, one(t, s, "SELECT uniqExact(event_id) FROM "+q+".events_local"))
+			}
+			switch insert {
+			case clickhouse.InsertDistributed:
+				if local[0] == "0" || local[1] == "0" {
+					t.Errorf("shards hold %v events; the Distributed table must spread them", local)
+				}
+			case clickhouse.InsertLocal:
+				if local[0] != "0" || local[1] != "47" {
+					t.Errorf("shards hold %v events; a local insert must keep them on shard 2", local)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterDocumentedQueries runs every named query of docs/queries.md,
+// as written, on the 2-shard cluster (through each server) and on one
+// server, over the same events with the same replays, and checks the
+// answers are the same.
+func TestClusterDocumentedQueries(t *testing.T) {
+	srv := chtest.Shared(t)
+	single, sdb := openCH(t, srv)
+	c := chtest.SharedCluster(t)
+	cdb := c.Database(t)
+	multi := openClusterCH(t, shardsConfig(c, cdb))
+	ctx := context.Background()
+	for _, w := range []*clickhouse.Writer{single, multi} {
+		docs, mcp := docEvents(), mcpEvents()
+		for _, b := range [][]sink.Event{docs, docs[10:25], mcp, mcp[:9]} { // two replays
+			if err := w.WriteEvents(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	queries := docQueries(t)
+	if len(queries) == 0 {
+		t.Fatal("docs/queries.md has no named queries")
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			want, err := srv.TryQuery(docFill(sdb, q))
+			if err != nil {
+				t.Fatalf("one server: %v", err)
+			}
+			if len(want) == 0 {
+				t.Fatalf("one server answers no rows; the comparison would prove nothing")
+			}
+			for i, s := range c.Servers {
+				got, err := s.TryQuery(docFill(cdb, q))
+				if err != nil {
+					t.Fatalf("cluster, server %d: %v", i+1, err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("cluster, server %d:\n got %v\nwant %v (one server)", i+1, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterRetention drops old daily partitions on every shard.
+func TestClusterRetention(t *testing.T) {
+	c := chtest.SharedCluster(t)
+	db := c.Database(t)
+	ch := openClusterCH(t, shardsConfig(c, db))
+	ctx := context.Background()
+	old := chEvents(40, "t", "")
+	for i := range old {
+		old[i].Time = time.Date(2026, 10, 1, 9, 0, i, 0, time.UTC)
+	}
+	if err := ch.WriteEvents(ctx, append(old, chEvents(4, "t", "")...)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ch.DropPartitionsBefore(ctx, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 { // one old day in each of the three day-partitioned tables
+		t.Errorf("dropped %d partitions, want 3", n)
+	}
+	q := "`" + db + "`"
+	for i, s := range c.Servers {
+		if got := one(t, s, "SELECT count() FROM "+q+".events_local WHERE time < '2026-11-01 00:00:00'"); got != "0" {
+			t.Errorf("server %d keeps %s old events", i+1, got)
+		}
+		if got := one(t, s, "SELECT uniqExact(event_id) FROM "+q+".events"); got != "4" {
+			t.Errorf("server %d reads %s events, want the 4 recent ones", i+1, got)
+		}
+	}
+}
