@@ -305,3 +305,128 @@ func TestClusterRetention(t *testing.T) {
 		}
 	}
 }
+
+// Cluster fault drills: a sidecar's spool shipping into a cluster whose
+// parts fail mid-stream. Each owns its cluster and asserts exact counts:
+// every event once in what analysts count, none lost, none duplicated.
+
+// streamWhile writes n events in batches of 50, a few milliseconds apart,
+// and runs fault after the first fifth of them: a fault in mid-stream.
+func streamWhile(t *testing.T, p *chPipe, prefix string, n int, fault func()) {
+	t.Helper()
+	for i := 0; i < n; i += 50 {
+		if i == n/5 {
+			fault()
+		}
+		p.write(t, fmt.Sprintf("%s-%d", prefix, i), min(50, n-i))
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// exactly checks that every server (or those given) reads want events
+// once through the Distributed table, and that the rollup counts them once.
+func exactly(t *testing.T, servers []*chtest.Server, db string, want int) {
+	t.Helper()
+	w := fmt.Sprint(want)
+	for i, s := range servers {
+		if d, f, raw := counts(t, s, db); d != w || f != w {
+			t.Errorf("server %d reads distinct %s, FINAL %s (raw rows %s); want every one of %s events once", i+1, d, f, raw, w)
+		}
+		if got := one(t, s, "SELECT uniqExactMerge(calls) FROM `"+db+"`.events_per_minute"); got != w {
+			t.Errorf("server %d: the per-minute rollup counts %s calls, want %s", i+1, got, w)
+		}
+	}
+}
+
+// replicated waits until every replica's local table holds want distinct
+// events (replication catches up in the background).
+func replicated(t *testing.T, servers []*chtest.Server, db string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for i, s := range servers {
+		for {
+			got := one(t, s, "SELECT uniqExact(event_id) FROM `"+db+"`.events_local")
+			if got == fmt.Sprint(want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d holds %s events 60s after the spool drained, want %d", i+1, got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// TestClusterFaultReplicaKilled kills the replica the sidecar is connected
+// to in mid-stream (SIGKILL: acknowledgements in flight are lost), lets
+// the sidecar fail over to the other replica, and brings the killed one
+// back: both replicas end with every event once.
+func TestClusterFaultReplicaKilled(t *testing.T) {
+	c := chtest.StartCluster(t)
+	cfg := replicasConfig(c, "replicakill")
+	p := openPipeConfig(t, cfg, t.TempDir())
+	p.write(t, "before", 500)
+	p.drained(t, 30*time.Second)
+	streamWhile(t, p, "during", 1500, func() { c.Servers[0].Kill() })
+	p.drained(t, 60*time.Second) // through the other replica
+	exactly(t, c.Servers[1:], "replicakill", 2000)
+	c.Servers[0].Restart(t)
+	p.write(t, "after", 300)
+	p.drained(t, 60*time.Second)
+	replicated(t, c.Servers, "replicakill", 2300)
+	exactly(t, c.Servers, "replicakill", 2300)
+	if p.ch.Rejected() != 0 {
+		t.Errorf("rejected = %d; a replica away must not drop rows as bad", p.ch.Rejected())
+	}
+}
+
+// TestClusterFaultZooKeeperRestarted kills ZooKeeper in mid-stream: the
+// replicated tables refuse inserts, the spool holds the events; ZooKeeper
+// comes back and the spool ships them.
+func TestClusterFaultZooKeeperRestarted(t *testing.T) {
+	c := chtest.StartCluster(t)
+	p := openPipeConfig(t, shardsConfig(c, "zkrestart"), t.TempDir())
+	p.write(t, "before", 500)
+	p.drained(t, 30*time.Second)
+	streamWhile(t, p, "during", 1500, func() { c.ZooKeeper.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for p.spool.Status().ShipErrors == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := p.spool.Status(); st.PendingEvents == 0 || st.ShipErrors == 0 {
+		t.Errorf("with ZooKeeper away, status = %+v; want pending events and a ship error", st)
+	}
+	c.ZooKeeper.Restart(t)
+	p.write(t, "after", 300)
+	p.drained(t, 120*time.Second)
+	exactly(t, c.Servers, "zkrestart", 2300)
+	if p.ch.Rejected() != 0 {
+		t.Errorf("rejected = %d; ZooKeeper away must not drop rows as bad", p.ch.Rejected())
+	}
+}
+
+// TestClusterFaultShardAway stops shard 2 while the sidecar inserts
+// through shard 1's Distributed table: the insert waits for every shard,
+// so it fails, and the spool holds the events until shard 2 is back.
+func TestClusterFaultShardAway(t *testing.T) {
+	c := chtest.StartCluster(t)
+	cfg := shardsConfig(c, "shardaway")
+	cfg.Addr = []string{c.Servers[0].Addr()}
+	p := openPipeConfig(t, cfg, t.TempDir())
+	p.write(t, "before", 500)
+	p.drained(t, 30*time.Second)
+	streamWhile(t, p, "during", 1500, func() { c.Servers[1].Kill() })
+	time.Sleep(time.Second)
+	st := p.spool.Status()
+	if st.PendingEvents == 0 || st.ShipErrors == 0 || st.LastShipError == "" {
+		t.Errorf("with shard 2 away, status = %+v; want pending events and a visible ship error", st)
+	}
+	t.Logf("with shard 2 away: %d events pending, last error: %s", st.PendingEvents, st.LastShipError)
+	c.Servers[1].Restart(t)
+	p.write(t, "after", 300)
+	p.drained(t, 60*time.Second)
+	exactly(t, c.Servers, "shardaway", 2300)
+	if p.ch.Rejected() != 0 {
+		t.Errorf("rejected = %d; a shard away must not drop rows as bad", p.ch.Rejected())
+	}
+}
