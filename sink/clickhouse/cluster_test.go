@@ -430,3 +430,29 @@ func TestClusterFaultShardAway(t *testing.T) {
 		t.Errorf("rejected = %d; a shard away must not drop rows as bad", p.ch.Rejected())
 	}
 }
+
+// TestClusterAcknowledgementLost loses the acknowledgement of one insert
+// through the Distributed table after both shards stored its rows: the
+// spool sends the batch again, and every server still counts each event
+// once, in the events and in the rollup.
+func TestClusterAcknowledgementLost(t *testing.T) {
+	c := chtest.SharedCluster(t)
+	db := c.Database(t)
+	cut := chtest.NewCuttingProxy(t, c.Servers[0].Addr())
+	cfg := shardsConfig(c, db)
+	cfg.Addr = []string{cut.Addr()}
+	p := openPipeConfig(t, cfg, t.TempDir())
+	p.write(t, "warm", 50)
+	p.drained(t, 30*time.Second)
+	var once sync.Once
+	clickhouse.SetBeforeSend(p.ch, func() { once.Do(cut.CutNextReply) })
+	p.write(t, "ambiguous", 200)
+	p.drained(t, 60*time.Second)
+	if cut.Cuts() != 1 {
+		t.Fatalf("cuts = %d, want 1", cut.Cuts())
+	}
+	if st := p.spool.Status(); st.ShipErrors == 0 {
+		t.Errorf("no ship error recorded: the lost acknowledgement did not happen")
+	}
+	exactly(t, c.Servers, db, 250)
+}
