@@ -139,9 +139,9 @@ func (c *Config) Validate() error {
 // values; without Cluster they must be unset.
 func (c *Config) validateCluster() error {
 	if c.Cluster == "" {
-		for field, v := range map[string]string{"insert": c.Insert, "replica_path": c.ReplicaPath, "replica_name": c.ReplicaName} {
-			if v != "" {
-				return section.Errorf("clickhouse."+field, "is set but clickhouse.cluster is not")
+		for _, f := range []struct{ name, v string }{{"insert", c.Insert}, {"replica_path", c.ReplicaPath}, {"replica_name", c.ReplicaName}} {
+			if f.v != "" {
+				return section.Errorf("clickhouse."+f.name, "is set but clickhouse.cluster is not")
 			}
 		}
 		if c.DDLTimeout != 0 {
