@@ -231,7 +231,12 @@ func (l Layout) replicaArgs(db, table string) string {
 		name = DefaultReplicaName
 	}
 	path = strings.NewReplacer("{cluster}", l.Cluster, "{database}", db, "{table}", table).Replace(path)
-	return "'" + path + "', '" + name + "'"
+	return quoteString(path) + ", " + quoteString(name)
+}
+
+// quoteString quotes s as a ClickHouse string literal.
+func quoteString(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
 }
 
 // migrationsTable returns the statement that creates the table recording
@@ -259,8 +264,8 @@ func (l Layout) migrationsTable(db string) string {
     version UInt32,
     name String,
     applied_at DateTime
-) ENGINE = ReplicatedReplacingMergeTree('%s', '%s')
-ORDER BY version`, quoteIdent(db), l.Cluster, path, name)
+) ENGINE = ReplicatedReplacingMergeTree(%s, %s)
+ORDER BY version`, quoteIdent(db), l.Cluster, quoteString(path), quoteString(name))
 }
 
 // createDatabase returns the statement that creates the database.

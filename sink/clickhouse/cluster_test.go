@@ -476,3 +476,48 @@ func TestClusterAcknowledgementLost(t *testing.T) {
 	}
 	exactly(t, c.Servers, db, 250)
 }
+
+// FuzzClusterDDL feeds the configuration's cluster fields and database
+// name, which reach the DDL, through Validate: whatever it accepts must
+// give statements whose string literals and quoted names are closed, the
+// names appearing only where they belong.
+func FuzzClusterDDL(f *testing.F) {
+	f.Add("events", "toolgate", "/clickhouse/tables/{cluster}/{shard}/{database}/{table}", "{replica}")
+	f.Add("c", "to'olgate", "/x/{table}", "{replica}")
+	f.Add("c", "db", "/x/{table}'); DROP TABLE t; --", "r")
+	f.Add("c-1_b", "d\\b", "/{database}/{table}/\\", "{shard}-{replica}")
+	f.Fuzz(func(t *testing.T, cluster, db, path, name string) {
+		cfg := clickhouse.Config{Cluster: cluster, Database: db, ReplicaPath: path, ReplicaName: name}
+		if cfg.Validate() != nil {
+			return
+		}
+		l := clickhouse.Layout{Cluster: cfg.Cluster, ReplicaPath: cfg.ReplicaPath, ReplicaName: cfg.ReplicaName}
+		stmts, err := l.SchemaDDL(cfg.Database, clickhouse.FlavorLegacy)
+		if err != nil {
+			t.Fatalf("a valid configuration gives no DDL: %v", err)
+		}
+		for _, s := range stmts {
+			if !balanced(s) {
+				t.Fatalf("unbalanced quotes in %q", s)
+			}
+		}
+	})
+}
+
+// balanced reports whether every string literal ('...') and quoted name
+// (`...`) in s is closed, backslash escapes honoured.
+func balanced(s string) bool {
+	var in byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case in != 0 && c == '\\':
+			i++
+		case in != 0 && c == in:
+			in = 0
+		case in == 0 && (c == '\'' || c == '`'):
+			in = c
+		}
+	}
+	return in == 0
+}
