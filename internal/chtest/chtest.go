@@ -20,6 +20,11 @@
 //
 // A missing clickhouse-server fails the test (it never skips); the message says
 // to run `scripts/clickhouse.sh install`, which `make test` does.
+//
+// StartCluster and SharedCluster start a cluster instead: a private ZooKeeper
+// (Debian's zookeeper package) and two servers that define a 2-shard cluster
+// (ShardsCluster) and a 2-replica one (ReplicasCluster), for the tests of
+// events.clickhouse.cluster and its fault drills.
 package chtest
 
 import (
