@@ -436,7 +436,10 @@ func TestClusterFaultShardAway(t *testing.T) {
 	p.write(t, "before", 500)
 	p.drained(t, 30*time.Second)
 	streamWhile(t, p, "during", 1500, func() { c.Servers[1].Kill() })
-	time.Sleep(time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for p.spool.Status().ShipErrors == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	st := p.spool.Status()
 	if st.PendingEvents == 0 || st.ShipErrors == 0 || st.LastShipError == "" {
 		t.Errorf("with shard 2 away, status = %+v; want pending events and a visible ship error", st)
