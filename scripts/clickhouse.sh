@@ -14,6 +14,17 @@
 #   scripts/clickhouse.sh config DIR TCP_PORT HTTP_PORT
 #       Only writes DIR/config.xml and DIR/users.xml. internal/chtest calls this
 #       and starts clickhouse-server itself, so the XML lives here only.
+#   scripts/clickhouse.sh cluster-config DIR ZK_PORT INTERSERVER_PORT SHARD REPLICA TCP_PORT...
+#       Writes DIR/config.d/cluster.xml for a server of a test cluster: the
+#       private ZooKeeper on 127.0.0.1:ZK_PORT, the port replicas fetch parts
+#       from, the macros {shard} and {replica}, distributed DDL, and two
+#       clusters over the servers listening
+#       on the given TCP ports: toolgate_shards (one shard per server) and
+#       toolgate_replicas (one shard, every server a replica of it).
+#   scripts/clickhouse.sh zookeeper-config DIR ZK_PORT
+#       Writes DIR/zoo.cfg for a private standalone ZooKeeper (Debian's
+#       zookeeper package) with its data in DIR/data, listening on
+#       127.0.0.1:ZK_PORT. internal/chtest starts it.
 #
 # A private server never touches the system service, /var/lib/clickhouse or the
 # default ports: everything it owns is under DIR, and it listens on 127.0.0.1.
@@ -28,7 +39,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,28s/^# \{0,1\}//p' "$0" >&2
 	exit 2
 }
 
@@ -293,6 +304,101 @@ cmd_stop() {
 	echo "clickhouse.sh: stopped pid $pid ($dir)" >&2
 }
 
+# write_cluster_config DIR ZK_PORT INTERSERVER_PORT SHARD REPLICA TCP_PORT... writes
+# DIR/config.d/cluster.xml (clickhouse-server reads config.d/*.xml beside
+# its config.xml).
+write_cluster_config() {
+	local dir zk=$2 inter=$3 shard=$4 replica=$5 p
+	dir=$(abs_dir "$1")
+	shift 5
+	check_port "$zk"
+	check_port "$inter"
+	(($# >= 1)) || die "cluster-config needs the TCP port of every server"
+	[[ $shard =~ ^[A-Za-z0-9_-]+$ && $replica =~ ^[A-Za-z0-9_-]+$ ]] || die "bad shard or replica name: $shard $replica"
+	mkdir -p "$dir/config.d"
+	{
+		cat <<EOF
+<?xml version="1.0"?>
+<!-- Written by scripts/clickhouse.sh: a server of a private test cluster. -->
+<yandex>
+    <!-- debug: internal/chtest waits for "DDLWorker: Processing tasks" (18.16
+         crashes on an ON CLUSTER query its DDL worker gets before it has
+         reached ZooKeeper). -->
+    <logger><level>debug</level></logger>
+    <zookeeper>
+        <node><host>127.0.0.1</host><port>$zk</port></node>
+        <session_timeout_ms>10000</session_timeout_ms>
+        <operation_timeout_ms>5000</operation_timeout_ms>
+    </zookeeper>
+    <interserver_http_host>127.0.0.1</interserver_http_host>
+    <interserver_http_port>$inter</interserver_http_port>
+    <macros>
+        <shard>$shard</shard>
+        <replica>$replica</replica>
+    </macros>
+    <distributed_ddl>
+        <path>/clickhouse/task_queue/ddl</path>
+    </distributed_ddl>
+    <remote_servers>
+        <toolgate_shards>
+EOF
+		for p in "$@"; do
+			check_port "$p"
+			printf '            <shard><internal_replication>true</internal_replication><replica><host>127.0.0.1</host><port>%s</port></replica></shard>\n' "$p"
+		done
+		cat <<EOF
+        </toolgate_shards>
+        <toolgate_replicas>
+            <shard>
+                <internal_replication>true</internal_replication>
+EOF
+		for p in "$@"; do
+			printf '                <replica><host>127.0.0.1</host><port>%s</port></replica>\n' "$p"
+		done
+		cat <<EOF
+            </shard>
+        </toolgate_replicas>
+    </remote_servers>
+</yandex>
+EOF
+	} >"$dir/config.d/cluster.xml"
+}
+
+cmd_cluster_config() {
+	(($# >= 6)) || usage
+	write_cluster_config "$@"
+}
+
+# write_zookeeper_config DIR ZK_PORT writes DIR/zoo.cfg for a standalone
+# ZooKeeper: short ticks (sessions of 1-20 s, so a restart is noticed
+# quickly), no admin server, only the srvr four-letter word (the readiness
+# check).
+write_zookeeper_config() {
+	local dir zk=$2
+	dir=$(abs_dir "$1")
+	check_port "$zk"
+	mkdir -p "$dir/data" "$dir/log"
+	cat >"$dir/zoo.cfg" <<EOF
+# Written by scripts/clickhouse.sh: a private test ZooKeeper.
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$zk
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr
+maxClientCnxns=200
+minSessionTimeout=1000
+maxSessionTimeout=20000
+EOF
+}
+
+cmd_zookeeper_config() {
+	(($# == 2)) || usage
+	write_zookeeper_config "$1" "$2"
+}
+
 main() {
 	(($# >= 1)) || usage
 	local cmd=$1
@@ -302,6 +408,8 @@ main() {
 	start) cmd_start "$@" ;;
 	stop) cmd_stop "$@" ;;
 	config) cmd_config "$@" ;;
+	cluster-config) cmd_cluster_config "$@" ;;
+	zookeeper-config) cmd_zookeeper_config "$@" ;;
 	-h | --help | help) usage ;;
 	*) usage ;;
 	esac

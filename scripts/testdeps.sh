@@ -4,6 +4,7 @@
 # only Go.
 #
 #   clickhouse-server, clickhouse-client  events tests (private servers, scripts/clickhouse.sh)
+#   zookeeper                             the ClickHouse cluster tests (internal/chtest StartCluster)
 #   chromium                              the dashboard's browser test
 #   wabt                                  wat2wasm, for `make wasm-fixtures`
 #   iproute2, iptables, curl, python3-requests
@@ -34,6 +35,7 @@ die() {
 WANTED=(
 	clickhouse-server:/usr/sbin/clickhouse-server
 	clickhouse-client:/usr/bin/clickhouse-client
+	zookeeper:/usr/share/java/zookeeper.jar
 	chromium:/usr/bin/chromium
 	wabt:/usr/bin/wat2wasm
 	iproute2:/usr/sbin/ip

@@ -16,6 +16,23 @@ import (
 // in the tables the analysts query.
 func TestRunIntoClickHouse(t *testing.T) {
 	ch := chtest.Start(t)
+	runIntoClickHouse(t, "addr: ["+ch.Addr()+"]", ch)
+}
+
+// TestRunIntoClickHouseCluster is TestRunIntoClickHouse on a 2-shard
+// ClickHouse cluster (events.clickhouse.cluster): the sidecar creates the
+// replicated and Distributed tables and inserts through them; both servers
+// read every event once.
+func TestRunIntoClickHouseCluster(t *testing.T) {
+	c := chtest.StartCluster(t)
+	runIntoClickHouse(t, "addr: ["+strings.Join(c.Addrs(), ", ")+"]\n    cluster: "+chtest.ShardsCluster, c.Servers...)
+}
+
+// runIntoClickHouse runs the sidecar with the events.clickhouse fields
+// chYAML (one line, or lines indented by four spaces), makes four calls,
+// stops it, and checks the events through every server given.
+func runIntoClickHouse(t *testing.T, chYAML string, servers ...*chtest.Server) {
+	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +47,7 @@ events:
   queue: {flush_interval: 20ms}
   spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}
   clickhouse:
-    addr: [` + ch.Addr() + `]
+    ` + chYAML + `
     database: e2e
 tools:
   - name: pubmed_search
@@ -53,15 +70,17 @@ tools:
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("run exited %d; stderr:\n%s", code, r.stderr)
 	}
-	rows := ch.Query(t, "SELECT error_code, reason, count() FROM e2e.events FINAL GROUP BY error_code, reason ORDER BY error_code, reason")
-	got := ""
-	for _, row := range rows {
-		got += strings.Join(row, " ") + ";"
-	}
-	if want := "  2;validation unknown_field 1;validation wrong_type 1;"; got != want {
-		t.Errorf("events by code = %q, want %q", got, want)
-	}
-	if n := ch.Query(t, "SELECT uniqExactMerge(calls) FROM e2e.events_per_minute")[0][0]; n != "4" {
-		t.Errorf("rollup calls = %s, want 4", n)
+	for i, ch := range servers {
+		rows := ch.Query(t, "SELECT error_code, reason, count() FROM e2e.events FINAL GROUP BY error_code, reason ORDER BY error_code, reason")
+		got := ""
+		for _, row := range rows {
+			got += strings.Join(row, " ") + ";"
+		}
+		if want := "  2;validation unknown_field 1;validation wrong_type 1;"; got != want {
+			t.Errorf("server %d: events by code = %q, want %q", i+1, got, want)
+		}
+		if n := ch.Query(t, "SELECT uniqExactMerge(calls) FROM e2e.events_per_minute")[0][0]; n != "4" {
+			t.Errorf("server %d: rollup calls = %s, want 4", i+1, n)
+		}
 	}
 }

@@ -50,6 +50,18 @@ func TestRunCommandLine(t *testing.T) {
 			wantStderr: []string{"is not a plain database name: longer than 128 bytes"},
 		},
 		{
+			name:       "schema print for a cluster with a bad name",
+			args:       []string{"schema", "print", "--cluster", "a b"},
+			wantCode:   exitUsage,
+			wantStderr: []string{`clickhouse.cluster: "a b": want a cluster name`},
+		},
+		{
+			name:       "schema print with a replica name but no cluster",
+			args:       []string{"schema", "print", "--replica-name", "{replica}"},
+			wantCode:   exitUsage,
+			wantStderr: []string{"clickhouse.replica_name: is set but clickhouse.cluster is not"},
+		},
+		{
 			name:       "unknown flag",
 			args:       []string{"--nope"},
 			wantCode:   exitUsage,

@@ -20,6 +20,11 @@
 //
 // A missing clickhouse-server fails the test (it never skips); the message says
 // to run `scripts/clickhouse.sh install`, which `make test` does.
+//
+// StartCluster and SharedCluster start a cluster instead: a private ZooKeeper
+// (Debian's zookeeper package) and two servers that define a 2-shard cluster
+// (ShardsCluster) and a 2-replica one (ReplicasCluster), for the tests of
+// events.clickhouse.cluster and its fault drills.
 package chtest
 
 import (
@@ -73,6 +78,11 @@ type Server struct {
 	tcpPort  int
 	httpPort int
 	client   *http.Client
+	// readyLog, when set, must appear in log/server.log, written by this
+	// run, before the server counts as started (a cluster server's DDL
+	// worker: 18.16 crashes on an ON CLUSTER query it gets before its DDL
+	// worker has reached ZooKeeper).
+	readyLog string
 
 	mu   sync.Mutex
 	proc *process // nil when the server is not running
@@ -226,6 +236,10 @@ func (s *Server) launch() error {
 		logFile.Close()
 		return err
 	}
+	var logStart int64
+	if fi, err := os.Stat(filepath.Join(s.dir, "log", "server.log")); err == nil {
+		logStart = fi.Size()
+	}
 	cmd := exec.Command(s.bin, "--config-file="+filepath.Join(s.dir, "config.xml"))
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -246,7 +260,7 @@ func (s *Server) launch() error {
 	deadline := time.After(startTimeout)
 	for {
 		rows, err := s.tryQuery(identityQuery, 2*time.Second)
-		if err == nil && len(rows) == 1 && len(rows[0]) == 1 && rows[0][0] == want {
+		if err == nil && len(rows) == 1 && len(rows[0]) == 1 && rows[0][0] == want && s.logHas(logStart) {
 			return nil
 		}
 		select {
@@ -266,6 +280,24 @@ func (s *Server) launch() error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// logHas reports whether the server's log, from byte start on, holds
+// readyLog (always true without one).
+func (s *Server) logHas(start int64) bool {
+	if s.readyLog == "" {
+		return true
+	}
+	f, err := os.Open(filepath.Join(s.dir, "log", "server.log"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxResult))
+	return err == nil && strings.Contains(string(b), s.readyLog)
 }
 
 // errorTail returns the last lines of the server's error log, or says it is empty.
@@ -360,10 +392,15 @@ var shared struct {
 	srv    *Server
 	dir    string
 	err    error // a failed start is reported to every caller
+
+	cluster    *Cluster // see SharedCluster
+	clusterDir string
+	clusterErr error
 }
 
-// Main runs the tests of a package that calls Shared, then kills the shared
-// server, if one was started, and removes its folder. It starts nothing itself.
+// Main runs the tests of a package that calls Shared or SharedCluster, then
+// kills the shared server and cluster, if they were started, and removes
+// their folders. It starts nothing itself.
 // Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
@@ -384,6 +421,15 @@ func Main(m *testing.M) int {
 	}
 	if shared.dir != "" {
 		_ = os.RemoveAll(shared.dir)
+	}
+	if shared.cluster != nil {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "chtest: shared cluster: %s\n", shared.cluster.errorTail())
+		}
+		shared.cluster.kill()
+	}
+	if shared.clusterDir != "" {
+		_ = os.RemoveAll(shared.clusterDir)
 	}
 	return code
 }
@@ -453,10 +499,21 @@ func findScript() (string, error) {
 // random in 20000-32767: below Linux's ephemeral range, so an outgoing
 // connection cannot take one while a killed server is down before Restart.
 func freePorts() (tcpPort, httpPort int, err error) {
+	ports, err := freePortsN(2)
+	if err != nil {
+		return 0, 0, err
+	}
+	return ports[0], ports[1], nil
+}
+
+// freePortsN returns n different ports that nothing listens on, picked as
+// freePorts picks them.
+func freePortsN(n int) ([]int, error) {
 	var ports []int
-	for i := 0; i < 200 && len(ports) < 2; i++ {
+	seen := map[int]bool{}
+	for i := 0; i < 100*n && len(ports) < n; i++ {
 		p := 20000 + rand.IntN(12768)
-		if len(ports) == 1 && ports[0] == p {
+		if seen[p] {
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
@@ -464,12 +521,13 @@ func freePorts() (tcpPort, httpPort int, err error) {
 			continue
 		}
 		l.Close()
+		seen[p] = true
 		ports = append(ports, p)
 	}
-	if len(ports) < 2 {
-		return 0, 0, errors.New("no free ports found in 20000-32767")
+	if len(ports) < n {
+		return nil, errors.New("no free ports found in 20000-32767")
 	}
-	return ports[0], ports[1], nil
+	return ports, nil
 }
 
 // parseTSV splits ClickHouse's TabSeparated output into rows of unescaped values.

@@ -62,6 +62,39 @@ type Config struct {
 	// RetentionDays keeps this many days of events and rollups; older daily
 	// partitions are dropped once an hour. Default 30; -1 keeps everything.
 	RetentionDays int `yaml:"retention_days"`
+	// Cluster names a cluster of the servers' <remote_servers>. When set,
+	// every migration runs ON CLUSTER it, tables are replicated
+	// (Replicated* engines, ZooKeeper) and named NAME_local, and NAME is a
+	// Distributed table over them, so every query reads the whole
+	// cluster. Default "" (one server).
+	Cluster string `yaml:"cluster"`
+	// Insert says where a cluster's sidecars insert: "distributed" (the
+	// default) through the Distributed table, acknowledged once every
+	// shard has its rows; "local" into the shard-local table of the server
+	// connected to (Addr must then list the replicas of one shard only).
+	// Only with Cluster.
+	Insert string `yaml:"insert"`
+	// ReplicaPath is the ZooKeeper path of each replicated table: toolgate
+	// fills {cluster}, {database} and {table}, the server fills {shard} and
+	// any other of its macros. Default
+	// "/clickhouse/tables/{cluster}/{shard}/{database}/{table}". Only with
+	// Cluster.
+	ReplicaPath string `yaml:"replica_path"`
+	// ReplicaName is each replica's name, filled by the server from its
+	// macros. Default "{replica}". Only with Cluster.
+	ReplicaName string `yaml:"replica_name"`
+	// DDLTimeout bounds the wait for every server of the cluster to run one
+	// ON CLUSTER statement (distributed_ddl_task_timeout); a server that is
+	// away runs it when it comes back. Default 60s. Only with Cluster.
+	DDLTimeout time.Duration `yaml:"ddl_timeout"`
+}
+
+// DefaultDDLTimeout is Config.DDLTimeout's default.
+const DefaultDDLTimeout = 60 * time.Second
+
+// layout returns the cluster layout the configuration asks for.
+func (c *Config) layout() Layout {
+	return Layout{Cluster: c.Cluster, ReplicaPath: c.ReplicaPath, ReplicaName: c.ReplicaName}
 }
 
 // Validate applies defaults and rejects bad values. Errors are
@@ -99,6 +132,54 @@ func (c *Config) Validate() error {
 	if c.WriteTimeout < 0 {
 		return section.Errorf("clickhouse.write_timeout", "must be positive, got %s", c.WriteTimeout)
 	}
+	return c.validateCluster()
+}
+
+// validateCluster applies the cluster fields' defaults and rejects bad
+// values; without Cluster they must be unset.
+func (c *Config) validateCluster() error {
+	if c.Cluster == "" {
+		for _, f := range []struct{ name, v string }{{"insert", c.Insert}, {"replica_path", c.ReplicaPath}, {"replica_name", c.ReplicaName}} {
+			if f.v != "" {
+				return section.Errorf("clickhouse."+f.name, "is set but clickhouse.cluster is not")
+			}
+		}
+		if c.DDLTimeout != 0 {
+			return section.Errorf("clickhouse.ddl_timeout", "is set but clickhouse.cluster is not")
+		}
+		return nil
+	}
+	if !clusterNameRE.MatchString(c.Cluster) {
+		return section.Errorf("clickhouse.cluster", "%q: want a cluster name of <remote_servers> (letters, digits, _ and -)", c.Cluster)
+	}
+	switch c.Insert {
+	case "":
+		c.Insert = InsertDistributed
+	case InsertDistributed, InsertLocal:
+	default:
+		return section.Errorf("clickhouse.insert", "%q; want %q or %q", c.Insert, InsertDistributed, InsertLocal)
+	}
+	if c.ReplicaPath == "" {
+		c.ReplicaPath = DefaultReplicaPath
+	}
+	if err := checkTemplate(c.ReplicaPath); err != nil {
+		return section.At("clickhouse.replica_path", err)
+	}
+	if !strings.Contains(c.ReplicaPath, "{table}") {
+		return section.Errorf("clickhouse.replica_path", "%q has no {table}: every table needs a path of its own", c.ReplicaPath)
+	}
+	if c.ReplicaName == "" {
+		c.ReplicaName = DefaultReplicaName
+	}
+	if err := checkTemplate(c.ReplicaName); err != nil {
+		return section.At("clickhouse.replica_name", err)
+	}
+	if c.DDLTimeout == 0 {
+		c.DDLTimeout = DefaultDDLTimeout
+	}
+	if c.DDLTimeout < time.Second {
+		return section.Errorf("clickhouse.ddl_timeout", "%s; want at least 1s", c.DDLTimeout)
+	}
 	return nil
 }
 
@@ -110,6 +191,7 @@ type Writer struct {
 	conn   driver.Conn
 	log    *slog.Logger
 	flavor Flavor
+	layout Layout
 	insert string
 
 	rejected atomic.Uint64 // rows the server refused on their own
@@ -140,8 +222,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
-	c := &Writer{cfg: cfg, conn: conn, log: log}
-	c.insert = fmt.Sprintf("INSERT INTO %s.events (%s)", quoteIdent(cfg.Database), strings.Join(eventColumns, ", "))
+	c := &Writer{cfg: cfg, conn: conn, log: log, layout: cfg.layout()}
+	table := "events"
+	if c.layout.On() && cfg.Insert == InsertLocal {
+		table += LocalSuffix
+	}
+	c.insert = fmt.Sprintf("INSERT INTO %s.%s (%s)", quoteIdent(cfg.Database), table, strings.Join(eventColumns, ", "))
 	if !c.migrates() {
 		c.migrated.Store(true) // a DBA owns the schema
 	} else if err := c.Migrate(ctx); err != nil {
@@ -154,19 +240,28 @@ func (c *Writer) migrates() bool { return c.cfg.Migrate == nil || *c.cfg.Migrate
 
 // Migrate detects the server's flavor, creates the database and applies
 // every migration not yet recorded. It is safe to run from several
-// sidecars at once.
+// sidecars at once. On a cluster every statement runs ON CLUSTER; the
+// database and the migrations table are created only when the server
+// connected to lacks them, so a sidecar whose schema is in place starts
+// while another server of the cluster is away.
 func (c *Writer) Migrate(ctx context.Context) error {
 	v, err := c.conn.ServerVersion()
 	if err != nil {
 		return fmt.Errorf("clickhouse: %w", err)
 	}
 	c.flavor = FlavorFor(v.Version.Major, v.Version.Minor)
-	db := quoteIdent(c.cfg.Database)
-	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+db); err != nil {
-		return fmt.Errorf("clickhouse: create database: %w", err)
+	migrations, err := c.layout.Migrations(Migrations(c.cfg.Database, c.flavor))
+	if err != nil {
+		return fmt.Errorf("clickhouse: %w", err)
 	}
-	if err := c.conn.Exec(ctx, migrationsTable(c.cfg.Database)); err != nil {
-		return fmt.Errorf("clickhouse: migrations table: %w", err)
+	if c.layout.On() {
+		ctx = chgo.Context(ctx, chgo.WithSettings(chgo.Settings{
+			"distributed_ddl_task_timeout": int(c.cfg.DDLTimeout / time.Second),
+		}))
+	}
+	db := quoteIdent(c.cfg.Database)
+	if err := c.ensureMigrationsTable(ctx); err != nil {
+		return err
 	}
 	applied := map[int]bool{}
 	rows, err := c.conn.Query(ctx, "SELECT DISTINCT version FROM "+db+".toolgate_schema_migrations")
@@ -182,7 +277,7 @@ func (c *Writer) Migrate(ctx context.Context) error {
 		applied[int(v)] = true
 	}
 	rows.Close()
-	for _, m := range Migrations(c.cfg.Database, c.flavor) {
+	for _, m := range migrations {
 		if applied[m.Version] {
 			continue
 		}
@@ -202,9 +297,32 @@ func (c *Writer) Migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("clickhouse: record migration %d: %w", m.Version, err)
 		}
-		c.log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name)
+		c.log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name, "cluster", c.cfg.Cluster)
 	}
 	c.migrated.Store(true)
+	return nil
+}
+
+// ensureMigrationsTable creates the database and the migrations table. On
+// a cluster it does so only when the server connected to lacks the table.
+func (c *Writer) ensureMigrationsTable(ctx context.Context) error {
+	if c.layout.On() {
+		var n uint64
+		err := c.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = 'toolgate_schema_migrations'",
+			c.cfg.Database).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("clickhouse: look for the migrations table: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	if err := c.conn.Exec(ctx, c.layout.createDatabase(c.cfg.Database)); err != nil {
+		return fmt.Errorf("clickhouse: create database: %w", err)
+	}
+	if err := c.conn.Exec(ctx, c.layout.migrationsTable(c.cfg.Database)); err != nil {
+		return fmt.Errorf("clickhouse: migrations table: %w", err)
+	}
 	return nil
 }
 
@@ -222,11 +340,24 @@ func columnExists(stmt string, err error) bool {
 var partitionedTables = []string{"events", "events_per_minute", "envelope_adoption"}
 
 // DropPartitionsBefore drops the daily partitions of toolgate's tables
-// older than day, and returns how many it dropped.
+// older than day, and returns how many it dropped. On a cluster it lists
+// the partitions of every shard and drops them ON CLUSTER.
 func (c *Writer) DropPartitionsBefore(ctx context.Context, day time.Time) (int, error) {
 	cutoff := day.UTC().Format("20060102")
-	rows, err := c.conn.Query(ctx, "SELECT DISTINCT table, partition FROM system.parts WHERE database = '"+
-		strings.ReplaceAll(c.cfg.Database, "'", "")+"' AND active AND table IN ('"+strings.Join(partitionedTables, "', '")+"')")
+	parts, on, suffix := "system.parts", "", ""
+	if c.layout.On() {
+		parts = fmt.Sprintf("cluster(%s, system, parts)", quoteIdent(c.cfg.Cluster))
+		on, suffix = " ON CLUSTER "+c.cfg.Cluster, LocalSuffix
+		ctx = chgo.Context(ctx, chgo.WithSettings(chgo.Settings{
+			"distributed_ddl_task_timeout": int(c.cfg.DDLTimeout / time.Second),
+		}))
+	}
+	tables := make([]string, len(partitionedTables))
+	for i, t := range partitionedTables {
+		tables[i] = t + suffix
+	}
+	rows, err := c.conn.Query(ctx, "SELECT DISTINCT table, partition FROM "+parts+" WHERE database = '"+
+		strings.ReplaceAll(c.cfg.Database, "'", "")+"' AND active AND table IN ('"+strings.Join(tables, "', '")+"')")
 	if err != nil {
 		return 0, fmt.Errorf("clickhouse: list partitions: %w", err)
 	}
@@ -244,7 +375,7 @@ func (c *Writer) DropPartitionsBefore(ctx context.Context, day time.Time) (int, 
 	}
 	rows.Close()
 	for i, p := range old {
-		q := fmt.Sprintf("ALTER TABLE %s.%s DROP PARTITION %s", quoteIdent(c.cfg.Database), quoteIdent(p.table), p.id)
+		q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION %s", quoteIdent(c.cfg.Database), quoteIdent(p.table), on, p.id)
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return i, fmt.Errorf("clickhouse: drop partition %s of %s: %w", p.id, p.table, err)
 		}
@@ -299,6 +430,15 @@ func (c *Writer) write(ctx context.Context, events []sink.Event) error {
 func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
+	if c.layout.On() && c.cfg.Insert == InsertDistributed {
+		// Answer only once every shard has stored its rows, and give up
+		// within the write timeout: a shard that is away fails the insert,
+		// and the spool keeps the batch rather than the server's own queue.
+		ctx = chgo.Context(ctx, chgo.WithSettings(chgo.Settings{
+			"insert_distributed_sync":    1,
+			"insert_distributed_timeout": max(int(c.cfg.WriteTimeout/time.Second), 1),
+		}))
+	}
 	b, err := c.conn.PrepareBatch(ctx, c.insert)
 	if err != nil {
 		return fmt.Errorf("clickhouse: prepare insert: %w", err)
@@ -347,6 +487,16 @@ func isDataError(err error) bool {
 		// AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, TABLE_IS_READ_ONLY,
 		// TIMEOUT_EXCEEDED, SOCKET_TIMEOUT, NETWORK_ERROR, QUERY_WAS_CANCELLED:
 		// nothing to do with one row.
+		return false
+	case 3, 32, 33, 164, 202, 203, 225, 236, 252, 279, 285, 286, 319, 999, 1000:
+		// A cluster's ways of being away: UNEXPECTED_END_OF_FILE,
+		// ATTEMPT_TO_READ_AFTER_EOF, CANNOT_READ_ALL_DATA (a shard hung
+		// up), READONLY, TOO_MANY_SIMULTANEOUS_QUERIES, NO_FREE_CONNECTION,
+		// NO_ZOOKEEPER, ABORTED, TOO_MANY_PARTS,
+		// ALL_CONNECTION_TRIES_FAILED (a shard away),
+		// TOO_FEW_LIVE_REPLICAS, UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE,
+		// UNKNOWN_STATUS_OF_INSERT, KEEPER_EXCEPTION (ZooKeeper away),
+		// POCO_EXCEPTION (connection refused).
 		return false
 	}
 	return true

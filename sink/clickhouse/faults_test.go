@@ -25,7 +25,20 @@ type chPipe struct {
 
 func openPipe(t *testing.T, addr, db, dir string) *chPipe {
 	t.Helper()
-	cfg := clickhouse.Config{Addr: []string{addr}, Database: db, DialTimeout: time.Second, WriteTimeout: 5 * time.Second}
+	return openPipeConfig(t, clickhouse.Config{Addr: []string{addr}, Database: db}, dir)
+}
+
+// openPipeConfig is openPipe for any configuration; timeouts are short
+// unless cfg sets them.
+func openPipeConfig(t *testing.T, cfg clickhouse.Config, dir string) *chPipe {
+	t.Helper()
+	db := cfg.Database
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 5 * time.Second
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

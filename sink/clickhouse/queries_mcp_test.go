@@ -3,7 +3,6 @@ package clickhouse_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,14 +14,9 @@ import (
 // than TestDocumentedQueries run on their own seeded events.
 var otherQueryTests = []string{"mcp_outcomes"}
 
-// TestDocumentedMCPQuery runs docs/queries.md's mcp_outcomes, as written,
-// on seeded MCP events of both protocol eras (a replayed batch among them,
-// and events outside the range and of other methods) and checks the
-// counts an analyst reads off it.
-func TestDocumentedMCPQuery(t *testing.T) {
-	srv := chtest.Shared(t)
-	ch, db := openCH(t, srv)
-	to := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+// mcpEvents are the MCP events TestDocumentedMCPQuery seeds.
+func mcpEvents() []sink.Event {
+	to := docTo
 	at := to.Add(-30 * time.Minute)
 	var evs []sink.Event
 	add := func(n int, server, tool, protocol, method, outcome string, when time.Time) {
@@ -44,6 +38,17 @@ func TestDocumentedMCPQuery(t *testing.T) {
 	add(1, pay, "charge", "2026-07-28", "tools/call", "no_answer", at)
 	add(5, issues, "", "2026-07-28", "tools/list", "", at)               // not a tools/call
 	add(7, issues, "create_issue", "2026-07-28", "tools/call", "ok", to) // outside the range
+	return evs
+}
+
+// TestDocumentedMCPQuery runs docs/queries.md's mcp_outcomes, as written,
+// on seeded MCP events of both protocol eras (a replayed batch among them,
+// and events outside the range and of other methods) and checks the
+// counts an analyst reads off it.
+func TestDocumentedMCPQuery(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	evs := mcpEvents()
 	ctx := context.Background()
 	if err := ch.WriteEvents(ctx, evs); err != nil {
 		t.Fatal(err)
@@ -55,8 +60,7 @@ func TestDocumentedMCPQuery(t *testing.T) {
 	if !ok {
 		t.Fatal("docs/queries.md has no query mcp_outcomes")
 	}
-	lit := func(ts time.Time) string { return "toDateTime('" + ts.Format("2006-01-02 15:04:05") + "')" }
-	q = strings.NewReplacer("{db}", "`"+db+"`", "{from}", lit(to.Add(-3*time.Hour)), "{to}", lit(to)).Replace(q)
+	q = docFill(db, q)
 	rows, err := srv.TryQuery(q)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, q)

@@ -170,16 +170,27 @@ func migrationsTable(db string) string {
 ORDER BY version`, quoteIdent(db))
 }
 
-// SchemaDDL is every statement that creates the schema from nothing, for
-// DBAs who apply it by hand (`toolgate schema print`).
+// SchemaDDL is every statement that creates the schema from nothing on
+// one server, for DBAs who apply it by hand (`toolgate schema print`).
 func SchemaDDL(db string, f Flavor) []string {
-	out := []string{fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s", quoteIdent(db)), migrationsTable(db)}
-	for _, m := range Migrations(db, f) {
+	out, _ := Layout{}.SchemaDDL(db, f) // one server: no statement to refuse
+	return out
+}
+
+// SchemaDDL is every statement that creates the schema from nothing in
+// the layout (`toolgate schema print --cluster`).
+func (l Layout) SchemaDDL(db string, f Flavor) ([]string, error) {
+	ms, err := l.Migrations(Migrations(db, f))
+	if err != nil {
+		return nil, err
+	}
+	out := []string{l.createDatabase(db), l.migrationsTable(db)}
+	for _, m := range ms {
 		out = append(out, m.Statements...)
 		out = append(out, fmt.Sprintf("INSERT INTO %s.toolgate_schema_migrations (version, name, applied_at) VALUES (%d, '%s', now())",
 			quoteIdent(db), m.Version, m.Name))
 	}
-	return out
+	return out, nil
 }
 
 // quoteIdent quotes a database or table name for ClickHouse.
