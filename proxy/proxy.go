@@ -106,6 +106,9 @@ type Snapshot struct {
 	// PolicyVersion is the content hash of every policy loaded, recorded in
 	// every event.
 	PolicyVersion string
+	// Budgets is the budget step (budgets, loop breaking, upstream rate
+	// limits), or nil when none is configured: then calls skip it.
+	Budgets Budgeter
 }
 
 // Options are the proxy's collaborators, supplied by the composition root.
