@@ -86,7 +86,7 @@ func (c *call) settleBudget(res bucketing.Result) {
 
 // budgetInput is input.budget for a call's policies: nil without budgets.
 func (c *call) budgetInput(args map[string]any) map[string]any {
-	if c.st.Budgets == nil || c.t == nil {
+	if c.st.Budgets == nil || c.t == nil || c.mcp != nil {
 		return nil
 	}
 	return c.st.Budgets.Counters(c.budgetCall(args))
