@@ -61,6 +61,23 @@ type Message struct {
 	SampleTraceID string `json:"sample_trace_id"`
 }
 
+// BudgetRow is one line of the budgets and loops panel: the calls the
+// budget step refused for one agent, tool, reason and budget (a budget's
+// name, "loops", or an upstream host), the sessions they came from, and
+// the last one.
+type BudgetRow struct {
+	Agent    string    `json:"agent"`
+	Tool     string    `json:"tool"`
+	Reason   string    `json:"reason"`
+	Budget   string    `json:"budget"`
+	Calls    uint64    `json:"calls"`
+	Sessions uint64    `json:"sessions"`
+	Last     time.Time `json:"last"`
+}
+
+// BudgetReasons are the reasons of the budget step's refusals.
+var BudgetReasons = []string{"budget_exhausted", "loop_detected", "local_rate_limit", "upstream_backoff"}
+
 // Adoption is one tool's envelope adoption.
 type Adoption struct {
 	Tool     string  `json:"tool"`
@@ -368,6 +385,37 @@ func (s store) messages(ctx context.Context, f Filter) ([]Message, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("top messages: %w", err)
+	}
+	return out, nil
+}
+
+const budgetsSQL = `/* dashboard: budgets */ SELECT agent, tool, reason, budget, toUInt64(uniqExact(event_id)) AS calls,
+    toUInt64(uniqExact(session)) AS sessions, toUInt32(max(time)) AS last
+FROM {db}.events
+PREWHERE reason IN ('budget_exhausted', 'loop_detected', 'local_rate_limit', 'upstream_backoff')
+WHERE %s
+GROUP BY agent, tool, reason, budget
+ORDER BY calls DESC, agent, tool, reason, budget
+LIMIT 50`
+
+// budgets is the budgets and loops panel: the budget step's refusals by
+// agent, tool, reason and budget.
+func (s store) budgets(ctx context.Context, f Filter) ([]BudgetRow, error) {
+	where, args := f.where(true, true)
+	var out []BudgetRow
+	var r BudgetRow
+	var last uint32
+	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(budgetsSQL, where)), args...)
+	err = collect(rows, err, func() error {
+		if err := rows.Scan(&r.Agent, &r.Tool, &r.Reason, &r.Budget, &r.Calls, &r.Sessions, &last); err != nil {
+			return err
+		}
+		r.Last = time.Unix(int64(last), 0).UTC()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budgets: %w", err)
 	}
 	return out, nil
 }
