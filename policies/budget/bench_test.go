@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"syscall"
 	"testing"
@@ -21,6 +22,12 @@ func cpuTime() time.Duration {
 // proxy calls them. It reports the process's CPU time per call (cpu-ns/op),
 // which, unlike ns/op, a shared machine's other load does not inflate.
 func BenchmarkAdmit(b *testing.B) {
+	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("goroutines-per-cpu-%d", g), func(b *testing.B) { benchAdmit(b, g) })
+	}
+}
+
+func benchAdmit(b *testing.B, parallelism int) {
 	cfg := Config{
 		Limits: []Limit{
 			{Name: "session", Per: []string{"session"}, Calls: 1 << 40, Window: time.Hour},
@@ -42,6 +49,7 @@ func BenchmarkAdmit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
+	b.SetParallelism(parallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
