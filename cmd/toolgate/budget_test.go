@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 )
 
 // budgetUpstream is a real HTTP upstream for the budget tests: it counts
@@ -406,5 +407,80 @@ policies:
 	}
 	if a := do(t, c, "GET", up.srv.URL+"/search?term=x", map[string]string{"X-Toolgate-Session": "other"}); a.status != http.StatusOK {
 		t.Errorf("another session: %d %s", a.status, a.body)
+	}
+}
+
+// TestBudgetConfigErrors loads broken budgets sections: each error names
+// the file, the line of the marked field, and its path.
+func TestBudgetConfigErrors(t *testing.T) {
+	t.Parallel()
+	const tools = "tools:\n  - name: search\n    match: {host: api.example.org, path: /search}\n"
+	tests := []struct {
+		name, yaml, want string // want: "LINE: field: message" after the file name
+	}{
+		{"no window", "budgets:\n  limits:\n    - name: a\n      calls: 3\n", `:6: budgets.limits[0].window: 0s is outside 1ms to 744h0m0s`},
+		{"neither calls nor cost", "budgets:\n  limits:\n    - name: a\n      window: 1m\n", `:6: budgets.limits[0].calls: budget "a" sets neither calls nor cost`},
+		{"a name twice", "budgets:\n  limits:\n    - {name: a, calls: 1, window: 1m}\n    - {name: a, calls: 2, window: 1m}\n", `:7: budgets.limits[1].name: budget "a" is named twice`},
+		{"unknown per", "budgets:\n  limits:\n    - name: a\n      per: [session, user]\n      calls: 1\n      window: 1m\n", `:7: budgets.limits[0].per[1]: "user" is not session, agent or tool`},
+		{"unknown tool", "budgets:\n  limits:\n    - name: a\n      tools: [serch]\n      calls: 1\n      window: 1m\n", `:7: budgets.limits[0].tools[0]: "serch" names no tool`},
+		{"a cost for no tool", "budgets:\n  costs:\n    serch: {cost: 2}\n", `:6: budgets.costs.serch: names no tool`},
+		{"a negative cost", "budgets:\n  costs:\n    search: {cost: -1}\n", `: budgets.costs.search.cost: must be a finite number, not negative`},
+		{"max_wait too long", "budgets:\n  upstreams:\n    - host: api.example.org\n      rate: 1\n      max_wait: 2m\n", `:8: budgets.upstreams[0].max_wait: 2m0s is outside 0 to 1m0s`},
+		{"an upstream that does nothing", "budgets:\n  upstreams:\n    - host: api.example.org\n      backoff: false\n", `budgets.upstreams[0].rate: upstream "api.example.org" sets no rate and no backoff`},
+		{"a URL for a host", "budgets:\n  upstreams:\n    - host: https://api.example.org/\n      rate: 1\n", `:6: budgets.upstreams[0].host: "https://api.example.org/" is not a host (name, or name:port)`},
+		{"max_keys too large", "budgets:\n  max_keys: 100000000\n", `:5: budgets.max_keys: 100000000 is outside 1 to 10000000`},
+		{"an unknown key", "budgets:\n  loop:\n    max_repeats: 3\n", `:5: `},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse("budgets.yaml", []byte(tools+tc.yaml))
+			if err == nil {
+				t.Fatalf("loads:\n%s", tools+tc.yaml)
+			}
+			if !strings.HasPrefix(err.Error(), "budgets.yaml:") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want it to hold %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBudgetCountersSurviveReload: a reload that leaves the budgets
+// section unchanged keeps the engine, counters and all; one that changes
+// it starts the counters over, with the same metrics.
+func TestBudgetCountersSurviveReload(t *testing.T) {
+	t.Parallel()
+	const base = "tools:\n  - name: search\n    match: {host: api.example.org, path: /search}\n"
+	const budgets = "budgets:\n  limits:\n    - {name: a, per: [session], calls: 1, window: 1h}\n"
+	first, err := config.Parse("r.yaml", []byte(base+budgets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.ClosePolicies(nil)
+	if first.Snapshot.Budgets == nil {
+		t.Fatal("no budget step in the snapshot")
+	}
+	same, err := config.ParseAfter("r.yaml", []byte(base+"unmatched: pass\n"+budgets), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.BudgetEngine != first.BudgetEngine || same.Snapshot.Budgets != first.Snapshot.Budgets {
+		t.Error("an unchanged budgets section got a new engine: a reload would forget the counters")
+	}
+	changed, err := config.ParseAfter("r.yaml", []byte(base+strings.Replace(budgets, "calls: 1", "calls: 2", 1)), same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.BudgetEngine == first.BudgetEngine {
+		t.Error("a changed budgets section kept the old engine")
+	}
+	if changed.BudgetEngine.Metrics() != first.BudgetEngine.Metrics() {
+		t.Error("a changed budgets section lost the metrics")
+	}
+	none, err := config.Parse("n.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.BudgetEngine != nil || none.Snapshot.Budgets != nil {
+		t.Error("no budgets section, yet a budget step")
 	}
 }
