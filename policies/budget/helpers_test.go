@@ -1,6 +1,8 @@
 package budget
 
 import (
+	"bytes"
+
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,3 +17,5 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
