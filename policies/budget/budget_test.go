@@ -187,3 +187,63 @@ func TestMemoryBoundedMillionSessions(t *testing.T) {
 		t.Errorf("live evictions = %v, want about %d", got, 2*sessions-2*maxKeys)
 	}
 }
+
+// TestBackoffFromOutcome: a rate_limit outcome with a Retry-After (an
+// upstream 429, or a rule's rate_limit such as a 403 whose body says the
+// quota is spent) starts the upstream's backoff, capped by max_backoff;
+// another code with a Retry-After (a 503) does not; the backoff ends on
+// time.
+func TestBackoffFromOutcome(t *testing.T) {
+	e, clk := newEngine(t, Config{Upstreams: []Upstream{{Host: "api.example.org", MaxBackoff: 30 * time.Second}}}, "t")
+	ctx := context.Background()
+	call := func() (*Call, Verdict) {
+		c := &Call{Tool: "t", Upstream: "api.example.org"}
+		return c, e.Admit(ctx, c)
+	}
+	c, v := call()
+	if v.Refused {
+		t.Fatal(v)
+	}
+	e.Settle(c, Outcome{Code: bucketing.CodeUpstream, RetryAfter: 10 * time.Second})
+	if _, v := call(); v.Refused {
+		t.Fatalf("a 503's Retry-After started a backoff: %+v", v)
+	}
+	c, _ = call()
+	e.Settle(c, Outcome{Code: bucketing.CodeRateLimit, RetryAfter: time.Hour})
+	_, v = call()
+	if !v.Refused || v.Reason != bucketing.ReasonUpstreamBackoff || v.Code != bucketing.CodeRateLimit || v.RetryAfter != 30*time.Second {
+		t.Fatalf("during the backoff: %+v, want upstream_backoff for 30s (max_backoff)", v)
+	}
+	if other := e.Admit(ctx, &Call{Tool: "t", Upstream: "other.example.org"}); other.Refused {
+		t.Errorf("another upstream refused: %+v", other)
+	}
+	clk.t = clk.t.Add(30 * time.Second)
+	if _, v := call(); v.Refused {
+		t.Errorf("after the backoff: %+v", v)
+	}
+}
+
+// TestRateLimitRefundsBudgets: a call the upstream's rate refuses gives
+// back what the budgets charged it.
+func TestRateLimitRefundsBudgets(t *testing.T) {
+	e, _ := newEngine(t, Config{
+		Limits:    []Limit{{Name: "s", Per: []string{"session"}, Calls: 2, Window: time.Hour}},
+		Upstreams: []Upstream{{Host: "api.example.org", Rate: 0.001, Burst: 1}},
+	}, "t")
+	ctx := context.Background()
+	call := func() Verdict {
+		return e.Admit(ctx, &Call{Tool: "t", Session: "s1", Upstream: "api.example.org"})
+	}
+	if v := call(); v.Refused {
+		t.Fatal(v)
+	}
+	for range 3 {
+		if v := call(); v.Reason != bucketing.ReasonLocalRateLimit {
+			t.Fatalf("over the rate: %+v", v)
+		}
+	}
+	got := e.Counters(&Call{Tool: "t", Session: "s1"})["limits"].(map[string]any)["s"].(map[string]any)["calls"]
+	if got != int64(1) {
+		t.Errorf("session budget counted %v calls, want 1 (the refused ones refunded)", got)
+	}
+}
