@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // The panels' data. Every query runs on ClickHouse 18.16: no
@@ -75,8 +77,13 @@ type BudgetRow struct {
 	Last     time.Time `json:"last"`
 }
 
-// BudgetReasons are the reasons of the budget step's refusals.
-var BudgetReasons = []string{"budget_exhausted", "loop_detected", "local_rate_limit", "upstream_backoff"}
+// BudgetReasons are the reasons of the budget step's refusals, from
+// bucketing's vocabulary: the rows of the budgets and loops panel.
+var BudgetReasons = []string{bucketing.ReasonBudgetExhausted, bucketing.ReasonLoopDetected, bucketing.ReasonLocalRateLimit, bucketing.ReasonUpstreamBackoff}
+
+// budgetReasonsSQL is BudgetReasons as an SQL list ('a', 'b'); the
+// reasons are fixed words, no value from a request.
+var budgetReasonsSQL = "'" + strings.Join(BudgetReasons, "', '") + "'"
 
 // Adoption is one tool's envelope adoption.
 type Adoption struct {
@@ -392,7 +399,7 @@ func (s store) messages(ctx context.Context, f Filter) ([]Message, error) {
 const budgetsSQL = `/* dashboard: budgets */ SELECT agent, tool, reason, budget, toUInt64(uniqExact(event_id)) AS calls,
     toUInt64(uniqExact(session)) AS sessions, toUInt32(max(time)) AS last
 FROM {db}.events
-PREWHERE reason IN ('budget_exhausted', 'loop_detected', 'local_rate_limit', 'upstream_backoff')
+PREWHERE reason IN (%s)
 WHERE %s
 GROUP BY agent, tool, reason, budget
 ORDER BY calls DESC, agent, tool, reason, budget
@@ -405,7 +412,7 @@ func (s store) budgets(ctx context.Context, f Filter) ([]BudgetRow, error) {
 	var out []BudgetRow
 	var r BudgetRow
 	var last uint32
-	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(budgetsSQL, where)), args...)
+	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(budgetsSQL, budgetReasonsSQL, where)), args...)
 	err = collect(rows, err, func() error {
 		if err := rows.Scan(&r.Agent, &r.Tool, &r.Reason, &r.Budget, &r.Calls, &r.Sessions, &last); err != nil {
 			return err
