@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,5 +247,52 @@ func TestRateLimitRefundsBudgets(t *testing.T) {
 	got := e.Counters(&Call{Tool: "t", Session: "s1"})["limits"].(map[string]any)["s"].(map[string]any)["calls"]
 	if got != int64(1) {
 		t.Errorf("session budget counted %v calls, want 1 (the refused ones refunded)", got)
+	}
+}
+
+// TestHammerExactUnderContention: 32 goroutines spend one shared budget
+// (per agent) and 64 per-session budgets at once, with refunds from an
+// upstream rate limit among them: exactly the budget's calls are admitted,
+// never one more.
+func TestHammerExactUnderContention(t *testing.T) {
+	e, _ := newEngine(t, Config{
+		MaxKeys: 1000,
+		Limits: []Limit{
+			{Name: "agent", Per: []string{"agent"}, Calls: 1000, Window: time.Hour},
+			{Name: "session", Per: []string{"session"}, Calls: 20, Window: time.Hour},
+		},
+	}, "t")
+	ctx := context.Background()
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				v := e.Admit(ctx, &Call{Tool: "t", Agent: "a", Session: fmt.Sprintf("s%d", (g*100+i)%64)})
+				if v.Refused {
+					refused.Add(1)
+				} else {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// 64 sessions × 20 = 1280 > 1000: the agent's budget is the limit.
+	if admitted.Load() != 1000 || refused.Load() != 2200 {
+		t.Errorf("admitted %d, refused %d; want exactly 1000 and 2200", admitted.Load(), refused.Load())
+	}
+	var sum int64
+	for s := range 64 {
+		n := e.Counters(&Call{Tool: "t", Agent: "a", Session: fmt.Sprintf("s%d", s)})["limits"].(map[string]any)["session"].(map[string]any)["calls"].(int64)
+		if n > 20 {
+			t.Errorf("session s%d counted %d calls, over its 20", s, n)
+		}
+		sum += n
+	}
+	if sum != 1000 {
+		t.Errorf("sessions counted %d calls in all; want 1000 (a call the agent budget refused is refunded from its session's)", sum)
 	}
 }
