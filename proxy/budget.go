@@ -21,6 +21,7 @@ type Budgeter interface {
 	Admit(ctx context.Context, c *budget.Call) budget.Verdict
 	Settle(c *budget.Call, o budget.Outcome)
 	Counters(c *budget.Call) map[string]any
+	Refund(c *budget.Call)
 }
 
 // budgetCall fills the call's budget.Call once, from the event and the
@@ -46,10 +47,53 @@ func (c *call) admitBudget(r *http.Request, args map[string]any) (ref *refusal, 
 		return nil, false
 	}
 	c.ev.Budget = v.Name
-	ref = refuse(v.Code, v.Reason, v.Detail, []policies.Violation{budgetViolation(v)})
+	return budgetRefusal(v), true
+}
+
+// budgetRefusal is the refusal of a call the budget step refused.
+func budgetRefusal(v budget.Verdict) *refusal {
+	ref := refuse(v.Code, v.Reason, v.Detail, []policies.Violation{budgetViolation(v)})
 	ms := max(1, v.RetryAfter.Milliseconds())
 	ref.retryAfterMS = &ms
-	return ref, true
+	return ref
+}
+
+// admitMCP runs the budget step for the tools/call messages of an MCP
+// request that passed every other check, each counted as a call of its
+// MCP tool (params.name). A batch is all or nothing, as its refusals are:
+// when one of its calls is refused, those admitted before it are
+// refunded. It returns the index of the refused message (-1: none), and
+// false when the caller went away while a call waited for its turn.
+func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (int, bool) {
+	var admitted []*budget.Call
+	for i := range msgs {
+		if msgs[i].Method != methodToolsCall {
+			continue
+		}
+		tc, bad := parseToolCall(msgs[i].Params)
+		if bad != nil {
+			continue // refused already, were it not a batch of passing calls
+		}
+		b := &budget.Call{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Upstream: c.ev.Host, Args: tc.args}
+		v := c.st.Budgets.Admit(r.Context(), b)
+		if !v.Refused {
+			admitted = append(admitted, b)
+			continue
+		}
+		for _, a := range admitted {
+			c.st.Budgets.Refund(a)
+		}
+		if c.client.Err() != nil {
+			return -1, false
+		}
+		c.ev.Budget = v.Name
+		refs[i] = budgetRefusal(v)
+		return i, true
+	}
+	if len(admitted) > 0 {
+		c.bud = admitted[0]
+	}
+	return -1, true
 }
 
 // budgetViolation names the budget or limiter that refused, its limit and

@@ -36,8 +36,13 @@ import (
 // Call is what the engine needs of one call. The proxy fills it once per
 // call; Args are read, never changed.
 type Call struct {
-	// Tool is the matched tool's name.
+	// Tool is the matched tool's name; for a tools/call on an MCP route,
+	// the MCP tool's name (params.name).
 	Tool string
+	// Route is the configured tool of an MCP route a tools/call came
+	// through ("" otherwise): the tools lists of budgets, loops and costs
+	// match it as well as Tool.
+	Route string
 	// Agent and Session are the caller's, from the configured headers; ""
 	// when the call carried none.
 	Agent, Session string
@@ -160,12 +165,20 @@ func (e *Engine) Config() *Config { return e.cfg }
 // Metrics is the engine's metrics.
 func (e *Engine) Metrics() *Metrics { return e.metrics }
 
-// cost is what one call of tool costs.
-func (e *Engine) cost(tool string) toolCost {
-	if tc, ok := e.costs[tool]; ok {
+// costOf is what one call costs: its tool's cost, else its MCP route's.
+func (e *Engine) costOf(c *Call) toolCost {
+	if tc, ok := e.costs[c.Tool]; ok {
+		return tc
+	}
+	if tc, ok := e.costs[c.Route]; ok && c.Route != "" {
 		return tc
 	}
 	return toolCost{cost: DefaultCost}
+}
+
+// inTools reports whether a tools list (nil: every tool) covers c.
+func inTools(set map[string]bool, c *Call) bool {
+	return set == nil || set[c.Tool] || c.Route != "" && set[c.Route]
 }
 
 // Admit decides a call that passed every other check and charges it: an
@@ -185,7 +198,7 @@ func (e *Engine) Admit(ctx context.Context, c *Call) Verdict {
 				Detail: fmt.Sprintf("Upstream %s asked for a pause (429 with Retry-After); calls to it are answered here for %s more", up.host, roundMS(wait))}
 		}
 	}
-	tc := e.cost(c.Tool)
+	tc := e.costOf(c)
 	if v := e.charge(c, tc.cost, c.start); v.Refused {
 		return v
 	}
@@ -235,7 +248,7 @@ func (e *Engine) Settle(c *Call, o Outcome) {
 	if !c.admitted {
 		return
 	}
-	if tc := e.cost(c.Tool); tc.header != "" && o.Header != nil {
+	if tc := e.costOf(c); tc.header != "" && o.Header != nil {
 		if v := o.Header.Get(tc.header); v != "" {
 			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
 				e.adjustCost(c, f-c.charged)
@@ -289,7 +302,7 @@ func (e *Engine) charge(c *Call, cost float64, now int64) Verdict {
 		e.limitM[i].admitted.Inc()
 	}
 	lp := &e.cfg.Loops
-	if lp.MaxRepeats > 0 && c.Session != "" && (lp.tools == nil || lp.tools[c.Tool]) {
+	if lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
 		key := e.loopKey(c)
 		n, _, until, ok := e.store.add(key, now, int64(lp.Window), 1, 0, lp.MaxRepeats, 0)
 		if !ok {
@@ -303,6 +316,10 @@ func (e *Engine) charge(c *Call, cost float64, now int64) Verdict {
 	}
 	return Verdict{}
 }
+
+// Refund takes back what Admit charged a call it let through that will
+// not go upstream after all (another call of its MCP batch was refused).
+func (e *Engine) Refund(c *Call) { e.refund(c) }
 
 // refund takes back what Admit charged c.
 func (e *Engine) refund(c *Call) {
@@ -327,7 +344,7 @@ func (e *Engine) refundUpTo(c *Call, n int, cost float64) {
 		}
 	}
 	lp := &e.cfg.Loops
-	if n > len(e.cfg.Limits) && lp.MaxRepeats > 0 && c.Session != "" && (lp.tools == nil || lp.tools[c.Tool]) {
+	if n > len(e.cfg.Limits) && lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
 		e.store.undo(e.loopKey(c), c.start, -1, 0)
 	}
 }
@@ -351,7 +368,7 @@ func (e *Engine) adjustCost(c *Call, delta float64) {
 // limitKey is the counter key of budget i for c, and whether the budget
 // applies to c at all.
 func (e *Engine) limitKey(i int, l *Limit, c *Call) (uint64, bool) {
-	if l.tools != nil && !l.tools[c.Tool] {
+	if !inTools(l.tools, c) {
 		return 0, false
 	}
 	if l.per&dimSession != 0 && c.Session == "" || l.per&dimAgent != 0 && c.Agent == "" {
