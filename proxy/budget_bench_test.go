@@ -43,15 +43,19 @@ tools:
 `
 
 // budgetBenchSidecar serves the validated bench route in front of its own
-// demo upstream, with the budget step given (nil: none), and returns the
-// route's URL and a client through the sidecar.
-func budgetBenchSidecar(b *testing.B, budgets proxy.Budgeter) (string, *http.Client) {
+// demo upstream, with benchBudgets for that upstream when withBudgets (else
+// no budget step), and returns the route's URL and a client through the
+// sidecar.
+func budgetBenchSidecar(b *testing.B, withBudgets bool) (string, *http.Client) {
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { up.Close() })
-	snap := proxy.Snapshot{Version: "v-bench", Budgets: budgets}
+	snap := proxy.Snapshot{Version: "v-bench"}
+	if withBudgets {
+		snap.Budgets = benchBudgets(b, up.Addr())
+	}
 	srv, _, _ := serveConfig(b, budgetBenchConfig, schemaDir(b), snap, nil, 100*time.Millisecond)
 	c := benchClient(&url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)
 	b.Cleanup(c.CloseIdleConnections)
@@ -86,8 +90,8 @@ func benchBudgets(b *testing.B, host string) *budget.Engine {
 // HTTP, is BenchmarkAdmit in policies/budget.
 func BenchmarkBudgetOverhead(b *testing.B) {
 	const rounds, burst = 8, 1500 * time.Millisecond
-	baseURL, baseC := budgetBenchSidecar(b, nil)
-	budURL, budC := budgetBenchSidecarFor(b)
+	baseURL, baseC := budgetBenchSidecar(b, false)
+	budURL, budC := budgetBenchSidecar(b, true)
 	sessions := make([]string, 1000)
 	for i := range sessions {
 		sessions[i] = fmt.Sprintf("session-%d", i)
@@ -147,19 +151,4 @@ func BenchmarkBudgetOverhead(b *testing.B) {
 	b.ReportMetric(baseCPU[len(baseCPU)/2], "base-cpu-us")
 	b.ReportMetric(added[len(added)/2], "added-cpu-us")
 	b.ReportMetric((1-ratio[len(ratio)/2])*100, "loss-%")
-}
-
-// budgetBenchSidecarFor is budgetBenchSidecar with benchBudgets for its
-// own upstream.
-func budgetBenchSidecarFor(b *testing.B) (string, *http.Client) {
-	up, err := demotools.Start("127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { up.Close() })
-	snap := proxy.Snapshot{Version: "v-bench", Budgets: benchBudgets(b, up.Addr())}
-	srv, _, _ := serveConfig(b, budgetBenchConfig, schemaDir(b), snap, nil, 100*time.Millisecond)
-	c := benchClient(&url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)
-	b.Cleanup(c.CloseIdleConnections)
-	return up.URL() + "/bench/validated", c
 }
