@@ -78,19 +78,33 @@ const (
 	// ReasonOriginMismatch (policy): a call routed to a tool that injects
 	// headers goes to another origin (scheme, host, port) than the tool's.
 	ReasonOriginMismatch = "origin_mismatch"
-	ReasonTimeout        = "timeout"
-	ReasonConnect        = "connect"
-	ReasonTruncated      = "truncated"
-	ReasonStatus4xx      = "status_4xx"
-	ReasonStatus5xx      = "status_5xx"
-	ReasonRateLimited    = "status_429"
-	ReasonUnauthorized   = "status_401"
-	ReasonForbidden      = "status_403"
-	ReasonErrorInBody    = "error_in_body"
-	ReasonUnexpected     = "unexpected_status"
-	ReasonCanceled       = "canceled" // the call was canceled (the client went away) before upstream's answer was read
-	ReasonTLS            = "tls"      // upstream's TLS certificate was not accepted
-	ReasonRule           = "rule"     // the default reason of a Rule that names none
+	// ReasonBudgetExhausted (policy): the call is past a budget's calls or
+	// cost in its window (budgets.limits); retry_after_ms says when the
+	// window frees up.
+	ReasonBudgetExhausted = "budget_exhausted"
+	// ReasonLoopDetected (policy): the same tool with the same arguments
+	// was called more than budgets.loops.max_repeats times in one session
+	// within the loop window.
+	ReasonLoopDetected = "loop_detected"
+	// ReasonLocalRateLimit (rate_limit): the call is over toolgate's own
+	// rate limit for its upstream (budgets.upstreams) and was not sent.
+	ReasonLocalRateLimit = "local_rate_limit"
+	// ReasonUpstreamBackoff (rate_limit): the upstream answered 429 with
+	// a Retry-After that has not run out; the call was not sent.
+	ReasonUpstreamBackoff = "upstream_backoff"
+	ReasonTimeout         = "timeout"
+	ReasonConnect         = "connect"
+	ReasonTruncated       = "truncated"
+	ReasonStatus4xx       = "status_4xx"
+	ReasonStatus5xx       = "status_5xx"
+	ReasonRateLimited     = "status_429"
+	ReasonUnauthorized    = "status_401"
+	ReasonForbidden       = "status_403"
+	ReasonErrorInBody     = "error_in_body"
+	ReasonUnexpected      = "unexpected_status"
+	ReasonCanceled        = "canceled" // the call was canceled (the client went away) before upstream's answer was read
+	ReasonTLS             = "tls"      // upstream's TLS certificate was not accepted
+	ReasonRule            = "rule"     // the default reason of a Rule that names none
 )
 
 // ClassOf returns the default class of a code: the class a refusal or an

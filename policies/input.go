@@ -33,6 +33,12 @@ type Input struct {
 	// openWorldHint, each a boolean, present only when the server gave it.
 	// They are the server's claims, not facts. Empty for plain HTTP calls.
 	ToolAnnotations map[string]any `json:"tool_annotations"`
+	// Budget is the call's budget counters when the configuration has
+	// budgets: limits (each budget that applies to the call by name:
+	// calls, cost, limit_calls, limit_cost, window_ms, resets_in_ms, the
+	// counts before this call) and repeats (identical calls in this
+	// session in the loop window). Empty without budgets.
+	Budget map[string]any `json:"budget"`
 }
 
 // Request is the part of the HTTP request a policy may see.
@@ -95,6 +101,14 @@ func shallow(v any, depth int) bool {
 		}
 	}
 	return true
+}
+
+// Budgets is the call's budget counters, never nil.
+func (in *Input) Budgets() map[string]any {
+	if in.Budget == nil {
+		return map[string]any{}
+	}
+	return in.Budget
 }
 
 // Annotations is the tool's annotations, never nil, so that a policy

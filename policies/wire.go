@@ -96,6 +96,11 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	dst = append(dst, `,"budget":`...)
+	dst, err = appendJSONValue(dst, in.Budgets(), 1)
+	if err != nil {
+		return nil, err
+	}
 	return append(dst, '}'), nil
 }
 

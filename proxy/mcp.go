@@ -153,6 +153,12 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 			}
 		}
 	}
+	if refused < 0 && c.st.Budgets != nil {
+		var ok bool
+		if refused, ok = c.admitMCP(r, msgs, refs); !ok {
+			return c.clientGone(r)
+		}
+	}
 	if refused >= 0 {
 		return c.mcpRefuse(r, msgs, batch, refs, refused)
 	}

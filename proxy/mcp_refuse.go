@@ -58,7 +58,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	c.ev.Refused = true
 	c.ev.Detail = ref.detail
 	c.ev.ViolationPaths = paths
-	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, 0, int64(len(body)))
+	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
 	resp := mcpAnswer(r, http.StatusOK, string(ref.code), body)
 	if sid := r.Header.Get(headerMCPSession); sid != "" {
 		resp.Header[headerMCPSession] = []string{sid}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -32,7 +33,9 @@ type call struct {
 	client   context.Context
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
-	mcp      *mcpCall // nil unless the tool's protocol is mcp
+	mcp      *mcpCall     // nil unless the tool's protocol is mcp
+	bud      *budget.Call // nil unless the snapshot has budgets and the call met them
+	upHeader http.Header  // upstream's answer's header, kept for the budget step
 	// traceparent is the caller's W3C trace context, kept for the Tracer
 	// only when there is one.
 	traceparent string
@@ -126,6 +129,12 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	}
 	if ref == nil {
 		ref = c.checkOrigin(target)
+	}
+	if ref == nil && st.Budgets != nil {
+		var ok bool
+		if ref, ok = c.admitBudget(r, args); !ok {
+			return c.clientGone(r)
+		}
 	}
 	if ref != nil {
 		return c.refuse(r, ref)
@@ -255,6 +264,7 @@ func (c *call) input(r *http.Request, target *url.URL, vars map[string]string, a
 		Caller:   policies.Caller{Agent: c.ev.Agent, Session: c.ev.Session},
 		TraceID:  c.ev.TraceID,
 		Protocol: ProtocolHTTP,
+		Budget:   c.budgetInput(args),
 	}
 }
 
@@ -354,6 +364,9 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	}
 	removeHopHeaders(resp.Header)
 	removeOwnHeaders(resp.Header)
+	if c.bud != nil {
+		c.upHeader = resp.Header
+	}
 	if c.envelope && envelopable(r, resp) {
 		return c.envelopeAnswer(r, resp)
 	}
@@ -392,6 +405,9 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 	}
 	if res.RetryAfterMS != nil {
 		ev.RetryAfterMS = *res.RetryAfterMS
+	}
+	if c.bud != nil && c.st.Budgets != nil {
+		c.settleBudget(res)
 	}
 	ev.ResponseBytes = respBytes
 	ev.TotalUS = now.Sub(c.start).Microseconds()

@@ -31,12 +31,18 @@
 //     added, after every check, so an injected value can never trip one,
 //     and only when the call goes to the tool's own origin (else
 //     policy/origin_mismatch);
-//  6. dispatch: the call goes upstream with the tool's timeout, and the
+//  6. budgets (budget.go, with a budgets section only): an upstream in 429
+//     backoff (rate_limit/upstream_backoff), the call and cost budgets
+//     (policy/budget_exhausted), loop breaking (policy/loop_detected), and
+//     the upstream's rate, which may wait up to its max_wait
+//     (rate_limit/local_rate_limit); only calls that passed every check
+//     are counted;
+//  7. dispatch: the call goes upstream with the tool's timeout, and the
 //     answer is bucketed, enveloped when the caller asked, and recorded.
 //
 // Every call, refused or forwarded, hands exactly one event to the Recorder.
 //
-// proxy declares what it consumes (Checker, Recorder, Tracer) and imports only
+// proxy declares what it consumes (Checker, Recorder, Budgeter, Tracer) and imports only
 // the light packages: policies for the decision contract and the schema,
 // bucketing for the vocabulary, sink for the Event. It links neither OPA
 // nor clickhouse-go; cmd wires the implementations in.
@@ -106,6 +112,9 @@ type Snapshot struct {
 	// PolicyVersion is the content hash of every policy loaded, recorded in
 	// every event.
 	PolicyVersion string
+	// Budgets is the budget step (budgets, loop breaking, upstream rate
+	// limits), or nil when none is configured: then calls skip it.
+	Budgets Budgeter
 }
 
 // Options are the proxy's collaborators, supplied by the composition root.

@@ -21,6 +21,9 @@ type refusal struct {
 	reason     string
 	detail     string
 	violations []policies.Violation
+	// retryAfterMS is when the same call may pass (budgets, rate limits);
+	// nil for refusals that retrying does not cure.
+	retryAfterMS *int64
 }
 
 func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation) *refusal {
@@ -31,7 +34,12 @@ func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation)
 func (ref *refusal) envelope() []byte {
 	// The violations go as they are: only their path, message, expected
 	// and got are encoded.
-	return bucketing.Refusal(ref.code, ref.reason, ref.detail, ref.violations).Marshal()
+	env := bucketing.Refusal(ref.code, ref.reason, ref.detail, ref.violations)
+	if ref.retryAfterMS != nil {
+		env.Error.RetryAfterMS = ref.retryAfterMS
+		env.Error.Retryable = env.Error.Class == bucketing.ClassTransient
+	}
+	return env.Marshal()
 }
 
 func schemaRefusal(tool string, vs []policies.Violation) *refusal {
@@ -45,6 +53,8 @@ func refusalStatus(ref *refusal) int {
 	switch {
 	case ref.code == bucketing.CodePolicy:
 		return http.StatusForbidden
+	case ref.code == bucketing.CodeRateLimit:
+		return http.StatusTooManyRequests
 	case ref.reason == bucketing.ReasonBodyTimeout:
 		return http.StatusRequestTimeout
 	case ref.reason == bucketing.ReasonUnsupportedMediaType:
@@ -65,8 +75,12 @@ func (c *call) refuse(r *http.Request, ref *refusal) *http.Response {
 	c.ev.Envelope = c.envelope
 	c.ev.Detail = ref.detail
 	c.ev.ViolationPaths = paths
-	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, 0, int64(len(body)))
-	return envelopeResponse(r, refusalStatus(ref), string(ref.code), nil, body)
+	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
+	var h http.Header
+	if ref.retryAfterMS != nil {
+		h = http.Header{"Retry-After": {strconv.FormatInt((*ref.retryAfterMS+999)/1000, 10)}}
+	}
+	return envelopeResponse(r, refusalStatus(ref), string(ref.code), h, body)
 }
 
 // fail answers a call whose upstream exchange failed with no usable answer

@@ -121,6 +121,11 @@ type Event struct {
 	// header, else an initialize request's params.protocolVersion; "" when
 	// none says (and for plain HTTP calls).
 	MCPProtocol string `json:"mcp_protocol"`
+	// Budget names what refused the call in the budget step: a budget's
+	// name (budget_exhausted), "loops" (loop_detected), or the upstream
+	// host whose rate limit or backoff refused it (local_rate_limit,
+	// upstream_backoff). "" otherwise.
+	Budget string `json:"budget"`
 }
 
 // The outcomes of an MCP tools/call (Event.Outcome).

@@ -771,6 +771,7 @@ func FuzzParseConfig(f *testing.F) {
 		"admin:\n  listen: 0.0.0.0:1\n",
 		"a: &a [*a, *a]\n",
 		"listen: &l {forward: 127.0.0.1:0}\nadmin: *l\n",
+		"tools:\n  - name: a\n    match: {path: /x}\nbudgets:\n  limits:\n    - {name: s, per: [session, tool], tools: [a], calls: 3, cost: 2.5, window: 1m}\n  costs:\n    a: {cost: 0.5, header: X-Cost}\n  loops: {max_repeats: 2, window: 10s}\n  upstreams:\n    - {host: \"api.example.org:8443\", rate: 0.5, burst: 2, max_wait: 1s, max_backoff: 1m}\n  max_keys: 64\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -125,6 +125,8 @@ func TestDemo(t *testing.T) {
 		{"WASM deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'label_guard'"}},
 		{"legacy caller, raw", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "legacy caller gets the raw answer"}},
 		{"opted-in caller, envelope", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "valid; enveloped"}},
+		{"loop broken", demoRow{status: "403", answer: "envelope", code: "policy", reason: "loop_detected", detail: "Tool 'pubmed_search' was called 3 times with the same arguments"}},
+		{"changed call after the loop", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "a changed call passes"}},
 	}
 	for _, d := range decisions {
 		found := false

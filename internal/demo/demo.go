@@ -76,6 +76,7 @@ type Call struct {
 	Envelope    bool              // the client asks for the envelope
 	Echoed      string            // a header to show from the request upstream received (the echo route)
 	Note        string            // what the call shows
+	Session     string            // the session header to send; default: one of the call's own (demo-NN)
 	Section     string            // starts a group of rows in the table under this title (short: it sits in the SENT column)
 }
 
@@ -138,6 +139,13 @@ func Script() []Call {
 		{Via: ViaProxy, Method: "GET", Path: "/faults/text", Envelope: true, Note: "text answer becomes a string"},
 		{Via: ViaProxy, Method: "GET", Path: "/faults/binary", Envelope: true, Note: "binary passes through untouched"},
 		{Via: ViaProxy, Method: "GET", Path: "/echo?anything=goes", Note: "matches no tool: passed and recorded"},
+
+		{Section: "budgets: an agent stuck in a loop",
+			Via: ViaProxy, Method: "GET", Path: "/esearch?term=brca1&retmax=3", Session: "demo-loop", Note: "1st try"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=brca1&retmax=3", Session: "demo-loop", Note: "2nd try, same arguments"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=brca1&retmax=3", Session: "demo-loop", Note: "3rd try, same arguments"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=brca1&retmax=3", Session: "demo-loop", Envelope: true, Note: "4th try: loop broken"},
+		{Via: ViaProxy, Method: "GET", Path: "/esearch?term=brca1&retmax=10", Session: "demo-loop", Note: "a changed call passes"},
 	}
 }
 
@@ -174,6 +182,9 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 			base, client = ep.Reverse, direct
 		}
 		res := Result{Call: c, Session: fmt.Sprintf("demo-%02d", i+1)}
+		if c.Session != "" {
+			res.Session = c.Session
+		}
 		req, err := http.NewRequestWithContext(ctx, c.Method, base+c.Path, strings.NewReader(c.Body))
 		if err != nil {
 			res.Err = err.Error()
@@ -236,9 +247,11 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 // back (status, raw or envelope), and the event recorded for it (code,
 // reason, detail), found by the call's session.
 func PrintTable(w io.Writer, results []Result, events []sink.Event) {
-	bySession := make(map[string]sink.Event, len(events))
+	// Calls join their events by session; calls that share a session
+	// (played one after another) take its events in order.
+	bySession := make(map[string][]sink.Event, len(events))
 	for _, e := range events {
-		bySession[e.Session] = e
+		bySession[e.Session] = append(bySession[e.Session], e)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tVIA\tSENT\tSTATUS\tANSWER\tEVENT CODE\tREASON\tDETAIL")
@@ -258,7 +271,9 @@ func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 			}
 		}
 		code, reason, detail := "(no event)", "-", r.Note
-		if e, ok := bySession[r.Session]; ok {
+		if evs := bySession[r.Session]; len(evs) > 0 {
+			e := evs[0]
+			bySession[r.Session] = evs[1:]
 			code, reason = e.ErrorCode, dash(e.Reason)
 			if code == "" {
 				code = "ok"

@@ -46,6 +46,7 @@ func inputValue(in *policies.Input) map[string]any {
 		"protocol":         in.Protocol,
 		"server":           in.Server,
 		"tool_annotations": in.Annotations(),
+		"budget":           in.Budgets(),
 	}
 }
 
@@ -95,6 +96,9 @@ func (d document) Field(key string) (ast.Value, bool) {
 	case "tool_annotations":
 		v, err := ast.InterfaceToValue(in.Annotations())
 		return v, err == nil
+	case "budget":
+		v, err := ast.InterfaceToValue(in.Budgets())
+		return v, err == nil
 	default:
 		return nil, false
 	}
@@ -142,6 +146,13 @@ func (d document) Subfield(key, field string) (ast.Value, bool) {
 		case "headers":
 			return stringsObject(r.Headers), true
 		}
+	case "budget":
+		b, ok := in.Budgets()[field]
+		if !ok {
+			return nil, false
+		}
+		v, err := ast.InterfaceToValue(b)
+		return v, err == nil
 	case "caller":
 		switch field {
 		case "agent":
@@ -163,7 +174,7 @@ func stringsObject(m map[string]string) ast.Object {
 
 // The input document's keys, and its request's and caller's.
 var (
-	inputKeys   = []string{"arguments", "caller", "protocol", "request", "server", "tool", "tool_annotations", "trace_id"}
+	inputKeys   = []string{"arguments", "budget", "caller", "protocol", "request", "server", "tool", "tool_annotations", "trace_id"}
 	requestKeys = []string{"method", "host", "path", "path_vars", "query", "headers"}
 	callerKeys  = []string{"agent", "session"}
 )

@@ -249,3 +249,28 @@ func TestClickHouseMCPColumns(t *testing.T) {
 		t.Errorf("mcp columns = %q, want %q", got, want)
 	}
 }
+
+// TestClickHouseBudgetColumn checks migration 9 (the budget column, added
+// with ALTER TABLE on an existing table): applied again after its record
+// is lost, it succeeds, and the column round-trips.
+func TestClickHouseBudgetColumn(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	q := "`" + db + "`"
+	srv.Exec(t, "TRUNCATE TABLE "+q+".toolgate_schema_migrations")
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrating again over existing columns: %v", err)
+	}
+	evs := chEvents(2, "pubmed_search", "policy")
+	evs[0].Reason, evs[0].Budget = "budget_exhausted", "session_calls"
+	if err := ch.WriteEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.Query(t, "SELECT reason, budget FROM "+q+".events ORDER BY event_id")
+	if got[0][0] != "budget_exhausted" || got[0][1] != "session_calls" || got[1][1] != "" {
+		t.Errorf("budget column = %q", got)
+	}
+	if v := one(t, srv, "SELECT max(version) FROM "+q+".toolgate_schema_migrations"); v != "9" {
+		t.Errorf("latest migration recorded = %s, want 9", v)
+	}
+}

@@ -45,7 +45,7 @@ var eventColumns = []string{
 	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
 	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
-	"mcp_protocol",
+	"mcp_protocol", "budget",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -66,6 +66,8 @@ var eventColumns = []string{
 //     Rows written before the column existed read now() until merged: only
 //     recent rows are meaningful, which is all the dashboard reads.
 //   - mcp_protocol: the MCP protocol version of a message on an MCP route.
+//   - budget (9): what refused a call in the budget step: a budget's name,
+//     "loops", or an upstream host (its rate limit or backoff).
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -155,6 +157,9 @@ GROUP BY day, tool`),
 		}},
 		{Version: 6, Name: "events_mcp_protocol", Statements: []string{
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}mcp_protocol {lc}`),
+		}},
+		{Version: 9, Name: "events_budget", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}budget {lc}`),
 		}},
 	}
 }

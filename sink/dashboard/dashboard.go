@@ -199,6 +199,7 @@ func (d *Dashboard) panels() map[string]panelFunc {
 		"tools":     func(ctx context.Context, f Filter) (any, error) { return d.store.tools(ctx, f) },
 		"messages":  func(ctx context.Context, f Filter) (any, error) { return d.store.messages(ctx, f) },
 		"adoption":  func(ctx context.Context, f Filter) (any, error) { return d.store.adoption(ctx, f) },
+		"budgets":   func(ctx context.Context, f Filter) (any, error) { return d.store.budgets(ctx, f) },
 		"freshness": func(ctx context.Context, f Filter) (any, error) { return d.store.freshness(ctx, f, d.cfg.Now()) },
 		"options":   func(ctx context.Context, f Filter) (any, error) { return d.store.options(ctx, f) },
 	}
@@ -249,6 +250,7 @@ type view struct {
 	Tools    []ToolRow
 	Messages []Message
 	Adoption []Adoption
+	Budgets  []BudgetRow
 	Fresh    []Freshness
 	Link     string // the view's shareable query
 	Ready    float64
@@ -305,6 +307,7 @@ func (d *Dashboard) fill(ctx context.Context, v *view) error {
 	g.Go(func() (err error) { v.Tools, err = d.store.tools(ctx, f); return err })
 	g.Go(func() (err error) { v.Messages, err = d.store.messages(ctx, f); return err })
 	g.Go(func() (err error) { v.Adoption, err = d.store.adoption(ctx, f); return err })
+	g.Go(func() (err error) { v.Budgets, err = d.store.budgets(ctx, f); return err })
 	g.Go(func() (err error) { v.Fresh, err = d.store.freshness(ctx, f, d.cfg.Now()); return err })
 	return g.Wait()
 }

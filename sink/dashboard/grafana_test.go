@@ -72,7 +72,7 @@ func grafanaQueries(t *testing.T) map[string]string {
 // The failures panel must agree with the Go dashboard's numbers.
 func TestGrafanaQueries(t *testing.T) {
 	srv := chtest.Shared(t)
-	evs := genEvents(2000)
+	evs := append(genEvents(2000), budgetEvents(60)...) // with the budget step's refusals, for its panel
 	db := seed(t, srv, evs)
 	addReader(t, srv)
 	queries := grafanaQueries(t)

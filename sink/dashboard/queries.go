@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/bucketing"
 )
 
 // The panels' data. Every query runs on ClickHouse 18.16: no
@@ -60,6 +62,28 @@ type Message struct {
 	Tool          string `json:"tool"`
 	SampleTraceID string `json:"sample_trace_id"`
 }
+
+// BudgetRow is one line of the budgets and loops panel: the calls the
+// budget step refused for one agent, tool, reason and budget (a budget's
+// name, "loops", or an upstream host), the sessions they came from, and
+// the last one.
+type BudgetRow struct {
+	Agent    string    `json:"agent"`
+	Tool     string    `json:"tool"`
+	Reason   string    `json:"reason"`
+	Budget   string    `json:"budget"`
+	Calls    uint64    `json:"calls"`
+	Sessions uint64    `json:"sessions"`
+	Last     time.Time `json:"last"`
+}
+
+// BudgetReasons are the reasons of the budget step's refusals, from
+// bucketing's vocabulary: the rows of the budgets and loops panel.
+var BudgetReasons = []string{bucketing.ReasonBudgetExhausted, bucketing.ReasonLoopDetected, bucketing.ReasonLocalRateLimit, bucketing.ReasonUpstreamBackoff}
+
+// budgetReasonsSQL is BudgetReasons as an SQL list ('a', 'b'); the
+// reasons are fixed words, no value from a request.
+var budgetReasonsSQL = "'" + strings.Join(BudgetReasons, "', '") + "'"
 
 // Adoption is one tool's envelope adoption.
 type Adoption struct {
@@ -368,6 +392,37 @@ func (s store) messages(ctx context.Context, f Filter) ([]Message, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("top messages: %w", err)
+	}
+	return out, nil
+}
+
+const budgetsSQL = `/* dashboard: budgets */ SELECT agent, tool, reason, budget, toUInt64(uniqExact(event_id)) AS calls,
+    toUInt64(uniqExact(session)) AS sessions, toUInt32(max(time)) AS last
+FROM {db}.events
+PREWHERE reason IN (%s)
+WHERE %s
+GROUP BY agent, tool, reason, budget
+ORDER BY calls DESC, agent, tool, reason, budget
+LIMIT 50`
+
+// budgets is the budgets and loops panel: the budget step's refusals by
+// agent, tool, reason and budget.
+func (s store) budgets(ctx context.Context, f Filter) ([]BudgetRow, error) {
+	where, args := f.where(true, true)
+	var out []BudgetRow
+	var r BudgetRow
+	var last uint32
+	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(budgetsSQL, budgetReasonsSQL, where)), args...)
+	err = collect(rows, err, func() error {
+		if err := rows.Scan(&r.Agent, &r.Tool, &r.Reason, &r.Budget, &r.Calls, &r.Sessions, &last); err != nil {
+			return err
+		}
+		r.Last = time.Unix(int64(last), 0).UTC()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budgets: %w", err)
 	}
 	return out, nil
 }

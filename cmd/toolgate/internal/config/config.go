@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
@@ -46,6 +47,9 @@ type File struct {
 	// Tracing exports one OpenTelemetry span per call to an OTLP
 	// collector. Default off.
 	Tracing tracing.Config `yaml:"tracing"`
+	// Budgets are the call and cost budgets, loop breaking and outbound
+	// rate limits (policies/budget). Default: none.
+	Budgets budget.Config `yaml:"budgets"`
 }
 
 // ReloadConfig configures hot reload. It takes effect at start; a reload
@@ -152,6 +156,10 @@ type Loaded struct {
 	// Snapshot is what the proxy runs: the proxy section, ready, with
 	// each tool's checker.
 	Snapshot proxy.Snapshot
+	// BudgetEngine keeps the budgets' counters; nil when the budgets
+	// section configures nothing. A reload whose budgets section is
+	// unchanged takes the previous engine over, counters and all.
+	BudgetEngine *budget.Engine
 }
 
 // Load reads, decodes and validates a configuration file. Every error
@@ -235,8 +243,14 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if prev != nil {
 		before = prev.LoadedPolicies
 	}
+	if err := lc.bindBudgets(prev); err != nil {
+		return nil, where(err)
+	}
 	if err := lc.bindPolicies(dir, before); err != nil {
 		return nil, where(err)
+	}
+	if lc.BudgetEngine != nil {
+		lc.Snapshot.Budgets = lc.BudgetEngine
 	}
 	if lc.Events.Sidecar == "" {
 		lc.Events.Sidecar, _ = os.Hostname()
@@ -356,6 +370,31 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
 		Version: lc.Version, PolicyVersion: pol.Version(),
+	}
+	return nil
+}
+
+// bindBudgets validates the budgets section and builds its engine (which
+// parseWith puts in the snapshot): prev's engine when the section is
+// unchanged (its counters carry on), else a new one that carries prev's
+// metrics on.
+func (lc *Loaded) bindBudgets(prev *Loaded) error {
+	names := make([]string, len(lc.Tools))
+	for i, t := range lc.Tools {
+		names[i] = t.Name
+	}
+	if err := lc.Budgets.Validate(names); err != nil {
+		return section.Under("budgets", err)
+	}
+	var m *budget.Metrics
+	if prev != nil && prev.BudgetEngine != nil {
+		if reflect.DeepEqual(prev.Budgets, lc.Budgets) {
+			lc.BudgetEngine = prev.BudgetEngine
+		}
+		m = prev.BudgetEngine.Metrics()
+	}
+	if lc.BudgetEngine == nil {
+		lc.BudgetEngine = budget.New(&lc.Budgets, m)
 	}
 	return nil
 }

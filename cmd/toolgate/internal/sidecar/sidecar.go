@@ -193,7 +193,7 @@ func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
 	reg.MustRegister(sc.spans.collectors()...)
-	reg.MustRegister(sc.proxy, sc.reload,
+	reg.MustRegister(sc.proxy, sc.reload, budgetCollector{sc},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,468 @@
+// Package budget keeps toolgate's budgets: how many calls (and how much
+// cost) a session, an agent or a tool may spend in a window; loop
+// breaking, which stops the same call repeated again and again in one
+// session; and outbound rate limits per upstream, with backoff after an
+// upstream's 429.
+//
+// The state is local to one process: each sidecar counts the calls it
+// sees. Memory is bounded by Config.MaxKeys; counters expire with their
+// window. An Engine is built once per configuration and is safe for
+// concurrent use; its counters are sharded, so calls for different keys
+// rarely share a lock.
+//
+// The engine answers in toolgate's vocabulary (bucketing): a call past a
+// budget is policy/budget_exhausted, a loop policy/loop_detected, a call
+// over an upstream's rate rate_limit/local_rate_limit, a call during an
+// upstream's backoff rate_limit/upstream_backoff, each with the time after
+// which the same call may pass.
+package budget
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/toolgate/toolgate/bucketing"
+)
+
+// Call is what the engine needs of one call. The proxy fills it once per
+// call; Args are read, never changed.
+type Call struct {
+	// Tool is the matched tool's name; for a tools/call on an MCP route,
+	// the MCP tool's name (params.name).
+	Tool string
+	// Route is the configured tool of an MCP route a tools/call came
+	// through ("" otherwise): the tools lists of budgets, loops and costs
+	// match it as well as Tool.
+	Route string
+	// Agent and Session are the caller's, from the configured headers; ""
+	// when the call carried none.
+	Agent, Session string
+	// Upstream is the upstream host the call goes to (with ":port" when
+	// not the scheme's default), as Upstream.Host names it.
+	Upstream string
+	// Args are the call's arguments, whose digest loop breaking compares.
+	Args map[string]any
+
+	admitted bool    // Admit let it through and charged it
+	charged  float64 // the cost Admit charged
+	start    int64   // the unix nanoseconds Admit saw
+}
+
+// Verdict is the engine's answer to one call. The zero value lets the call
+// through.
+type Verdict struct {
+	// Refused is true when the call must not go upstream.
+	Refused bool
+	// Code and Reason are the refusal's, from bucketing's vocabulary.
+	Code   bucketing.Code
+	Reason string
+	// Name is the budget (its name), "loops", or the upstream host that
+	// refused.
+	Name string
+	// Detail is one sentence for the caller; it never holds an argument
+	// value.
+	Detail string
+	// RetryAfter is when the same call may pass again.
+	RetryAfter time.Duration
+	// Limit is the budget's limit (calls, or cost when Unit is "cost"),
+	// the loop's max_repeats, or the upstream's rate per second.
+	Limit float64
+	// Unit is what Limit counts: "calls", "cost", "repeats" or "calls/s".
+	Unit string
+	// Window is the budget's or the loop's window; 0 for upstreams.
+	Window time.Duration
+	// Waited is how long the call waited for its turn under an upstream's
+	// rate before it was let through.
+	Waited time.Duration
+}
+
+// Outcome is how an admitted call ended, for Settle.
+type Outcome struct {
+	// Code is the call's bucketed error code (CodeNone when it succeeded).
+	Code bucketing.Code
+	// RetryAfter is upstream's Retry-After (0 when none).
+	RetryAfter time.Duration
+	// Header is upstream's answer's header (nil when upstream never
+	// answered), where a cost header is read.
+	Header http.Header
+}
+
+// Engine decides calls against one validated Config. Build it with New;
+// it is safe for concurrent use.
+type Engine struct {
+	cfg       *Config
+	seed      maphash.Seed
+	store     *store
+	upstreams map[string]*upstream
+	costs     map[string]toolCost
+	metrics   *Metrics
+	limitM    []*budgetMetrics // by index in cfg.Limits
+	now       func() time.Time
+}
+
+type toolCost struct {
+	cost   float64
+	header string
+}
+
+type upstream struct {
+	host    string
+	cfg     *Upstream
+	limiter *rate.Limiter // nil: no rate
+	until   atomic.Int64  // backoff until, unix nanoseconds
+	m       *limiterMetrics
+}
+
+// New returns an engine for a Config that Validate accepted, or nil when
+// the Config configures nothing. m receives the metrics (NewMetrics; nil:
+// fresh ones).
+func New(cfg *Config, m *Metrics) *Engine {
+	if cfg == nil || !cfg.Configured() {
+		return nil
+	}
+	if m == nil {
+		m = NewMetrics()
+	}
+	e := &Engine{cfg: cfg, seed: maphash.MakeSeed(), metrics: m, now: time.Now,
+		upstreams: map[string]*upstream{}, costs: map[string]toolCost{}}
+	e.store = newStore(cfg.MaxKeys, m)
+	for name, c := range cfg.Costs {
+		tc := toolCost{cost: DefaultCost, header: c.Header}
+		if c.Cost != nil {
+			tc.cost = *c.Cost
+		}
+		e.costs[name] = tc
+	}
+	for i := range cfg.Upstreams {
+		u := &cfg.Upstreams[i]
+		up := &upstream{host: u.Host, cfg: u, m: m.limiter(u.Host)}
+		if u.Rate > 0 {
+			up.limiter = rate.NewLimiter(rate.Limit(u.Rate), u.Burst)
+		}
+		e.upstreams[u.Host] = up
+	}
+	for i := range cfg.Limits {
+		e.limitM = append(e.limitM, m.budget(cfg.Limits[i].Name))
+	}
+	m.mu.Lock()
+	m.keys = e.store.keys
+	m.mu.Unlock()
+	return e
+}
+
+// Config is the engine's configuration (read-only).
+func (e *Engine) Config() *Config { return e.cfg }
+
+// Metrics is the engine's metrics.
+func (e *Engine) Metrics() *Metrics { return e.metrics }
+
+// costOf is what one call costs: its tool's cost, else its MCP route's.
+func (e *Engine) costOf(c *Call) toolCost {
+	if tc, ok := e.costs[c.Tool]; ok {
+		return tc
+	}
+	if tc, ok := e.costs[c.Route]; ok && c.Route != "" {
+		return tc
+	}
+	return toolCost{cost: DefaultCost}
+}
+
+// inTools reports whether a tools list (nil: every tool) covers c.
+func inTools(set map[string]bool, c *Call) bool {
+	return set == nil || set[c.Tool] || c.Route != "" && set[c.Route]
+}
+
+// Admit decides a call that passed every other check and charges it: an
+// upstream in backoff, then the budgets and loop breaking, then the
+// upstream's rate (which may wait up to its max_wait, or until ctx ends).
+// A refused call is not charged.
+func (e *Engine) Admit(ctx context.Context, c *Call) Verdict {
+	now := e.now()
+	c.start = now.UnixNano()
+	up := e.upstreams[c.Upstream]
+	if up != nil && *up.cfg.Backoff {
+		if until := up.until.Load(); until > c.start {
+			up.m.backoff.Inc()
+			wait := time.Duration(until - c.start)
+			return Verdict{Refused: true, Code: bucketing.CodeRateLimit, Reason: bucketing.ReasonUpstreamBackoff,
+				Name: up.host, RetryAfter: wait, Unit: "calls/s", Limit: up.cfg.Rate,
+				Detail: fmt.Sprintf("Upstream %s asked for a pause (429 with Retry-After); calls to it are answered here for %s more", up.host, roundMS(wait))}
+		}
+	}
+	tc := e.costOf(c)
+	if v := e.charge(c, tc.cost, c.start); v.Refused {
+		return v
+	}
+	c.admitted, c.charged = true, tc.cost
+	if up == nil || up.limiter == nil {
+		return Verdict{}
+	}
+	r := up.limiter.ReserveN(now, 1)
+	delay := r.DelayFrom(now)
+	if !r.OK() || delay > up.cfg.MaxWait {
+		r.CancelAt(now)
+		e.refund(c)
+		up.m.refused.Inc()
+		if !r.OK() {
+			delay = time.Second
+		}
+		return Verdict{Refused: true, Code: bucketing.CodeRateLimit, Reason: bucketing.ReasonLocalRateLimit,
+			Name: up.host, RetryAfter: delay, Limit: up.cfg.Rate, Unit: "calls/s",
+			Detail: fmt.Sprintf("Calls to %s are over the local rate limit of %s a second (burst %d); retry in %s", up.host, formatNum(up.cfg.Rate), up.cfg.Burst, roundMS(delay))}
+	}
+	if delay <= 0 {
+		up.m.passed.Inc()
+		return Verdict{}
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		up.m.waited.Inc()
+		up.m.waitSeconds.Add(delay.Seconds())
+		return Verdict{Waited: delay}
+	case <-ctx.Done():
+		r.Cancel()
+		e.refund(c)
+		// The caller went away (or its deadline passed) while it waited:
+		// the proxy records that as the caller's, not as a refusal.
+		return Verdict{Refused: true, Code: bucketing.CodeRateLimit, Reason: bucketing.ReasonLocalRateLimit,
+			Name: up.host, RetryAfter: delay, Limit: up.cfg.Rate, Unit: "calls/s",
+			Detail: fmt.Sprintf("The call ended while it waited for its turn under the rate limit of %s", up.host)}
+	}
+}
+
+// Settle completes an admitted call: a cost header's number replaces the
+// configured cost, and an upstream 429 (or a rule's rate_limit) with a
+// Retry-After starts the upstream's backoff.
+func (e *Engine) Settle(c *Call, o Outcome) {
+	if !c.admitted {
+		return
+	}
+	if tc := e.costOf(c); tc.header != "" && o.Header != nil {
+		if v := o.Header.Get(tc.header); v != "" {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
+				e.adjustCost(c, f-c.charged)
+				c.charged = f
+			}
+		}
+	}
+	if o.Code == bucketing.CodeRateLimit && o.RetryAfter > 0 {
+		if up := e.upstreams[c.Upstream]; up != nil && *up.cfg.Backoff {
+			wait := min(o.RetryAfter, up.cfg.MaxBackoff)
+			until := e.now().Add(wait).UnixNano()
+			for {
+				old := up.until.Load()
+				if old >= until || up.until.CompareAndSwap(old, until) {
+					break
+				}
+			}
+			up.m.backoffsStarted.Inc()
+		}
+	}
+}
+
+// charge checks every budget and the loop rule that apply to c, and
+// charges them; on a refusal, what was charged is refunded.
+func (e *Engine) charge(c *Call, cost float64, now int64) Verdict {
+	for i := range e.cfg.Limits {
+		l := &e.cfg.Limits[i]
+		key, ok := e.limitKey(i, l, c)
+		if !ok {
+			continue
+		}
+		cc := cost
+		if l.Cost == 0 {
+			cc = 0
+		}
+		calls, _, until, ok := e.store.add(key, now, int64(l.Window), 1, cc, l.Calls, l.Cost)
+		if !ok {
+			e.refundUpTo(c, i, cost)
+			e.limitM[i].refused.Inc()
+			wait := time.Duration(until - now)
+			v := Verdict{Refused: true, Code: bucketing.CodePolicy, Reason: bucketing.ReasonBudgetExhausted,
+				Name: l.Name, RetryAfter: wait, Window: l.Window}
+			if l.Calls > 0 && calls+1 > l.Calls {
+				v.Limit, v.Unit = float64(l.Calls), "calls"
+			} else {
+				v.Limit, v.Unit = l.Cost, "cost"
+			}
+			v.Detail = fmt.Sprintf("Budget '%s' (%s %s per %s%s) is exhausted; it frees up in %s", l.Name, formatNum(v.Limit), v.Unit, l.Window, perWords(l.per), roundMS(wait))
+			return v
+		}
+		e.limitM[i].admitted.Inc()
+	}
+	lp := &e.cfg.Loops
+	if lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
+		key := e.loopKey(c)
+		n, _, until, ok := e.store.add(key, now, int64(lp.Window), 1, 0, lp.MaxRepeats, 0)
+		if !ok {
+			e.refundUpTo(c, len(e.cfg.Limits), cost)
+			e.metrics.loops.Inc()
+			wait := time.Duration(until - now)
+			return Verdict{Refused: true, Code: bucketing.CodePolicy, Reason: bucketing.ReasonLoopDetected,
+				Name: "loops", RetryAfter: wait, Window: lp.Window, Limit: float64(lp.MaxRepeats), Unit: "repeats",
+				Detail: fmt.Sprintf("Tool '%s' was called %d times with the same arguments in this session within %s (loops.max_repeats %d); change the call or stop (retry in %s)", c.Tool, n, lp.Window, lp.MaxRepeats, roundMS(wait))}
+		}
+	}
+	return Verdict{}
+}
+
+// Refund takes back what Admit charged a call it let through that will
+// not go upstream after all (another call of its MCP batch was refused).
+func (e *Engine) Refund(c *Call) { e.refund(c) }
+
+// refund takes back what Admit charged c.
+func (e *Engine) refund(c *Call) {
+	if !c.admitted {
+		return
+	}
+	e.refundUpTo(c, len(e.cfg.Limits)+1, c.charged)
+	c.admitted = false
+}
+
+// refundUpTo takes back one call and cost from the budgets before index n
+// (n past the budgets includes the loop counter).
+func (e *Engine) refundUpTo(c *Call, n int, cost float64) {
+	for i := 0; i < n && i < len(e.cfg.Limits); i++ {
+		l := &e.cfg.Limits[i]
+		if key, ok := e.limitKey(i, l, c); ok {
+			cc := cost
+			if l.Cost == 0 {
+				cc = 0
+			}
+			e.store.undo(key, c.start, -1, -cc)
+		}
+	}
+	lp := &e.cfg.Loops
+	if n > len(e.cfg.Limits) && lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
+		e.store.undo(e.loopKey(c), c.start, -1, 0)
+	}
+}
+
+// adjustCost adds delta to the cost budgets c was charged to.
+func (e *Engine) adjustCost(c *Call, delta float64) {
+	if delta == 0 {
+		return
+	}
+	for i := range e.cfg.Limits {
+		l := &e.cfg.Limits[i]
+		if l.Cost == 0 {
+			continue
+		}
+		if key, ok := e.limitKey(i, l, c); ok {
+			e.store.undo(key, c.start, 0, delta)
+		}
+	}
+}
+
+// limitKey is the counter key of budget i for c, and whether the budget
+// applies to c at all.
+func (e *Engine) limitKey(i int, l *Limit, c *Call) (uint64, bool) {
+	if !inTools(l.tools, c) {
+		return 0, false
+	}
+	if l.per&dimSession != 0 && c.Session == "" || l.per&dimAgent != 0 && c.Agent == "" {
+		return 0, false
+	}
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	h.WriteByte(byte(i))
+	if l.per&dimTool != 0 {
+		h.WriteString(c.Tool)
+		h.WriteByte(0)
+	}
+	if l.per&dimAgent != 0 {
+		h.WriteString(c.Agent)
+		h.WriteByte(0)
+	}
+	if l.per&dimSession != 0 {
+		h.WriteString(c.Session)
+		h.WriteByte(0)
+	}
+	return h.Sum64(), true
+}
+
+// loopKey is the loop counter's key: session, tool and argument digest.
+func (e *Engine) loopKey(c *Call) uint64 {
+	var h maphash.Hash
+	h.SetSeed(e.seed)
+	h.WriteByte(0xff)
+	h.WriteString(c.Session)
+	h.WriteByte(0)
+	h.WriteString(c.Tool)
+	h.WriteByte(0)
+	var b [8]byte
+	d := Digest(e.seed, c.Args)
+	for i := range b {
+		b[i] = byte(d >> (8 * i))
+	}
+	h.Write(b[:])
+	return h.Sum64()
+}
+
+// Counters is what policies see as input.budget: for each budget that
+// applies to c, its counter in the current window (calls, cost, limits,
+// window_ms, resets_in_ms), and the number of identical calls in the loop
+// window (repeats). It reads without charging.
+func (e *Engine) Counters(c *Call) map[string]any {
+	now := e.now().UnixNano()
+	limits := make(map[string]any, len(e.cfg.Limits))
+	for i := range e.cfg.Limits {
+		l := &e.cfg.Limits[i]
+		key, ok := e.limitKey(i, l, c)
+		if !ok {
+			continue
+		}
+		calls, cost, until := e.store.get(key, now)
+		resets := int64(0)
+		if until > now {
+			resets = (until - now) / int64(time.Millisecond)
+		}
+		limits[l.Name] = map[string]any{
+			"calls": calls, "cost": cost, "limit_calls": l.Calls, "limit_cost": l.Cost,
+			"window_ms": l.Window.Milliseconds(), "resets_in_ms": resets,
+		}
+	}
+	out := map[string]any{"limits": limits, "repeats": int64(0)}
+	if lp := &e.cfg.Loops; lp.MaxRepeats > 0 && c.Session != "" {
+		n, _, _ := e.store.get(e.loopKey(c), now)
+		out["repeats"] = n
+	}
+	return out
+}
+
+func perWords(d dims) string {
+	var parts []string
+	if d&dimSession != 0 {
+		parts = append(parts, PerSession)
+	}
+	if d&dimAgent != 0 {
+		parts = append(parts, PerAgent)
+	}
+	if d&dimTool != 0 {
+		parts = append(parts, PerTool)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ", per " + strings.Join(parts, " and ")
+}
+
+func formatNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func roundMS(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return time.Millisecond
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,123 @@
+package budget
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the budgets' Prometheus series, namespace toolgate,
+// subsystem budget. One Metrics outlives reloads (the sidecar keeps it),
+// so counters carry on across engines.
+type Metrics struct {
+	decisions    *prometheus.CounterVec
+	loopsVec     *prometheus.CounterVec
+	limiterVec   *prometheus.CounterVec
+	waitSeconds  *prometheus.CounterVec
+	evictions    *prometheus.CounterVec
+	keysDesc     *prometheus.Desc
+	loops        prometheus.Counter
+	evictExpired prometheus.Counter
+	evictLive    prometheus.Counter
+
+	mu       sync.Mutex
+	budgets  map[string]*budgetMetrics
+	limiters map[string]*limiterMetrics
+	keys     func() int // the engine in force's key count
+}
+
+type budgetMetrics struct{ admitted, refused prometheus.Counter }
+
+type limiterMetrics struct {
+	passed, waited, refused, backoff, backoffsStarted prometheus.Counter
+	waitSeconds                                       prometheus.Counter
+}
+
+// NewMetrics returns a fresh set of the budgets' series.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "budget", Name: "decisions_total",
+			Help: "Calls a budget counted, by budget and decision (admitted, refused).",
+		}, []string{"budget", "decision"}),
+		loopsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "budget", Name: "loops_refused_total",
+			Help: "Calls refused as loop_detected.",
+		}, nil),
+		limiterVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "budget", Name: "limiter_calls_total",
+			Help: "Calls through an upstream's limiter, by upstream and result (passed, waited, refused, backoff_refused, backoff_started).",
+		}, []string{"upstream", "result"}),
+		waitSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "budget", Name: "limiter_wait_seconds_total",
+			Help: "Time calls waited for their turn under an upstream's rate, by upstream.",
+		}, []string{"upstream"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "budget", Name: "evictions_total",
+			Help: "Counters dropped to stay under max_keys, by kind (expired: its window had ended; live: it had not, and its key starts over).",
+		}, []string{"kind"}),
+		keysDesc: prometheus.NewDesc("toolgate_budget_keys", "Counters held (budgets and loop breaking), at most max_keys.", nil, nil),
+		budgets:  map[string]*budgetMetrics{},
+		limiters: map[string]*limiterMetrics{},
+	}
+	m.loops = m.loopsVec.WithLabelValues()
+	m.evictExpired = m.evictions.WithLabelValues("expired")
+	m.evictLive = m.evictions.WithLabelValues("live")
+	return m
+}
+
+func (m *Metrics) budget(name string) *budgetMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.budgets[name]; ok {
+		return b
+	}
+	b := &budgetMetrics{admitted: m.decisions.WithLabelValues(name, "admitted"), refused: m.decisions.WithLabelValues(name, "refused")}
+	m.budgets[name] = b
+	return b
+}
+
+func (m *Metrics) limiter(host string) *limiterMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.limiters[host]; ok {
+		return l
+	}
+	l := &limiterMetrics{
+		passed: m.limiterVec.WithLabelValues(host, "passed"), waited: m.limiterVec.WithLabelValues(host, "waited"),
+		refused: m.limiterVec.WithLabelValues(host, "refused"), backoff: m.limiterVec.WithLabelValues(host, "backoff_refused"),
+		backoffsStarted: m.limiterVec.WithLabelValues(host, "backoff_started"),
+		waitSeconds:     m.waitSeconds.WithLabelValues(host),
+	}
+	m.limiters[host] = l
+	return l
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.decisions.Describe(ch)
+	m.loopsVec.Describe(ch)
+	m.limiterVec.Describe(ch)
+	m.waitSeconds.Describe(ch)
+	m.evictions.Describe(ch)
+	ch <- m.keysDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.decisions.Collect(ch)
+	m.loopsVec.Collect(ch)
+	m.limiterVec.Collect(ch)
+	m.waitSeconds.Collect(ch)
+	m.evictions.Collect(ch)
+	m.mu.Lock()
+	keys := m.keys
+	m.mu.Unlock()
+	n := 0
+	if keys != nil {
+		n = keys()
+	}
+	ch <- prometheus.MustNewConstMetric(m.keysDesc, prometheus.GaugeValue, float64(n))
+}
+
+var _ prometheus.Collector = (*Metrics)(nil)
