@@ -148,6 +148,9 @@ type Loaded struct {
 	// Snapshot is what the proxy runs: the proxy section, ready, with
 	// each tool's checker.
 	Snapshot proxy.Snapshot
+	// Bundles are the activated policy bundles (policies.bundles) whose
+	// policies LoadedPolicies holds; nil before any is activated.
+	Bundles []*policies.Bundle
 }
 
 // Load reads, decodes and validates a configuration file. Every error
@@ -226,8 +229,10 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	}
 	var before *policies.Loaded
 	if prev != nil {
-		before = prev.LoadedPolicies
+		// The bundles activated so far stay in force across a reload.
+		before, lc.Bundles = prev.LoadedPolicies, prev.Bundles
 	}
+	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
 	if err := lc.bindPolicies(dir, before); err != nil {
 		return nil, where(err)
 	}
@@ -314,7 +319,8 @@ func LoadEvents(path string) (EventsConfig, error) {
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
 func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: lazyWasmHost{cacheDir: wasmCacheDir(dir, lc.Policies.WasmCache)}, Previous: prev})
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: lazyWasmHost{cacheDir: wasmCacheDir(dir, lc.Policies.WasmCache)},
+		Previous: prev, Bundles: lc.Bundles})
 	if err != nil {
 		return section.Under("policies", err)
 	}
@@ -344,13 +350,34 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 			checkers[t.Name] = set
 		}
 	}
-	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
 	lc.LoadedPolicies = pol
 	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
 		Version: lc.Version, PolicyVersion: pol.Version(),
 	}
 	return nil
+}
+
+// WithBundle returns lc with bundle b activated: a new Loaded whose
+// policies are lc's file's and every activated bundle's, b replacing the
+// bundle of its name; lc is not changed. Policies unchanged since lc are
+// taken over, the others compiled, and every policy's unit tests run; on
+// error nothing is in force that was not before. The caller swaps the
+// snapshot in and closes lc's policies the result does not keep
+// (ClosePolicies).
+func (lc *Loaded) WithBundle(b *policies.Bundle) (*Loaded, error) {
+	next := *lc
+	next.Bundles = make([]*policies.Bundle, 0, len(lc.Bundles)+1)
+	for _, have := range lc.Bundles {
+		if have.Name != b.Name {
+			next.Bundles = append(next.Bundles, have)
+		}
+	}
+	next.Bundles = append(next.Bundles, b)
+	if err := next.bindPolicies(section.Dir(lc.Path), lc.LoadedPolicies); err != nil {
+		return nil, err
+	}
+	return &next, nil
 }
 
 // KeepStartSections returns lc as a reload puts it in force after

@@ -49,6 +49,7 @@ type Sidecar struct {
 	cfg     atomic.Pointer[config.Loaded] // the configuration in force
 	version string
 	reload  *reloader
+	bundles *bundler
 	log     *slog.Logger
 	events  *eventPath
 	proxy   *proxy.Server
@@ -74,6 +75,9 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		sc.reload.settle = o.ReloadSettle
 	}
 	var err error
+	if sc.bundles, err = newBundler(sc, lc.LoadedPolicies.Bundles()); err != nil {
+		return nil, err
+	}
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
@@ -109,6 +113,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		}()
 	}
 	sc.ready.Store(true)
+	sc.bundles.start()
 	return sc, nil
 }
 
@@ -155,6 +160,7 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 // flushes events.
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
+	sc.bundles.stop()
 	sc.reload.stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
@@ -181,7 +187,7 @@ func policiesInForce(lc *config.Loaded) []PolicyStatus {
 func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
-	reg.MustRegister(sc.proxy, sc.reload,
+	reg.MustRegister(sc.proxy, sc.reload, sc.bundles,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -190,6 +196,10 @@ func (sc *Sidecar) adminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !sc.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if !sc.bundles.ready() {
+			http.Error(w, "not ready: a policy bundle has not been activated yet", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
@@ -256,6 +266,7 @@ type status struct {
 	Unmatched     string         `json:"unmatched"`
 	Events        eventsStatus   `json:"events"`
 	Reload        ReloadStatus   `json:"reload"`
+	Bundles       []BundleStatus `json:"bundles,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -283,6 +294,6 @@ func (sc *Sidecar) status() status {
 		},
 		Tools: tools, Policies: policiesInForce(cfg), Unmatched: cfg.Unmatched,
 		Events: sc.events.status(cfg.Events),
-		Reload: sc.reload.status(),
+		Reload: sc.reload.status(), Bundles: sc.bundles.status(),
 	}
 }
