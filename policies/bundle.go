@@ -227,6 +227,9 @@ type Bundle struct {
 	// Rego holds the bundle's Rego files by path in the bundle
 	// ("/toolgate/bounds/bounds.rego"), *_test.rego files included.
 	Rego map[string][]byte
+	// Packages names each Rego file's package ("toolgate.bounds"), by
+	// path.
+	Packages map[string]string
 	// Wasm holds the bundle's WASM modules by path ("/policy.wasm").
 	Wasm map[string][]byte
 	// Settings are toolgate's settings from the bundle's data
@@ -238,7 +241,7 @@ type Bundle struct {
 // data.toolgate (a file toolgate/data.json in the bundle): which policies
 // the bundle holds, their modes, and which tools they bind to. Without
 // them, every Rego package in the bundle is one policy named after its
-// package, enforced, and bound to every tool.
+// package ("toolgate.bounds"), enforced, and bound to every tool.
 type BundleSettings struct {
 	// Policies are the bundle's policies.
 	Policies []BundlePolicy `json:"policies"`
@@ -254,9 +257,15 @@ type BundlePolicy struct {
 	// Name identifies the policy, as a policies.rego entry's name does;
 	// unique across the configuration and every bundle. Required.
 	Name string `json:"name"`
+	// Package is a Rego policy's package ("toolgate.bounds"): its files
+	// are the bundle's files of that package, and the *_test.rego files
+	// of that package or of PACKAGE_test. One of Package and Path is
+	// required.
+	Package string `json:"package"`
 	// Path is, for a Rego policy, a .rego file or a folder in the bundle
 	// ("/toolgate/bounds"), whose .rego files below are the policy; for a
-	// WASM policy, the module's path ("/policy.wasm"). Required.
+	// WASM policy, the module's path ("/policy.wasm"). Paths are as the
+	// bundle holds them: opa build -b DIR keeps DIR in them.
 	Path string `json:"path"`
 	// Mode is "enforce" (the default), "dry_run" or "off".
 	Mode string `json:"mode"`
@@ -288,33 +297,32 @@ func (b *Bundle) settings() (*BundleSettings, error) {
 	if b.Settings != nil {
 		return b.Settings, nil
 	}
-	// Without settings each folder holding .rego files is one policy,
-	// named after the folder's path ("toolgate/bounds" from
-	// /toolgate/bounds/x.rego; the bundle's name for the root).
-	dirs := map[string]bool{}
-	for p := range b.Rego {
-		dirs[path.Dir(p)] = true
+	// Without settings each package is one policy, named after it.
+	pkgs := map[string]bool{}
+	for p, pkg := range b.Packages {
+		if !strings.HasSuffix(p, "_test.rego") {
+			pkgs[pkg] = true
+		}
 	}
 	s := &BundleSettings{}
-	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		name := strings.Trim(d, "/")
-		if name == "" {
-			name = b.Name
-		}
-		// A folder whose only files are tests is not a policy.
-		hasPolicy := false
-		for p := range b.Rego {
-			if path.Dir(p) == d && !strings.HasSuffix(p, "_test.rego") {
-				hasPolicy = true
-			}
-		}
-		if !hasPolicy {
-			continue
-		}
-		s.Policies = append(s.Policies, BundlePolicy{Name: name, Path: d + "/"})
-		s.Global = append(s.Global, name)
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
+		s.Policies = append(s.Policies, BundlePolicy{Name: pkg, Package: pkg})
+		s.Global = append(s.Global, pkg)
 	}
 	return s, nil
+}
+
+// packageFiles returns the bundle's .rego files of package pkg, and the
+// test files of pkg and pkg_test.
+func (b *Bundle) packageFiles(pkg string) map[string][]byte {
+	files := map[string][]byte{}
+	for f, src := range b.Rego {
+		got := b.Packages[f]
+		if got == pkg || (strings.HasSuffix(f, "_test.rego") && got == pkg+"_test") {
+			files[f] = src
+		}
+	}
+	return files
 }
 
 // regoFiles returns the bundle's .rego files at p: the file itself, or
@@ -387,15 +395,21 @@ func (l *Loaded) addBundles(c Config, o LoadOptions, add func(p, name, mode stri
 		for i, bpol := range st.Policies {
 			p := fmt.Sprintf("%s.policies[%d]", bp, i)
 			err := add(p, bpol.Name, bpol.Mode, func() (*loadedPolicy, error) {
-				if bpol.Path == "" {
-					return nil, section.Errorf(p+".path", "required")
-				}
-				if mod, ok := b.Wasm["/"+strings.Trim(bpol.Path, "/")]; ok {
-					return l.bundleWasm(ctx, p, bpol.Name, mod, c, o)
-				}
-				files := b.regoFiles(bpol.Path)
-				if len(files) == 0 {
-					return nil, section.Errorf(p+".path", "no .rego file or WASM module at %s in bundle %q", bpol.Path, b.Name)
+				var files map[string][]byte
+				switch {
+				case (bpol.Path == "") == (bpol.Package == ""):
+					return nil, section.Errorf(p+".package", "name either a package or a path")
+				case bpol.Package != "":
+					if files = b.packageFiles(bpol.Package); len(files) == 0 {
+						return nil, section.Errorf(p+".package", "no .rego file of package %s in bundle %q", bpol.Package, b.Name)
+					}
+				default:
+					if mod, ok := b.Wasm["/"+strings.Trim(bpol.Path, "/")]; ok {
+						return l.bundleWasm(ctx, p, bpol.Name, mod, c, o)
+					}
+					if files = b.regoFiles(bpol.Path); len(files) == 0 {
+						return nil, section.Errorf(p+".path", "no .rego file or WASM module at %s in bundle %q", bpol.Path, b.Name)
+					}
 				}
 				if o.Rego == nil {
 					return nil, section.Errorf(p+".path", "no Rego host was given to load Rego policies")

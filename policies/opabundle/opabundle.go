@@ -177,13 +177,16 @@ func Read(name string, r io.Reader, signing *policies.BundleSigning, maxBytes in
 // convert makes toolgate's Bundle from OPA's.
 func convert(name string, b *opabundle.Bundle) (*policies.Bundle, error) {
 	out := &policies.Bundle{Name: name, Revision: b.Manifest.Revision,
-		Rego: map[string][]byte{}, Wasm: map[string][]byte{}}
+		Rego: map[string][]byte{}, Packages: map[string]string{}, Wasm: map[string][]byte{}}
 	for _, m := range b.Modules {
 		p := m.RelativePath
 		if p == "" {
 			p = m.Path
 		}
 		out.Rego[bundlePath(p)] = m.Raw
+		if m.Parsed != nil {
+			out.Packages[bundlePath(p)] = strings.TrimPrefix(m.Parsed.Package.Path.String(), "data.")
+		}
 	}
 	for _, m := range b.WasmModules {
 		out.Wasm[bundlePath(m.Path)] = m.Raw

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
+	"github.com/toolgate/toolgate/internal/opacli"
+	"github.com/toolgate/toolgate/internal/testutil"
+)
+
+// bundleServer serves the files of a folder as Go's file server does,
+// with a strong ETag (a hash of the content) so If-None-Match is answered
+// 304, on a listener that can be stopped and started again on the same
+// address. It counts what it answered.
+type bundleServer struct {
+	dir  string
+	addr string
+	mu   sync.Mutex
+	srv  *http.Server
+
+	ok, notModified atomic.Int64
+}
+
+func startBundleServer(t *testing.T) *bundleServer {
+	t.Helper()
+	s := &bundleServer{dir: t.TempDir()}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = ln.Addr().String()
+	s.serve(ln)
+	t.Cleanup(s.down)
+	return s
+}
+
+func (s *bundleServer) serve(ln net.Listener) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(filepath.Join(s.dir, filepath.Base(r.URL.Path)))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		sum := sha256.Sum256(b)
+		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:8])+`"`)
+		rec := &statusRecorder{ResponseWriter: w}
+		http.ServeContent(rec, r, "bundle.tar.gz", time.Time{}, strings.NewReader(string(b)))
+		switch rec.status {
+		case http.StatusOK:
+			s.ok.Add(1)
+		case http.StatusNotModified:
+			s.notModified.Add(1)
+		}
+	})
+	s.mu.Lock()
+	s.srv = &http.Server{Handler: h}
+	srv := s.srv
+	s.mu.Unlock()
+	go srv.Serve(ln)
+}
+
+// down stops the server: connections are refused until up.
+func (s *bundleServer) down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		s.srv.Close()
+		s.srv = nil
+	}
+}
+
+// up listens on the same address again.
+func (s *bundleServer) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", s.addr, err)
+	}
+	s.serve(ln)
+}
+
+// url is the URL of a file the server serves.
+func (s *bundleServer) url(name string) string { return "http://" + s.addr + "/" + name }
+
+// publish puts the file at src in place as name, by rename: a poll reads
+// the old bundle or the new, never half of one.
+func (s *bundleServer) publish(t *testing.T, src, name string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publishBytes(t, b, name)
+}
+
+func (s *bundleServer) publishBytes(t *testing.T, b []byte, name string) {
+	t.Helper()
+	tmp := filepath.Join(s.dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// writeKeyPair writes an RSA key pair as PEM files (private.pem,
+// public.pem) into a new folder and returns it.
+func writeKeyPair(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	pubDER, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	writeFile(t, filepath.Join(dir, "private.pem"), string(priv))
+	writeFile(t, filepath.Join(dir, "public.pem"), string(pub))
+	return dir
+}
+
+// bundleSrc is the source of a test bundle: the bounds policy at bound,
+// its unit tests, and toolgate's settings binding it to pubmed_search in
+// mode.
+type bundleSrc struct {
+	bound int
+	mode  string
+	// policy, when set, replaces the policy's source.
+	policy string
+}
+
+// buildBundle builds src with the real opa CLI (opa build --revision
+// REV, signed with keys' private key when keys is not "") and returns the
+// tarball's path.
+func buildBundle(t *testing.T, src bundleSrc, rev, keys string) string {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "src")
+	if err := os.MkdirAll(filepath.Join(root, "toolgate", "bounds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	policy := boundsPolicy(src.bound)
+	if src.policy != "" {
+		policy = src.policy
+	}
+	writeFile(t, filepath.Join(root, "toolgate", "bounds", "bounds.rego"), policy)
+	writeFile(t, filepath.Join(root, "toolgate", "bounds", "bounds_test.rego"), boundsTests)
+	settings := map[string]any{
+		"policies": []map[string]any{{"name": "bounds", "package": "toolgate.bounds", "mode": src.mode}},
+		"tools":    map[string]any{"pubmed_search": []string{"bounds"}},
+	}
+	b, _ := json.Marshal(settings)
+	writeFile(t, filepath.Join(root, "toolgate", "data.json"), string(b))
+	out := filepath.Join(dir, "bundle.tar.gz")
+	args := []string{"build", "--bundle", "src", "--revision", rev, "-o", out}
+	if keys != "" {
+		args = append(args, "--signing-key", filepath.Join(keys, "private.pem"))
+	}
+	opacli.Run(t, dir, args...)
+	return out
+}
+
+// bundleConfig is a sidecar whose one tool takes its policy from the
+// bundle at URL, verified with the key at KEY, polled every second.
+const bundleConfig = `listen:
+  forward: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+events:
+  sidecar: bundles
+  file: {path: events.ndjson}
+  queue: {flush_interval: 50ms}
+tools:
+  - name: pubmed_search
+    match: {host: 127.0.0.1, method: GET, path: /esearch}
+    args: [query]
+    schema_file: pubmed_search.json
+policies:
+  deadline: 5s
+  bundles:
+    - name: main
+      url: URL
+      min_delay: 1s
+      max_delay: 1s
+      signing:
+        public_key: KEY
+`
+
+// bundleStatus reads the one bundle's /status.
+func bundleStatus(t *testing.T, c *http.Client, admin string) sidecar.BundleStatus {
+	t.Helper()
+	a := do(t, c, "GET", "http://"+admin+"/status", nil)
+	var d struct {
+		Bundles []sidecar.BundleStatus `json:"bundles"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &d); err != nil || len(d.Bundles) != 1 {
+		t.Fatalf("/status bundles: %v\n%s", err, a.body)
+	}
+	return d.Bundles[0]
+}
+
+// waitBundle polls /status until cond holds, for at most limit.
+func waitBundle(t *testing.T, c *http.Client, admin, what string, limit time.Duration, cond func(sidecar.BundleStatus) bool) sidecar.BundleStatus {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		st := bundleStatus(t, c, admin)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, the bundle is still not %s: %+v", limit, what, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// bundleRig is a sidecar polling a bundle server.
+type bundleRig struct {
+	dir    string
+	srv    *bundleServer
+	keys   string
+	sc     *sidecar.Sidecar
+	up     string
+	admin  *http.Client
+	client *http.Client
+	logs   *testutil.SyncBuffer
+}
+
+// startBundleRig serves first (built and signed) and starts a sidecar
+// polling it.
+func startBundleRig(t *testing.T, first bundleSrc, rev string) *bundleRig {
+	t.Helper()
+	r := &bundleRig{dir: t.TempDir(), srv: startBundleServer(t), keys: writeKeyPair(t), logs: new(testutil.SyncBuffer)}
+	r.srv.publish(t, buildBundle(t, first, rev, r.keys), "bundle.tar.gz")
+	path := filepath.Join(r.dir, "toolgate.yaml")
+	cfg := strings.NewReplacer("URL", r.srv.url("bundle.tar.gz"), "KEY", filepath.Join(r.keys, "public.pem")).Replace(bundleConfig)
+	writeFile(t, path, cfg)
+	writeFile(t, filepath.Join(r.dir, "pubmed_search.json"), pubmedSchema(1000))
+	lc, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sc, err = sidecar.Start(lc, sidecar.Options{Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), ReloadPoll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
+		defer cancel()
+		r.sc.Stop(ctx)
+	})
+	r.up = startUpstream(t).URL()
+	r.admin, r.client = directClient(t), proxyClient(t, r.sc.ProxyAddr("forward", 0))
+	return r
+}
+
+// TestBundleLifecycle runs a sidecar on a bundle built and signed by the
+// real opa CLI and served over HTTP, through every kind of failure: the
+// bundle activates and decides calls, polls are answered 304, a bundle
+// signed with another key, a corrupt tarball, a bundle whose policy does
+// not compile and a server that is down are each refused with the last
+// good revision kept deciding, and a good bundle activates afterwards.
+func TestBundleLifecycle(t *testing.T) {
+	t.Parallel()
+	r := startBundleRig(t, bundleSrc{bound: 50}, "r1")
+	if a := do(t, r.admin, "GET", "http://"+r.sc.AdminAddr()+"/readyz", nil); a.status != http.StatusOK {
+		// Readiness waits for the first activation: poll until then.
+		waitBundle(t, r.admin, r.sc.AdminAddr(), "activated", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
+	}
+	st := waitBundle(t, r.admin, r.sc.AdminAddr(), "at r1", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
+	if st.ActivatedAt == nil || !st.OK || st.ETag == "" {
+		t.Errorf("after activation: %+v, want activated_at, ok, an etag", st)
+	}
+	if a := do(t, r.admin, "GET", "http://"+r.sc.AdminAddr()+"/readyz", nil); a.status != http.StatusOK {
+		t.Errorf("/readyz after activation: %d, want 200", a.status)
+	}
+	// r1 bounds retmax at 50.
+	if got := esearch(t, r.client, r.up, 60); got != http.StatusForbidden {
+		t.Errorf("retmax=60 under r1 (bound 50): status %d, want 403", got)
+	}
+	if got := esearch(t, r.client, r.up, 40); got != http.StatusOK {
+		t.Errorf("retmax=40 under r1: status %d, want 200", got)
+	}
+	// Polls of an unchanged bundle are answered 304, and counted.
+	waitBundle(t, r.admin, r.sc.AdminAddr(), "answered 304 twice", 30*time.Second, func(st sidecar.BundleStatus) bool {
+		return st.Downloads.NotModified >= 2
+	})
+	if n := r.srv.notModified.Load(); n < 2 {
+		t.Errorf("the server answered 304 %d times, want at least 2", n)
+	}
+	if v := metricValue(t, r.admin, r.sc.AdminAddr(), `toolgate_bundle_info{bundle="main",revision="r1"}`); v != "1" {
+		t.Errorf("toolgate_bundle_info for r1 = %q, want 1", v)
+	}
+
+	otherKeys := writeKeyPair(t)
+	failures := []struct {
+		name    string
+		publish func()
+		wantErr string // in last_error
+		// activation is true when the bundle downloads and fails to activate.
+		activation bool
+	}{
+		{"signed with another key", func() {
+			r.srv.publish(t, buildBundle(t, bundleSrc{bound: 5}, "evil", otherKeys), "bundle.tar.gz")
+		}, "verif", false},
+		{"unsigned", func() {
+			r.srv.publish(t, buildBundle(t, bundleSrc{bound: 5}, "unsigned", ""), "bundle.tar.gz")
+		}, "signature", false},
+		{"corrupt tarball", func() {
+			b, err := os.ReadFile(buildBundle(t, bundleSrc{bound: 5}, "corrupt", r.keys))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.srv.publishBytes(t, b[:len(b)/2], "bundle.tar.gz")
+		}, "", false},
+		{"failing unit test", func() {
+			r.srv.publish(t, buildBundle(t, bundleSrc{bound: 0}, "failingtest", r.keys), "bundle.tar.gz")
+		}, "test", true},
+		{"builtin toolgate refuses", func() {
+			src := boundsPolicy(50) + "\nfetched := http.send({\"method\": \"GET\", \"url\": \"http://127.0.0.1:1/\"})\n"
+			r.srv.publish(t, buildBundle(t, bundleSrc{policy: src}, "httpsend", r.keys), "bundle.tar.gz")
+		}, "http.send", true},
+		{"server down", func() { r.srv.down() }, "connect", false},
+	}
+	for _, f := range failures {
+		before := bundleStatus(t, r.admin, r.sc.AdminAddr())
+		f.publish()
+		st := waitBundle(t, r.admin, r.sc.AdminAddr(), f.name+": refused", 30*time.Second, func(st sidecar.BundleStatus) bool {
+			if f.activation {
+				return st.Activations.Failed > before.Activations.Failed
+			}
+			return st.Downloads.Failed > before.Downloads.Failed
+		})
+		if st.Revision != "r1" || st.OK || !strings.Contains(strings.ToLower(st.LastError), f.wantErr) {
+			t.Errorf("%s: revision %q, ok %v, last_error %q; want r1 kept, not ok, an error with %q", f.name, st.Revision, st.OK, st.LastError, f.wantErr)
+		}
+		if got := esearch(t, r.client, r.up, 60); got != http.StatusForbidden {
+			t.Errorf("%s: retmax=60 under r1 kept: status %d, want 403", f.name, got)
+		}
+		if got := esearch(t, r.client, r.up, 40); got != http.StatusOK {
+			t.Errorf("%s: retmax=40 under r1 kept: status %d, want 200", f.name, got)
+		}
+	}
+	if a := do(t, r.admin, "GET", "http://"+r.sc.AdminAddr()+"/readyz", nil); a.status != http.StatusOK {
+		t.Errorf("/readyz with the last good revision in force: %d, want 200", a.status)
+	}
+	// The server comes back with a good bundle: it activates.
+	r.srv.publish(t, buildBundle(t, bundleSrc{bound: 30}, "r2", r.keys), "bundle.tar.gz")
+	r.srv.up(t)
+	st = waitBundle(t, r.admin, r.sc.AdminAddr(), "at r2", 60*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r2" })
+	if !st.OK {
+		t.Errorf("after r2 activated: %+v, want ok", st)
+	}
+	if got := esearch(t, r.client, r.up, 40); got != http.StatusForbidden {
+		t.Errorf("retmax=40 under r2 (bound 30): status %d, want 403", got)
+	}
+	t.Logf("activation of r2 took %.1fms (compile, tests, swap)", st.ActivationMS)
+
+	// Each event names the revision that decided it.
+	time.Sleep(200 * time.Millisecond)
+	evs := readEvents(t, filepath.Join(r.dir, "events.ndjson"))
+	seen := map[string]int{}
+	for _, e := range evs {
+		seen[e.PolicyVersion]++
+	}
+	if seen["r1"] == 0 || seen["r2"] == 0 || len(seen) != 2 {
+		t.Errorf("events by policy_version: %v, want r1 and r2 only", seen)
+	}
+}
