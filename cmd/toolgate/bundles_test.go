@@ -9,11 +9,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -406,5 +408,101 @@ func TestBundleLifecycle(t *testing.T) {
 	}
 	if seen["r1"] == 0 || seen["r2"] == 0 || len(seen) != 2 {
 		t.Errorf("events by policy_version: %v, want r1 and r2 only", seen)
+	}
+}
+
+// TestBundleRolloutAndSwitchUnderLoad rolls a policy out as platform teams
+// do: a revision marks it dry-run (calls it would refuse pass, and their
+// events say it would have), then a revision enforces it. Then, while
+// four clients call without pause, the bundle switches revision 20
+// times: no call may fail, and every event names a revision that was
+// served.
+func TestBundleRolloutAndSwitchUnderLoad(t *testing.T) {
+	t.Parallel()
+	r := startBundleRig(t, bundleSrc{bound: 50, mode: "dry_run"}, "dry")
+	admin := r.sc.AdminAddr()
+	waitBundle(t, r.admin, admin, "at dry", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "dry" })
+	if got := esearch(t, r.client, r.up, 60); got != http.StatusOK {
+		t.Errorf("retmax=60 with bounds in dry run: status %d, want 200", got)
+	}
+	r.srv.publish(t, buildBundle(t, bundleSrc{bound: 50}, "enforce", r.keys), "bundle.tar.gz")
+	waitBundle(t, r.admin, admin, "at enforce", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "enforce" })
+	if got := esearch(t, r.client, r.up, 60); got != http.StatusForbidden {
+		t.Errorf("retmax=60 with bounds enforced: status %d, want 403", got)
+	}
+
+	const switches, clients = 20, 4
+	revs := [2]string{"s0", "s1"}
+	tarballs := [2]string{
+		buildBundle(t, bundleSrc{bound: 50}, revs[0], r.keys),
+		buildBundle(t, bundleSrc{bound: 60, mode: "dry_run"}, revs[1], r.keys),
+	}
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a, err := fetch(r.client, "GET", r.up+"/esearch?term=x&retmax=10", nil)
+				calls.Add(1)
+				if err != nil || a.status != http.StatusOK {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("status %d, err %v, body %.200s", a.status, err, a.body))
+				}
+			}
+		}()
+	}
+	var activation []float64
+	start := time.Now()
+	for i := range switches {
+		rev := revs[i%2]
+		r.srv.publish(t, tarballs[i%2], "bundle.tar.gz")
+		st := waitBundle(t, r.admin, admin, "at "+rev, 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == rev })
+		activation = append(activation, st.ActivationMS)
+	}
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+	st := bundleStatus(t, r.admin, admin)
+	if st.Activations.OK < switches+2 || st.Activations.Failed != 0 {
+		t.Errorf("activations %+v, want at least %d ok and none failed", st.Activations, switches+2)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d of %d calls failed during %d revision switches; first: %v", n, calls.Load(), switches, firstErr.Load())
+	}
+	slices.Sort(activation)
+	t.Logf("%d calls, %d failed, during %d switches in %s; activation (compile, tests, swap) median %.1fms, max %.1fms",
+		calls.Load(), failed.Load(), switches, took.Round(time.Millisecond), activation[len(activation)/2], activation[len(activation)-1])
+
+	time.Sleep(200 * time.Millisecond)
+	byVersion := map[string]int{}
+	dryDenied := 0
+	for _, e := range readEvents(t, filepath.Join(r.dir, "events.ndjson")) {
+		byVersion[e.PolicyVersion]++
+		if e.DryRunDenied {
+			dryDenied++
+			if e.PolicyVersion != "dry" {
+				t.Errorf("a dry-run refusal under revision %q, want only under dry", e.PolicyVersion)
+			}
+		}
+	}
+	if dryDenied != 1 {
+		t.Errorf("%d events with dry_run_denied, want 1 (retmax=60 under the dry revision)", dryDenied)
+	}
+	for v := range byVersion {
+		if !slices.Contains([]string{"dry", "enforce", "s0", "s1"}, v) {
+			t.Errorf("an event names policy_version %q, which no bundle served", v)
+		}
+	}
+	if byVersion["s0"] == 0 || byVersion["s1"] == 0 {
+		t.Errorf("events by policy_version: %v, want calls under s0 and s1", byVersion)
 	}
 }
