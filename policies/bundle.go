@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/section"
 )
 
@@ -49,6 +50,12 @@ type BundleConfig struct {
 	// BearerTokenFile is a file holding a token sent as "Authorization:
 	// Bearer TOKEN"; relative to the configuration file. Default "": none.
 	BearerTokenFile string `yaml:"bearer_token_file"`
+	// Pending is what happens to calls before the bundle's first
+	// activation: "refuse" (the default) refuses every tool's calls with
+	// reason policy_denied, naming the bundle, so no call passes
+	// unchecked while the sidecar starts or the server is away; "allow"
+	// lets calls through with the file's policies only.
+	Pending string `yaml:"pending"`
 	// Signing verifies the bundle's signature (.signatures.json, as opa
 	// build --signing-key or opa sign write it). Default: none, and a
 	// bundle is taken unsigned. When set, a bundle without a valid
@@ -79,6 +86,12 @@ type BundleSigning struct {
 
 // Key is the verification key as read when the section was validated.
 func (s *BundleSigning) Key() []byte { return s.key }
+
+// What calls meet before a bundle's first activation (BundleConfig.Pending).
+const (
+	PendingRefuse = "refuse"
+	PendingAllow  = "allow"
+)
 
 // Defaults of a bundle's settings.
 const (
@@ -138,6 +151,13 @@ func (b *BundleConfig) validate(dir string) error {
 		b.MaxBytes = DefaultBundleMaxBytes
 	case b.MaxBytes < 0 || b.MaxBytes > maxBundleMaxBytes:
 		return section.Errorf("max_bytes", "must be between 1 and %d", maxBundleMaxBytes)
+	}
+	switch b.Pending {
+	case "":
+		b.Pending = PendingRefuse
+	case PendingRefuse, PendingAllow:
+	default:
+		return section.Errorf("pending", "unknown value %q; expected refuse or allow", b.Pending)
 	}
 	if b.BearerTokenFile != "" {
 		b.BearerTokenFile = section.Resolve(dir, b.BearerTokenFile)
@@ -373,6 +393,19 @@ func (l *Loaded) Revisions() map[string]string { return l.revisions }
 func (l *Loaded) addBundles(c Config, o LoadOptions, add func(p, name, mode string, load func() (*loadedPolicy, error)) error,
 	loadRego func(p, at, name, engine string, files map[string][]byte) (*loadedPolicy, error), h io.Writer) error {
 	ctx := context.Background()
+	for _, bc := range c.Bundles {
+		if bc.Pending != PendingRefuse || slices.ContainsFunc(o.Bundles, func(b *Bundle) bool { return b.Name == bc.Name }) {
+			continue
+		}
+		name := "bundle:" + bc.Name
+		err := add(fmt.Sprintf("bundles[%s]", bc.Name), name, ModeEnforce, func() (*loadedPolicy, error) {
+			return &loadedPolicy{eval: pendingBundle{name: name, bundle: bc.Name}, kind: "pending", engine: "none", key: "pending"}, nil
+		})
+		if err != nil {
+			return err
+		}
+		l.global = append(l.global, name)
+	}
 	for _, b := range o.Bundles {
 		if !slices.ContainsFunc(c.Bundles, func(bc BundleConfig) bool { return bc.Name == b.Name }) {
 			continue // the bundle is no longer configured
@@ -487,4 +520,15 @@ func bundleDigest(b *Bundle) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// pendingBundle is the policy standing for a bundle not activated yet
+// (pending: refuse): it refuses every call.
+type pendingBundle struct{ name, bundle string }
+
+func (p pendingBundle) Name() string { return p.name }
+
+func (p pendingBundle) Eval(context.Context, *Input) (Result, error) {
+	return Result{Allowed: true, Denies: []Violation{{Reason: bucketing.ReasonPolicyDenied,
+		Message: fmt.Sprintf("policy bundle %q has not been activated yet; calls are refused until it is", p.bundle)}}}, nil
 }

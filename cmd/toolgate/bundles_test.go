@@ -273,8 +273,16 @@ type bundleRig struct {
 // polling it.
 func startBundleRig(t *testing.T, first bundleSrc, rev string) *bundleRig {
 	t.Helper()
+	return startBundleRigWith(t, first, rev, func(*bundleServer) {})
+}
+
+// startBundleRigWith is startBundleRig with before run on the server
+// before the sidecar starts.
+func startBundleRigWith(t *testing.T, first bundleSrc, rev string, before func(*bundleServer)) *bundleRig {
+	t.Helper()
 	r := &bundleRig{dir: t.TempDir(), srv: startBundleServer(t), keys: writeKeyPair(t), logs: new(testutil.SyncBuffer)}
 	r.srv.publish(t, buildBundle(t, first, rev, r.keys), "bundle.tar.gz")
+	before(r.srv)
 	path := filepath.Join(r.dir, "toolgate.yaml")
 	cfg := strings.NewReplacer("URL", r.srv.url("bundle.tar.gz"), "KEY", filepath.Join(r.keys, "public.pem")).Replace(bundleConfig)
 	writeFile(t, path, cfg)
@@ -306,10 +314,6 @@ func startBundleRig(t *testing.T, first bundleSrc, rev string) *bundleRig {
 func TestBundleLifecycle(t *testing.T) {
 	t.Parallel()
 	r := startBundleRig(t, bundleSrc{bound: 50}, "r1")
-	if a := do(t, r.admin, "GET", "http://"+r.sc.AdminAddr()+"/readyz", nil); a.status != http.StatusOK {
-		// Readiness waits for the first activation: poll until then.
-		waitBundle(t, r.admin, r.sc.AdminAddr(), "activated", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
-	}
 	st := waitBundle(t, r.admin, r.sc.AdminAddr(), "at r1", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
 	if st.ActivatedAt == nil || !st.OK || st.ETag == "" {
 		t.Errorf("after activation: %+v, want activated_at, ok, an etag", st)
@@ -504,5 +508,31 @@ func TestBundleRolloutAndSwitchUnderLoad(t *testing.T) {
 	}
 	if byVersion["s0"] == 0 || byVersion["s1"] == 0 {
 		t.Errorf("events by policy_version: %v, want calls under s0 and s1", byVersion)
+	}
+}
+
+// TestBundlePendingRefuses starts a sidecar while its bundle's server is
+// down: it is not ready, and it refuses calls (pending: refuse, the
+// default) rather than let them through unchecked, until the bundle is
+// activated.
+func TestBundlePendingRefuses(t *testing.T) {
+	t.Parallel()
+	r := startBundleRigWith(t, bundleSrc{bound: 50}, "r1", func(s *bundleServer) { s.down() })
+	admin := r.sc.AdminAddr()
+	if a := do(t, r.admin, "GET", "http://"+admin+"/readyz", nil); a.status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before the bundle's first activation: %d, want 503", a.status)
+	}
+	a := do(t, r.client, "GET", r.up+"/esearch?term=x&retmax=10", map[string]string{"X-Toolgate-Envelope": "1"})
+	if a.status != http.StatusForbidden || !strings.Contains(a.body, `policy bundle \"main\" has not been activated yet`) {
+		t.Errorf("a call before activation: %d %s; want 403 naming the bundle", a.status, a.body)
+	}
+	waitBundle(t, r.admin, admin, "failing to download", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Downloads.Failed > 0 })
+	r.srv.up(t)
+	waitBundle(t, r.admin, admin, "at r1", 60*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
+	if got := esearch(t, r.client, r.up, 10); got != http.StatusOK {
+		t.Errorf("retmax=10 after activation: status %d, want 200", got)
+	}
+	if a := do(t, r.admin, "GET", "http://"+admin+"/readyz", nil); a.status != http.StatusOK {
+		t.Errorf("/readyz after activation: %d, want 200", a.status)
 	}
 }
