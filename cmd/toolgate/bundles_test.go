@@ -536,3 +536,78 @@ func TestBundlePendingRefuses(t *testing.T) {
 		t.Errorf("/readyz after activation: %d, want 200", a.status)
 	}
 }
+
+// TestPolicyBuildBundle builds a signed bundle with `toolgate policy build
+// --bundle` and hands it to the real opa: opa inspect shows its revision
+// and files, opa eval -b decides with it, and opa verifies its signature
+// with the public key (and refuses another key). `toolgate policy test`
+// runs its tests, and a sidecar activates it.
+func TestPolicyBuildBundle(t *testing.T) {
+	t.Parallel()
+	keys := writeKeyPair(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(filepath.Join(src, "toolgate", "bounds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "toolgate", "bounds", "bounds.rego"), boundsPolicy(50))
+	writeFile(t, filepath.Join(src, "toolgate", "bounds", "bounds_test.rego"), boundsTests)
+	writeFile(t, filepath.Join(src, "toolgate", "data.json"),
+		`{"policies": [{"name": "bounds", "package": "toolgate.bounds"}], "tools": {"pubmed_search": ["bounds"]}}`)
+	out := filepath.Join(dir, "bundle.tar.gz")
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"policy", "build", "--bundle", src, "--revision", "tb1",
+		"--signing-key", filepath.Join(keys, "private.pem"), "-o", out}, &stdout, &stderr)
+	if code != exitOK || !strings.Contains(stdout.String(), `revision "tb1", 1 policies, signed RS256`) {
+		t.Fatalf("policy build --bundle = %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	inspect := opacli.Run(t, dir, "inspect", out)
+	for _, want := range []string{"tb1", "/toolgate/bounds/bounds.rego", "data.toolgate.bounds"} {
+		if !strings.Contains(inspect, want) {
+			t.Errorf("opa inspect does not show %q:\n%s", want, inspect)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "input.json"), `{"arguments": {"term": "x", "retmax": 60}}`)
+	if got := opacli.Run(t, dir, "eval", "-b", out, "-i", "input.json", "-f", "raw", "count(data.toolgate.bounds.deny)"); strings.TrimSpace(got) != "1" {
+		t.Errorf("opa eval -b: count(deny) for retmax 60 = %q, want 1", got)
+	}
+	opacli.Run(t, dir, "build", "-b", out, "--verification-key", filepath.Join(keys, "public.pem"), "-o", filepath.Join(dir, "verified.tar.gz"))
+	other := writeKeyPair(t)
+	if msg, err := opacli.Try(t, dir, "build", "-b", out, "--verification-key", filepath.Join(other, "public.pem"), "-o", filepath.Join(dir, "x.tar.gz")); err == nil || !strings.Contains(msg, "verif") {
+		t.Errorf("opa verified the bundle with another key: %v\n%s", err, msg)
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"policy", "test", out}, &stdout, &stderr); code != exitOK ||
+		!strings.Contains(stdout.String(), "PASS bounds/test_one_allowed") || !strings.Contains(stdout.String(), "2 passed, 0 failed") {
+		t.Errorf("policy test BUNDLE = %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	// A sidecar takes the bundle toolgate built.
+	srv := startBundleServer(t)
+	srv.publish(t, out, "bundle.tar.gz")
+	cfgDir := t.TempDir()
+	path := filepath.Join(cfgDir, "toolgate.yaml")
+	writeFile(t, path, strings.NewReplacer("URL", srv.url("bundle.tar.gz"), "KEY", filepath.Join(keys, "public.pem")).Replace(bundleConfig))
+	writeFile(t, filepath.Join(cfgDir, "pubmed_search.json"), pubmedSchema(1000))
+	lc, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := sidecar.Start(lc, sidecar.Options{Logger: slog.New(slog.DiscardHandler), ReloadPoll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
+		defer cancel()
+		sc.Stop(ctx)
+	})
+	waitBundle(t, directClient(t), sc.AdminAddr(), "at tb1", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "tb1" })
+	up := startUpstream(t)
+	if got := esearch(t, proxyClient(t, sc.ProxyAddr("forward", 0)), up.URL(), 60); got != http.StatusForbidden {
+		t.Errorf("retmax=60 under the built bundle: status %d, want 403", got)
+	}
+}

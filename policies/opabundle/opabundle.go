@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	opabundle "github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/compile"
 	"github.com/open-policy-agent/opa/v1/download"
 	"github.com/open-policy-agent/opa/v1/logging"
 	"github.com/open-policy-agent/opa/v1/plugins"
@@ -211,4 +213,36 @@ func bundlePath(p string) string {
 		p = u.Path
 	}
 	return "/" + strings.TrimLeft(p, "/")
+}
+
+// BuildOptions are how Build builds a bundle.
+type BuildOptions struct {
+	// Revision is the manifest's revision. Default "": none.
+	Revision string
+	// SigningKey, when set, signs the bundle (.signatures.json, key id
+	// "default"): a file holding the PEM private key (or the HS* secret),
+	// or the key itself.
+	SigningKey string
+	// SigningAlg is the signature's algorithm. Default "RS256".
+	SigningAlg string
+}
+
+// Build writes to w the bundle of the folder dir as opa build --bundle
+// dir does (OPA's compiler with the rego target): its .rego files and
+// data files (data.json, data.yaml) by their paths below dir, with
+// revision and signature as o says. toolgate's settings go in
+// dir/toolgate/data.json.
+func Build(ctx context.Context, dir string, o BuildOptions, w io.Writer) error {
+	// Read through the folder's own file system, so paths in the bundle
+	// start at dir ("/toolgate/bounds/bounds.rego"), not at the folder
+	// as named on the command line.
+	c := compile.New().WithTarget(compile.TargetRego).WithAsBundle(true).WithFS(os.DirFS(dir)).WithPaths(".").
+		WithRevision(o.Revision).WithRegoVersion(ast.RegoV1).WithOutput(w)
+	if o.SigningKey != "" {
+		c = c.WithBundleSigningConfig(opabundle.NewSigningConfig(o.SigningKey, o.SigningAlg, ""))
+	}
+	if err := c.Build(ctx); err != nil {
+		return fmt.Errorf("build bundle %s: %w", dir, err)
+	}
+	return nil
 }
