@@ -151,6 +151,10 @@ func (s *Source) Stop(ctx context.Context) {
 // WASM module.
 var ErrNoPolicies = errors.New("the bundle holds no .rego file and no WASM module")
 
+// ErrDelta is the error of a delta bundle (a patch of the previous
+// bundle's data): toolgate takes snapshot bundles only.
+var ErrDelta = errors.New("a delta bundle; serve a snapshot bundle")
+
 // Read reads a bundle tarball (as opa build writes it), verifying its
 // signature when signing is not nil; name is the bundle's name in
 // errors and in the result. maxBytes bounds the tarball's files (0: no
@@ -178,6 +182,9 @@ func Read(name string, r io.Reader, signing *policies.BundleSigning, maxBytes in
 
 // convert makes toolgate's Bundle from OPA's.
 func convert(name string, b *opabundle.Bundle) (*policies.Bundle, error) {
+	if b.Type() == opabundle.DeltaBundleType {
+		return nil, fmt.Errorf("bundle %q: %w", name, ErrDelta)
+	}
 	out := &policies.Bundle{Name: name, Revision: b.Manifest.Revision,
 		Rego: map[string][]byte{}, Packages: map[string]string{}, Wasm: map[string][]byte{}}
 	for _, m := range b.Modules {
