@@ -311,8 +311,7 @@ func DecodeBundleSettings(v any) (*BundleSettings, error) {
 }
 
 // settings returns the bundle's settings, or the default ones: one
-// enforced, global policy per Rego package folder. packageOf names a
-// file's package.
+// enforced, global policy per Rego package.
 func (b *Bundle) settings() (*BundleSettings, error) {
 	if b.Settings != nil {
 		return b.Settings, nil

@@ -535,6 +535,22 @@ func TestBundlePendingRefuses(t *testing.T) {
 	if a := do(t, r.admin, "GET", "http://"+admin+"/readyz", nil); a.status != http.StatusOK {
 		t.Errorf("/readyz after activation: %d, want 200", a.status)
 	}
+
+	// The bundle sources are set up at start: a reload that changes them
+	// is refused, and the bundle keeps deciding.
+	path := filepath.Join(r.dir, "toolgate.yaml")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, path, strings.Replace(string(cfg), "max_delay: 1s", "max_delay: 2s", 1))
+	code, ra := postReload(t, r.admin, admin)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(ra.Error, "restart") || ra.PolicyVersion != "r1" {
+		t.Errorf("POST /reload with policies.bundles changed: %d %+v; want 422 saying restart, r1 in force", code, ra)
+	}
+	if got := esearch(t, r.client, r.up, 10); got != http.StatusOK {
+		t.Errorf("retmax=10 after the refused reload: status %d, want 200", got)
+	}
 }
 
 // TestPolicyBuildBundle builds a signed bundle with `toolgate policy build
@@ -610,4 +626,65 @@ func TestPolicyBuildBundle(t *testing.T) {
 	if got := esearch(t, proxyClient(t, sc.ProxyAddr("forward", 0)), up.URL(), 60); got != http.StatusForbidden {
 		t.Errorf("retmax=60 under the built bundle: status %d, want 403", got)
 	}
+}
+
+// TestBundlePollingCost measures what polling costs calls: four clients
+// call as fast as they can through two sidecars deciding with the same
+// policy, one from a file, one from a bundle polled every second (each
+// poll a 304), in alternating rounds, and it logs calls per second of
+// each. It is a measurement, skipped unless TOOLGATE_MEASURE=1:
+//
+//	TOOLGATE_MEASURE=1 go test -count=1 -run TestBundlePollingCost -v ./cmd/toolgate/
+func TestBundlePollingCost(t *testing.T) {
+	if os.Getenv("TOOLGATE_MEASURE") != "1" {
+		t.Skip("a measurement; set TOOLGATE_MEASURE=1")
+	}
+	r := startBundleRig(t, bundleSrc{bound: 50}, "r1")
+	waitBundle(t, r.admin, r.sc.AdminAddr(), "at r1", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
+	dir := t.TempDir()
+	writeReloadFixture(t, dir, 50)
+	path := filepath.Join(dir, "toolgate.yaml")
+	writeFile(t, path, reloadConfig)
+	lc, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileSC, err := sidecar.Start(lc, sidecar.Options{Logger: slog.New(slog.DiscardHandler), ReloadPoll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
+		defer cancel()
+		fileSC.Stop(ctx)
+	})
+	fileClient := proxyClient(t, fileSC.ProxyAddr("forward", 0))
+	round := func(c *http.Client) float64 {
+		var n atomic.Int64
+		stop := time.Now().Add(2 * time.Second)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					if a, err := fetch(c, "GET", r.up+"/esearch?term=x&retmax=10", nil); err == nil && a.status == http.StatusOK {
+						n.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(n.Load()) / 2
+	}
+	var file, bundle []float64
+	for range 5 {
+		file = append(file, round(fileClient))
+		bundle = append(bundle, round(r.client))
+	}
+	slices.Sort(file)
+	slices.Sort(bundle)
+	st := bundleStatus(t, r.admin, r.sc.AdminAddr())
+	t.Logf("calls/s, median of 5 alternating 2s rounds, 4 clients: file policy %.0f, bundle polled every 1s %.0f (%d polls answered 304 meanwhile)",
+		file[2], bundle[2], st.Downloads.NotModified)
 }

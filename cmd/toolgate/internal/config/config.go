@@ -151,6 +151,9 @@ type Loaded struct {
 	// Bundles are the activated policy bundles (policies.bundles) whose
 	// policies LoadedPolicies holds; nil before any is activated.
 	Bundles []*policies.Bundle
+
+	data    []byte // the bytes parsed, which WithBundle parses again
+	offline bool   // parsed by LoadOffline
 }
 
 // Load reads, decodes and validates a configuration file. Every error
@@ -195,7 +198,7 @@ func ParseAfter(path string, data []byte, prev *Loaded) (*Loaded, error) {
 
 // parseWith is ParseAfter; offline is LoadOffline's.
 func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded, err error) {
-	lc = &Loaded{Path: path, Version: section.Version(data)}
+	lc = &Loaded{Path: path, Version: section.Version(data), data: data, offline: offline}
 	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -358,26 +361,30 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 	return nil
 }
 
-// WithBundle returns lc with bundle b activated: a new Loaded whose
-// policies are lc's file's and every activated bundle's, b replacing the
-// bundle of its name; lc is not changed. Policies unchanged since lc are
-// taken over, the others compiled, and every policy's unit tests run; on
-// error nothing is in force that was not before. The caller swaps the
-// snapshot in and closes lc's policies the result does not keep
+// WithBundle returns lc with bundle b activated: a new Loaded, parsed
+// again from the bytes lc was parsed from (so it shares nothing the proxy
+// writes to with lc's snapshot), whose policies are the file's and every
+// activated bundle's, b replacing the bundle of its name, and whose
+// start-only sections are lc's. lc is not changed. Policies unchanged
+// since lc are taken over, the others compiled, and every policy's unit
+// tests run; on error nothing is in force that was not before. The caller
+// swaps the snapshot in and closes lc's policies the result does not keep
 // (ClosePolicies).
 func (lc *Loaded) WithBundle(b *policies.Bundle) (*Loaded, error) {
-	next := *lc
-	next.Bundles = make([]*policies.Bundle, 0, len(lc.Bundles)+1)
+	prev := *lc
+	prev.Bundles = make([]*policies.Bundle, 0, len(lc.Bundles)+1)
 	for _, have := range lc.Bundles {
 		if have.Name != b.Name {
-			next.Bundles = append(next.Bundles, have)
+			prev.Bundles = append(prev.Bundles, have)
 		}
 	}
-	next.Bundles = append(next.Bundles, b)
-	if err := next.bindPolicies(section.Dir(lc.Path), lc.LoadedPolicies); err != nil {
+	prev.Bundles = append(prev.Bundles, b)
+	next, err := parseWith(lc.Path, lc.data, &prev, lc.offline)
+	if err != nil {
 		return nil, err
 	}
-	return &next, nil
+	next, _ = next.KeepStartSections(lc)
+	return next, nil
 }
 
 // KeepStartSections returns lc as a reload puts it in force after

@@ -2,13 +2,16 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/opabundle"
 )
@@ -260,3 +263,12 @@ func (b *bundler) Collect(ch chan<- prometheus.Metric) {
 }
 
 var _ prometheus.Collector = (*bundler)(nil)
+
+// errBundlesChanged is the outcome of a reload whose policies.bundles
+// differ from the bundles being polled: the sources are set up at start.
+var errBundlesChanged = errors.New("policies.bundles changed (url, polling, signing, pending); bundle sources take effect only on restart, so nothing was reloaded")
+
+// sameBundles reports whether next configures the bundles prev does.
+func sameBundles(prev, next *config.Loaded) bool {
+	return reflect.DeepEqual(prev.LoadedPolicies.Bundles(), next.LoadedPolicies.Bundles())
+}
