@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
+	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/internal/opacli"
 	"github.com/toolgate/toolgate/internal/testutil"
 )
@@ -683,4 +684,44 @@ func TestBundlePollingCost(t *testing.T) {
 	st := bundleStatus(t, polled.admin, polled.sc.AdminAddr())
 	t.Logf("calls/s, median of %d alternating 2s rounds, 4 clients: polled every 1s %.0f (%d polls answered 304 meanwhile), polled hourly %.0f",
 		rounds, fast[rounds/2], st.Downloads.NotModified, slow[rounds/2])
+}
+
+// TestBundleRolloutIntoClickHouse rolls a policy out by bundle with events
+// going to a real ClickHouse: the dry-run revision's would-be refusal and
+// the enforcing revision's refusal are there, each under its revision's
+// policy_version, as an analyst finds them.
+func TestBundleRolloutIntoClickHouse(t *testing.T) {
+	t.Parallel()
+	ch := chtest.Start(t)
+	toCH := func(c string) string {
+		return strings.Replace(c, "  file: {path: events.ndjson}\n",
+			"  spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}\n  clickhouse:\n    addr: ["+ch.Addr()+"]\n    database: rollout\n", 1)
+	}
+	r := startBundleRigWith(t, bundleSrc{bound: 50, mode: "dry_run"}, "dry", func(*bundleServer) {}, toCH)
+	admin := r.sc.AdminAddr()
+	waitBundle(t, r.admin, admin, "at dry", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "dry" })
+	if got := esearch(t, r.client, r.up, 60); got != http.StatusOK {
+		t.Errorf("retmax=60 in dry run: status %d, want 200", got)
+	}
+	r.srv.publish(t, buildBundle(t, bundleSrc{bound: 50}, "enforce", r.keys), "bundle.tar.gz")
+	waitBundle(t, r.admin, admin, "at enforce", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "enforce" })
+	if got := esearch(t, r.client, r.up, 60); got != http.StatusForbidden {
+		t.Errorf("retmax=60 enforced: status %d, want 403", got)
+	}
+	const want = "dry 1  ['retmax must be at most 50'];enforce 0 policy [];"
+	got := ""
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		rows, err := ch.TryQuery("SELECT policy_version, dry_run_denied, error_code, dry_run_violations FROM rollout.events FINAL ORDER BY time_us")
+		if err != nil {
+			continue // the database is created by the sidecar's first batch
+		}
+		got = ""
+		for _, row := range rows {
+			got += strings.Join(row, " ") + ";"
+		}
+		if got == want {
+			return
+		}
+	}
+	t.Errorf("events in ClickHouse = %q, want %q", got, want)
 }
