@@ -161,6 +161,9 @@ func (b *bundler) status() []BundleStatus {
 // update handles one poll's outcome: it activates a new bundle and
 // records the outcome. It returns the activation's error, if any.
 func (b *bundler) update(name string, u opabundle.Update) error {
+	if b.stopped.Load() {
+		return nil // the sidecar is stopping: a poll cut short is no failure
+	}
 	now := time.Now()
 	ptr := b.states[name]
 	st := *ptr.Load()
