@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,6 +43,9 @@ type Config struct {
 	Rego []RegoConfig `yaml:"rego"`
 	// Wasm lists the WebAssembly policies.
 	Wasm []WasmConfig `yaml:"wasm"`
+	// Bundles lists OPA bundles the sidecar takes further policies from
+	// (bundle.go, docs/bundles.md). Default: none.
+	Bundles []BundleConfig `yaml:"bundles"`
 }
 
 // Files lists the files and folders the section reads, resolved against
@@ -61,7 +65,7 @@ func (c Config) Files(dir string) []string {
 			files = append(files, section.Resolve(dir, w.Path))
 		}
 	}
-	return files
+	return append(files, c.bundleFiles(dir)...)
 }
 
 // Engines a Rego policy can run on.
@@ -150,6 +154,9 @@ type LoadOptions struct {
 	// Wasm runs WASM policies and Rego policies on the wasm engine; without
 	// it, configuring either is an error.
 	Wasm WasmHost
+	// Bundles are the activated bundles whose policies join the
+	// section's, each named in the section's bundles; nil before any is.
+	Bundles []*Bundle
 	// Previous is the configuration being replaced, if any: policies whose
 	// files, engine and limits are unchanged are taken over from it instead
 	// of being compiled again.
@@ -177,6 +184,12 @@ type Loaded struct {
 	modes   map[string]string
 	order   []string
 	version string
+	// bound lists, by tool, the bundle policies bundles bind to it.
+	bound map[string][]string
+	// global lists the bundle policies bundles bind to every tool.
+	global []string
+	// revisions are the bundles in force, by name: their revisions.
+	revisions map[string]string
 }
 
 // Load applies defaults, validates the section and compiles every policy;
@@ -196,6 +209,10 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			return nil, section.At(fmt.Sprintf("headers[%d]", i), fmt.Errorf("%q is not a header name", h))
 		}
 		c.Headers[i] = strings.ToLower(h)
+	}
+	c.Bundles = slices.Clone(c.Bundles)
+	if err := c.ValidateBundles(dir); err != nil {
+		return nil, err
 	}
 	switch c.Engine {
 	case "":
@@ -240,16 +257,56 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 		return nil
 	}
 	resolve := func(path string) string { return section.Resolve(dir, path) }
+	// loadRego compiles a Rego policy from its files for its engine; p is
+	// its entry's field path, at is the field errors about its files name.
+	loadRego := func(p, at, name, engine string, files map[string][]byte) (*loadedPolicy, error) {
+		switch engine {
+		case "":
+			engine = c.Engine
+		case EngineCompiled, EngineInterpreter, EngineWasm:
+		default:
+			return nil, section.At(p+".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", engine))
+		}
+		pol, err := o.Rego.CompileRego(name, files)
+		if err != nil {
+			return nil, section.At(at, err)
+		}
+		lp := &loadedPolicy{eval: pol, rego: pol, kind: "rego", engine: engine,
+			key: "rego/" + engine + "/" + pol.Version()}
+		if prev := o.Previous.reusable(name, lp.key); prev != nil && engine != EngineInterpreter {
+			lp.eval, lp.rego = prev.eval, prev.rego
+			return lp, nil
+		}
+		switch engine {
+		case EngineInterpreter:
+			return lp, nil
+		case EngineCompiled:
+			c, err := pol.Compiled(ctx)
+			if err != nil {
+				return nil, section.At(p+".engine", err)
+			}
+			// A policy of many rules stays in the interpreter (see
+			// maxCompiledRules): status and events name that engine.
+			lp.eval, lp.rego, lp.engine = c, c, c.Engine()
+			return lp, nil
+		}
+		if o.Wasm == nil {
+			return nil, section.At(p+".engine", fmt.Errorf("the wasm engine is not available here"))
+		}
+		ev, err := o.Wasm.CompileRego(ctx, name, files, WasmOptions{Deadline: c.Deadline})
+		if err != nil {
+			return nil, section.At(p+".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", name, err))
+		}
+		lp.eval = ev
+		return lp, nil
+	}
 	for i, rc := range c.Rego {
 		p := fmt.Sprintf("rego[%d]", i)
 		err := add(p, rc.Name, rc.Mode, func() (*loadedPolicy, error) {
-			engine := rc.Engine
-			switch engine {
-			case "":
-				engine = c.Engine
-			case EngineCompiled, EngineInterpreter, EngineWasm:
+			switch rc.Engine {
+			case "", EngineCompiled, EngineInterpreter, EngineWasm:
 			default:
-				return nil, section.At(p+".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", engine))
+				return nil, section.At(p+".engine", fmt.Errorf("unknown engine %q; expected compiled, interpreter or wasm", rc.Engine))
 			}
 			if rc.Path == "" {
 				return nil, section.At(p+".path", fmt.Errorf("required"))
@@ -261,38 +318,7 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			if err != nil {
 				return nil, section.At(p+".path", fmt.Errorf("policy %q: %w", rc.Name, err))
 			}
-			pol, err := o.Rego.CompileRego(rc.Name, files)
-			if err != nil {
-				return nil, section.At(p+".path", err)
-			}
-			lp := &loadedPolicy{eval: pol, rego: pol, kind: "rego", engine: engine,
-				key: "rego/" + engine + "/" + pol.Version()}
-			if prev := o.Previous.reusable(rc.Name, lp.key); prev != nil && engine != EngineInterpreter {
-				lp.eval, lp.rego = prev.eval, prev.rego
-				return lp, nil
-			}
-			switch engine {
-			case EngineInterpreter:
-				return lp, nil
-			case EngineCompiled:
-				c, err := pol.Compiled(ctx)
-				if err != nil {
-					return nil, section.At(p+".engine", err)
-				}
-				// A policy of many rules stays in the interpreter (see
-				// maxCompiledRules): status and events name that engine.
-				lp.eval, lp.rego, lp.engine = c, c, c.Engine()
-				return lp, nil
-			}
-			if o.Wasm == nil {
-				return nil, section.At(p+".engine", fmt.Errorf("the wasm engine is not available here"))
-			}
-			ev, err := o.Wasm.CompileRego(ctx, rc.Name, files, WasmOptions{Deadline: c.Deadline})
-			if err != nil {
-				return nil, section.At(p+".engine", fmt.Errorf("policy %q cannot run on the wasm engine (use engine: interpreter): %w", rc.Name, err))
-			}
-			lp.eval = ev
-			return lp, nil
+			return loadRego(p, p+".path", rc.Name, rc.Engine, files)
 		})
 		if err != nil {
 			return nil, err
@@ -339,6 +365,10 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 			return nil, err
 		}
 	}
+	local := len(l.order)
+	if err := l.addBundles(c, o, add, loadRego, h); err != nil {
+		return nil, err
+	}
 	for i, name := range c.Global {
 		if _, ok := l.byName[name]; !ok {
 			return nil, section.At(fmt.Sprintf("global[%d]", i), fmt.Errorf("no policy named %q; %s", name, definedPolicies(l.order)))
@@ -347,6 +377,14 @@ func (c Config) Load(dir string, o LoadOptions) (l *Loaded, err error) {
 	}
 	if len(l.order) > 0 {
 		l.version = hex.EncodeToString(h.Sum(nil))[:12]
+	}
+	if len(l.revisions) > 0 {
+		// The bundles' revisions are the policy version; policies of the
+		// file itself add their content hash after a "+".
+		l.version = BundleVersion(l.revisions)
+		if local > 0 {
+			l.version += "+" + hex.EncodeToString(h.Sum(nil))[:12]
+		}
 	}
 	return l, nil
 }
@@ -441,10 +479,16 @@ func (l *Loaded) SetFor(tool string, names []string, toolMode string, failOpen b
 	for _, name := range l.cfg.Global {
 		add(name)
 	}
+	for _, name := range l.global {
+		add(name)
+	}
 	for i, name := range names {
 		if _, ok := l.byName[name]; !ok {
 			return nil, section.At(fmt.Sprintf("policies[%d]", i), fmt.Errorf("no policy named %q; %s", name, definedPolicies(l.order)))
 		}
+		add(name)
+	}
+	for _, name := range l.bound[tool] {
 		add(name)
 	}
 	set := NewSet(tool, bound, l.cfg.Deadline, failOpen)

@@ -46,6 +46,7 @@ WANTED=(
 	nginx:/usr/sbin/nginx
 	jq:/usr/bin/jq
 	nodejs:/usr/bin/node
+	openssl:/usr/bin/openssl
 )
 if [[ ${1:-} == --bench ]]; then
 	WANTED+=(wrk:/usr/bin/wrk squid:/usr/sbin/squid)

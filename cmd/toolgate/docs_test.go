@@ -24,6 +24,8 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/opacli"
+	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -276,6 +278,10 @@ func newDocEnv(t *testing.T, root string) *docEnv {
 	if err := os.Symlink(self, filepath.Join(e.bin, "toolgate")); err != nil {
 		t.Fatal(err)
 	}
+	// docs/bundles.md builds and checks bundles with the real opa CLI.
+	if err := os.Symlink(opacli.Binary(t), filepath.Join(e.bin, "opa")); err != nil {
+		t.Fatal(err)
+	}
 	docCopyTree(t, filepath.Join(root, "examples"), filepath.Join(e.dir, "examples"))
 	docCopyTree(t, filepath.Join(root, "examples", "schemas"), filepath.Join(e.dir, "schemas"))
 	docCopyTree(t, filepath.Join(root, "examples", "policies"), filepath.Join(e.dir, "policies"))
@@ -467,6 +473,10 @@ func checkJSONExample(t *testing.T, b docBlock) {
 				t.Errorf("%s: an example event lacks %s", b, strings.Join(missing, ", "))
 			}
 			docCheckCode(t, b, ev.ErrorCode, ev.ErrorClass, true)
+		case filepath.ToSlash(b.file) == "docs/bundles.md" && keys["policies"] != nil:
+			// toolgate's settings in a bundle (docs/bundles.md).
+			var st policies.BundleSettings
+			docStrict(t, b, raw, &st)
 		case keys["ok"] != nil && keys["error"] != nil:
 			var env bucketing.Envelope
 			docStrict(t, b, raw, &env)

@@ -44,7 +44,7 @@ shows as "(set)"); check, like run, needs NAME set and non-empty.`,
 func newPolicyTestCmd() *cobra.Command {
 	var cfgPath string
 	c := &cobra.Command{
-		Use:   "test DIR",
+		Use:   "test DIR|BUNDLE.tar.gz",
 		Short: "Run policies' Rego unit tests and case files",
 		Long: `Test runs everything under DIR (or the one .cases.yaml file DIR names; a
 .rego file stands for its policy, the folder holding it) and prints one PASS
@@ -74,7 +74,12 @@ does not match prints what it wanted and what it got:
 
   FAIL cases/examples.cases.yaml: retmax over the bound
     outcome  want refused      got allowed
-    code     want validation   got (none)`,
+    code     want validation   got (none)
+
+Bundles: when DIR is an OPA bundle (a .tar.gz, as 'opa build' writes it),
+its policies are chosen and compiled as a sidecar activating it would (its
+data.toolgate settings, or one policy per package; docs/bundles.md) and
+their unit tests run. The bundle's signature is not checked here.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runPolicyTest(c.Context(), c.OutOrStdout(), args[0], cfgPath)
@@ -304,7 +309,13 @@ func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs st
 // code: 0 when at least one test ran and none failed, 1 otherwise, 2 for a
 // path that holds no policy work.
 func runPolicyTest(ctx context.Context, out io.Writer, dir, cfgPath string) error {
-	rep, err := policytest.Run(ctx, out, dir, cfgPath)
+	var rep policytest.Report
+	var err error
+	if policytest.IsBundle(dir) {
+		rep, err = policytest.RunBundle(ctx, out, dir)
+	} else {
+		rep, err = policytest.Run(ctx, out, dir, cfgPath)
+	}
 	switch {
 	case errors.Is(err, policytest.ErrNotPolicyPath):
 		return usageError{err}

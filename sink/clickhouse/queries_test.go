@@ -39,6 +39,7 @@ var docTo = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 func docEvents() []sink.Event {
 	to := docTo
 	var evs []sink.Event
+	var revisionAt func(time.Time) string // the policy version of an event at a time
 	add := func(n int, tool, code, reason, detail, sidecar string, at time.Time, envelope bool, dry []string) {
 		for i := 0; i < n; i++ {
 			evs = append(evs, sink.Event{
@@ -46,10 +47,19 @@ func docEvents() []sink.Event {
 				Time:    at.Add(time.Duration(i) * time.Second), Sidecar: sidecar, Tool: tool, TraceID: fmt.Sprintf("trace-%s-%s", tool, code),
 				ErrorCode: code, Reason: reason, Detail: detail, OK: code == "", Envelope: envelope,
 				DryRunDenied: len(dry) > 0, DryRunViolations: dry, TotalUS: int64(1000 * (i + 1)),
+				PolicyVersion: revisionAt(at),
 			})
 		}
 	}
 	prev, this := to.Add(-90*time.Minute), to.Add(-30*time.Minute)
+	// The previous hour's calls were decided by bundle revision r1, the
+	// rest by r2.
+	revisionAt = func(at time.Time) string {
+		if at.Equal(prev) {
+			return "r1"
+		}
+		return "r2"
+	}
 	add(10, "pubmed_search", "", "", "", "sc-a", prev, true, nil)
 	add(4, "pubmed_search", "validation", "unknown_field", "Tool 'pubmed_search' got unknown argument 'retmx'", "sc-a", prev, false, nil)
 	add(6, "pubmed_search", "validation", "unknown_field", "Tool 'pubmed_search' got unknown argument 'retmx'", "sc-a", this, true, nil)
@@ -93,6 +103,7 @@ func TestDocumentedQueries(t *testing.T) {
 		{"envelope_adoption", "[[pubmed_search 19 4 0.8261 2026-11-20 10:30:03] [docs_edit 0 15 0 2026-11-20 11:30:07]]"},
 		{"spike", "[[docs_edit rate_limit 5 2 3] [pubmed_search policy 3 0 3] [pubmed_search validation 6 4 2]]"},
 		{"freshness", "[[sc-a 2026-11-20 11:30:05 1795 23] [sc-b 2026-11-20 11:30:07 1793 15]]"},
+		{"revisions_per_sidecar", "[[sc-a r2 2026-11-20 11:30:05 9] [sc-a r1 2026-11-20 10:30:09 14] [sc-b r2 2026-11-20 11:30:07 13] [sc-b r1 2026-11-20 10:30:01 2]]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

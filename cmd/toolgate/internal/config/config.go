@@ -160,6 +160,13 @@ type Loaded struct {
 	// section configures nothing. A reload whose budgets section is
 	// unchanged takes the previous engine over, counters and all.
 	BudgetEngine *budget.Engine
+
+	// Bundles are the activated policy bundles (policies.bundles) whose
+	// policies LoadedPolicies holds; nil before any is activated.
+	Bundles []*policies.Bundle
+
+	data    []byte // the bytes parsed, which WithBundle parses again
+	offline bool   // parsed by LoadOffline
 }
 
 // Load reads, decodes and validates a configuration file. Every error
@@ -204,7 +211,7 @@ func ParseAfter(path string, data []byte, prev *Loaded) (*Loaded, error) {
 
 // parseWith is ParseAfter; offline is LoadOffline's.
 func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded, err error) {
-	lc = &Loaded{Path: path, Version: section.Version(data)}
+	lc = &Loaded{Path: path, Version: section.Version(data), data: data, offline: offline}
 	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
@@ -241,8 +248,10 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	}
 	var before *policies.Loaded
 	if prev != nil {
-		before = prev.LoadedPolicies
+		// The bundles activated so far stay in force across a reload.
+		before, lc.Bundles = prev.LoadedPolicies, prev.Bundles
 	}
+	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
 	if err := lc.bindBudgets(prev); err != nil {
 		return nil, where(err)
 	}
@@ -335,7 +344,8 @@ func LoadEvents(path string) (EventsConfig, error) {
 // tests (a policy whose tests fail never takes effect), and builds each
 // tool's policy set into the snapshot.
 func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
-	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: lazyWasmHost{cacheDir: wasmCacheDir(dir, lc.Policies.WasmCache)}, Previous: prev})
+	pol, err := lc.Policies.Load(dir, policies.LoadOptions{Rego: rego.Host{}, Wasm: lazyWasmHost{cacheDir: wasmCacheDir(dir, lc.Policies.WasmCache)},
+		Previous: prev, Bundles: lc.Bundles})
 	if err != nil {
 		return section.Under("policies", err)
 	}
@@ -365,7 +375,6 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 			checkers[t.Name] = set
 		}
 	}
-	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
 	lc.LoadedPolicies = pol
 	lc.Snapshot = proxy.Snapshot{
 		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
@@ -397,6 +406,32 @@ func (lc *Loaded) bindBudgets(prev *Loaded) error {
 		lc.BudgetEngine = budget.New(&lc.Budgets, m)
 	}
 	return nil
+}
+
+// WithBundle returns lc with bundle b activated: a new Loaded, parsed
+// again from the bytes lc was parsed from (so it shares nothing the proxy
+// writes to with lc's snapshot), whose policies are the file's and every
+// activated bundle's, b replacing the bundle of its name, and whose
+// start-only sections are lc's. lc is not changed. Policies unchanged
+// since lc are taken over, the others compiled, and every policy's unit
+// tests run; on error nothing is in force that was not before. The caller
+// swaps the snapshot in and closes lc's policies the result does not keep
+// (ClosePolicies).
+func (lc *Loaded) WithBundle(b *policies.Bundle) (*Loaded, error) {
+	prev := *lc
+	prev.Bundles = make([]*policies.Bundle, 0, len(lc.Bundles)+1)
+	for _, have := range lc.Bundles {
+		if have.Name != b.Name {
+			prev.Bundles = append(prev.Bundles, have)
+		}
+	}
+	prev.Bundles = append(prev.Bundles, b)
+	next, err := parseWith(lc.Path, lc.data, &prev, lc.offline)
+	if err != nil {
+		return nil, err
+	}
+	next, _ = next.KeepStartSections(lc)
+	return next, nil
 }
 
 // KeepStartSections returns lc as a reload puts it in force after

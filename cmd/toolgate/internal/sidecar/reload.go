@@ -366,6 +366,10 @@ func (r *reloader) reload(ctx context.Context, trigger string) (ReloadAnswer, er
 		}
 		return r.answer(nil), errReloadStopping
 	}
+	if err == nil && !sameBundles(prev, lc) {
+		lc.ClosePolicies(prev)
+		err = errBundlesChanged
+	}
 	if err == nil {
 		if err = r.sc.proxy.Swap(lc.Snapshot); err != nil {
 			lc.ClosePolicies(prev)

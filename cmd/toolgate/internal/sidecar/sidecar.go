@@ -50,6 +50,7 @@ type Sidecar struct {
 	cfg     atomic.Pointer[config.Loaded] // the configuration in force
 	version string
 	reload  *reloader
+	bundles *bundler
 	log     *slog.Logger
 	events  *eventPath
 	spans   *spans // nil when tracing is off
@@ -76,6 +77,9 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		sc.reload.settle = o.ReloadSettle
 	}
 	var err error
+	if sc.bundles, err = newBundler(sc, lc.LoadedPolicies.Bundles()); err != nil {
+		return nil, err
+	}
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
@@ -117,6 +121,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		}()
 	}
 	sc.ready.Store(true)
+	sc.bundles.start()
 	return sc, nil
 }
 
@@ -163,6 +168,7 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 // flushes events, then spans (when tracing is on).
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
+	sc.bundles.stop()
 	sc.reload.stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
@@ -193,7 +199,7 @@ func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
 	reg.MustRegister(sc.spans.collectors()...)
-	reg.MustRegister(sc.proxy, sc.reload, budgetCollector{sc},
+	reg.MustRegister(sc.proxy, sc.reload, budgetCollector{sc}, sc.bundles,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -202,6 +208,10 @@ func (sc *Sidecar) adminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !sc.ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if !sc.bundles.ready() {
+			http.Error(w, "not ready: a policy bundle has not been activated yet", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
@@ -270,6 +280,7 @@ type status struct {
 	Reload        ReloadStatus   `json:"reload"`
 	// Tracing is the span exporter's counters; absent when tracing is off.
 	Tracing *tracing.Stats `json:"tracing,omitempty"`
+	Bundles       []BundleStatus `json:"bundles,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -299,5 +310,6 @@ func (sc *Sidecar) status() status {
 		Events:  sc.events.status(cfg.Events),
 		Reload:  sc.reload.status(),
 		Tracing: sc.spans.stats(),
+		Bundles: sc.bundles.status(),
 	}
 }
