@@ -78,6 +78,19 @@ const (
 	// ReasonOriginMismatch (policy): a call routed to a tool that injects
 	// headers goes to another origin (scheme, host, port) than the tool's.
 	ReasonOriginMismatch = "origin_mismatch"
+	// ReasonApprovalPending (policy): the call needs a person's approval,
+	// which was asked for (error.approval names it); retry the same call
+	// after retry_after_ms.
+	ReasonApprovalPending = "approval_pending"
+	// ReasonApprovalDenied (policy): a person denied this call.
+	ReasonApprovalDenied = "approval_denied"
+	// ReasonRevisionRequested (validation, class user): a person asked
+	// for changed arguments; error.approval.note says what to change.
+	ReasonRevisionRequested = "revision_requested"
+	// ReasonApprovalUnavailable (policy): the call needs approval and the
+	// approval store could not be read or written, or holds too many
+	// pending requests; the call is refused (fail closed).
+	ReasonApprovalUnavailable = "approval_unavailable"
 	ReasonTimeout        = "timeout"
 	ReasonConnect        = "connect"
 	ReasonTruncated      = "truncated"

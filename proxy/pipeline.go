@@ -31,7 +31,8 @@ type call struct {
 	client   context.Context
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
-	mcp      *mcpCall // nil unless the tool's protocol is mcp
+	mcp      *mcpCall           // nil unless the tool's protocol is mcp
+	ask      *policies.Approval // the policies' approval request, if any
 }
 
 // handle runs the pipeline for one request whose upstream URL is target and
@@ -116,6 +117,9 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	args, ref := extractArgs(t, r, vars, raw, bodySrc, st.cfg.Limits.MaxJSONDepth)
 	if ref == nil {
 		ref = c.check(r, target, vars, args)
+	}
+	if ref == nil && c.s.approver != nil {
+		ref = c.approve(r, t.cfg.Name, args, nil)
 	}
 	if ref == nil {
 		ref = c.checkOrigin(target)
@@ -265,6 +269,7 @@ func (c *call) policyOutcome(d policies.Decision) *refusal {
 		return refuse(d.Code, d.Reason, d.Detail, d.Violations)
 	}
 	c.inject = d.Inject
+	c.ask = d.Approval
 	return nil
 }
 

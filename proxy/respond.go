@@ -21,6 +21,8 @@ type refusal struct {
 	reason     string
 	detail     string
 	violations []policies.Violation
+	approval   *bucketing.Approval // error.approval, for approval refusals
+	retryAfter *int64              // error.retry_after_ms, when set
 }
 
 func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation) *refusal {
@@ -31,7 +33,9 @@ func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation)
 func (ref *refusal) envelope() []byte {
 	// The violations go as they are: only their path, message, expected
 	// and got are encoded.
-	return bucketing.Refusal(ref.code, ref.reason, ref.detail, ref.violations).Marshal()
+	env := bucketing.Refusal(ref.code, ref.reason, ref.detail, ref.violations)
+	env.Error.Approval, env.Error.RetryAfterMS = ref.approval, ref.retryAfter
+	return env.Marshal()
 }
 
 func schemaRefusal(tool string, vs []policies.Violation) *refusal {
