@@ -91,19 +91,19 @@ const (
 	// approval store could not be read or written, or holds too many
 	// pending requests; the call is refused (fail closed).
 	ReasonApprovalUnavailable = "approval_unavailable"
-	ReasonTimeout        = "timeout"
-	ReasonConnect        = "connect"
-	ReasonTruncated      = "truncated"
-	ReasonStatus4xx      = "status_4xx"
-	ReasonStatus5xx      = "status_5xx"
-	ReasonRateLimited    = "status_429"
-	ReasonUnauthorized   = "status_401"
-	ReasonForbidden      = "status_403"
-	ReasonErrorInBody    = "error_in_body"
-	ReasonUnexpected     = "unexpected_status"
-	ReasonCanceled       = "canceled" // the call was canceled (the client went away) before upstream's answer was read
-	ReasonTLS            = "tls"      // upstream's TLS certificate was not accepted
-	ReasonRule           = "rule"     // the default reason of a Rule that names none
+	ReasonTimeout             = "timeout"
+	ReasonConnect             = "connect"
+	ReasonTruncated           = "truncated"
+	ReasonStatus4xx           = "status_4xx"
+	ReasonStatus5xx           = "status_5xx"
+	ReasonRateLimited         = "status_429"
+	ReasonUnauthorized        = "status_401"
+	ReasonForbidden           = "status_403"
+	ReasonErrorInBody         = "error_in_body"
+	ReasonUnexpected          = "unexpected_status"
+	ReasonCanceled            = "canceled" // the call was canceled (the client went away) before upstream's answer was read
+	ReasonTLS                 = "tls"      // upstream's TLS certificate was not accepted
+	ReasonRule                = "rule"     // the default reason of a Rule that names none
 )
 
 // ClassOf returns the default class of a code: the class a refusal or an
