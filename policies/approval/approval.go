@@ -433,3 +433,34 @@ func cutText(s string, n int) string {
 	s = s[:n]
 	return strings.ToValidUTF8(s, "")
 }
+
+// RowStore is a store that hands over rows (sink/clickhouse's
+// ApprovalStore); RowsStore makes a Store of it.
+type RowStore interface {
+	PutRequest(ctx context.Context, r sink.ApprovalRequest) error
+	PutDecision(ctx context.Context, d sink.ApprovalDecision) error
+	FindRows(ctx context.Context, id, key string) (sink.ApprovalRequest, []sink.ApprovalDecision, bool, error)
+	RecentRows(ctx context.Context, since time.Time, limit int) ([]sink.ApprovalRequest, map[string][]sink.ApprovalDecision, error)
+}
+
+// RowsStore is the Store over a RowStore.
+func RowsStore(rs RowStore) Store { return rowsStore{rs} }
+
+type rowsStore struct{ RowStore }
+
+func (s rowsStore) Find(ctx context.Context, id, key string) (Record, bool, error) {
+	r, ds, ok, err := s.FindRows(ctx, id, key)
+	return Record{Request: r, Decisions: ds}, ok, err
+}
+
+func (s rowsStore) Recent(ctx context.Context, since time.Time, limit int) ([]Record, error) {
+	reqs, decs, err := s.RecentRows(ctx, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, len(reqs))
+	for i, r := range reqs {
+		out[i] = Record{Request: r, Decisions: decs[r.ID]}
+	}
+	return out, nil
+}

@@ -44,29 +44,46 @@ type fileRow struct {
 	Decision *sink.ApprovalDecision `json:"decision,omitempty"`
 }
 
-// OpenFileStore opens (creating when missing) the file store at path.
-// retention bounds how long rows stay in memory; it should cover
-// pending_ttl plus decision_ttl.
+// NewFileStore returns the file store at path; the file is opened
+// (created when missing) at first use, so a configuration whose calls
+// never need approval leaves no file. retention bounds how long rows stay
+// in memory; it should cover pending_ttl plus decision_ttl.
+func NewFileStore(path string, retention time.Duration) *FileStore {
+	return &FileStore{path: path, retention: retention, byID: map[string]*Record{}, keys: map[string]string{}}
+}
+
+// OpenFileStore is NewFileStore, opening the file at once.
 func OpenFileStore(path string, retention time.Duration) (*FileStore, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open approvals file: %w", err)
-	}
-	s := &FileStore{path: path, retention: retention, f: f, byID: map[string]*Record{}, keys: map[string]string{}}
+	s := NewFileStore(path, retention)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.catchUp(); err != nil {
-		f.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // Close closes the file.
-func (s *FileStore) Close() error { return s.f.Close() }
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
 
 // catchUp reads rows appended since the last read. s.mu is held.
 func (s *FileStore) catchUp() error {
+	if s.f == nil {
+		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open approvals file: %w", err)
+		}
+		s.f = f
+	}
 	fi, err := s.f.Stat()
 	if err != nil {
 		return fmt.Errorf("read approvals file: %w", err)
@@ -153,6 +170,9 @@ func (s *FileStore) append(row fileRow) error {
 	b = append(b, '\n')
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.catchUp(); err != nil {
+		return err
+	}
 	if _, err := s.f.Write(b); err != nil {
 		return fmt.Errorf("write approvals file: %w", err)
 	}

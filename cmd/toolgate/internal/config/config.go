@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
@@ -42,6 +43,9 @@ type File struct {
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
 	Reload ReloadConfig `yaml:"reload"`
+	// Approvals configures the approval step (which calls need a person's
+	// approval, where requests live, who decides). Start-only.
+	Approvals approval.Config `yaml:"approvals"`
 }
 
 // ReloadConfig configures hot reload. It takes effect at start; a reload
@@ -224,6 +228,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := validateEvents(&lc.Events, dir); err != nil {
 		return nil, where(section.Under("events", err))
 	}
+	if err := lc.Approvals.Validate(dir, len(lc.Events.ClickHouse.Addr) > 0); err != nil {
+		return nil, where(section.Under("approvals", err))
+	}
 	var before *policies.Loaded
 	if prev != nil {
 		before = prev.LoadedPolicies
@@ -287,6 +294,30 @@ func wasmCacheDir(dir, cache string) string {
 		return cache
 	}
 	return section.Resolve(dir, cache)
+}
+
+// LoadApprovals reads a configuration file as LoadEvents does and
+// validates its events and approvals sections only, for the commands that
+// decide approvals (`toolgate approvals`, the dashboard).
+func LoadApprovals(path string) (EventsConfig, approval.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return EventsConfig{}, approval.Config{}, fmt.Errorf("read config: %w", err)
+	}
+	var f File
+	if err := DecodeYAML(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
+		return EventsConfig{}, approval.Config{}, err
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	dir := section.Dir(path)
+	if err := validateEvents(&f.Events, dir); err != nil {
+		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("events", err))
+	}
+	if err := f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0); err != nil {
+		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("approvals", err))
+	}
+	return f.Events, f.Approvals, nil
 }
 
 // LoadEvents reads and decodes a configuration file as Load does (strictly:
@@ -369,8 +400,11 @@ func (lc *Loaded) KeepStartSections(inForce *Loaded) (*Loaded, []string) {
 	if lc.Reload != inForce.Reload {
 		changed = append(changed, "reload")
 	}
+	if !reflect.DeepEqual(lc.Approvals, inForce.Approvals) {
+		changed = append(changed, "approvals")
+	}
 	next := *lc
-	next.Admin, next.Events, next.Reload = inForce.Admin, inForce.Events, inForce.Reload
+	next.Admin, next.Events, next.Reload, next.Approvals = inForce.Admin, inForce.Events, inForce.Reload, inForce.Approvals
 	return &next, changed
 }
 

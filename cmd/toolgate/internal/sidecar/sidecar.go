@@ -57,6 +57,8 @@ type Sidecar struct {
 	ready   atomic.Bool
 	errc    chan error
 	started time.Time
+
+	closeApprovals func() error // the approval store
 }
 
 // Start opens the event path, binds every listener and starts serving. On
@@ -77,10 +79,13 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
+	gate, closeGate := openApprovals(lc, sc.events.ch)
+	sc.closeApprovals = closeGate
 	sc.proxy, err = proxy.New(lc.Snapshot, proxy.Options{
 		Recorder: sc.events.queue,
 		Logger:   log.With("component", "proxy"),
 		Sidecar:  lc.Events.Sidecar,
+		Approver: gate,
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
@@ -94,6 +99,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	}
 	if err != nil {
 		sc.events.close(context.Background())
+		closeGate()
 		return nil, err
 	}
 	go func() { sc.errc <- sc.proxy.Serve() }()
@@ -162,6 +168,9 @@ func (sc *Sidecar) Stop(ctx context.Context) error {
 	}
 	sc.cfg.Load().ClosePolicies(nil)
 	if cerr := sc.events.close(ctx); err == nil {
+		err = cerr
+	}
+	if cerr := sc.closeApprovals(); err == nil {
 		err = cerr
 	}
 	return err
