@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/user"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/dashboard"
 )
 
 // approvalsFlags are the flags every `toolgate approvals` command takes.
@@ -164,4 +167,63 @@ func printApprovals(w io.Writer, g *approval.Gate, recs []approval.Record, asJSO
 			r.Request.Effect, strings.Join(sum, " "), by)
 	}
 	return tw.Flush()
+}
+
+// gateApprovals adapts the approval gate to the dashboard's Approvals.
+type gateApprovals struct{ g *approval.Gate }
+
+var _ dashboard.Approvals = gateApprovals{}
+
+func (a gateApprovals) Items(ctx context.Context, limit int) ([]dashboard.ApprovalItem, error) {
+	recs, err := a.g.List(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.ApprovalItem, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		it := dashboard.ApprovalItem{ID: r.Request.ID, State: a.g.StateOf(r), Time: r.Request.Time, ExpiresAt: r.Request.ExpiresAt,
+			Tool: r.Request.Tool, Agent: r.Request.Agent, Session: r.Request.Session, Effect: r.Request.Effect, Uses: r.Uses()}
+		for _, k := range slices.Sorted(maps.Keys(r.Request.Summary)) {
+			it.Summary = append(it.Summary, [2]string{k, r.Request.Summary[k]})
+		}
+		if v := r.Verdict(); v != nil {
+			it.Verdict, it.Decider, it.Note, it.DecidedAt = v.Verdict, v.Decider, v.Note, v.Time
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+func (a gateApprovals) Decide(ctx context.Context, id, verdict, who, note string) error {
+	_, err := a.g.Decide(ctx, id, verdict, who, note)
+	return err
+}
+
+// mountApprovals adds the Approvals page to d, over the approval store
+// and with the deciders the configuration at path names.
+func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path string) (func() error, error) {
+	ev, ac, err := config.LoadApprovals(path)
+	if err != nil {
+		return nil, err
+	}
+	var ch *clickhouse.Writer
+	if ac.Store == approval.StoreClickHouse {
+		if ch, err = clickhouse.Open(ctx, ev.ClickHouse, slog.New(slog.DiscardHandler)); err != nil {
+			return nil, err
+		}
+	}
+	g, closeStore := sidecar.NewGate(ac, ch, "dashboard")
+	auth := dashboard.ApprovalAuth{TrustedHeader: ac.Deciders.TrustedHeader}
+	if ac.Deciders.SecretEnv != "" {
+		auth.Secret = os.Getenv(ac.Deciders.SecretEnv)
+	}
+	d.MountApprovals(gateApprovals{g}, auth)
+	return func() error {
+		err := closeStore()
+		if ch != nil {
+			err = errors.Join(err, ch.Close())
+		}
+		return err
+	}, nil
 }

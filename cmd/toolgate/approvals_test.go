@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -195,4 +195,88 @@ func sidecarName(t *testing.T) string {
 	t.Helper()
 	n, _ := os.Hostname()
 	return n
+}
+
+// TestApprovalsDashboardPage decides through the dashboard's Approvals
+// page, served by `toolgate dashboard --config` over the sidecar's
+// ClickHouse: the pending request shows its effect and summary (never the
+// argument text); a decision without the shared secret, or from another
+// site, is refused; with it, the decision records who, and the call goes
+// upstream once.
+func TestApprovalsDashboardPage(t *testing.T) {
+	ch := chtest.Start(t)
+	up, err := demotools.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	t.Setenv("TOOLGATE_TEST_APPROVAL_SECRET", "s3cret-s3cret-s3cret")
+	dir := approvalSidecarDir(t, `events:
+  queue: {flush_interval: 20ms}
+  clickhouse: {addr: [`+ch.Addr()+`], database: apage}
+approvals:
+  deciders: {secret_env: TOOLGATE_TEST_APPROVAL_SECRET}
+`)
+	cfg := filepath.Join(dir, "toolgate.yaml")
+	sc := startRun(t, dir, string(mustRead(t, cfg)))
+	l := sc.running(t)
+	status, env := editVia(t, l.Forward, up.URL(), "secret text")
+	if status != 403 || env.Error.Approval == nil {
+		t.Fatalf("first call: %d %+v", status, env.Error)
+	}
+	id := env.Error.Approval.ID
+
+	out, stop := startCmd(t, "dashboard", "--config", cfg, "--listen", "127.0.0.1:0")
+	base := waitURL(t, out)
+	st, body := getBody(t, base+"approvals?id="+id)
+	if st != 200 || !strings.Contains(body, `id="req-`+id+`"`) || !strings.Contains(body, "edits document doc-7") ||
+		!strings.Contains(body, "<b>edits</b>: 1") || strings.Contains(body, "secret text") {
+		t.Fatalf("approvals page: %d\n%.3000s", st, body)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 30 * time.Second}
+	post := func(form url.Values, hdr map[string]string) int {
+		req, _ := http.NewRequest("POST", base+"approvals/decide", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	good := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"dana"}, "secret": {"s3cret-s3cret-s3cret"}}
+	bad := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"mallory"}, "secret": {"guess"}}
+	if st := post(bad, nil); st != 403 {
+		t.Errorf("wrong secret: %d, want 403", st)
+	}
+	if st := post(good, map[string]string{"Sec-Fetch-Site": "cross-site"}); st != 403 {
+		t.Errorf("cross-site form: %d, want 403", st)
+	}
+	if status, _ := editVia(t, l.Forward, up.URL(), "secret text"); status != 403 {
+		t.Fatalf("undecided call went through: %d", status)
+	}
+	if st := post(good, map[string]string{"Sec-Fetch-Site": "same-origin"}); st != 303 {
+		t.Fatalf("decision with the secret: %d, want 303", st)
+	}
+	if st := post(good, nil); st != 409 {
+		t.Errorf("second decision: %d, want 409", st)
+	}
+	if status, env := editVia(t, l.Forward, up.URL(), "secret text"); status != 200 || !env.OK {
+		t.Fatalf("approved call: %d %+v", status, env.Error)
+	}
+	st, body = getBody(t, base+"approvals")
+	if st != 200 || !strings.Contains(body, "secret:dana") {
+		t.Errorf("recent decisions: %d\n%.3000s", st, body)
+	}
+	if n := up.Hits("POST /v1/documents/{doc_id}:batchUpdate"); n != 1 {
+		t.Errorf("upstream saw %d edits, want 1", n)
+	}
+	stop()
+	sc.stop(t)
+	if n := ch.Query(t, "SELECT count() FROM apage.approval_decisions WHERE verdict = 'approved' AND decider = 'secret:dana'")[0][0]; n != "1" {
+		t.Errorf("audit rows for dana's approval = %s, want 1", n)
+	}
 }

@@ -147,7 +147,7 @@ func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out)
+	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out, nil)
 }
 
 // startLocalClickHouse starts a private ClickHouse in dir with

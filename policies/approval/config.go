@@ -23,6 +23,9 @@ const (
 	// MaxHoldTimeout bounds hold_timeout: a held request keeps a
 	// connection and a goroutine.
 	MaxHoldTimeout = 10 * time.Minute
+	// MinSecretBytes is the shortest shared secret deciders.secret_env
+	// may hold.
+	MinSecretBytes = 16
 	// MaxNoteBytes bounds a decider's note.
 	MaxNoteBytes = 1024
 	// MaxDeciderBytes bounds the recorded name of who decided.
@@ -226,8 +229,8 @@ func (c *Config) Validate(dir string, clickhouse bool) error {
 		}
 	}
 	if c.Deciders.SecretEnv != "" {
-		if _, ok := os.LookupEnv(c.Deciders.SecretEnv); !ok {
-			return section.Errorf("deciders.secret_env", "environment variable %s is not set", c.Deciders.SecretEnv)
+		if v, ok := os.LookupEnv(c.Deciders.SecretEnv); !ok || len(v) < MinSecretBytes {
+			return section.Errorf("deciders.secret_env", "environment variable %s is not set or shorter than %d bytes", c.Deciders.SecretEnv, MinSecretBytes)
 		}
 	}
 	return nil
