@@ -125,7 +125,7 @@ type Event struct {
 	// approval: pending (refused, asked), approved (forwarded on a grant),
 	// denied, revised, held_timeout (held until hold_timeout, then
 	// refused), unavailable (the store failed); "" for calls that need none.
-	Approval string `json:"approval,omitempty"`
+	Approval string `json:"approval"`
 }
 
 // The outcomes of an MCP tools/call (Event.Outcome).
