@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -33,7 +34,13 @@ const docsRoute = "POST /v1/documents/{doc_id}:batchUpdate"
 // newApprovalEnv serves baseConfig with docs_edit bound to the approval
 // policy, the gate over a file store configured by cfg, and events in an
 // NDJSON file.
-func newApprovalEnv(t *testing.T, cfg approval.Config) (*env, *approval.Gate) {
+func newApprovalEnv(t testing.TB, cfg approval.Config) (*env, *approval.Gate) {
+	return newApprovalEnvGate(t, cfg, true)
+}
+
+// newApprovalEnvGate is newApprovalEnv, without the approval step when
+// gated is false (the benchmark's baseline).
+func newApprovalEnvGate(t testing.TB, cfg approval.Config, gated bool) (*env, *approval.Gate) {
 	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
@@ -70,11 +77,18 @@ func newApprovalEnv(t *testing.T, cfg approval.Config) (*env, *approval.Gate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := compile(t, "approve", approvalSrc)
+	pol, err := rego.Compile("approve", map[string][]byte{"approve.rego": []byte(approvalSrc)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	snap := proxy.Snapshot{Config: &pc, Version: "v", PolicyVersion: "p", Checkers: map[string]proxy.Checker{
 		"docs_edit": policies.NewSet("docs_edit", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 10*time.Second, false),
 	}}
-	srv, err := proxy.New(snap, proxy.Options{Recorder: q, Sidecar: "test", Approver: gate})
+	opts := proxy.Options{Recorder: q, Sidecar: "test", Approver: gate}
+	if !gated {
+		opts.Approver = nil
+	}
+	srv, err := proxy.New(snap, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
