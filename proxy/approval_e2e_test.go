@@ -41,13 +41,20 @@ func newApprovalEnv(t testing.TB, cfg approval.Config) (*env, *approval.Gate) {
 // newApprovalEnvGate is newApprovalEnv, without the approval step when
 // gated is false (the benchmark's baseline).
 func newApprovalEnvGate(t testing.TB, cfg approval.Config, gated bool) (*env, *approval.Gate) {
+	return newApprovalEnvConfig(t, cfg, gated, baseConfig, nil)
+}
+
+// newApprovalEnvConfig is newApprovalEnvGate over another proxy
+// configuration (UPSTREAM replaced by the demo upstream's URL) and, when
+// checkers is not nil, those checkers instead of the approval policy.
+func newApprovalEnvConfig(t testing.TB, cfg approval.Config, gated bool, cfgYAML string, checkers map[string]proxy.Checker) (*env, *approval.Gate) {
 	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { up.Close() })
-	cfgYAML := strings.ReplaceAll(baseConfig, "UPSTREAM", up.URL())
+	cfgYAML = strings.ReplaceAll(cfgYAML, "UPSTREAM", up.URL())
 	var pc proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
 	dec.KnownFields(true)
@@ -81,9 +88,12 @@ func newApprovalEnvGate(t testing.TB, cfg approval.Config, gated bool) (*env, *a
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := proxy.Snapshot{Config: &pc, Version: "v", PolicyVersion: "p", Checkers: map[string]proxy.Checker{
-		"docs_edit": policies.NewSet("docs_edit", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 10*time.Second, false),
-	}}
+	if checkers == nil {
+		checkers = map[string]proxy.Checker{
+			"docs_edit": policies.NewSet("docs_edit", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 10*time.Second, false),
+		}
+	}
+	snap := proxy.Snapshot{Config: &pc, Version: "v", PolicyVersion: "p", Checkers: checkers}
 	opts := proxy.Options{Recorder: q, Sidecar: "test", Approver: gate}
 	if !gated {
 		opts.Approver = nil
