@@ -280,3 +280,23 @@ approvals:
 		t.Errorf("audit rows for dana's approval = %s, want 1", n)
 	}
 }
+
+// TestPolicyEvalShowsApproval: `toolgate policy eval` says when a policy
+// would ask a person's approval, and shows only the summary it chose.
+func TestPolicyEvalShowsApproval(t *testing.T) {
+	dir := approvalSidecarDir(t, "")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"policy", "eval", "--config", filepath.Join(dir, "toolgate.yaml"), "--tool", "docs_edit",
+		"--args", `{"doc_id":"doc-7","requests":[{"insertText":{"text":"private words","index":1}}]}`}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"outcome      allowed", "approval     a person must approve it first (asked by policy 'approve'): edits document doc-7", "shown        doc_id: doc-7", "shown        edits: 1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "private words") {
+		t.Errorf("output shows an argument value:\n%s", out.String())
+	}
+}
