@@ -78,32 +78,19 @@ const (
 	// ReasonOriginMismatch (policy): a call routed to a tool that injects
 	// headers goes to another origin (scheme, host, port) than the tool's.
 	ReasonOriginMismatch = "origin_mismatch"
-	// ReasonApprovalPending (policy): the call needs a person's approval,
-	// which was asked for (error.approval names it); retry the same call
-	// after retry_after_ms.
-	ReasonApprovalPending = "approval_pending"
-	// ReasonApprovalDenied (policy): a person denied this call.
-	ReasonApprovalDenied = "approval_denied"
-	// ReasonRevisionRequested (validation, class user): a person asked
-	// for changed arguments; error.approval.note says what to change.
-	ReasonRevisionRequested = "revision_requested"
-	// ReasonApprovalUnavailable (policy): the call needs approval and the
-	// approval store could not be read or written, or holds too many
-	// pending requests; the call is refused (fail closed).
-	ReasonApprovalUnavailable = "approval_unavailable"
-	ReasonTimeout             = "timeout"
-	ReasonConnect             = "connect"
-	ReasonTruncated           = "truncated"
-	ReasonStatus4xx           = "status_4xx"
-	ReasonStatus5xx           = "status_5xx"
-	ReasonRateLimited         = "status_429"
-	ReasonUnauthorized        = "status_401"
-	ReasonForbidden           = "status_403"
-	ReasonErrorInBody         = "error_in_body"
-	ReasonUnexpected          = "unexpected_status"
-	ReasonCanceled            = "canceled" // the call was canceled (the client went away) before upstream's answer was read
-	ReasonTLS                 = "tls"      // upstream's TLS certificate was not accepted
-	ReasonRule                = "rule"     // the default reason of a Rule that names none
+	ReasonTimeout        = "timeout"
+	ReasonConnect        = "connect"
+	ReasonTruncated      = "truncated"
+	ReasonStatus4xx      = "status_4xx"
+	ReasonStatus5xx      = "status_5xx"
+	ReasonRateLimited    = "status_429"
+	ReasonUnauthorized   = "status_401"
+	ReasonForbidden      = "status_403"
+	ReasonErrorInBody    = "error_in_body"
+	ReasonUnexpected     = "unexpected_status"
+	ReasonCanceled       = "canceled" // the call was canceled (the client went away) before upstream's answer was read
+	ReasonTLS            = "tls"      // upstream's TLS certificate was not accepted
+	ReasonRule           = "rule"     // the default reason of a Rule that names none
 )
 
 // ClassOf returns the default class of a code: the class a refusal or an
