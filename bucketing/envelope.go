@@ -44,6 +44,28 @@ type Error struct {
 	// Upstream describes upstream's answer, or is nil when the call never
 	// reached upstream or upstream never answered.
 	Upstream *Upstream `json:"upstream"`
+	// Approval names the approval a refusal waits for or was decided by
+	// (reasons approval_pending, approval_denied, revision_requested);
+	// absent otherwise.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is the envelope's error.approval: which approval request the
+// call is bound to, where a person decides it, and what they said.
+type Approval struct {
+	// ID identifies the approval request; the same call retried gets the
+	// same ID until it is decided or expires.
+	ID string `json:"id"`
+	// State is pending, approved, denied, revised or expired.
+	State string `json:"state"`
+	// URL is where a person decides the request (the dashboard's
+	// Approvals page); empty when none is configured.
+	URL string `json:"url,omitempty"`
+	// Note is the decider's note (a revision request's instructions);
+	// empty when there is none.
+	Note string `json:"note,omitempty"`
+	// ExpiresAt is when a pending request lapses, RFC 3339 UTC.
+	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
 // Violation is one problem with a call's arguments or one policy denial:

@@ -50,6 +50,10 @@ type Decision struct {
 	// FailedOpen names policies that failed and let the call through
 	// (fail_open).
 	FailedOpen []string
+	// Approval is set when an enforced policy that allowed the call asks
+	// that a person approve it first (the first such policy's request);
+	// nil otherwise.
+	Approval *Approval
 }
 
 // Evaluator is one compiled policy: Rego now, WASM later.
@@ -74,6 +78,9 @@ type Result struct {
 	Allowed bool
 	// Inject are headers the policy asks to add.
 	Inject map[string]string
+	// Approval is the policy's request for a person's approval; nil when
+	// it asks none.
+	Approval *Approval
 }
 
 // Bound is a policy bound to a tool with its effective mode.
@@ -154,6 +161,11 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 			d.Violations = append(d.Violations, res.Denies...)
 			continue
 		}
+		if res.Approval != nil && b.Mode != ModeDryRun && d.Approval == nil {
+			a := *res.Approval
+			a.Policy = b.Policy.Name()
+			d.Approval = &a
+		}
 		switch {
 		case len(res.Inject) == 0:
 		case d.Inject == nil:
@@ -163,7 +175,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 		}
 	}
 	if !d.Allow {
-		d.Inject = nil
+		d.Inject, d.Approval = nil, nil
 		d.Code, d.Reason = bucketing.CodePolicy, bucketing.ReasonPolicyDenied
 		if allValidation {
 			d.Code = bucketing.CodeValidation
@@ -204,8 +216,9 @@ func safeEval(eval func() (Result, error)) (res Result, err error) {
 }
 
 // DecodeDecision reads a policy's decision document: deny (a set of strings,
-// or of objects {msg, path, code}), allow (optional boolean) and inject
-// (optional object of header names to strings).
+// or of objects {msg, path, code}), allow (optional boolean), inject
+// (optional object of header names to strings) and approval (optional:
+// true, or an object {effect, summary}; see Approval).
 func DecodeDecision(doc map[string]any) (Result, error) {
 	res := Result{Allowed: true}
 	if a, ok := doc["allow"]; ok {
@@ -233,6 +246,13 @@ func DecodeDecision(doc map[string]any) (Result, error) {
 			}
 			return res.Denies[i].Message < res.Denies[j].Message
 		})
+	}
+	if raw, ok := doc["approval"]; ok {
+		a, err := decodeApproval(raw)
+		if err != nil {
+			return res, err
+		}
+		res.Approval = a
 	}
 	if raw, ok := doc["inject"]; ok {
 		m, isObj := raw.(map[string]any)

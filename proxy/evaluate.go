@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // Verdict is what a tool's checks decide for one call, found without
@@ -39,6 +41,10 @@ type Verdict struct {
 	// the text for the model and the envelope as structuredContent. Nil
 	// otherwise.
 	Answer []byte
+	// Approval is, for an allowed call, a policy's request that a person
+	// approve it (the sidecar would hold or refuse it until then); nil
+	// when no policy asks. A tool's approvals.tools rule is not shown.
+	Approval *policies.Approval
 	// Unchecked is true for an MCP tools/call no schema checked (a tool
 	// the list lacks on a route with unknown_tool: pass, a schema too large
 	// or that does not compile): the sidecar records it inspected=false.
@@ -92,6 +98,7 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 		v = refusedVerdict(ref)
 	} else {
 		v.Inject = c.injected()
+		v.Approval = c.ask
 	}
 	v.DryRun = c.ev.DryRunViolations
 	v.PolicyError = c.ev.PolicyError

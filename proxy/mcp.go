@@ -250,11 +250,17 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 			}
 		}
 	}
+	c.ask = nil
 	if chk := c.st.Checkers[c.t.cfg.Name]; chk != nil {
 		in := c.input(r, target, nil, tc.args)
 		in.Tool, in.Protocol, in.Server = tc.name, ProtocolMCP, m.server
 		in.ToolAnnotations = m.srv.hints(tc.name).asMap()
-		return c.policyOutcome(chk.Check(r.Context(), in))
+		if ref := c.policyOutcome(chk.Check(r.Context(), in)); ref != nil {
+			return ref
+		}
+	}
+	if c.s.approver != nil {
+		return c.approve(r, tc.name, tc.args, m.srv.hints(tc.name).asMap())
 	}
 	return nil
 }

@@ -33,9 +33,10 @@ type call struct {
 	client   context.Context
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
-	mcp      *mcpCall     // nil unless the tool's protocol is mcp
-	bud      *budget.Call // nil unless the snapshot has budgets and the call met them
-	upHeader http.Header  // upstream's answer's header, kept for the budget step
+	mcp      *mcpCall           // nil unless the tool's protocol is mcp
+	ask      *policies.Approval // the policies' approval request, if any
+	bud      *budget.Call       // nil unless the snapshot has budgets and the call met them
+	upHeader http.Header        // upstream's answer's header, kept for the budget step
 	// traceparent is the caller's W3C trace context, kept for the Tracer
 	// only when there is one.
 	traceparent string
@@ -126,6 +127,9 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	args, ref := extractArgs(t, r, vars, raw, bodySrc, st.cfg.Limits.MaxJSONDepth)
 	if ref == nil {
 		ref = c.check(r, target, vars, args)
+	}
+	if ref == nil && c.s.approver != nil {
+		ref = c.approve(r, t.cfg.Name, args, nil)
 	}
 	if ref == nil {
 		ref = c.checkOrigin(target)
@@ -282,6 +286,7 @@ func (c *call) policyOutcome(d policies.Decision) *refusal {
 		return refuse(d.Code, d.Reason, d.Detail, d.Violations)
 	}
 	c.inject = d.Inject
+	c.ask = d.Approval
 	return nil
 }
 

@@ -27,6 +27,10 @@
 //     decides the call (policy/policy_denied, or validation when every
 //     deny says so; policy_error and policy_timeout when a policy fails
 //     closed); dry-run denials are only recorded;
+//     4a. approval (approval.go): a call a policy or the approvals section
+//     says needs a person's approval goes on only with a grant bound to it
+//     (policy/approval_pending, approval_denied; validation/
+//     revision_requested);
 //  5. injection: configured headers, and headers a policy asked for, are
 //     added, after every check, so an injected value can never trip one,
 //     and only when the call goes to the tool's own origin (else
@@ -129,6 +133,9 @@ type Options struct {
 	// Tracer receives every finished call for a span. Default nil: no
 	// tracing, and no cost beyond a nil check per call.
 	Tracer Tracer
+	// Approver is the approval step (approval.go); nil: no call needs
+	// approval.
+	Approver Approver
 }
 
 // Server runs the listeners and the pipeline behind them.
@@ -149,6 +156,7 @@ type Server struct {
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
 	mitm      *interceptor                                                      // nil without a CA
 	tproxy    *transparent                                                      // nil when transparent mode is off
+	approver  Approver                                                          // nil when no call needs approval
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -179,7 +187,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
+	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
 	s.upstream = newUpstreamTransport(s.transport, s.dial)

@@ -24,6 +24,7 @@ type refusal struct {
 	// retryAfterMS is when the same call may pass (budgets, rate limits);
 	// nil for refusals that retrying does not cure.
 	retryAfterMS *int64
+	approval     *bucketing.Approval // error.approval, for approval refusals
 }
 
 func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation) *refusal {
@@ -35,6 +36,7 @@ func (ref *refusal) envelope() []byte {
 	// The violations go as they are: only their path, message, expected
 	// and got are encoded.
 	env := bucketing.Refusal(ref.code, ref.reason, ref.detail, ref.violations)
+	env.Error.Approval = ref.approval
 	if ref.retryAfterMS != nil {
 		env.Error.RetryAfterMS = ref.retryAfterMS
 		env.Error.Retryable = env.Error.Class == bucketing.ClassTransient

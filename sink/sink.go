@@ -121,6 +121,11 @@ type Event struct {
 	// header, else an initialize request's params.protocolVersion; "" when
 	// none says (and for plain HTTP calls).
 	MCPProtocol string `json:"mcp_protocol"`
+	// Approval is the approval state of a call that needs a person's
+	// approval: pending (refused, asked), approved (forwarded on a grant),
+	// denied, revised, held_timeout (held until hold_timeout, then
+	// refused), unavailable (the store failed); "" for calls that need none.
+	Approval string `json:"approval"`
 	// Budget names what refused the call in the budget step: a budget's
 	// name (budget_exhausted), "loops" (loop_detected), or the upstream
 	// host whose rate limit or backoff refused it (local_rate_limit,

@@ -61,7 +61,11 @@ Name the database with --config (its events.clickhouse section) or with
 			if err := proxy.CheckListenAddr(fl.listen, fl.allowWide); err != nil {
 				return usageError{fmt.Errorf("--listen: %w", err)}
 			}
-			return serveDashboard(c.Context(), cfg, fl.listen, log, c.OutOrStdout())
+			var mount func(*dashboard.Dashboard) (func() error, error)
+			if fl.config != "" {
+				mount = func(d *dashboard.Dashboard) (func() error, error) { return mountApprovals(c.Context(), d, fl.config) }
+			}
+			return serveDashboard(c.Context(), cfg, fl.listen, log, c.OutOrStdout(), mount)
 		},
 	}
 	f := c.Flags()
@@ -112,13 +116,20 @@ func (fl dashboardFlags) dashboardConfig() (dashboard.Config, error) {
 }
 
 // serveDashboard serves the dashboard on listen until ctx ends, printing its
-// URL on out first.
-func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, log *slog.Logger, out io.Writer) error {
+// URL on out first. mount, when not nil, adds the Approvals page.
+func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, log *slog.Logger, out io.Writer, mount func(*dashboard.Dashboard) (func() error, error)) error {
 	d, err := dashboard.Open(cfg, log.With("component", "dashboard"))
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	if mount != nil {
+		closeApprovals, err := mount(d)
+		if err != nil {
+			return err
+		}
+		defer closeApprovals()
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)

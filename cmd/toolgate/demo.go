@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,7 @@ import (
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demo"
 	"github.com/toolgate/toolgate/internal/demotools"
+	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -49,6 +51,7 @@ const demoPolicies = `policies       approval (Rego, enforce) on docs_edit: an e
                pii_guard (Rego, dry_run) on drug_targets: e-mail or phone in free text
                session_inject (Rego, inject) on session_echo: X-Session-Id upstream
                label_guard (WASM module, toolgate ABI, in wazero) on notes_create: nothing CONFIDENTIAL
+approvals      docs_replace waits for a person's approval (approvals.tools: require always)
 
 `
 
@@ -147,7 +150,7 @@ func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out)
+	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out, nil)
 }
 
 // startLocalClickHouse starts a private ClickHouse in dir with
@@ -198,6 +201,7 @@ func runDemo(ctx context.Context, out io.Writer, dir string, keep bool) error {
 		Upstream: up.URL(),
 		Forward:  sc.ProxyAddr("forward", 0),
 		Reverse:  "http://" + sc.ProxyAddr("reverse", 0),
+		Approve:  demoApprover(lc),
 	}, demo.Script())
 	stopCtx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 	defer cancel()
@@ -338,4 +342,32 @@ func selfSignedCert(file string) (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("demo upstream: write --tls-cert: %w", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// demoApprover approves the newest pending approval request, as a person
+// would with `toolgate approvals approve`.
+func demoApprover(lc *config.Loaded) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var ch *clickhouse.Writer
+		if lc.Approvals.Store == approval.StoreClickHouse {
+			var err error
+			if ch, err = clickhouse.Open(ctx, lc.Events.ClickHouse, slog.New(slog.DiscardHandler)); err != nil {
+				return err
+			}
+			defer ch.Close()
+		}
+		g, closeStore := sidecar.NewGate(lc.Approvals, ch, "demo")
+		defer closeStore()
+		recs, err := g.List(ctx, 10)
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if g.StateOf(&recs[i]) == "pending" {
+				_, err := g.Decide(ctx, recs[i].Request.ID, sink.VerdictApproved, "demo:operator", "")
+				return err
+			}
+		}
+		return errors.New("no pending approval request")
+	}
 }

@@ -122,6 +122,8 @@ func TestDemo(t *testing.T) {
 	}{
 		{"Rego deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'approval'"}},
 		{"Rego dry run", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "dry run, forwarded; enforcing would refuse: query looks like it holds an e-mail address"}},
+		{"approval pending", demoRow{status: "403", answer: "envelope", code: "policy", reason: "approval_pending", detail: "Tool 'docs_replace' needs a person's approval"}},
+		{"approved, forwarded", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "the same call goes upstream once"}},
 		{"WASM deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'label_guard'"}},
 		{"legacy caller, raw", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "legacy caller gets the raw answer"}},
 		{"opted-in caller, envelope", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "valid; enveloped"}},

@@ -78,6 +78,7 @@ type Call struct {
 	Note        string            // what the call shows
 	Session     string            // the session header to send; default: one of the call's own (demo-NN)
 	Section     string            // starts a group of rows in the table under this title (short: it sits in the SENT column)
+	Approve     bool              // before sending, a person approves the pending approval request (Endpoints.Approve)
 }
 
 // Script returns the demo's calls: valid ones, the argument mistakes toolgate
@@ -122,6 +123,10 @@ func Script() []Call {
 			Body: `{"note":"hello"}`, Note: "Rego session_inject adds X-Session-Id upstream"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/notes", ContentType: form,
 			Body: "title=CONFIDENTIAL+merger+plan", Envelope: true, Note: "WASM label_guard refuses"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d9/edit", ContentType: js, Envelope: true, Session: "demo-approval",
+			Body: `{"text":"Replace all"}`, Note: "docs_replace needs a person's approval: refused pending"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d9/edit", ContentType: js, Envelope: true, Session: "demo-approval", Approve: true,
+			Body: `{"text":"Replace all"}`, Note: "approved (toolgate approvals approve), the same call goes upstream once"},
 
 		{Section: "upstream failures, bucketed",
 			Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
@@ -168,6 +173,9 @@ type Endpoints struct {
 	Upstream string // the upstream's base URL, as the client knows it
 	Forward  string // the forward listener's address (host:port)
 	Reverse  string // the reverse listener's base URL
+	// Approve approves the pending approval request, as a person would
+	// on the Approvals page; nil skips calls that need it.
+	Approve func(ctx context.Context) error
 }
 
 // Play makes every call of the script and returns what the client saw.
@@ -184,6 +192,18 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 		res := Result{Call: c, Session: fmt.Sprintf("demo-%02d", i+1)}
 		if c.Session != "" {
 			res.Session = c.Session
+		}
+		if c.Approve {
+			if ep.Approve == nil {
+				res.Err = "no one to approve"
+				out = append(out, res)
+				continue
+			}
+			if err := ep.Approve(ctx); err != nil {
+				res.Err = "approve: " + err.Error()
+				out = append(out, res)
+				continue
+			}
 		}
 		req, err := http.NewRequestWithContext(ctx, c.Method, base+c.Path, strings.NewReader(c.Body))
 		if err != nil {
@@ -245,7 +265,8 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 
 // PrintTable writes one row per call: how it was sent, what the client got
 // back (status, raw or envelope), and the event recorded for it (code,
-// reason, detail), found by the call's session.
+// reason, detail), found by the call's session (calls that share a
+// session take its events in order).
 func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 	// Calls join their events by session; calls that share a session
 	// (played one after another) take its events in order.

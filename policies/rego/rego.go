@@ -260,7 +260,7 @@ func queryOptions(query string, modules []*ast.Module) []func(*rego.Rego) {
 }
 
 // decisionQuery reads only the decision rules the package defines (deny,
-// allow, inject) rather than the whole package document, so helper rules
+// allow, inject, approval) rather than the whole package document, so helper rules
 // are evaluated only as far as the decision needs them. A partial rule
 // (deny contains ..., inject[k] := ...) is always defined, empty when no
 // rule fires, and is read directly; a rule that may be undefined (allow
@@ -312,6 +312,9 @@ func decisionQuery(pkg string, modules []*ast.Module, bind string) string {
 		} else {
 			parts = append(parts, "inject"+bind+"{k: v | some k, v in "+ref+".inject}")
 		}
+	}
+	if k := rules["approval"]; k != nil {
+		parts = append(parts, "approval"+bind+"[a | a := "+ref+".approval]")
 	}
 	if len(parts) == 0 {
 		return "true"
@@ -420,6 +423,11 @@ func fastResult(rs []*ast.Term) (policies.Result, bool) {
 			// [] when allow is undefined, [true] when it holds.
 			arr, isArr := v.Value.(*ast.Array)
 			ok = isArr && (arr.Len() == 0 || arr.Len() == 1 && arr.Elem(0).Value.Compare(ast.Boolean(true)) == 0)
+		case "approval":
+			// [] when approval is undefined; anything else is decoded by
+			// policies.DecodeDecision.
+			arr, isArr := v.Value.(*ast.Array)
+			ok = isArr && arr.Len() == 0
 		case "inject":
 			inj, isObj := v.Value.(ast.Object)
 			if ok = isObj; !ok {

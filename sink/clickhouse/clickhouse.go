@@ -459,6 +459,7 @@ func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 			cleanAll(e.DryRunViolations), clean(e.PolicyError, maxCHString),
 			clean(e.MCPServer, maxCHShort), clean(e.RPCMethod, maxCHShort), clean(e.RPCID, maxCHShort),
 			b2u(e.Inspected), clean(e.Outcome, maxCHShort), clean(e.MCPProtocol, maxCHShort),
+			clean(e.Approval, maxCHShort),
 			clean(e.Budget, maxCHShort),
 		)
 		if err != nil {

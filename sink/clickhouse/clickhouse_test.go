@@ -98,7 +98,7 @@ func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	for _, r := range tables {
 		names = append(names, r[0])
 	}
-	want := "envelope_adoption envelope_adoption_mv events events_per_minute events_per_minute_mv toolgate_schema_migrations"
+	want := "approval_decisions approval_requests envelope_adoption envelope_adoption_mv events events_per_minute events_per_minute_mv toolgate_schema_migrations"
 	if strings.Join(names, " ") != want {
 		t.Errorf("tables = %v, want %s", names, want)
 	}

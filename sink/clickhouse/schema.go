@@ -45,7 +45,7 @@ var eventColumns = []string{
 	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
 	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
-	"mcp_protocol", "budget",
+	"mcp_protocol", "approval", "budget",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -66,6 +66,10 @@ var eventColumns = []string{
 //     Rows written before the column existed read now() until merged: only
 //     recent rows are meaningful, which is all the dashboard reads.
 //   - mcp_protocol: the MCP protocol version of a message on an MCP route.
+//   - approval_requests, approval_decisions: the approvals' audit trail and
+//     shared state (approvals.store: clickhouse): one row per request, one
+//     per decision or use of a grant; never updated.
+//   - approval: the approval state of a call (events.approval).
 //   - budget (9): what refused a call in the budget step: a budget's name,
 //     "loops", or an upstream host (its rate limit or backoff).
 func Migrations(db string, f Flavor) []Migration {
@@ -157,6 +161,39 @@ GROUP BY day, tool`),
 		}},
 		{Version: 6, Name: "events_mcp_protocol", Statements: []string{
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}mcp_protocol {lc}`),
+		}},
+		{Version: 7, Name: "approvals", Statements: []string{
+			q(`CREATE TABLE IF NOT EXISTS {db}.approval_requests (
+    id String,
+    time DateTime,
+    time_us UInt32,
+    expires_at DateTime,
+    key String,
+    tool {lc},
+    agent {lc},
+    session String,
+    args_digest String,
+    effect String,
+    summary String,
+    policy {lc},
+    sidecar {lc},
+    trace_id String
+) ENGINE = MergeTree()
+PARTITION BY toYYYYMM(time)
+ORDER BY (time, id)`),
+			q(`CREATE TABLE IF NOT EXISTS {db}.approval_decisions (
+    id String,
+    time DateTime,
+    time_us UInt32,
+    verdict {lc},
+    decider String,
+    note String
+) ENGINE = MergeTree()
+PARTITION BY toYYYYMM(time)
+ORDER BY (id, time)`),
+		}},
+		{Version: 8, Name: "events_approval", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}approval {lc}`),
 		}},
 		{Version: 9, Name: "events_budget", Statements: []string{
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}budget {lc}`),

@@ -122,6 +122,9 @@ type Dashboard struct {
 	store store
 	log   *slog.Logger
 	mux   *http.ServeMux
+
+	approvals Approvals // nil unless MountApprovals
+	auth      ApprovalAuth
 }
 
 var _ http.Handler = (*Dashboard)(nil)
@@ -167,9 +170,11 @@ func Open(cfg Config, log *slog.Logger) (*Dashboard, error) {
 func (d *Dashboard) Close() error { return d.conn.Close() }
 
 // ServeHTTP serves the page (/), the panels as JSON (/api/NAME) and the
-// static assets; anything but GET and HEAD answers 405.
+// static assets, and, when mounted, the Approvals page; anything but GET
+// and HEAD (and the Approvals page's POST) answers 405.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	decide := d.approvals != nil && r.Method == http.MethodPost && r.URL.Path == "/approvals/decide"
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !decide {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "the dashboard only reads: use GET", http.StatusMethodNotAllowed)
 		return

@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
@@ -50,6 +51,9 @@ type File struct {
 	// Budgets are the call and cost budgets, loop breaking and outbound
 	// rate limits (policies/budget). Default: none.
 	Budgets budget.Config `yaml:"budgets"`
+	// Approvals configures the approval step (which calls need a person's
+	// approval, where requests live, who decides). Start-only.
+	Approvals approval.Config `yaml:"approvals"`
 }
 
 // ReloadConfig configures hot reload. It takes effect at start; a reload
@@ -246,6 +250,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Tracing.Validate(); err != nil {
 		return nil, where(section.Under("tracing", err))
 	}
+	if err := lc.Approvals.Validate(dir, len(lc.Events.ClickHouse.Addr) > 0); err != nil {
+		return nil, where(section.Under("approvals", err))
+	}
 	var before *policies.Loaded
 	if prev != nil {
 		// The bundles activated so far stay in force across a reload.
@@ -317,6 +324,30 @@ func wasmCacheDir(dir, cache string) string {
 		return cache
 	}
 	return section.Resolve(dir, cache)
+}
+
+// LoadApprovals reads a configuration file as LoadEvents does and
+// validates its events and approvals sections only, for the commands that
+// decide approvals (`toolgate approvals`, the dashboard).
+func LoadApprovals(path string) (EventsConfig, approval.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return EventsConfig{}, approval.Config{}, fmt.Errorf("read config: %w", err)
+	}
+	var f File
+	if err := DecodeYAML(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
+		return EventsConfig{}, approval.Config{}, err
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	dir := section.Dir(path)
+	if err := validateEvents(&f.Events, dir); err != nil {
+		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("events", err))
+	}
+	if err := f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0); err != nil {
+		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("approvals", err))
+	}
+	return f.Events, f.Approvals, nil
 }
 
 // LoadEvents reads and decodes a configuration file as Load does (strictly:
@@ -453,8 +484,11 @@ func (lc *Loaded) KeepStartSections(inForce *Loaded) (*Loaded, []string) {
 	if !reflect.DeepEqual(lc.Tracing, inForce.Tracing) {
 		changed = append(changed, "tracing")
 	}
+	if !reflect.DeepEqual(lc.Approvals, inForce.Approvals) {
+		changed = append(changed, "approvals")
+	}
 	next := *lc
-	next.Admin, next.Events, next.Reload, next.Tracing = inForce.Admin, inForce.Events, inForce.Reload, inForce.Tracing
+	next.Admin, next.Events, next.Reload, next.Tracing, next.Approvals = inForce.Admin, inForce.Events, inForce.Reload, inForce.Tracing, inForce.Approvals
 	return &next, changed
 }
 

@@ -152,6 +152,17 @@ func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 		}
 		row("inject", "%s: %s", k, val)
 	}
+	if a := v.Approval; a != nil {
+		row("approval", "a person must approve it first (asked by policy '%s'): %s", a.Policy, a.Effect)
+		sk := make([]string, 0, len(a.Summary))
+		for k := range a.Summary {
+			sk = append(sk, k)
+		}
+		sort.Strings(sk)
+		for _, k := range sk {
+			row("shown", "%s: %s", k, a.Summary[k])
+		}
+	}
 	if v.Unchecked {
 		row("schema", "none checked the arguments (the sidecar records the call inspected=false)")
 	}

@@ -60,6 +60,8 @@ type Sidecar struct {
 	ready   atomic.Bool
 	errc    chan error
 	started time.Time
+
+	closeApprovals func() error // the approval store
 }
 
 // Start opens the event path, binds every listener and starts serving. On
@@ -83,7 +85,10 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
+	gate, closeGate := openApprovals(lc, sc.events.ch)
+	sc.closeApprovals = closeGate
 	if sc.spans, err = openTracing(lc, o.Version, log); err != nil {
+		closeGate()
 		sc.events.close(context.Background())
 		return nil, err
 	}
@@ -92,6 +97,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		Logger:   log.With("component", "proxy"),
 		Sidecar:  lc.Events.Sidecar,
 		Tracer:   sc.spans.tracer(),
+		Approver: gate,
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
@@ -106,6 +112,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if err != nil {
 		sc.spans.close(context.Background())
 		sc.events.close(context.Background())
+		closeGate()
 		return nil, err
 	}
 	go func() { sc.errc <- sc.proxy.Serve() }()
@@ -179,6 +186,9 @@ func (sc *Sidecar) Stop(ctx context.Context) error {
 		err = cerr
 	}
 	if cerr := sc.spans.close(ctx); err == nil {
+		err = cerr
+	}
+	if cerr := sc.closeApprovals(); err == nil {
 		err = cerr
 	}
 	return err
@@ -280,7 +290,7 @@ type status struct {
 	Reload        ReloadStatus   `json:"reload"`
 	// Tracing is the span exporter's counters; absent when tracing is off.
 	Tracing *tracing.Stats `json:"tracing,omitempty"`
-	Bundles       []BundleStatus `json:"bundles,omitempty"`
+	Bundles []BundleStatus `json:"bundles,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.

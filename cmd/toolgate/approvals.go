@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
+	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/dashboard"
+)
+
+// approvalsFlags are the flags every `toolgate approvals` command takes.
+type approvalsFlags struct {
+	config string
+	as     string
+	note   string
+	json   bool
+	limit  int
+}
+
+func newApprovalsCmd() *cobra.Command {
+	var fl approvalsFlags
+	c := &cobra.Command{
+		Use:   "approvals",
+		Short: "List and decide the approval requests of calls that need a person's approval",
+		Long: `Approvals lists the requests of calls that need a person's approval and
+records decisions on them, in the store the configuration's approvals
+section names (the events' ClickHouse, or the local file): every sidecar
+sharing that store honours them. Whoever can run this command with the
+configuration (and its ClickHouse credentials) can decide; the decision
+records --as (default: the login name, as "cli:NAME"). See docs/approvals.md.`,
+	}
+	pf := c.PersistentFlags()
+	pf.StringVarP(&fl.config, "config", "c", "toolgate.yaml", "toolgate configuration file (its events and approvals sections)")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pending and recent approval requests, newest first",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withGate(c.Context(), fl.config, func(g *approval.Gate) error {
+				recs, err := g.List(c.Context(), fl.limit)
+				if err != nil {
+					return err
+				}
+				return printApprovals(c.OutOrStdout(), g, recs, fl.json)
+			})
+		},
+	}
+	list.Flags().BoolVar(&fl.json, "json", false, "print JSON, one record a line")
+	list.Flags().IntVar(&fl.limit, "limit", 100, "at most this many requests")
+	c.AddCommand(list)
+	for _, v := range []struct{ use, verdict, short string }{
+		{"approve", sink.VerdictApproved, "Approve a request: the same call, retried, goes upstream (approvals.uses times)"},
+		{"deny", sink.VerdictDenied, "Deny a request: the caller gets policy/approval_denied"},
+		{"revise", sink.VerdictRevised, "Ask for changed arguments: the caller gets validation/revision_requested with --note"},
+	} {
+		cmd := &cobra.Command{
+			Use:   v.use + " ID",
+			Short: v.short,
+			Args:  exactArgs(1),
+			RunE: func(c *cobra.Command, args []string) error {
+				if v.verdict == sink.VerdictRevised && strings.TrimSpace(fl.note) == "" {
+					return usageError{errors.New("revise needs --note saying what to change")}
+				}
+				who := fl.as
+				if who == "" {
+					who = loginName()
+				}
+				return withGate(c.Context(), fl.config, func(g *approval.Gate) error {
+					rec, err := g.Decide(c.Context(), args[0], v.verdict, "cli:"+who, fl.note)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(c.OutOrStdout(), "%s %s (tool %s, agent %s) by cli:%s\n", args[0], v.verdict, rec.Request.Tool, rec.Request.Agent, who)
+					return nil
+				})
+			},
+		}
+		cmd.Flags().StringVar(&fl.as, "as", "", "who decides, as recorded (default: the login name)")
+		cmd.Flags().StringVar(&fl.note, "note", "", "a note for the caller (required by revise)")
+		c.AddCommand(cmd)
+	}
+	return c
+}
+
+// withGate opens the configured approval store, runs fn, and closes it.
+func withGate(ctx context.Context, path string, fn func(*approval.Gate) error) error {
+	ev, ac, err := config.LoadApprovals(path)
+	if err != nil {
+		return err
+	}
+	var ch *clickhouse.Writer
+	if ac.Store == approval.StoreClickHouse {
+		ch, err = clickhouse.Open(ctx, ev.ClickHouse, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+	}
+	g, closeStore := sidecar.NewGate(ac, ch, "cli")
+	defer closeStore()
+	return fn(g)
+}
+
+func loginName() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if n := os.Getenv("USER"); n != "" {
+		return n
+	}
+	return "unknown"
+}
+
+// printApprovals prints records as a table, or as JSON lines.
+func printApprovals(w io.Writer, g *approval.Gate, recs []approval.Record, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for i := range recs {
+			r := &recs[i]
+			if err := enc.Encode(struct {
+				State string `json:"state"`
+				approval.Record
+			}{g.StateOf(r), *r}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tAGE\tTOOL\tAGENT\tEFFECT\tSUMMARY\tDECIDED BY")
+	now := time.Now()
+	for i := range recs {
+		r := &recs[i]
+		by := ""
+		if v := r.Verdict(); v != nil {
+			by = v.Decider
+		}
+		keys := make([]string, 0, len(r.Request.Summary))
+		for k := range r.Request.Summary {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var sum []string
+		for _, k := range keys {
+			sum = append(sum, k+"="+r.Request.Summary[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Request.ID, g.StateOf(r),
+			now.Sub(r.Request.Time).Round(time.Second), r.Request.Tool, r.Request.Agent,
+			r.Request.Effect, strings.Join(sum, " "), by)
+	}
+	return tw.Flush()
+}
+
+// gateApprovals adapts the approval gate to the dashboard's Approvals.
+type gateApprovals struct{ g *approval.Gate }
+
+var _ dashboard.Approvals = gateApprovals{}
+
+func (a gateApprovals) Items(ctx context.Context, limit int) ([]dashboard.ApprovalItem, error) {
+	recs, err := a.g.List(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.ApprovalItem, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		it := dashboard.ApprovalItem{ID: r.Request.ID, State: a.g.StateOf(r), Time: r.Request.Time, ExpiresAt: r.Request.ExpiresAt,
+			Tool: r.Request.Tool, Agent: r.Request.Agent, Session: r.Request.Session, Effect: r.Request.Effect, Uses: r.Uses()}
+		for _, k := range slices.Sorted(maps.Keys(r.Request.Summary)) {
+			it.Summary = append(it.Summary, [2]string{k, r.Request.Summary[k]})
+		}
+		if v := r.Verdict(); v != nil {
+			it.Verdict, it.Decider, it.Note, it.DecidedAt = v.Verdict, v.Decider, v.Note, v.Time
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+func (a gateApprovals) Decide(ctx context.Context, id, verdict, who, note string) error {
+	_, err := a.g.Decide(ctx, id, verdict, who, note)
+	return err
+}
+
+// mountApprovals adds the Approvals page to d, over the approval store
+// and with the deciders the configuration at path names.
+func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path string) (func() error, error) {
+	ev, ac, err := config.LoadApprovals(path)
+	if err != nil {
+		return nil, err
+	}
+	var ch *clickhouse.Writer
+	if ac.Store == approval.StoreClickHouse {
+		if ch, err = clickhouse.Open(ctx, ev.ClickHouse, slog.New(slog.DiscardHandler)); err != nil {
+			return nil, err
+		}
+	}
+	g, closeStore := sidecar.NewGate(ac, ch, "dashboard")
+	auth := dashboard.ApprovalAuth{TrustedHeader: ac.Deciders.TrustedHeader}
+	if ac.Deciders.SecretEnv != "" {
+		auth.Secret = os.Getenv(ac.Deciders.SecretEnv)
+	}
+	d.MountApprovals(gateApprovals{g}, auth)
+	return func() error {
+		err := closeStore()
+		if ch != nil {
+			err = errors.Join(err, ch.Close())
+		}
+		return err
+	}, nil
+}

@@ -1,0 +1,33 @@
+package sidecar
+
+import (
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/sink/clickhouse"
+)
+
+// The approval stores satisfy what the approval step reads and writes.
+var (
+	_ approval.Store    = (*approval.FileStore)(nil)
+	_ approval.RowStore = (*clickhouse.ApprovalStore)(nil)
+)
+
+// openApprovals returns the approval step over the configured store: the
+// events' ClickHouse server (ch, shared by every sidecar and the
+// dashboard), or the local file. It always exists, so a policy that asks
+// approval is never ignored; a configuration that never needs approval
+// opens no file. close releases the store.
+func openApprovals(lc *config.Loaded, ch *clickhouse.Writer) (gate *approval.Gate, close func() error) {
+	return NewGate(lc.Approvals, ch, lc.Events.Sidecar)
+}
+
+// NewGate builds the approval gate for cfg: over ch's tables when the
+// store is clickhouse (ch must then be open), else over cfg's file. The
+// dashboard and `toolgate approvals` use it too.
+func NewGate(cfg approval.Config, ch *clickhouse.Writer, name string) (*approval.Gate, func() error) {
+	if cfg.Store == approval.StoreClickHouse && ch != nil {
+		return approval.New(cfg, approval.RowsStore(ch.Approvals()), name), func() error { return nil }
+	}
+	fs := approval.NewFileStore(cfg.FilePath(), cfg.PendingTTL+cfg.DecisionTTL)
+	return approval.New(cfg, fs, name), fs.Close
+}

@@ -1,0 +1,466 @@
+// Package approval is toolgate's approval step: a call that a policy (or
+// the tool's configuration) says needs a person's approval is refused, or
+// held, until a person approves it; the grant is bound to the call (tool,
+// argument digest, agent, session), used a bounded number of times, and
+// expires. Requests and decisions are audit rows in a Store: a local file
+// (FileStore) or ClickHouse (sink/clickhouse's ApprovalStore), shared by
+// every sidecar and the dashboard.
+//
+// Gate satisfies the proxy's Approver; Gate.Decide is what the dashboard
+// and `toolgate approvals` call.
+package approval
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// Store keeps approval requests and decisions. Rows are appended, never
+// changed. Implementations are safe for concurrent use and may be shared
+// by several processes.
+type Store interface {
+	// PutRequest appends a request row.
+	PutRequest(ctx context.Context, r sink.ApprovalRequest) error
+	// PutDecision appends a decision row.
+	PutDecision(ctx context.Context, d sink.ApprovalDecision) error
+	// Find returns the request with id (when id is not ""), else the
+	// newest request with key, with its decisions in time order; false
+	// when there is none.
+	Find(ctx context.Context, id, key string) (Record, bool, error)
+	// Recent returns requests made at or after since, newest first, at
+	// most limit, each with its decisions.
+	Recent(ctx context.Context, since time.Time, limit int) ([]Record, error)
+}
+
+// Record is one request and its decisions.
+type Record struct {
+	// Request is the request row.
+	Request sink.ApprovalRequest `json:"request"`
+	// Decisions are the decision rows for it, in time order (uses
+	// included).
+	Decisions []sink.ApprovalDecision `json:"decisions"`
+}
+
+// Verdict is the person's decision on the record (the first decision
+// that is not a use); nil while undecided.
+func (r *Record) Verdict() *sink.ApprovalDecision {
+	for i := range r.Decisions {
+		if r.Decisions[i].Verdict != sink.VerdictUsed {
+			return &r.Decisions[i]
+		}
+	}
+	return nil
+}
+
+// Uses counts the times a sidecar forwarded the call on the grant.
+func (r *Record) Uses() int {
+	n := 0
+	for _, d := range r.Decisions {
+		if d.Verdict == sink.VerdictUsed {
+			n++
+		}
+	}
+	return n
+}
+
+// State is the record's state at now: pending, approved, denied, revised,
+// expired (undecided past its expiry, or decided more than decisionTTL
+// ago) or used (approved and every use taken).
+func (r *Record) State(now time.Time, decisionTTL time.Duration, uses int) string {
+	v := r.Verdict()
+	if v == nil {
+		if !now.Before(r.Request.ExpiresAt) {
+			return StateExpired
+		}
+		return policies.ApprovalPending
+	}
+	if !now.Before(v.Time.Add(decisionTTL)) {
+		return StateExpired
+	}
+	switch v.Verdict {
+	case sink.VerdictApproved:
+		if r.Uses() >= uses {
+			return StateUsed
+		}
+		return policies.ApprovalApproved
+	case sink.VerdictDenied:
+		return policies.ApprovalDenied
+	}
+	return policies.ApprovalRevised
+}
+
+// States of a Record beyond the call states in policies.
+const (
+	StateExpired = "expired"
+	StateUsed    = "used"
+)
+
+// Gate decides, per call, whether it needs approval and whether it has
+// it. It is safe for concurrent use.
+type Gate struct {
+	cfg     Config
+	store   Store
+	sidecar string
+	held    chan struct{}
+	now     func() time.Time
+}
+
+// New returns a Gate over store for a validated configuration. sidecar
+// names this instance in the audit rows.
+func New(cfg Config, store Store, sidecar string) *Gate {
+	return &Gate{cfg: cfg, store: store, sidecar: sidecar, held: make(chan struct{}, cfg.MaxHeld), now: time.Now}
+}
+
+// Config is the gate's configuration.
+func (g *Gate) Config() Config { return g.cfg }
+
+// Store is the gate's store.
+func (g *Gate) Store() Store { return g.store }
+
+// Needs reports whether a call needs approval: a policy asked, or the
+// tool's rule requires it (always, or destructive and the MCP server
+// annotates the tool destructiveHint: true).
+func (g *Gate) Needs(q *policies.ApprovalCall) bool {
+	if q.Ask != nil {
+		return true
+	}
+	r, ok := g.cfg.Tools[q.Tool]
+	if !ok {
+		return false
+	}
+	switch r.Require {
+	case RequireAlways:
+		return true
+	case RequireDestructive:
+		d, _ := q.Annotations["destructiveHint"].(bool)
+		return d
+	}
+	return false
+}
+
+// Approve is the approval step for one call that passed the policies. A
+// call that needs no approval gets ApprovalNone at the cost of a map
+// lookup. Otherwise the newest request bound to the same call decides:
+// approved with uses left (the use is recorded), denied, revised, or
+// pending; with none (or one expired or used up) a new request is made.
+// In hold mode a pending call waits, up to hold_timeout, for the decision.
+// A store that fails refuses the call (fail closed).
+func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.ApprovalOutcome {
+	if !g.Needs(q) {
+		return policies.ApprovalOutcome{}
+	}
+	rule := g.cfg.rule(q.Tool)
+	digest, err := ArgsDigest(q.Arguments)
+	if err != nil {
+		return g.unavailable("the arguments cannot be digested")
+	}
+	key := BindingKey(q.Tool, digest, q.Agent, q.Session)
+	rec, found, err := g.store.Find(ctx, "", key)
+	if err != nil {
+		return g.unavailable("the approval store could not be read")
+	}
+	now := g.now()
+	if found {
+		switch rec.State(now, g.cfg.DecisionTTL, rule.Uses) {
+		case policies.ApprovalApproved:
+			return g.use(ctx, &rec)
+		case policies.ApprovalPending:
+			if rule.Mode == ModeHold {
+				return g.hold(ctx, rec.Request.ID, rule)
+			}
+			return g.pending(&rec.Request)
+		case policies.ApprovalDenied, policies.ApprovalRevised:
+			return g.decided(&rec)
+		}
+	}
+	if n, err := g.pendingCount(ctx, now); err != nil {
+		return g.unavailable("the approval store could not be read")
+	} else if n >= g.cfg.MaxPending {
+		return g.unavailable(fmt.Sprintf("%d approval requests are pending, the most approvals.max_pending allows", n))
+	}
+	req := sink.ApprovalRequest{
+		ID: newID(), Time: now.UTC(), ExpiresAt: now.Add(g.cfg.PendingTTL).UTC(), Key: key,
+		Tool: q.Tool, Agent: q.Agent, Session: q.Session, ArgsDigest: digest,
+		Summary: map[string]string{}, Sidecar: g.sidecar, TraceID: q.TraceID,
+	}
+	if q.Ask != nil {
+		req.Effect, req.Policy = q.Ask.Effect, q.Ask.Policy
+		for k, v := range q.Ask.Summary {
+			req.Summary[k] = v
+		}
+	} else {
+		req.Effect = fmt.Sprintf("calls tool %s (its configuration requires approval)", q.Tool)
+	}
+	if err := g.store.PutRequest(ctx, req); err != nil {
+		return g.unavailable("the approval store could not be written")
+	}
+	if rule.Mode == ModeHold {
+		return g.hold(ctx, req.ID, rule)
+	}
+	return g.pending(&req)
+}
+
+// pendingCount counts undecided, unexpired requests.
+func (g *Gate) pendingCount(ctx context.Context, now time.Time) (int, error) {
+	recs, err := g.store.Recent(ctx, now.Add(-g.cfg.PendingTTL), g.cfg.MaxPending+1)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range recs {
+		if recs[i].Verdict() == nil && now.Before(recs[i].Request.ExpiresAt) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// use records one use of an approved grant and lets the call through.
+func (g *Gate) use(ctx context.Context, rec *Record) policies.ApprovalOutcome {
+	d := sink.ApprovalDecision{ID: rec.Request.ID, Time: g.now().UTC(), Verdict: sink.VerdictUsed, Decider: "sidecar:" + g.sidecar}
+	if err := g.store.PutDecision(ctx, d); err != nil {
+		return g.unavailable("the approval store could not be written")
+	}
+	return policies.ApprovalOutcome{State: policies.ApprovalApproved, ID: rec.Request.ID, URL: g.url(rec.Request.ID)}
+}
+
+// hold waits for the request's decision, up to hold_timeout, polling the
+// store; a full hold queue answers pending at once.
+func (g *Gate) hold(ctx context.Context, id string, rule ToolRule) policies.ApprovalOutcome {
+	select {
+	case g.held <- struct{}{}:
+		defer func() { <-g.held }()
+	default:
+		rec, _, _ := g.store.Find(ctx, id, "")
+		out := g.pending(&rec.Request)
+		out.Detail += fmt.Sprintf(" (%d requests are held already, the most approvals.max_held allows)", g.cfg.MaxHeld)
+		return out
+	}
+	deadline := time.NewTimer(g.cfg.HoldTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(g.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		rec, found, err := g.store.Find(ctx, id, "")
+		if err != nil || !found {
+			return g.unavailable("the approval store could not be read")
+		}
+		switch rec.State(g.now(), g.cfg.DecisionTTL, rule.Uses) {
+		case policies.ApprovalApproved:
+			return g.use(ctx, &rec)
+		case policies.ApprovalDenied, policies.ApprovalRevised:
+			return g.decided(&rec)
+		case policies.ApprovalPending:
+		default: // expired or used while held
+			out := g.pending(&rec.Request)
+			out.State = policies.ApprovalHeldTimeout
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			out := g.pending(&rec.Request)
+			out.State = policies.ApprovalHeldTimeout
+			return out
+		case <-deadline.C:
+			out := g.pending(&rec.Request)
+			out.State = policies.ApprovalHeldTimeout
+			out.Detail = fmt.Sprintf("Tool '%s' needs a person's approval, and none was given within %s (approval %s); retry the same call once it is approved", rec.Request.Tool, g.cfg.HoldTimeout, rec.Request.ID)
+			return out
+		case <-tick.C:
+		}
+	}
+}
+
+func (g *Gate) pending(r *sink.ApprovalRequest) policies.ApprovalOutcome {
+	return policies.ApprovalOutcome{
+		State: policies.ApprovalPending, ID: r.ID, URL: g.url(r.ID), ExpiresAt: r.ExpiresAt,
+		RetryAfter: g.cfg.RetryAfter,
+		Detail:     fmt.Sprintf("Tool '%s' needs a person's approval before this call goes upstream (approval %s); retry the same call once it is approved", r.Tool, r.ID),
+	}
+}
+
+func (g *Gate) decided(rec *Record) policies.ApprovalOutcome {
+	v := rec.Verdict()
+	out := policies.ApprovalOutcome{ID: rec.Request.ID, URL: g.url(rec.Request.ID), Note: v.Note}
+	if v.Verdict == sink.VerdictDenied {
+		out.State = policies.ApprovalDenied
+		out.Detail = fmt.Sprintf("Tool '%s': a person denied this call (approval %s)", rec.Request.Tool, rec.Request.ID)
+	} else {
+		out.State = policies.ApprovalRevised
+		out.Detail = fmt.Sprintf("Tool '%s': a person asked for changed arguments (approval %s)", rec.Request.Tool, rec.Request.ID)
+	}
+	if v.Note != "" {
+		out.Detail += ": " + v.Note
+	}
+	return out
+}
+
+func (g *Gate) unavailable(why string) policies.ApprovalOutcome {
+	return policies.ApprovalOutcome{State: policies.ApprovalUnavailable, RetryAfter: g.cfg.RetryAfter,
+		Detail: "This call needs a person's approval and cannot be asked for now: " + why}
+}
+
+// url is the Approvals page's address for a request.
+func (g *Gate) url(id string) string {
+	if g.cfg.URL == "" {
+		return ""
+	}
+	u, err := url.Parse(g.cfg.URL)
+	if err != nil {
+		return ""
+	}
+	q := u.Query()
+	q.Set("id", id)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Decide records a person's decision (sink.VerdictApproved, VerdictDenied
+// or VerdictRevised) on a pending request. who is recorded as the
+// decider; note is shown to the caller on a revision or denial. It fails
+// with ErrNotFound, ErrDecided or ErrExpired.
+func (g *Gate) Decide(ctx context.Context, id, verdict, who, note string) (Record, error) {
+	switch verdict {
+	case sink.VerdictApproved, sink.VerdictDenied, sink.VerdictRevised:
+	default:
+		return Record{}, fmt.Errorf("%w: %q; want approved, denied or revised", ErrVerdict, verdict)
+	}
+	who = strings.TrimSpace(who)
+	if who == "" {
+		return Record{}, ErrNoDecider
+	}
+	if !validID(id) {
+		return Record{}, ErrNotFound
+	}
+	rec, found, err := g.store.Find(ctx, id, "")
+	if err != nil {
+		return Record{}, fmt.Errorf("read approval %s: %w", id, err)
+	}
+	if !found {
+		return Record{}, ErrNotFound
+	}
+	if v := rec.Verdict(); v != nil {
+		return rec, fmt.Errorf("%w: %s by %s", ErrDecided, v.Verdict, v.Decider)
+	}
+	now := g.now()
+	if !now.Before(rec.Request.ExpiresAt) {
+		return rec, ErrExpired
+	}
+	d := sink.ApprovalDecision{ID: id, Time: now.UTC(), Verdict: verdict,
+		Decider: cutText(who, MaxDeciderBytes), Note: cutText(note, MaxNoteBytes)}
+	if err := g.store.PutDecision(ctx, d); err != nil {
+		return rec, fmt.Errorf("record decision on %s: %w", id, err)
+	}
+	rec.Decisions = append(rec.Decisions, d)
+	return rec, nil
+}
+
+// List returns the requests of the last pending_ttl+decision_ttl, newest
+// first, at most limit.
+func (g *Gate) List(ctx context.Context, limit int) ([]Record, error) {
+	return g.store.Recent(ctx, g.now().Add(-(g.cfg.PendingTTL + g.cfg.DecisionTTL)), limit)
+}
+
+// StateOf is a record's state under the gate's configuration.
+func (g *Gate) StateOf(r *Record) string {
+	return r.State(g.now(), g.cfg.DecisionTTL, g.cfg.rule(r.Request.Tool).Uses)
+}
+
+// ArgsDigest is the SHA-256 (hex) of the arguments' canonical JSON
+// (object keys sorted, numbers as written).
+func ArgsDigest(args map[string]any) (string, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// BindingKey is the key that binds a grant to one call.
+func BindingKey(tool, digest, agent, session string) string {
+	h := sha256.New()
+	for _, s := range []string{tool, digest, agent, session} {
+		fmt.Fprintf(h, "%d:%s|", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// validID reports whether id has the shape of a request id.
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// cutText bounds a text field and replaces control characters.
+func cutText(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	return strings.ToValidUTF8(s, "")
+}
+
+// RowStore is a store that hands over rows (sink/clickhouse's
+// ApprovalStore); RowsStore makes a Store of it.
+type RowStore interface {
+	PutRequest(ctx context.Context, r sink.ApprovalRequest) error
+	PutDecision(ctx context.Context, d sink.ApprovalDecision) error
+	FindRows(ctx context.Context, id, key string) (sink.ApprovalRequest, []sink.ApprovalDecision, bool, error)
+	RecentRows(ctx context.Context, since time.Time, limit int) ([]sink.ApprovalRequest, map[string][]sink.ApprovalDecision, error)
+}
+
+// RowsStore is the Store over a RowStore.
+func RowsStore(rs RowStore) Store { return rowsStore{rs} }
+
+type rowsStore struct{ RowStore }
+
+func (s rowsStore) Find(ctx context.Context, id, key string) (Record, bool, error) {
+	r, ds, ok, err := s.FindRows(ctx, id, key)
+	return Record{Request: r, Decisions: ds}, ok, err
+}
+
+func (s rowsStore) Recent(ctx context.Context, since time.Time, limit int) ([]Record, error) {
+	reqs, decs, err := s.RecentRows(ctx, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, len(reqs))
+	for i, r := range reqs {
+		out[i] = Record{Request: r, Decisions: decs[r.ID]}
+	}
+	return out, nil
+}

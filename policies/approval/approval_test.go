@@ -1,0 +1,124 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/sink"
+)
+
+func gate(t *testing.T, cfg approval.Config, path string) *approval.Gate {
+	t.Helper()
+	if err := cfg.Validate(t.TempDir(), false); err != nil {
+		t.Fatal(err)
+	}
+	s, err := approval.OpenFileStore(path, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return approval.New(cfg, s, "t")
+}
+
+func call(args map[string]any) *policies.ApprovalCall {
+	return &policies.ApprovalCall{Tool: "docs_edit", Arguments: args, Agent: "a", Session: "s",
+		Ask: &policies.Approval{Effect: "edits", Summary: map[string]string{"doc": "1"}}}
+}
+
+// TestFileStoreSharedByTwoProcesses: two stores on one file (a sidecar
+// and `toolgate approvals`) see each other's rows.
+func TestFileStoreSharedByTwoProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.ndjson")
+	side, cli := gate(t, approval.Config{}, path), gate(t, approval.Config{}, path)
+	ctx := context.Background()
+	out := side.Approve(ctx, call(map[string]any{"x": 1}))
+	if out.State != policies.ApprovalPending {
+		t.Fatalf("state %q", out.State)
+	}
+	if _, err := cli.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := side.Approve(ctx, call(map[string]any{"x": 1})); got.State != policies.ApprovalApproved || got.ID != out.ID {
+		t.Fatalf("after approval: %+v", got)
+	}
+	if _, err := cli.Decide(ctx, out.ID, sink.VerdictDenied, "cli:x", ""); !errors.Is(err, approval.ErrDecided) {
+		t.Errorf("second decision: %v", err)
+	}
+	if _, err := cli.Decide(ctx, "../../etc/passwd", sink.VerdictDenied, "cli:x", ""); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("bad id: %v", err)
+	}
+	if _, err := cli.Decide(ctx, out.ID, "maybe", "cli:x", ""); !errors.Is(err, approval.ErrVerdict) {
+		t.Errorf("bad verdict: %v", err)
+	}
+}
+
+// TestMaxPending: past max_pending, calls that need approval are refused
+// as unavailable, and asking nothing more of the store.
+func TestMaxPending(t *testing.T) {
+	g := gate(t, approval.Config{MaxPending: 2}, filepath.Join(t.TempDir(), "a.ndjson"))
+	ctx := context.Background()
+	for i := range 2 {
+		if out := g.Approve(ctx, call(map[string]any{"i": i})); out.State != policies.ApprovalPending {
+			t.Fatalf("call %d: %q", i, out.State)
+		}
+	}
+	if out := g.Approve(ctx, call(map[string]any{"i": 3})); out.State != policies.ApprovalUnavailable {
+		t.Fatalf("third: %q", out.State)
+	}
+	// A retry of a pending call still gets its request.
+	if out := g.Approve(ctx, call(map[string]any{"i": 0})); out.State != policies.ApprovalPending {
+		t.Fatalf("retry: %q", out.State)
+	}
+}
+
+// TestBindingKey: the grant is bound to the tool, the arguments, the
+// agent and the session; key order in the arguments does not matter.
+func TestBindingKey(t *testing.T) {
+	d1, _ := approval.ArgsDigest(map[string]any{"a": 1, "b": "x"})
+	d2, _ := approval.ArgsDigest(map[string]any{"b": "x", "a": 1})
+	d3, _ := approval.ArgsDigest(map[string]any{"a": 2, "b": "x"})
+	if d1 != d2 || d1 == d3 {
+		t.Fatalf("digests %s %s %s", d1, d2, d3)
+	}
+	base := approval.BindingKey("t", d1, "a", "s")
+	for _, other := range []string{approval.BindingKey("u", d1, "a", "s"), approval.BindingKey("t", d3, "a", "s"),
+		approval.BindingKey("t", d1, "b", "s"), approval.BindingKey("t", d1, "a", "t"), approval.BindingKey("t", d1, "as", "")} {
+		if other == base {
+			t.Errorf("key collision with %s", other)
+		}
+	}
+}
+
+// FuzzFileStore reads arbitrary file contents: it never panics or fails,
+// and only well-formed rows count.
+func FuzzFileStore(f *testing.F) {
+	f.Add([]byte(`{"request":{"id":"0123456789abcdef0123456789abcdef","time":"2099-01-01T00:00:00Z","key":"k"}}` + "\n" +
+		`{"decision":{"id":"0123456789abcdef0123456789abcdef","verdict":"approved"}}` + "\n"))
+	f.Add([]byte("{\n\x00garbage\n{\"request\":{\"id\":\"x\"}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "a.ndjson")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := approval.OpenFileStore(path, 876000*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		recs, err := s.Recent(context.Background(), time.Time{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if len(r.Request.ID) != 32 {
+				t.Fatalf("a malformed id was kept: %q", r.Request.ID)
+			}
+		}
+	})
+}

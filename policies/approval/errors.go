@@ -1,0 +1,12 @@
+package approval
+
+import "errors"
+
+// Errors of Decide.
+var (
+	ErrNotFound  = errors.New("no such approval request")
+	ErrDecided   = errors.New("approval request already decided")
+	ErrExpired   = errors.New("approval request expired")
+	ErrVerdict   = errors.New("unknown verdict")
+	ErrNoDecider = errors.New("a decision must name who made it")
+)
