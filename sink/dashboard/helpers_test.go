@@ -17,7 +17,6 @@ func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
 // The shared fixtures, under the short names the tests use (see dashtest).
 var (
 	now      = dashtest.Now
-	codes    = dashtest.Codes
 	tools    = dashtest.Tools
 	agents   = dashtest.Agents
 	sidecars = dashtest.Sidecars
