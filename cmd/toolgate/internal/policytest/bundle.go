@@ -49,19 +49,7 @@ func RunBundle(ctx context.Context, out io.Writer, path string) (Report, error) 
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		results := rep.Results[name]
-		sortBySource(results)
-		for _, r := range results {
-			test := name + "/" + r.Name[strings.LastIndexByte(r.Name, '.')+1:]
-			switch {
-			case r.Pass:
-				pt.pass(test, r.Duration)
-			case r.Err != "":
-				pt.fail(test+" ("+r.Location+")", r.Err)
-			default:
-				pt.fail(test+" ("+r.Location+")", "the rule is false or undefined")
-			}
-		}
+		pt.results(name, rep.Results[name])
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", pt.Passed, pt.Failed)
 	return pt.Report, nil

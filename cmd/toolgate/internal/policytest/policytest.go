@@ -419,6 +419,11 @@ func (pt *policyTest) regoTests(ctx context.Context, path string) {
 		pt.fail(name+" (tests did not run)", err.Error())
 		return
 	}
+	pt.results(name, results)
+}
+
+// results reports the results of policy name's tests, in source order.
+func (pt *policyTest) results(name string, results []policies.TestResult) {
 	sortBySource(results)
 	for _, r := range results {
 		test := name + "/" + r.Name[strings.LastIndexByte(r.Name, '.')+1:]
