@@ -205,6 +205,7 @@ func (d *Dashboard) panels() map[string]panelFunc {
 		"messages":  func(ctx context.Context, f Filter) (any, error) { return d.store.messages(ctx, f) },
 		"adoption":  func(ctx context.Context, f Filter) (any, error) { return d.store.adoption(ctx, f) },
 		"budgets":   func(ctx context.Context, f Filter) (any, error) { return d.store.budgets(ctx, f) },
+		"revisions": func(ctx context.Context, f Filter) (any, error) { return d.store.revisions(ctx, f) },
 		"freshness": func(ctx context.Context, f Filter) (any, error) { return d.store.freshness(ctx, f, d.cfg.Now()) },
 		"options":   func(ctx context.Context, f Filter) (any, error) { return d.store.options(ctx, f) },
 	}
@@ -256,10 +257,12 @@ type view struct {
 	Messages []Message
 	Adoption []Adoption
 	Budgets  []BudgetRow
-	Fresh    []Freshness
-	Link     string // the view's shareable query
-	Ready    float64
-	Took     time.Duration
+	// Revisions are the policy versions each sidecar decided calls under.
+	Revisions []RevisionRow
+	Fresh     []Freshness
+	Link      string // the view's shareable query
+	Ready     float64
+	Took      time.Duration
 }
 
 func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
@@ -313,6 +316,7 @@ func (d *Dashboard) fill(ctx context.Context, v *view) error {
 	g.Go(func() (err error) { v.Messages, err = d.store.messages(ctx, f); return err })
 	g.Go(func() (err error) { v.Adoption, err = d.store.adoption(ctx, f); return err })
 	g.Go(func() (err error) { v.Budgets, err = d.store.budgets(ctx, f); return err })
+	g.Go(func() (err error) { v.Revisions, err = d.store.revisions(ctx, f); return err })
 	g.Go(func() (err error) { v.Fresh, err = d.store.freshness(ctx, f, d.cfg.Now()); return err })
 	return g.Wait()
 }

@@ -85,6 +85,18 @@ var BudgetReasons = []string{bucketing.ReasonBudgetExhausted, bucketing.ReasonLo
 // reasons are fixed words, no value from a request.
 var budgetReasonsSQL = "'" + strings.Join(BudgetReasons, "', '") + "'"
 
+// RevisionRow is one line of the policy revisions panel: the calls one
+// sidecar decided under one policy version (with policy bundles, the
+// bundles' revisions: see docs/bundles.md), and when the first and the last
+// of them came, in range.
+type RevisionRow struct {
+	Sidecar       string    `json:"sidecar"`
+	PolicyVersion string    `json:"policy_version"`
+	Calls         uint64    `json:"calls"`
+	First         time.Time `json:"first"`
+	Last          time.Time `json:"last"`
+}
+
 // Adoption is one tool's envelope adoption.
 type Adoption struct {
 	Tool     string  `json:"tool"`
@@ -423,6 +435,37 @@ func (s store) budgets(ctx context.Context, f Filter) ([]BudgetRow, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("budgets: %w", err)
+	}
+	return out, nil
+}
+
+const revisionsSQL = `/* dashboard: revisions */ SELECT sidecar, policy_version, toUInt64(uniqExact(event_id)) AS calls,
+    toUInt32(min(time)) AS first, toUInt32(max(time)) AS last
+FROM {db}.events
+WHERE %s
+GROUP BY sidecar, policy_version
+ORDER BY sidecar, last DESC, policy_version
+LIMIT 200`
+
+// revisions is the policy revisions panel: which sidecars decided calls
+// under which policy version, newest first for each sidecar.
+func (s store) revisions(ctx context.Context, f Filter) ([]RevisionRow, error) {
+	where, args := f.where(true, true)
+	var out []RevisionRow
+	var r RevisionRow
+	var first, last uint32
+	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(revisionsSQL, where)), args...)
+	err = collect(rows, err, func() error {
+		if err := rows.Scan(&r.Sidecar, &r.PolicyVersion, &r.Calls, &first, &last); err != nil {
+			return err
+		}
+		r.First = time.Unix(int64(first), 0).UTC()
+		r.Last = time.Unix(int64(last), 0).UTC()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revisions: %w", err)
 	}
 	return out, nil
 }
