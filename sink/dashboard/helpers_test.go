@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/chtest"
@@ -52,6 +53,22 @@ func getJSON(t testing.TB, url string, v any) int {
 		t.Fatalf("%s: %s: not JSON: %s", url, resp.Status, b)
 	}
 	return resp.StatusCode
+}
+
+// pageHas fetches the page at url and checks that it holds each of want.
+func pageHas(t testing.TB, url string, want ...string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, s := range want {
+		if !strings.Contains(string(page), s) {
+			t.Errorf("the page lacks %s", s)
+		}
+	}
 }
 
 func atoi(t testing.TB, s string) uint64 {
