@@ -430,14 +430,24 @@ func (c *Writer) write(ctx context.Context, events []sink.Event) error {
 func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.WriteTimeout)
 	defer cancel()
-	if c.layout.On() && c.cfg.Insert == InsertDistributed {
-		// Answer only once every shard has stored its rows, and give up
-		// within the write timeout: a shard that is away fails the insert,
-		// and the spool keeps the batch rather than the server's own queue.
-		ctx = chgo.Context(ctx, chgo.WithSettings(chgo.Settings{
-			"insert_distributed_sync":    1,
-			"insert_distributed_timeout": max(int(c.cfg.WriteTimeout/time.Second), 1),
-		}))
+	if c.layout.On() {
+		// No block deduplication by the replicated tables: a batch sent
+		// again after a replica died with its acknowledgement (its block's
+		// hash in ZooKeeper, its part only on the dead replica) must be
+		// stored by the replica that is up, and reach the rollups, whose
+		// own part the dead replica may never have written. Rows are
+		// deduplicated by event_id (ReplacingMergeTree, and the rollups
+		// count distinct ids), so storing a batch twice is harmless.
+		settings := chgo.Settings{"insert_deduplicate": 0}
+		if c.cfg.Insert == InsertDistributed {
+			// Answer only once every shard has stored its rows, and give
+			// up within the write timeout: a shard that is away fails the
+			// insert, and the spool keeps the batch rather than the
+			// server's own queue.
+			settings["insert_distributed_sync"] = 1
+			settings["insert_distributed_timeout"] = max(int(c.cfg.WriteTimeout/time.Second), 1)
+		}
+		ctx = chgo.Context(ctx, chgo.WithSettings(settings))
 	}
 	b, err := c.conn.PrepareBatch(ctx, c.insert)
 	if err != nil {

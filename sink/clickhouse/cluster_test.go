@@ -389,7 +389,9 @@ func TestClusterFaultReplicaKilled(t *testing.T) {
 	p.drained(t, 30*time.Second)
 	streamWhile(t, p, "during", 1500, func() { c.Servers[0].Kill() })
 	p.drained(t, 60*time.Second) // through the other replica
-	exactly(t, c.Servers[1:], "replicakill", 2000)
+	// Not checked here: the other replica may still lack a batch the
+	// killed one acknowledged just before it died and had not replicated
+	// yet; it arrives once the killed one is back, checked below.
 	c.Servers[0].Restart(t)
 	p.write(t, "after", 300)
 	p.drained(t, 60*time.Second)
