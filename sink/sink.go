@@ -156,8 +156,9 @@ type Writer interface {
 	WriteEvents(ctx context.Context, events []Event) error
 }
 
-// Appender is a Writer whose WriteEvents appends to a local file with one
-// write(2) and never waits on the network or an fsync: File and Spool. A
+// Appender is a Writer whose WriteEvents appends to a local file (one
+// write(2), or one copy into a memory-mapped segment) and never waits on
+// the network or an fsync: File and Spool. A
 // Queue in front of one lets a call that finds the writer idle write its
 // own event (see Queue). AppendsLocally does nothing; it marks the type.
 type Appender interface {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/section"
@@ -246,11 +245,11 @@ type Spool struct {
 	// wmu serializes appends: WriteEvents holds it across its write, and
 	// so does whoever seals or replaces the open segment; Sync never takes
 	// it. It
-	// guards (with mu) nextSeq, closed and open. Lock order:
+	// guards noMap, and (with mu) nextSeq, closed and open. Lock order:
 	// wmu, then mu.
 	wmu     sync.Mutex
 	nextSeq uint64
-	noMap   atomic.Bool // the file system cannot map segments: append with write(2)
+	noMap   bool // the file system cannot map segments: append with write(2)
 
 	// mu guards the bookkeeping below, up to wake, and is only ever held
 	// briefly: never across an fsync or a call to the destination, so
@@ -366,8 +365,8 @@ func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions)
 		stopped: make(chan struct{}),
 		runCtx:  ctx,
 		cancel:  cancel,
+		noMap:   opts.noMap,
 	}
-	s.noMap.Store(opts.noMap)
 	if err := s.recoverDir(); err != nil {
 		cancel()
 		lock.Close()

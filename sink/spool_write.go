@@ -219,7 +219,7 @@ func (s *Spool) createOpen(need int) error {
 		s.nextSeq++
 		s.mu.Unlock()
 		ext := mappedExt
-		if s.noMap.Load() {
+		if s.noMap {
 			ext = openExt
 		}
 		path := filepath.Join(s.cfg.Dir, segmentName(seq, ext))
@@ -231,7 +231,7 @@ func (s *Spool) createOpen(need int) error {
 			return err
 		}
 		var m []byte
-		if !s.noMap.Load() {
+		if !s.noMap {
 			if m, err = mapSegment(f, mappedSize(max(s.cfg.SegmentBytes, int64(need)))); err != nil {
 				m = nil
 				if path, err = s.unmappable(f, path, seq, err); err != nil {
@@ -269,7 +269,7 @@ func (s *Spool) unmappable(f *os.File, path string, seq uint64, mapErr error) (s
 		return path, err
 	}
 	if mapUnsupported(mapErr) {
-		s.noMap.Store(true)
+		s.noMap = true
 		s.log.Info("sink: spool directory's file system cannot preallocate and map segments; appending with write(2)",
 			"dir", s.cfg.Dir, "error", mapErr)
 	} else {

@@ -117,18 +117,7 @@ func Start(t testing.TB) *Server {
 // start writes a config into dir and starts a server there, trying new ports
 // when the chosen ones were taken before the server could bind them.
 func start(dir string) (*Server, error) {
-	bin, err := serverBinary()
-	if err != nil {
-		return nil, err
-	}
-	script, err := findScript()
-	if err != nil {
-		return nil, err
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, err
-	}
-	for attempt := 1; ; attempt++ {
+	return withRetries(dir, func(dir, bin, script string, _ int) (*Server, error) {
 		tcpPort, httpPort, err := freePorts()
 		if err != nil {
 			return nil, err
@@ -137,12 +126,34 @@ func start(dir string) (*Server, error) {
 		if out, err := exec.Command("bash", script, "config", dir, strconv.Itoa(tcpPort), strconv.Itoa(httpPort)).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("%s config: %v: %s", scriptPath, err, bytesTrim(out))
 		}
-		err = s.launch()
+		return s, s.launch()
+	})
+}
+
+// withRetries finds clickhouse-server and the config script, resolves dir,
+// and calls try (attempt counting from 1) until it starts what it starts,
+// trying again, at most startAttempts times, only when a port it chose was
+// taken before the server could bind it.
+func withRetries[T any](dir string, try func(dir, bin, script string, attempt int) (T, error)) (T, error) {
+	var zero T
+	bin, err := serverBinary()
+	if err != nil {
+		return zero, err
+	}
+	script, err := findScript()
+	if err != nil {
+		return zero, err
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return zero, err
+	}
+	for attempt := 1; ; attempt++ {
+		v, err := try(dir, bin, script, attempt)
 		if err == nil {
-			return s, nil
+			return v, nil
 		}
 		if attempt == startAttempts || !errors.Is(err, errPortTaken) {
-			return nil, err
+			return zero, err
 		}
 	}
 }

@@ -110,26 +110,9 @@ func StartCluster(t testing.TB) *Cluster {
 // startCluster starts ZooKeeper and the servers in dir, trying new ports
 // when a chosen one was taken before a server could bind it.
 func startCluster(dir string) (*Cluster, error) {
-	bin, err := serverBinary()
-	if err != nil {
-		return nil, err
-	}
-	script, err := findScript()
-	if err != nil {
-		return nil, err
-	}
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, err
-	}
-	for attempt := 1; ; attempt++ {
-		c, err := tryCluster(filepath.Join(dir, strconv.Itoa(attempt)), bin, script)
-		if err == nil {
-			return c, nil
-		}
-		if attempt == startAttempts || !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
-	}
+	return withRetries(dir, func(dir, bin, script string, attempt int) (*Cluster, error) {
+		return tryCluster(filepath.Join(dir, strconv.Itoa(attempt)), bin, script)
+	})
 }
 
 func tryCluster(dir, bin, script string) (*Cluster, error) {

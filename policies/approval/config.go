@@ -1,9 +1,10 @@
 package approval
 
 import (
+	"maps"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/section"
@@ -167,12 +168,7 @@ func (c *Config) Validate(dir string, clickhouse bool) error {
 	if err := checkMode("mode", &c.Mode, ModeRetry); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(c.Tools))
-	for n := range c.Tools {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(c.Tools)) {
 		r := c.Tools[n]
 		switch r.Require {
 		case "":

@@ -2,12 +2,13 @@ package tracing
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,12 +131,7 @@ func (c *Config) Validate() error {
 		return section.Errorf("headers", "at most %d headers, got %d", maxHeaders, len(c.Headers))
 	}
 	c.headers = make(map[string]string, len(c.Headers))
-	names := make([]string, 0, len(c.Headers))
-	for k := range c.Headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(c.Headers)) {
 		v := c.Headers[k]
 		if !validHeaderName(k) {
 			return section.Errorf("headers", "%q is not a valid header name", k)

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/policies"
@@ -43,12 +44,7 @@ func RunBundle(ctx context.Context, out io.Writer, path string) (Report, error) 
 	if err != nil {
 		return Report{}, err
 	}
-	names := make([]string, 0, len(rep.Results))
-	for n := range rep.Results {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(rep.Results)) {
 		pt.results(name, rep.Results[name])
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", pt.Passed, pt.Failed)

@@ -55,6 +55,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/textproto"
 	"os"
@@ -140,12 +141,7 @@ func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 	if v.PolicyError != "" {
 		row("policy error", "%s (failed open)", v.PolicyError)
 	}
-	keys := make([]string, 0, len(v.Inject))
-	for k := range v.Inject {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(v.Inject)) {
 		val := v.Inject[k]
 		if val == "" {
 			val = `""`
