@@ -107,7 +107,8 @@ func getBody(t *testing.T, url string) (int, string) {
 
 // TestDashboardCommand serves the dashboard from a configuration file's
 // events.clickhouse section over a real ClickHouse, and runs the demo with
-// --clickhouse: its own events are in the dashboard it serves.
+// --clickhouse: its own events are in the dashboard it serves, and its
+// approval requests in the Approvals page.
 func TestDashboardCommand(t *testing.T) {
 	ch := chtest.Start(t)
 
@@ -181,6 +182,14 @@ func TestDashboardCommand(t *testing.T) {
 		sort.Strings(want)
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("dashboard failures %v, demo says %v\n%.600s\n%v", got, want, body, ch.Query(t, "SELECT error_code, time, now() FROM toolgate_demo.events LIMIT 5"))
+		}
+		// The Approvals page its pending answers point at: the demo's
+		// requests, the approved one with who decided, read-only.
+		st, body = getBody(t, base+"approvals")
+		for _, w := range []string{"deletes 5 characters from document d1", "cli:demo-operator"} {
+			if st != 200 || !strings.Contains(body, w) {
+				t.Errorf("approvals page: %d, want %q in\n%.3000s", st, w, body)
+			}
 		}
 		if code := stop(); code != exitOK {
 			t.Errorf("demo exited %d", code)

@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,7 +29,6 @@ import (
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demo"
 	"github.com/toolgate/toolgate/internal/demotools"
-	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -47,11 +45,11 @@ var demoCodes = []string{"ok", "validation", "policy", "rate_limit", "auth", "up
 
 // demoPolicies is the legend printed above the demo's table: which policies
 // decide which tools, and how.
-const demoPolicies = `policies       approval (Rego, enforce) on docs_edit: an edit needs X-Approved-By
+const demoPolicies = `policies       edit_approval (Rego, enforce) on docs_edit: a deletion waits for a person's approval; a reversed range is refused
                pii_guard (Rego, dry_run) on drug_targets: e-mail or phone in free text
                session_inject (Rego, inject) on session_echo: X-Session-Id upstream
                label_guard (WASM module, toolgate ABI, in wazero) on notes_create: nothing CONFIDENTIAL
-approvals      docs_replace waits for a person's approval (approvals.tools: require always)
+approvals      the demo approves as a person would: toolgate approvals approve ID --as demo-operator
 
 `
 
@@ -110,7 +108,8 @@ type demoDashboard struct {
 }
 
 // run writes the events the demo recorded (dir/events.ndjson) into
-// ClickHouse and serves the dashboard over them until ctx ends.
+// ClickHouse and serves the dashboard over them, with the Approvals page
+// over the demo's approval requests, until ctx ends.
 func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) error {
 	if err := proxy.CheckListenAddr(dd.listen, false); err != nil {
 		return usageError{fmt.Errorf("--dashboard-listen: %w", err)}
@@ -150,7 +149,12 @@ func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out, nil)
+	// The Approvals page, read-only (the demo names no deciders), over the
+	// demo's approval file: the page its pending answers point at.
+	mount := func(d *dashboard.Dashboard) (func() error, error) {
+		return mountApprovals(ctx, d, filepath.Join(dir, "toolgate.yaml"))
+	}
+	return serveDashboard(ctx, cfg, dd.listen, slog.New(slog.DiscardHandler), out, mount)
 }
 
 // startLocalClickHouse starts a private ClickHouse in dir with
@@ -201,7 +205,7 @@ func runDemo(ctx context.Context, out io.Writer, dir string, keep bool) error {
 		Upstream: up.URL(),
 		Forward:  sc.ProxyAddr("forward", 0),
 		Reverse:  "http://" + sc.ProxyAddr("reverse", 0),
-		Approve:  demoApprover(lc),
+		Approve:  demoApprover(path),
 	}, demo.Script())
 	stopCtx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 	defer cancel()
@@ -344,30 +348,15 @@ func selfSignedCert(file string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// demoApprover approves the newest pending approval request, as a person
-// would with `toolgate approvals approve`.
-func demoApprover(lc *config.Loaded) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var ch *clickhouse.Writer
-		if lc.Approvals.Store == approval.StoreClickHouse {
-			var err error
-			if ch, err = clickhouse.Open(ctx, lc.Events.ClickHouse, slog.New(slog.DiscardHandler)); err != nil {
-				return err
-			}
-			defer ch.Close()
+// demoApprover approves an approval request as a person would, with
+// `toolgate approvals approve ID` on the demo's configuration (its file
+// store, which the sidecar reads).
+func demoApprover(config string) func(context.Context, string) error {
+	return func(ctx context.Context, id string) error {
+		var out bytes.Buffer
+		if code := run(ctx, []string{"approvals", "approve", id, "--config", config, "--as", "demo-operator"}, &out, &out); code != exitOK {
+			return fmt.Errorf("toolgate approvals approve %s: exit %d: %s", id, code, strings.TrimSpace(out.String()))
 		}
-		g, closeStore := sidecar.NewGate(lc.Approvals, ch, "demo")
-		defer closeStore()
-		recs, err := g.List(ctx, 10)
-		if err != nil {
-			return err
-		}
-		for i := range recs {
-			if g.StateOf(&recs[i]) == "pending" {
-				_, err := g.Decide(ctx, recs[i].Request.ID, sink.VerdictApproved, "demo:operator", "")
-				return err
-			}
-		}
-		return errors.New("no pending approval request")
+		return nil
 	}
 }

@@ -120,10 +120,8 @@ func TestDemo(t *testing.T) {
 		name string
 		want demoRow // status, answer, code, reason are compared; detail is a fragment
 	}{
-		{"Rego deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'approval'"}},
+		{"Rego deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'edit_approval': deleteRange must end after it starts"}},
 		{"Rego dry run", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "dry run, forwarded; enforcing would refuse: query looks like it holds an e-mail address"}},
-		{"approval pending", demoRow{status: "403", answer: "envelope", code: "policy", reason: "approval_pending", detail: "Tool 'docs_replace' needs a person's approval"}},
-		{"approved, forwarded", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "the same call goes upstream once"}},
 		{"WASM deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'label_guard'"}},
 		{"legacy caller, raw", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "legacy caller gets the raw answer"}},
 		{"opted-in caller, envelope", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "valid; enveloped"}},
@@ -141,7 +139,8 @@ func TestDemo(t *testing.T) {
 			t.Errorf("%s: no row with status %s, answer %s, code %s, reason %s and a detail containing %q:\n%s", d.name, d.want.status, d.want.answer, d.want.code, d.want.reason, d.want.detail, out)
 		}
 	}
-	for _, s := range []string{"approval (Rego, enforce)", "pii_guard (Rego, dry_run)", "session_inject (Rego, inject)", "label_guard (WASM module"} {
+	checkDemoApprovals(t, dir, script, rows)
+	for _, s := range []string{"edit_approval (Rego, enforce)", "pii_guard (Rego, dry_run)", "session_inject (Rego, inject)", "label_guard (WASM module"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the policy legend lacks %q:\n%s", s, out)
 		}
@@ -175,6 +174,78 @@ func TestDemo(t *testing.T) {
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+// checkDemoApprovals checks the demo's approval story: a deletion is
+// refused pending, with the Approvals page's URL naming its request; a
+// person approves that request with `toolgate approvals approve`; the
+// agent's changed call asks anew (the grant is bound to the arguments);
+// the approved call goes upstream once; the same call again asks anew.
+// The approval store records the request, the decision and its use.
+func checkDemoApprovals(t *testing.T, dir string, script []demo.Call, rows map[int]demoRow) {
+	t.Helper()
+	var got []demoRow
+	for i, c := range script {
+		if c.Session == "demo-approval" {
+			got = append(got, rows[i+1])
+		}
+	}
+	const page = "http://127.0.0.1:18091/approvals?id="
+	want := []struct{ status, code, reason, note string }{
+		{"403", "policy", "approval_pending", "a deletion waits for a person: " + page},
+		{"403", "policy", "approval_pending", "approved on the CLI; a changed range asks anew: " + page},
+		{"200", "ok", "-", "the approved call goes upstream, once"},
+		{"403", "policy", "approval_pending", "the same call again asks anew: " + page},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d approval rows, want %d: %v", len(got), len(want), got)
+	}
+	ids := map[string]bool{}
+	first := ""
+	for i, w := range want {
+		r := got[i]
+		if r.status != w.status || r.code != w.code || r.reason != w.reason || !strings.HasPrefix(r.detail, w.note) {
+			t.Errorf("approval row %d: %s %s %s %q, want %s %s %s and a detail starting %q", i+1, r.status, r.code, r.reason, r.detail, w.status, w.code, w.reason, w.note)
+			continue
+		}
+		if id, ok := strings.CutPrefix(r.detail, w.note); ok && w.reason == "approval_pending" {
+			if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
+				t.Errorf("approval row %d: the page's URL names %q, not a request id", i+1, id)
+			}
+			if ids[id] {
+				t.Errorf("approval row %d: request %s named twice; each call that asks gets its own", i+1, id)
+			}
+			ids[id] = true
+			if first == "" {
+				first = id
+			}
+		}
+	}
+	// The store, as `toolgate approvals list` shows it: three requests,
+	// the first (the one the pending answer named) approved by the demo's
+	// operator and used.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"approvals", "list", "--json", "--config", filepath.Join(dir, "toolgate.yaml")}, &out, &errb); code != exitOK {
+		t.Fatalf("approvals list = %d: %s", code, errb.String())
+	}
+	var decided int
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for _, l := range lines {
+		if !strings.Contains(l, `"tool":"docs_edit"`) {
+			t.Errorf("approval record not for docs_edit: %s", l)
+		}
+		if strings.Contains(l, `"cli:demo-operator"`) {
+			decided++
+			for _, w := range []string{`"state":"used"`, `"id":"` + first + `"`, `"effect":"deletes 5 characters from document d1 in 1 of 1 edits"`, `"characters":"5"`, `"doc_id":"d1"`} {
+				if !strings.Contains(l, w) {
+					t.Errorf("the approved request lacks %s: %s", w, l)
+				}
+			}
+		}
+	}
+	if len(lines) != 3 || decided != 1 {
+		t.Errorf("approvals list: %d requests, %d decided by cli:demo-operator; want 3 and 1:\n%s", len(lines), decided, out.String())
 	}
 }
 

@@ -250,7 +250,23 @@ func TestPolicyTestFailures(t *testing.T) {
 				"limits.cases.yaml": "config: toolgate.yaml\ncases:\n  - name: few\n    tool: t\n    expect: {outcome: denied}\n",
 			},
 			wantCode:  exitError,
-			wantLines: []string{`  DIR/limits.cases.yaml:5: cases[0].expect.outcome: "denied": expected refused or allowed`},
+			wantLines: []string{`  DIR/limits.cases.yaml:5: cases[0].expect.outcome: "denied": expected refused, allowed or needs_approval`},
+		},
+		{
+			name: "an allowed case with an approval",
+			files: map[string]string{
+				"limits.cases.yaml": "config: toolgate.yaml\ncases:\n  - name: few\n    tool: t\n    expect:\n      outcome: allowed\n      approval: {effect: x}\n",
+			},
+			wantCode:  exitError,
+			wantLines: []string{"  DIR/limits.cases.yaml:7: cases[0].expect.approval: only a needs_approval case has one; the outcome is allowed"},
+		},
+		{
+			name: "a needs_approval case with a message",
+			files: map[string]string{
+				"limits.cases.yaml": "config: toolgate.yaml\ncases:\n  - name: few\n    tool: t\n    expect: {outcome: needs_approval, message: x}\n",
+			},
+			wantCode:  exitError,
+			wantLines: []string{"  DIR/limits.cases.yaml:5: cases[0].expect.message: only a refused case has one; the outcome is needs_approval"},
 		},
 		{
 			name: "two cases with one name",
@@ -329,6 +345,7 @@ func TestPolicyEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	edit := `{"doc_id": "d-1", "requests": [{"insertText": {"text": "hi", "index": 1}}]}`
+	deletion := `{"doc_id": "d-1", "requests": [{"insertText": {"text": "a secret", "index": 1}}, {"deleteRange": {"startIndex": 40, "endIndex": 52}}]}`
 	tests := []struct {
 		name     string
 		tool     string
@@ -336,6 +353,7 @@ func TestPolicyEval(t *testing.T) {
 		headers  []string
 		wantCode int
 		wantOut  []string // lines of stdout
+		notOut   []string // fragments stdout must not hold
 		wantErr  []string // fragments of stderr
 	}{
 		{
@@ -363,7 +381,8 @@ func TestPolicyEval(t *testing.T) {
 			},
 		},
 		{
-			name: "refused by two policies", tool: "docs_edit", args: strings.Replace(edit, "d-1", "d-9", 1),
+			name: "refused by two policies", tool: "docs_edit",
+			args:     `{"doc_id": "d-9", "requests": [{"deleteRange": {"startIndex": 52, "endIndex": 40}}]}`,
 			headers:  []string{"X-Toolgate-Agent=writer-agent"},
 			wantCode: exitRefused,
 			wantOut: []string{
@@ -372,14 +391,29 @@ func TestPolicyEval(t *testing.T) {
 				"reason       policy_denied",
 				`detail       Tool 'docs_edit' refused by policy 'allowlist': doc_id is not one of the documents agents may edit (and 1 more problem)`,
 				`violation    /doc_id: doc_id is not one of the documents agents may edit`,
-				"violation    (arguments): document edits need an X-Approved-By header naming who approved them",
+				"violation    /requests/0/deleteRange/endIndex: deleteRange must end after it starts",
 			},
 		},
 		{
-			name: "allowed with the approval header", tool: "docs_edit", args: edit,
-			headers:  []string{"X-Approved-By=dana"},
+			name: "an insertion needs no approval", tool: "docs_edit", args: edit,
 			wantCode: exitOK,
 			wantOut:  []string{"outcome      allowed", "inject       Authorization: (set)"},
+		},
+		{
+			// A caller-set header grants nothing: the deletion still waits
+			// for a person, who is shown the chosen fields and no text.
+			name: "a deletion waits for a person, whatever the caller says", tool: "docs_edit", args: deletion,
+			headers:  []string{"X-Approved-By=dana"},
+			wantCode: exitOK,
+			wantOut: []string{
+				"outcome      allowed",
+				"approval     a person must approve it first (asked by policy 'edit_approval'): deletes 12 characters from document d-1 in 1 of 2 edits",
+				"shown        characters: 12",
+				"shown        deletions: 1",
+				"shown        doc_id: d-1",
+				"shown        edits: 2",
+			},
+			notOut: []string{"secret", "shown        requests"},
 		},
 		{
 			name: "unknown tool lists the tools", tool: "pubmed_serch", args: `{}`,
@@ -431,6 +465,11 @@ func TestPolicyEval(t *testing.T) {
 				}
 				if !found {
 					t.Errorf("stdout lacks the line %q", want)
+				}
+			}
+			for _, no := range tc.notOut {
+				if strings.Contains(stdout, no) {
+					t.Errorf("stdout holds %q", no)
 				}
 			}
 			for _, want := range tc.wantErr {

@@ -72,20 +72,23 @@ type Call struct {
 	Path        string // path and query, relative to the upstream
 	Body        string
 	ContentType string
-	Headers     map[string]string // extra request headers, such as X-Approved-By
+	Headers     map[string]string // extra request headers
 	Envelope    bool              // the client asks for the envelope
 	Echoed      string            // a header to show from the request upstream received (the echo route)
 	Note        string            // what the call shows
 	Session     string            // the session header to send; default: one of the call's own (demo-NN)
 	Section     string            // starts a group of rows in the table under this title (short: it sits in the SENT column)
-	Approve     bool              // before sending, a person approves the pending approval request (Endpoints.Approve)
+	Approve     bool              // before sending, a person approves the approval request the last pending answer named (Endpoints.Approve)
 }
 
 // Script returns the demo's calls: valid ones, the argument mistakes toolgate
 // exists to catch, and every upstream failure the status table buckets.
 func Script() []Call {
 	const js, form = "application/json", "application/x-www-form-urlencoded"
-	approved := map[string]string{"X-Approved-By": "dana"}
+	// The approval story: one deletion, asked, approved, tampered with,
+	// and forwarded once. Its calls share a session, which the grant is
+	// bound to with the agent, the tool and the arguments.
+	const deletion = `{"requests":[{"deleteRange":{"startIndex":1,"endIndex":6}}]}`
 	return []Call{
 		{Section: "arguments, checked by strict schemas",
 			Via: ViaProxy, Method: "GET", Path: "/esearch?term=crispr&retmax=5", Note: "valid; legacy caller gets the raw answer"},
@@ -97,9 +100,9 @@ func Script() []Call {
 		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/p69905", Envelope: true, Note: "bad id pattern"},
 		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/P00000", Envelope: true, Note: "upstream 404"},
 		{Via: ViaBaseURL, Method: "GET", Path: "/v1/structure/Q99999", Envelope: true, Note: "error hidden in a 200"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Headers: approved,
-			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "valid edit, approved"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Headers: approved,
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true,
+			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "valid edit (an insertion: no approval needed)"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js,
 			Body: `{"requests":[{"insertText":{"txt":"Hello","index":1}}]}`, Note: "typo deep in an array: the lost edit"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"query":"EGFR","organism":"human","filters":{"phase_min":2}}`, Note: "valid; envelope forced by config"},
@@ -116,17 +119,23 @@ func Script() []Call {
 
 		{Section: "policies: Rego and a WASM module",
 			Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true,
-			Body: `{"requests":[{"insertText":{"text":"Hello","index":1}}]}`, Note: "Rego approval: no X-Approved-By"},
+			Body: `{"requests":[{"deleteRange":{"startIndex":6,"endIndex":1}}]}`, Note: "Rego edit_approval refuses a reversed range"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"query":"EGFR, ask jane@example.org"}`, Note: "Rego pii_guard in dry run: forwarded, would-be refusal recorded"},
 		{Via: ViaProxy, Method: "POST", Path: "/echo", ContentType: js, Envelope: true, Echoed: "X-Session-Id",
 			Body: `{"note":"hello"}`, Note: "Rego session_inject adds X-Session-Id upstream"},
 		{Via: ViaProxy, Method: "POST", Path: "/v1/notes", ContentType: form,
 			Body: "title=CONFIDENTIAL+merger+plan", Envelope: true, Note: "WASM label_guard refuses"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d9/edit", ContentType: js, Envelope: true, Session: "demo-approval",
-			Body: `{"text":"Replace all"}`, Note: "docs_replace needs a person's approval: refused pending"},
-		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d9/edit", ContentType: js, Envelope: true, Session: "demo-approval", Approve: true,
-			Body: `{"text":"Replace all"}`, Note: "approved (toolgate approvals approve), the same call goes upstream once"},
+
+		{Section: "approval: a person decides",
+			Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Session: "demo-approval",
+			Body: deletion, Note: "a deletion waits for a person"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Session: "demo-approval", Approve: true,
+			Body: `{"requests":[{"deleteRange":{"startIndex":1,"endIndex":60}}]}`, Note: "approved on the CLI; a changed range asks anew"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Session: "demo-approval",
+			Body: deletion, Note: "the approved call goes upstream, once"},
+		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Session: "demo-approval",
+			Body: deletion, Note: "the same call again asks anew"},
 
 		{Section: "upstream failures, bucketed",
 			Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
@@ -166,6 +175,9 @@ type Result struct {
 	Err       string // a transport error the client saw
 	Session   string // the session header sent, which joins the call to its event
 	Echoed    string // the value of Call.Echoed in the request upstream received
+	// ApprovalID and ApprovalURL are the envelope's error.approval: the
+	// request a person decides, and the Approvals page that shows it.
+	ApprovalID, ApprovalURL string
 }
 
 // Endpoints are where the legacy client sends its calls.
@@ -173,9 +185,10 @@ type Endpoints struct {
 	Upstream string // the upstream's base URL, as the client knows it
 	Forward  string // the forward listener's address (host:port)
 	Reverse  string // the reverse listener's base URL
-	// Approve approves the pending approval request, as a person would
-	// on the Approvals page; nil skips calls that need it.
-	Approve func(ctx context.Context) error
+	// Approve approves the approval request id, as a person would with
+	// `toolgate approvals approve` or on the Approvals page; nil fails the
+	// calls that need it.
+	Approve func(ctx context.Context, id string) error
 }
 
 // Play makes every call of the script and returns what the client saw.
@@ -184,6 +197,7 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 	viaProxy := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 30 * time.Second}
 	direct := &http.Client{Timeout: 30 * time.Second}
 	out := make([]Result, 0, len(calls))
+	pending := "" // the approval request the last pending answer named
 	for i, c := range calls {
 		base, client := ep.Upstream, viaProxy
 		if c.Via == ViaBaseURL {
@@ -194,12 +208,12 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 			res.Session = c.Session
 		}
 		if c.Approve {
-			if ep.Approve == nil {
-				res.Err = "no one to approve"
+			if ep.Approve == nil || pending == "" {
+				res.Err = "nothing to approve"
 				out = append(out, res)
 				continue
 			}
-			if err := ep.Approve(ctx); err != nil {
+			if err := ep.Approve(ctx, pending); err != nil {
 				res.Err = "approve: " + err.Error()
 				out = append(out, res)
 				continue
@@ -241,12 +255,21 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 			Data  json.RawMessage `json:"data"`
 			Error *struct {
 				Code, Reason, Detail string
+				Approval             *struct {
+					ID, State, URL string
+				}
 			} `json:"error"`
 		}
 		if resp.Header.Get("Content-Type") == "application/json" && json.Unmarshal(body, &env) == nil && env.OK != nil {
 			res.Enveloped = true
 			if env.Error != nil {
 				res.Code, res.Reason, res.Detail = env.Error.Code, env.Error.Reason, env.Error.Detail
+				if a := env.Error.Approval; a != nil {
+					res.ApprovalID, res.ApprovalURL = a.ID, a.URL
+					if a.State == "pending" {
+						pending = a.ID
+					}
+				}
 			}
 			body = env.Data
 		}
@@ -309,7 +332,11 @@ func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 		if r.Call.Echoed != "" {
 			detail = fmt.Sprintf("upstream got %s: %s", r.Call.Echoed, dash(r.Echoed))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Via, sent(r.Call), status, answer, code, reason, clip(detail, 110))
+		if r.ApprovalURL != "" {
+			// The page where a person decides, with the request's id.
+			detail = r.Note + ": " + r.ApprovalURL
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Via, sent(r.Call), status, answer, code, reason, clip(detail, 120))
 	}
 	tw.Flush()
 }

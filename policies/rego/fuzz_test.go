@@ -21,11 +21,17 @@ func FuzzCompiledEngine(f *testing.F) {
 		`{"organism": "cat", "limit": 1e400, "filters": {"phase": -1}}`,
 		`{"documentId": "d1", "requests": [{"insert": {"text": "hi", "index": 1}}]}`,
 		`{"term": ["not", "a", "string"], "retmax": "20", "x": null}`,
+		`{"doc_id": "d1", "requests": [{"deleteRange": {"startIndex": 9, "endIndex": 2}}, {"deleteRange": null}, 3]}`,
 	}
-	names := []string{"bounds", "allowlist", "pii_guard", "approval", "session_inject"}
+	// The tool named in the input, so policies that decide on it do.
+	tools := []string{"t", "docs_edit", "pubmed_search", "drug_targets"}
+	names := []string{"bounds", "allowlist", "pii_guard", "edit_approval", "session_inject"}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
 	}
+	// edit_approval (names[3]) on docs_edit (tools[1]): a deletion asks for
+	// approval, a reversed range is denied.
+	f.Add(uint8(3+1*len(names)), []byte(seeds[len(seeds)-1]))
 	type pair struct{ interp, compiled *Policy }
 	pairs := make([]pair, len(names))
 	for i, name := range names {
@@ -45,8 +51,9 @@ func FuzzCompiledEngine(f *testing.F) {
 			return
 		}
 		p := pairs[int(which)%len(pairs)]
-		in := &policies.Input{Tool: "t", Arguments: args, Protocol: "http", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-			Request: policies.Request{Method: "POST", Host: "h", Path: "/p", Headers: map[string]string{"x-approved-by": "ana"}},
+		tool := tools[int(which)/len(pairs)%len(tools)]
+		in := &policies.Input{Tool: tool, Arguments: args, Protocol: "http", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+			Request: policies.Request{Method: "POST", Host: "h", Path: "/p", Headers: map[string]string{"content-type": "application/json"}},
 			Caller:  policies.Caller{Agent: "agent", Session: "s1"}}
 		ctx := context.Background()
 		want, werr := p.interp.Eval(ctx, in)

@@ -23,10 +23,12 @@
 //	    tools_list: other.json      # optional: this case's list (and route:)
 //	    arguments: {term: x, retmax: 500}   # default {}; numbers reach the
 //	                                        # checks as json.Number, as from a JSON body
-//	    headers: {X-Approved-By: dana}      # request headers (agent, session,
+//	    headers: {X-Toolgate-Session: s-1}  # request headers (agent, session,
 //	                                        # headers policies may see); optional
 //	    expect:
-//	      outcome: refused          # required: refused | allowed
+//	      outcome: refused          # required: refused | allowed |
+//	                                # needs_approval (allowed by the checks,
+//	                                # then a policy asks a person's approval)
 //	      code: validation          # the envelope's code (refused only)
 //	      reason: schema            # the envelope's reason (refused only)
 //	      message: at most 100      # a fragment of the detail or of one
@@ -37,6 +39,9 @@
 //	      inject: {X-Session-Id: s-1}   # headers injected upstream with these
 //	                                    # values; a header whose value comes
 //	                                    # from ${NAME} is written "(set)"
+//	      approval:                 # needs_approval only
+//	        effect: deletes         # a fragment of the effect shown
+//	        summary: {doc_id: d-1}  # exactly the fields shown, values as text
 //
 // A case that does not match prints what it wanted and what it got:
 //
@@ -245,12 +250,27 @@ type caseExpect struct {
 	DryRun string `yaml:"dry_run"`
 	// Inject are headers that must be injected upstream with these values.
 	Inject map[string]string `yaml:"inject"`
+	// Approval is what the person deciding is shown; needs_approval only.
+	Approval *approvalExpect `yaml:"approval"`
+}
+
+// approvalExpect is what a needs_approval case expects a policy's approval
+// request to show; an empty field is not checked.
+type approvalExpect struct {
+	// Effect must appear in the request's effect.
+	Effect string `yaml:"effect"`
+	// Summary is exactly the argument fields shown, each value as text (a
+	// number as its JSON); nil is not checked, {} means none.
+	Summary *map[string]string `yaml:"summary"`
 }
 
 // Outcomes a case expects.
 const (
 	outcomeAllowed = "allowed"
 	outcomeRefused = "refused"
+	// outcomeApproval is a call the checks allow and a policy asks a
+	// person to approve: it goes upstream only once approved.
+	outcomeApproval = "needs_approval"
 )
 
 // CaseFileSuffix names the case files Run runs.
@@ -668,19 +688,22 @@ func ParseCaseFile(path string, data []byte) (*CaseFile, error) {
 		e := c.Expect
 		switch e.Outcome {
 		case outcomeRefused:
-		case outcomeAllowed:
+		case outcomeAllowed, outcomeApproval:
 			for _, f := range []struct {
 				name string
 				set  bool
 			}{{"code", e.Code != ""}, {"reason", e.Reason != ""}, {"message", e.Message != ""}, {"paths", e.Paths != nil}} {
 				if f.set {
-					return nil, at(p+".expect."+f.name, "only a refused case has one; the outcome is allowed")
+					return nil, at(p+".expect."+f.name, "only a refused case has one; the outcome is %s", e.Outcome)
 				}
 			}
 		case "":
-			return nil, at(p+".expect.outcome", "required: refused or allowed")
+			return nil, at(p+".expect.outcome", "required: refused, allowed or needs_approval")
 		default:
-			return nil, at(p+".expect.outcome", "%q: expected refused or allowed", e.Outcome)
+			return nil, at(p+".expect.outcome", "%q: expected refused, allowed or needs_approval", e.Outcome)
+		}
+		if e.Approval != nil && e.Outcome != outcomeApproval {
+			return nil, at(p+".expect.approval", "only a needs_approval case has one; the outcome is %s", e.Outcome)
 		}
 		for k := range c.Headers {
 			if k == "" || strings.ContainsAny(k, " \t:\r\n") {
@@ -715,8 +738,11 @@ func (e caseExpect) diff(v proxy.Verdict) []string {
 	type row struct{ field, want, got string }
 	var rows []row
 	outcome := outcomeAllowed
-	if !v.Allowed {
+	switch {
+	case !v.Allowed:
 		outcome = outcomeRefused
+	case v.Approval != nil:
+		outcome = outcomeApproval
 	}
 	none := func(s string) string {
 		if s == "" {
@@ -771,6 +797,14 @@ func (e caseExpect) diff(v proxy.Verdict) []string {
 			rows = append(rows, row{"inject", fmt.Sprintf("%s: %q", ck, e.Inject[k]), g})
 		}
 	}
+	if a := e.Approval; a != nil && v.Approval != nil {
+		if a.Effect != "" && !strings.Contains(v.Approval.Effect, a.Effect) {
+			rows = append(rows, row{"effect", fmt.Sprintf("%q", a.Effect), fmt.Sprintf("%q", v.Approval.Effect)})
+		}
+		if a.Summary != nil && !maps.Equal(*a.Summary, v.Approval.Summary) {
+			rows = append(rows, row{"summary", summaryText(*a.Summary), summaryText(v.Approval.Summary)})
+		}
+	}
 	if len(rows) == 0 {
 		return nil
 	}
@@ -786,6 +820,15 @@ func (e caseExpect) diff(v proxy.Verdict) []string {
 		lines = append(lines, fmt.Sprintf("%-8s %s", "detail", v.Detail))
 	}
 	return lines
+}
+
+// summaryText shows an approval summary as {k: "v", ...}, keys sorted.
+func summaryText(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %q", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 func quoteAll(ss []string) string {

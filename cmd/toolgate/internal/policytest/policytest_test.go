@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,8 @@ func FuzzParseCaseFile(f *testing.F) {
 		"cases:\n  - {name: a, tool: t, arguments: {1: 2}, expect: {outcome: refused}}\n",
 		"cases:\n  - {name: a, tool: t, headers: {\"a b\": c}, expect: {outcome: refused}}\n",
 		"a: &a [*a, *a]\n",
+		"cases:\n  - {name: a, tool: t, expect: {outcome: needs_approval, approval: {effect: e, summary: {n: 1}}}}\n",
+		"cases:\n  - {name: a, tool: t, expect: {outcome: allowed, approval: {}}}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -76,7 +79,8 @@ func FuzzParseCaseFile(f *testing.F) {
 			return
 		}
 		for _, c := range cf.Cases {
-			if c.Name == "" || c.Tool == "" || (c.Expect.Outcome != outcomeAllowed && c.Expect.Outcome != outcomeRefused) {
+			if c.Name == "" || c.Tool == "" || !slices.Contains([]string{outcomeAllowed, outcomeRefused, outcomeApproval}, c.Expect.Outcome) ||
+				c.Expect.Approval != nil && c.Expect.Outcome != outcomeApproval {
 				t.Errorf("accepted an incomplete case %+v", c.policyCase)
 			}
 			if _, err := json.Marshal(c.JSONArguments); err != nil {
