@@ -1,13 +1,18 @@
 package proxy_test
 
 import (
+	"context"
+	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/sink"
 )
 
 // policyConfig binds policies to pubmed_search (query args) and
@@ -30,10 +35,7 @@ tools:
 const policySrc = `package t.guard
 deny contains {"msg": "retmax must be at most 20", "path": "/retmax", "code": "validation"} if input.arguments.retmax > 20
 deny contains {"msg": "no searches for secret projects", "path": "/term"} if contains(input.arguments.term, "project-x")
-deny contains "searches need an X-Approved-By header" if {
-	input.arguments.term == "needs-approval"
-	not input.request.headers["x-approved-by"]
-}
+deny contains "no searches by scraper bots" if startswith(input.request.headers["user-agent"], "scraper-bot/")
 deny contains "the secret header must not be visible" if input.request.headers["x-secret"]
 inject["X-Session-Id"] := input.caller.session if input.caller.session != ""
 `
@@ -94,10 +96,9 @@ func TestPolicyModesThroughProxy(t *testing.T) {
 		{name: "enforce refuses with every message", checker: set(policies.ModeEnforce, guard), query: "term=project-x&retmax=50",
 			wantStatus: 403, wantCode: "policy", wantReason: "policy_denied",
 			wantMsgs: []string{"retmax must be at most 20", "no searches for secret projects"}},
-		{name: "allow-listed header seen", checker: set(policies.ModeEnforce, guard), query: "term=needs-approval",
-			headers: map[string]string{"X-Approved-By": "dana"}, wantStatus: 200, wantHits: 1},
-		{name: "missing approval refused", checker: set(policies.ModeEnforce, guard), query: "term=needs-approval",
-			wantStatus: 403, wantCode: "policy", wantReason: "policy_denied", wantMsgs: []string{"searches need an X-Approved-By header"}},
+		{name: "allow-listed header seen", checker: set(policies.ModeEnforce, guard), query: "term=x",
+			headers:    map[string]string{"User-Agent": "scraper-bot/1.0"},
+			wantStatus: 403, wantCode: "policy", wantReason: "policy_denied", wantMsgs: []string{"no searches by scraper bots"}},
 		{name: "headers off the allow-list are not seen", checker: set(policies.ModeEnforce, guard), query: "term=x",
 			headers: map[string]string{"X-Secret": "1"}, wantStatus: 200, wantHits: 1},
 		{name: "dry run forwards and records", checker: set(policies.ModeDryRun, guard), query: "term=crispr&retmax=50",
@@ -113,7 +114,7 @@ func TestPolicyModesThroughProxy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnvWith(t, policyConfig, map[string]proxy.Checker{"pubmed_search": tc.checker},
-				[]string{"x-approved-by", "user-agent"})
+				[]string{"user-agent"})
 			a := do(t, e.viaHTTP, "GET", e.up.URL()+"/esearch?"+tc.query, "", "", tc.headers)
 			if a.status != tc.wantStatus {
 				t.Fatalf("status = %d, want %d; body %s", a.status, tc.wantStatus, a.body)
@@ -195,5 +196,79 @@ deny contains "filters seen" if input.arguments.filters.phase_min == 3
 	}
 	if got := e.up.Hits("POST /v1/targets/search"); got != 1 {
 		t.Errorf("upstream hits = %d, want 1", got)
+	}
+}
+
+// TestCallerSetApprovalGrantsNothing is the attacker's test of approvals,
+// with the example policy edit_approval on docs_edit: headers a caller
+// sets to claim an approval (an approver's name, an approved flag, the id
+// of the very request that is pending) get a deletion nothing past the
+// gate, and the upstream sees no call; only a person's decision in the
+// approval store lets the same call through, once. The grant is bound to
+// the caller's session too: another session replaying the call after the
+// approval, with the same claims, is asked anew.
+func TestCallerSetApprovalGrantsNothing(t *testing.T) {
+	pol, err := rego.Load("edit_approval", filepath.Join("..", "examples", "policies", "edit_approval"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, gate := newApprovalEnvConfig(t, approval.Config{URL: "http://127.0.0.1:18091/approvals"}, true, baseConfig, map[string]proxy.Checker{
+		"docs_edit": policies.NewSet("docs_edit", []policies.Bound{{Policy: pol, Mode: policies.ModeEnforce}}, 10*time.Second, false),
+	})
+	const deletion = `{"requests":[{"deleteRange":{"startIndex":1,"endIndex":6}}]}`
+	claims := map[string]string{
+		"X-Approved-By":       "dana",
+		"X-Approval":          "approved",
+		"X-Toolgate-Approval": "approved",
+		"Approved-By":         "dana",
+		"X-Toolgate-Agent":    "a1",
+		"X-Toolgate-Session":  "s1",
+		proxy.HeaderEnvelope:  "1",
+	}
+	send := func(body string, hdr map[string]string) answer {
+		return do(t, e.viaHTTP, "POST", e.up.URL()+"/v1/documents/doc-42:batchUpdate", "application/json", body, hdr)
+	}
+	pending := func(what string, a answer) string {
+		t.Helper()
+		if a.status != 403 || a.env == nil || a.env.Error == nil || a.env.Error.Reason != "approval_pending" || a.env.Error.Approval == nil {
+			t.Fatalf("%s: status %d, want 403 policy/approval_pending with error.approval; body %s", what, a.status, a.body)
+		}
+		return a.env.Error.Approval.ID
+	}
+
+	id := pending("claims of an approval", send(deletion, claims))
+	claims["X-Toolgate-Approval-Id"], claims["X-Approval-Id"] = id, id
+	if again := pending("the pending request's own id", send(deletion, claims)); again != id {
+		t.Errorf("the same call got approval %s, want the pending %s", again, id)
+	}
+	if got := e.up.Hits(docsRoute); got != 0 {
+		t.Fatalf("upstream saw %d deletions before anyone decided, want 0", got)
+	}
+	// An insertion needs no approval: the claims are as irrelevant to it.
+	if a := send(`{"requests":[{"insertText":{"text":"hi","index":1}}]}`, claims); a.status != 200 {
+		t.Fatalf("insertion: status %d, want 200; body %s", a.status, a.body)
+	}
+
+	if _, err := gate.Decide(context.Background(), id, sink.VerdictApproved, "test:person", ""); err != nil {
+		t.Fatal(err)
+	}
+	other := maps.Clone(claims)
+	other["X-Toolgate-Session"] = "s2"
+	if other := pending("another session after the approval", send(deletion, other)); other == id {
+		t.Errorf("another session was given the approved request %s", id)
+	}
+	if a := send(deletion, claims); a.status != 200 {
+		t.Fatalf("the approved call: status %d, want 200; body %s", a.status, a.body)
+	}
+	pending("the approved call again", send(deletion, claims))
+	if got := e.up.Hits(docsRoute); got != 2 {
+		t.Errorf("upstream saw %d calls, want 2 (the insertion and the approved deletion, once)", got)
+	}
+	var states []string
+	for _, ev := range e.waitEvents(t, 6) {
+		states = append(states, ev.Approval)
+	}
+	if want := "pending pending  pending approved pending"; strings.Join(states, " ") != want {
+		t.Errorf("events' approval states %q, want %q", strings.Join(states, " "), want)
 	}
 }
