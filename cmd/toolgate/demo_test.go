@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -168,6 +169,14 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout does not contain %q:\n%s", want, out)
 		}
+	}
+	// The README tells how many calls the demo plays.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("plays %d calls", n); !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say the demo %s", want)
 	}
 	if got := len(readEvents(t, events)); got != n {
 		t.Errorf("%d events in %s, want %d", got, events, n)

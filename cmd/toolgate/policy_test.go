@@ -432,9 +432,9 @@ func TestPolicyEval(t *testing.T) {
 		},
 		{
 			name: "a header without a value", tool: "pubmed_search", args: `{}`,
-			headers:  []string{"X-Approved-By"},
+			headers:  []string{"X-Toolgate-Session"},
 			wantCode: exitUsage,
-			wantErr:  []string{`--header "X-Approved-By": expected NAME=VALUE`},
+			wantErr:  []string{`--header "X-Toolgate-Session": expected NAME=VALUE`},
 		},
 		{
 			name: "no tool", args: `{}`,

@@ -87,7 +87,7 @@ deny contains "q" if args.q == ""`, []string{"arguments"}, nil},
 		{"fields of two keys", `package p
 deny contains "a" if input.arguments.a > 1
 deny contains "b" if input.arguments.b.c == "x"
-deny contains "h" if input.request.headers["x-approved-by"] == ""`, []string{"arguments", "request"},
+deny contains "h" if input.request.headers["user-agent"] == ""`, []string{"arguments", "request"},
 			map[string][]string{"arguments": {"a", "b"}, "request": {"headers"}}},
 		{"an argument iterated", `package p
 deny contains "a" if input.arguments.a > 1
