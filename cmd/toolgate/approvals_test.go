@@ -291,7 +291,7 @@ func TestPolicyEvalShowsApproval(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"outcome      allowed", "approval     a person must approve it first (asked by policy 'approve'): edits document doc-7", "shown        doc_id: doc-7", "shown        edits: 1"} {
+	for _, want := range []string{"outcome      needs_approval (the checks allow it; it goes upstream once a person approves it)", "approval     a person must approve it first (asked by policy 'approve'): edits document doc-7", "shown        doc_id: doc-7", "shown        edits: 1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

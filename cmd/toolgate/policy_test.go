@@ -406,7 +406,7 @@ func TestPolicyEval(t *testing.T) {
 			headers:  []string{"X-Approved-By=dana"},
 			wantCode: exitOK,
 			wantOut: []string{
-				"outcome      allowed",
+				"outcome      needs_approval (the checks allow it; it goes upstream once a person approves it)",
 				"approval     a person must approve it first (asked by policy 'edit_approval'): deletes 12 characters from document d-1 in 1 of 2 edits",
 				"shown        characters: 12",
 				"shown        deletions: 1",

@@ -129,9 +129,14 @@ func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 		fmt.Fprintf(out, "%-12s %s\n", k, fmt.Sprintf(format, a...))
 	}
 	row("tool", "%s", tool)
-	if v.Allowed {
+	switch {
+	case v.Allowed && v.Approval != nil:
+		// As a case file's outcome: allowed by the checks, then held
+		// back until a person approves it.
+		row("outcome", "%s (the checks allow it; it goes upstream once a person approves it)", outcomeApproval)
+	case v.Allowed:
 		row("outcome", "allowed")
-	} else {
+	default:
 		row("outcome", "refused (HTTP %d)", v.Status)
 		row("code", "%s", v.Code)
 		row("reason", "%s", v.Reason)
