@@ -278,3 +278,42 @@ func TestDemoRemovesItsTemporaryFolder(t *testing.T) {
 		t.Errorf("the demo left %v behind", left)
 	}
 }
+
+// TestDemoEditApprovalIsTheExample: the demo embeds its own copy of the
+// example policy edit_approval (embed cannot reach examples/); the two
+// stay the same, and docs/approvals.md shows the example's approval rule
+// as it is.
+func TestDemoEditApprovalIsTheExample(t *testing.T) {
+	example := filepath.Join("..", "..", "examples", "policies", "edit_approval")
+	for _, name := range []string{"edit_approval.rego", "edit_approval_test.rego"} {
+		want, err := os.ReadFile(filepath.Join(example, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("..", "..", "internal", "demo", "policies", "edit_approval", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("internal/demo/policies/edit_approval/%s differs from the example's: copy it over", name)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "approvals.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```rego\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || !strings.Contains(block, "approval := {") {
+		t.Fatal("docs/approvals.md shows no approval rule")
+	}
+	policy, err := os.ReadFile(filepath.Join(example, "edit_approval.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && !strings.Contains(string(policy), l) {
+			t.Errorf("docs/approvals.md's policy has %q, which the example edit_approval.rego lacks", l)
+		}
+	}
+}
