@@ -66,9 +66,9 @@ calls as a legacy client would (through http_proxy or a base URL; some asking
 for the envelope, some not; some with typos, missing fields and wrong types;
 some decided by Rego policies, enforced, in dry run and injecting a header,
 and by a WASM module; a deletion that waits for a person's approval, which
-the demo gives with toolgate approvals approve), and prints what came back and the event recorded for
-each. Nothing else is needed; the temporary folder is removed at the end
-(--dir keeps the configuration and events).
+the demo gives with toolgate approvals approve), and prints what came back
+and the event recorded for each. Nothing else is needed; the temporary
+folder is removed at the end (--dir keeps the configuration and events).
 
 With --clickhouse (or TOOLGATE_DEMO_CLICKHOUSE) the demo's events are also
 written to ClickHouse, database ` + demoDatabase + `, and the failure dashboard

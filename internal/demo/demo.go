@@ -175,9 +175,9 @@ type Result struct {
 	Err       string // a transport error the client saw
 	Session   string // the session header sent, which joins the call to its event
 	Echoed    string // the value of Call.Echoed in the request upstream received
-	// ApprovalID and ApprovalURL are the envelope's error.approval: the
-	// request a person decides, and the Approvals page that shows it.
-	ApprovalID, ApprovalURL string
+	// ApprovalURL is the envelope's error.approval.url: the Approvals page
+	// that shows the request a person decides.
+	ApprovalURL string
 }
 
 // Endpoints are where the legacy client sends its calls.
@@ -265,7 +265,7 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 			if env.Error != nil {
 				res.Code, res.Reason, res.Detail = env.Error.Code, env.Error.Reason, env.Error.Detail
 				if a := env.Error.Approval; a != nil {
-					res.ApprovalID, res.ApprovalURL = a.ID, a.URL
+					res.ApprovalURL = a.URL
 					if a.State == "pending" {
 						pending = a.ID
 					}
