@@ -98,10 +98,12 @@ func newPolicyEvalCmd() *cobra.Command {
 		Short: "Show what the checks decide for one call",
 		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
 arguments as the sidecar would for a call with a JSON body, without sending anything,
-and prints the decision: allowed or refused, the code, reason and detail,
-each violation's path and message, the denials of dry-run policies, the
-headers that would be injected upstream (secrets show as "(set)"), and, for
-a refusal, the exact envelope the caller would get.
+and prints the decision: allowed, needs_approval (a policy holds it for a
+person's approval; shown with the effect and the fields the person sees) or
+refused, the code, reason and detail, each violation's path and message,
+the denials of dry-run policies, the headers that would be injected
+upstream (secrets show as "(set)"), and, for a refusal, the exact envelope
+the caller would get.
 
 --args is the JSON object of arguments, as a JSON body would carry them.
 What eval cannot reproduce: for a tool that reads its arguments from the
