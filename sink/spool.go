@@ -244,12 +244,12 @@ type Spool struct {
 
 	// wmu serializes appends: WriteEvents holds it across its write, and
 	// so does whoever seals or replaces the open segment; Sync never takes
-	// it. It
-	// guards noMap, and (with mu) nextSeq, closed and open. Lock order:
-	// wmu, then mu.
-	wmu     sync.Mutex
-	nextSeq uint64
-	noMap   bool // the file system cannot map segments: append with write(2)
+	// it. It guards noMap, noPopulate and the open segment's populated,
+	// and (with mu) nextSeq, closed and open. Lock order: wmu, then mu.
+	wmu        sync.Mutex
+	nextSeq    uint64
+	noMap      bool // the file system cannot map segments: append with write(2)
+	noPopulate bool // the kernel cannot populate mappings ahead of copies
 
 	// mu guards the bookkeeping below, up to wake, and is only ever held
 	// briefly: never across an fsync or a call to the destination, so
@@ -300,6 +300,9 @@ type segment struct {
 	path string
 	f    *os.File // the open segment only
 	m    []byte   // the open segment's memory mapping, if it is a .map segment
+	// populated is how far into m pages were faulted in ahead of the
+	// copies (see populateAhead).
+	populated int64
 	// mem is a copy of the segment's events as written, in chunks of
 	// memChunk, to ship without reading them back, while memOK; memBytes
 	// is their size in the file.
