@@ -11,18 +11,26 @@ import (
 
 // TestSpoolPopulatesAhead checks that a mapped segment is populated a
 // window ahead of the copies, one window at a time (not once per copy),
-// and not at all once the spool knows the kernel cannot.
+// again from the copy's page after each fsync (which write-protects the
+// pages it writes back), and not at all once the spool knows the kernel
+// cannot.
 func TestSpoolPopulatesAhead(t *testing.T) {
 	page := int64(os.Getpagesize())
 	for _, populate := range []bool{false, true} {
 		dst := &testDest{err: errors.New("down")}
 		s := openTestSpool(t, SpoolConfig{Dir: t.TempDir(), SegmentAge: time.Hour, SegmentBytes: 4 << 20}, dst, nil)
 		s.noPopulate = !populate
-		moves, last := 0, int64(0)
+		moves, last, syncs := 0, int64(0), 0
 		for i := range 1000 {
+			if i%300 == 299 {
+				if err := s.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				syncs++
+			}
 			writeSpool(t, s, spoolBatch(i, 1))
 			s.wmu.Lock()
-			size, populated := s.open.size, s.open.populated
+			size, populated, at := s.open.size, s.open.populated, s.open.populatedAt
 			s.wmu.Unlock()
 			if !populate {
 				if populated != 0 {
@@ -33,6 +41,9 @@ func TestSpoolPopulatesAhead(t *testing.T) {
 			if populated < size || populated > size+populateWindow+page {
 				t.Fatalf("%d bytes written, populated to %d: want them and at most a window more", size, populated)
 			}
+			if at != s.syncs.Load() {
+				t.Fatalf("populated as of sync %d, the spool has made %d", at, s.syncs.Load())
+			}
 			if populated != last {
 				moves++
 				last = populated
@@ -42,7 +53,7 @@ func TestSpoolPopulatesAhead(t *testing.T) {
 			s.wmu.Lock()
 			size := s.open.size
 			s.wmu.Unlock()
-			if want := int(size/populateWindow) + 1; moves > want {
+			if want := int(size/populateWindow) + 1 + syncs; moves > want {
 				t.Errorf("populated %d times for %d bytes, want at most %d (a window at a time)", moves, size, want)
 			}
 		}

@@ -115,12 +115,22 @@ const populateWindow = 32 << 10
 
 // populateAhead faults in the pages of o's mapping that a copy of n bytes
 // at o.size reaches and have not been, with the rest of a populateWindow
-// past them, so that copies do not fault page by page. Where the kernel
+// past them, so that copies do not fault page by page; after an fsync
+// (which write-protects the pages it wrote back) it populates again from
+// the page the copy starts in. Where the kernel
 // cannot (before Linux 5.14) the spool stops trying, and copies fault the
 // pages in one by one. The caller holds wmu.
 func (s *Spool) populateAhead(o *segment, n int) {
+	if s.noPopulate {
+		return
+	}
+	if gen := s.syncs.Load(); gen != o.populatedAt {
+		// An fsync wrote the pages back and write-protected them: the
+		// next copy would fault on each again.
+		o.populated, o.populatedAt = 0, gen
+	}
 	end := o.size + int64(n)
-	if s.noPopulate || end <= o.populated {
+	if end <= o.populated {
 		return
 	}
 	from := max(o.populated, o.size) &^ int64(os.Getpagesize()-1)
@@ -450,6 +460,7 @@ func (s *Spool) Sync() error {
 		if err := open.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(open.Name()), err))
 		}
+		s.syncs.Add(1)
 	}
 	if dirDirty {
 		if err := syncDir(s.cfg.Dir); err != nil {
