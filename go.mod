@@ -3,6 +3,7 @@ module github.com/toolgate/toolgate
 go 1.26.8
 
 require (
+	github.com/ClickHouse/ch-go v0.74.0
 	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/elazarl/goproxy v1.9.2
 	github.com/fsnotify/fsnotify v1.10.1
@@ -28,7 +29,6 @@ require (
 )
 
 require (
-	github.com/ClickHouse/ch-go v0.74.0 // indirect
 	github.com/agnivade/levenshtein v1.2.1 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -378,6 +378,7 @@ func benchEventPath(b *testing.B, rounds int, variants []queueVariant) {
 		url    string
 		serial *http.Client
 		par    *http.Client
+		q      *sink.Queue
 	}
 	start := func(db string, qcfg sink.QueueConfig) sidecar {
 		up, err := demotools.Start("127.0.0.1:0")
@@ -388,9 +389,9 @@ func benchEventPath(b *testing.B, rounds int, variants []queueVariant) {
 		cfg := strings.ReplaceAll(benchConfig, "UPSTREAM", up.URL())
 		snap := proxy.Snapshot{Version: "v-bench", PolicyVersion: "p-bench"}
 		hold := sink.SpoolConfig{MaxBytes: 4 << 30, SegmentBytes: 1 << 30, SegmentAge: time.Hour}
-		s, _, _ := serveQueued(b, cfg, schemaDir(b), snap, benchSpoolWith(b, srv.Addr(), db, hold), qcfg)
+		s, q, _ := serveQueued(b, cfg, schemaDir(b), snap, benchSpoolWith(b, srv.Addr(), db, hold), qcfg)
 		p := &url.URL{Scheme: "http", Host: s.Addr("forward", 0)}
-		return sidecar{url: up.URL() + "/bench/validated", serial: benchClient(p, true, 1), par: benchClient(p, true, 32)}
+		return sidecar{url: up.URL() + "/bench/validated", serial: benchClient(p, true, 1), par: benchClient(p, true, 32), q: q}
 	}
 	sidecars := make([]sidecar, len(variants))
 	for i, v := range variants {
@@ -471,12 +472,24 @@ func benchEventPath(b *testing.B, rounds int, variants []queueVariant) {
 		for _, s := range sidecars {
 			serial(s, 500) // warm connections and pools
 		}
+		before := make([]sink.QueueStats, len(sidecars))
+		for i, s := range sidecars {
+			before[i] = s.q.Stats()
+		}
 		out := paired(func(s sidecar) [3]float64 { return serial(s, 5000) })
 		for i := 1; i < len(variants); i++ {
+			st := sidecars[i].q.Stats()
 			b.Run(variants[i].name, func(b *testing.B) {
 				b.ReportMetric(median(out[i][0]), "added-cpu-us")
 				b.ReportMetric(median(out[i][1]), "added-p50-us")
 				b.ReportMetric(median(out[i][2]), "added-p99-us")
+				// The share of groups the calls wrote themselves (the
+				// rest went to the writer goroutine: a hand-off and a
+				// wake-up each), and events per group.
+				if groups := st.Groups - before[i].Groups; groups > 0 {
+					b.ReportMetric(float64(st.InlineGroups-before[i].InlineGroups)/float64(groups), "inline-share")
+					b.ReportMetric(float64(st.Written-before[i].Written)/float64(groups), "events/group")
+				}
 			})
 		}
 	})

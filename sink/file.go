@@ -3,7 +3,6 @@ package sink
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -214,24 +213,28 @@ func (fl *File) rollback(n int) {
 }
 
 // eventEncoder is the one event encoding of the package: one JSON object
-// per line, HTML characters left as they are. File writes it, and a Spool
-// stores it in its records, so both hold the same bytes for an event.
+// per line, as encoding/json writes it with HTML characters left as they
+// are (appendEvent). File writes every field; a Spool's records leave
+// fields at their zero value out (omitZero), which reads back into the
+// same Event and keeps its pages few.
 type eventEncoder struct {
-	buf bytes.Buffer
-	enc *json.Encoder
+	buf      bytes.Buffer
+	omitZero bool
 }
 
 func newEventEncoder() *eventEncoder {
-	e := &eventEncoder{}
-	e.enc = json.NewEncoder(&e.buf)
-	e.enc.SetEscapeHTML(false)
-	return e
+	return &eventEncoder{}
 }
 
 // encode appends ev and its line break to the buffer. When ev cannot be
 // encoded nothing is appended.
 func (e *eventEncoder) encode(ev *Event) error {
-	return e.enc.Encode(ev)
+	b, err := appendEvent(e.buf.AvailableBuffer(), ev, e.omitZero)
+	if err != nil {
+		return fmt.Errorf("time: %w", err)
+	}
+	e.buf.Write(b)
+	return nil
 }
 
 // reset empties the buffer, and lets it go when it grew beyond
@@ -239,8 +242,6 @@ func (e *eventEncoder) encode(ev *Event) error {
 func (e *eventEncoder) reset() {
 	if e.buf.Cap() > maxKeptBuffer {
 		e.buf = bytes.Buffer{}
-		e.enc = json.NewEncoder(&e.buf)
-		e.enc.SetEscapeHTML(false)
 		return
 	}
 	e.buf.Reset()

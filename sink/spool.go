@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/section"
@@ -244,12 +245,12 @@ type Spool struct {
 
 	// wmu serializes appends: WriteEvents holds it across its write, and
 	// so does whoever seals or replaces the open segment; Sync never takes
-	// it. It
-	// guards noMap, and (with mu) nextSeq, closed and open. Lock order:
-	// wmu, then mu.
-	wmu     sync.Mutex
-	nextSeq uint64
-	noMap   bool // the file system cannot map segments: append with write(2)
+	// it. It guards noMap, noPopulate and the open segment's populated,
+	// and (with mu) nextSeq, closed and open. Lock order: wmu, then mu.
+	wmu        sync.Mutex
+	nextSeq    uint64
+	noMap      bool // the file system cannot map segments: append with write(2)
+	noPopulate bool // the kernel cannot populate mappings ahead of copies
 
 	// mu guards the bookkeeping below, up to wake, and is only ever held
 	// briefly: never across an fsync or a call to the destination, so
@@ -268,8 +269,11 @@ type Spool struct {
 	// syncMu serializes Sync. The sync point says what the last Sync made
 	// durable: every segment before syncedSeq, and syncedBytes of segment
 	// syncedSeq; guarded by mu.
-	syncMu      sync.Mutex
-	syncedSeq   uint64
+	syncMu    sync.Mutex
+	syncedSeq uint64
+	// syncs counts the fsyncs of open segments: each writes their dirty
+	// pages back and so makes the kernel write-protect them again.
+	syncs       atomic.Uint64
 	syncedBytes int64
 	lastSync    time.Time // when the last successful Sync began
 
@@ -300,6 +304,11 @@ type segment struct {
 	path string
 	f    *os.File // the open segment only
 	m    []byte   // the open segment's memory mapping, if it is a .map segment
+	// populated is how far into m pages were faulted in ahead of the
+	// copies, as of the spool's syncs numbered populatedAt (see
+	// populateAhead).
+	populated   int64
+	populatedAt uint64
 	// mem is a copy of the segment's events as written, in chunks of
 	// memChunk, to ship without reading them back, while memOK; memBytes
 	// is their size in the file.

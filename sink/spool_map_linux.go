@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapSegment reserves size bytes of disk for f (fallocate, so that a
@@ -28,6 +30,20 @@ func mapSegment(f *os.File, size int) ([]byte, error) {
 		return nil, cerr
 	}
 	return m, err
+}
+
+// populateSegment faults in the pages of m, a part of a mapping from
+// mapSegment, writable, in one call (madvise MADV_POPULATE_WRITE, Linux
+// 5.14): about a third of the CPU of faulting them in one at a time as
+// copies first touch them. It fails where the kernel does not know the
+// advice (EINVAL). A page that is gone (the file was cut under the
+// mapping, EFAULT) is not its error but the copy's to meet: it returns
+// nil, and never raises a signal.
+func populateSegment(m []byte) error {
+	if err := unix.Madvise(m, unix.MADV_POPULATE_WRITE); err != nil && !errors.Is(err, unix.EFAULT) {
+		return err
+	}
+	return nil
 }
 
 // unmapSegment releases a mapping from mapSegment.

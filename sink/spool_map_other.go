@@ -14,4 +14,6 @@ func mapSegment(*os.File, int) ([]byte, error) {
 
 func unmapSegment([]byte) error { return nil }
 
+func populateSegment([]byte) error { return errors.ErrUnsupported }
+
 func mapUnsupported(error) bool { return true }

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	chproto "github.com/ClickHouse/ch-go/proto"
 	chgo "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -487,31 +488,33 @@ func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 }
 
 // isDataError reports whether the server refused a batch because of the
-// values in it (as opposed to being away, the table missing, or access).
+// values of some of its rows, so that isolating and dropping them (write)
+// stores the rest. Only the errors a row's values cause are: a value that
+// does not fit its column or cannot be parsed or converted, and a row a
+// CHECK constraint or a materialized expression (throwIf, a division)
+// refuses. Anything else (the server or a shard away, the table or a
+// column missing while a DBA recreates the schema, no permission, a limit,
+// or an error this list does not know) is returned, so the spool keeps the
+// batch and retries it: before, every code not named as the server's fault
+// counted as bad rows, and a batch that met a table recreated without its
+// newest columns (NO_SUCH_COLUMN_IN_TABLE) was split into rows that were
+// all dropped.
 func isDataError(err error) bool {
 	var ex *chgo.Exception
 	if !errors.As(err, &ex) {
 		return false
 	}
-	switch ex.Code {
-	case 60, 81, 497, 516, 241, 242, 159, 209, 210, 394:
-		// UNKNOWN_TABLE, UNKNOWN_DATABASE, ACCESS_DENIED,
-		// AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, TABLE_IS_READ_ONLY,
-		// TIMEOUT_EXCEEDED, SOCKET_TIMEOUT, NETWORK_ERROR, QUERY_WAS_CANCELLED:
-		// nothing to do with one row.
-		return false
-	case 3, 32, 33, 164, 202, 203, 225, 236, 252, 279, 285, 286, 319, 999, 1000:
-		// A cluster's ways of being away: UNEXPECTED_END_OF_FILE,
-		// ATTEMPT_TO_READ_AFTER_EOF, CANNOT_READ_ALL_DATA (a shard hung
-		// up), READONLY, TOO_MANY_SIMULTANEOUS_QUERIES, NO_FREE_CONNECTION,
-		// NO_ZOOKEEPER, ABORTED, TOO_MANY_PARTS,
-		// ALL_CONNECTION_TRIES_FAILED (a shard away),
-		// TOO_FEW_LIVE_REPLICAS, UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE,
-		// UNKNOWN_STATUS_OF_INSERT, KEEPER_EXCEPTION (ZooKeeper away),
-		// POCO_EXCEPTION (connection refused).
-		return false
+	switch chproto.Error(ex.Code) {
+	case chproto.ErrCannotParseText, chproto.ErrCannotParseInputAssertionFailed,
+		chproto.ErrCannotParseDate, chproto.ErrCannotParseDatetime, chproto.ErrCannotParseNumber,
+		chproto.ErrTypeMismatch, chproto.ErrArgumentOutOfBound, chproto.ErrCannotConvertType,
+		chproto.ErrIncorrectData, chproto.ErrTooLargeStringSize, chproto.ErrIllegalDivision,
+		chproto.ErrSizesOfArraysDontMatch, chproto.ErrValueIsOutOfRangeOfDataType,
+		chproto.ErrCannotInsertNullInOrdinaryColumn, chproto.ErrFunctionThrowIfValueIsNonZero,
+		chproto.ErrDecimalOverflow, chproto.ErrViolatedConstraint:
+		return true
 	}
-	return true
+	return false
 }
 
 // clean makes a string storable: valid UTF-8, no NUL, at most n bytes (cut
