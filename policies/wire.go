@@ -8,7 +8,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsonenc"
 )
 
 // MaxDecisionBytes bounds a decision document handed over as bytes (by a
@@ -47,7 +48,7 @@ func DecodeResult(data []byte) (Result, error) {
 // channel, a NaN, an invalid json.Number).
 func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"tool":`...)
-	dst = appendJSONString(dst, in.Tool)
+	dst = jsonenc.AppendString(dst, in.Tool)
 	dst = append(dst, `,"arguments":`...)
 	var err error
 	if in.Arguments == nil {
@@ -57,11 +58,11 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	r := &in.Request
 	dst = append(dst, `,"request":{"method":`...)
-	dst = appendJSONString(dst, r.Method)
+	dst = jsonenc.AppendString(dst, r.Method)
 	dst = append(dst, `,"host":`...)
-	dst = appendJSONString(dst, r.Host)
+	dst = jsonenc.AppendString(dst, r.Host)
 	dst = append(dst, `,"path":`...)
-	dst = appendJSONString(dst, r.Path)
+	dst = jsonenc.AppendString(dst, r.Path)
 	dst = append(dst, `,"path_vars":`...)
 	dst = appendStringMap(dst, r.PathVars)
 	dst = append(dst, `,"query":{`...)
@@ -69,28 +70,28 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = jsonenc.AppendString(dst, k)
 		dst = append(dst, ":["...)
 		for j, v := range r.Query[k] {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, v)
+			dst = jsonenc.AppendString(dst, v)
 		}
 		dst = append(dst, ']')
 	}
 	dst = append(dst, `},"headers":`...)
 	dst = appendStringMap(dst, r.Headers)
 	dst = append(dst, `},"caller":{"agent":`...)
-	dst = appendJSONString(dst, in.Caller.Agent)
+	dst = jsonenc.AppendString(dst, in.Caller.Agent)
 	dst = append(dst, `,"session":`...)
-	dst = appendJSONString(dst, in.Caller.Session)
+	dst = jsonenc.AppendString(dst, in.Caller.Session)
 	dst = append(dst, `},"trace_id":`...)
-	dst = appendJSONString(dst, in.TraceID)
+	dst = jsonenc.AppendString(dst, in.TraceID)
 	dst = append(dst, `,"protocol":`...)
-	dst = appendJSONString(dst, in.Protocol)
+	dst = jsonenc.AppendString(dst, in.Protocol)
 	dst = append(dst, `,"server":`...)
-	dst = appendJSONString(dst, in.Server)
+	dst = jsonenc.AppendString(dst, in.Server)
 	dst = append(dst, `,"tool_annotations":`...)
 	dst, err = appendJSONValue(dst, in.Annotations(), 1)
 	if err != nil {
@@ -114,7 +115,7 @@ func appendJSONValue(dst []byte, v any, depth int) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, x), nil
 	case string:
-		return appendJSONString(dst, x), nil
+		return jsonenc.AppendString(dst, x), nil
 	case json.Number:
 		if !isJSONNumber(string(x)) {
 			return dst, fmt.Errorf("argument holds an invalid number %q", shorten(string(x)))
@@ -163,7 +164,7 @@ func appendJSONObject(dst []byte, m map[string]any, depth int) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = jsonenc.AppendString(dst, k)
 		dst = append(dst, ':')
 		var err error
 		if dst, err = appendJSONValue(dst, m[k], depth); err != nil {
@@ -179,56 +180,11 @@ func appendStringMap(dst []byte, m map[string]string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = jsonenc.AppendString(dst, k)
 		dst = append(dst, ':')
-		dst = appendJSONString(dst, m[k])
+		dst = jsonenc.AppendString(dst, m[k])
 	}
 	return append(dst, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string; invalid UTF-8 becomes
-// U+FFFD, as encoding/json does.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // isJSONNumber reports whether s is a number in JSON's grammar.

@@ -2,7 +2,8 @@ package sink
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsonenc"
 )
 
 // The event encoding, written out by hand: encoding/json spent about
@@ -23,7 +24,7 @@ func appendEvent(b []byte, ev *Event, omitZero bool) ([]byte, error) {
 	n0 := len(b)
 	w := eventWriter{b: append(b, '{'), omitZero: omitZero}
 	w.b = append(w.b, `"event_id":`...)
-	w.b = appendJSONString(w.b, ev.EventID)
+	w.b = jsonenc.AppendString(w.b, ev.EventID)
 	w.b = append(w.b, `,"time":"`...)
 	var err error
 	if w.b, err = ev.Time.AppendText(w.b); err != nil {
@@ -81,7 +82,7 @@ func (w *eventWriter) str(key, v string) {
 	if v == "" && w.omitZero {
 		return
 	}
-	w.b = appendJSONString(append(w.b, key...), v)
+	w.b = jsonenc.AppendString(append(w.b, key...), v)
 }
 
 func (w *eventWriter) int(key string, v int64) {
@@ -110,60 +111,7 @@ func (w *eventWriter) strs(key string, v []string) {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.b = appendJSONString(w.b, s)
+		w.b = jsonenc.AppendString(w.b, s)
 	}
 	w.b = append(w.b, ']')
 }
-
-// appendJSONString appends s as a JSON string the way encoding/json does
-// without HTML escaping: '"' and '\\' escaped, control characters as \b,
-// \f, \n, \r, \t or \u00XX, bytes that are not UTF-8 as \ufffd, and U+2028
-// and U+2029 escaped (JSONP cannot hold them raw).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
-}
-
-const hexDigits = "0123456789abcdef"
