@@ -152,6 +152,9 @@ type toolCall struct {
 	name string
 	args map[string]any
 	meta json.RawMessage // params._meta, as sent
+	// state and responses are params.requestState and
+	// params.inputResponses as sent (2026-07-28 MRTR); nil when absent.
+	state, responses json.RawMessage
 }
 
 // parseToolCall reads a tools/call request's params: the tool name and the
@@ -165,7 +168,7 @@ func parseToolCall(params json.RawMessage) (toolCall, *refusal) {
 			"A tools/call must name its tool in params.name", []policies.Violation{{Path: "", Reason: bucketing.ReasonMissingField,
 				Message: "params.name is missing", Expected: "string"}})
 	}
-	tc := toolCall{name: name, meta: p["_meta"]}
+	tc := toolCall{name: name, meta: p["_meta"], state: p[paramRequestState], responses: p[paramInputResponses]}
 	args := bytes.TrimSpace(p["arguments"])
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		tc.args = map[string]any{}
