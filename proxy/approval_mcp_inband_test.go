@@ -351,3 +351,242 @@ func TestApprovalMCPInBand(t *testing.T) {
 // approvalKeyInBody is toolgate's inputRequests key, which the server must
 // never see.
 const approvalKeyInBody = "toolgate.approval"
+
+// rawMCP sends one 2026-07-28 tools/call through the forward proxy as
+// plain JSON-RPC over HTTP, with params beyond name and arguments given
+// in extra, and returns the JSON-RPC result. caps is the client's
+// declared capabilities; version "" sends a session-era request (no
+// _meta protocol version, MCP-Protocol-Version 2025-11-25).
+func rawMCP(t *testing.T, e *env, endpoint, version string, caps any, tool string, args, extra map[string]any) map[string]json.RawMessage {
+	t.Helper()
+	params := map[string]any{"name": tool, "arguments": args}
+	for k, v := range extra {
+		params[k] = v
+	}
+	hv := "2025-11-25"
+	if version != "" {
+		hv = version
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    version,
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": caps,
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+	req, _ := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", hv)
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := e.viaHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if i := bytes.Index(b, []byte("data: ")); i >= 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b = b[i+len("data: "):]
+		b = b[:bytes.IndexByte(b, '\n')]
+	}
+	var m struct {
+		Result map[string]json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.Result == nil {
+		t.Fatalf("status %d, answer %s", resp.StatusCode, b)
+	}
+	return m.Result
+}
+
+// rawReason is the envelope reason of a complete isError result, or the
+// result type when it is not one.
+func rawReason(res map[string]json.RawMessage) string {
+	var rt string
+	_ = json.Unmarshal(res["resultType"], &rt)
+	if rt == "input_required" {
+		return rt
+	}
+	var env inbandEnvelope
+	if json.Unmarshal(res["structuredContent"], &env) != nil || env.Error.Reason == "" {
+		return "ok"
+	}
+	return env.Error.Reason
+}
+
+// rawAsk reads toolgate's input_required result: the approval id of its
+// URL-mode elicitation, and its requestState.
+func rawAsk(t *testing.T, res map[string]json.RawMessage) (id, state string) {
+	t.Helper()
+	var ir map[string]struct {
+		Method string `json:"method"`
+		Params struct {
+			Mode string `json:"mode"`
+			URL  string `json:"url"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(res["inputRequests"], &ir); err != nil || len(ir) != 1 {
+		t.Fatalf("inputRequests %s", res["inputRequests"])
+	}
+	a := ir["toolgate.approval"]
+	if a.Method != "elicitation/create" || a.Params.Mode != "url" {
+		t.Fatalf("input request %+v", a)
+	}
+	if err := json.Unmarshal(res["requestState"], &state); err != nil || !strings.HasPrefix(state, approval.TokenPrefix) || len(state) > approval.MaxTokenBytes {
+		t.Fatalf("requestState %s", res["requestState"])
+	}
+	return idFromURL(t, a.Params.URL), state
+}
+
+// TestApprovalMCPInBandAttacks drives the in-band protocol with plain
+// JSON-RPC over a real HTTP client, as a hostile or careless client would
+// (the SDKs only echo what they got): a forged requestState, an altered
+// one, one cut short or padded past its bound, arguments changed under an
+// approval, toolgate's state replayed after its grant was used, and case
+// variants of the stripped members. None of these reach the server, and
+// the one approved call does, once, with none of toolgate's state in it.
+// Older clients and clients without URL-mode elicitation get the isError
+// envelope.
+func TestApprovalMCPInBandAttacks(t *testing.T) {
+	up := startInbandUpstream(t)
+	e, gate := newApprovalEnvConfig(t, inbandApprovals(""), true, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), map[string]proxy.Checker{})
+	cli := cliGate(t, gate)
+	ctx := context.Background()
+	endpoint := up.srv.URL + "/mcp"
+	urlCaps := map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}
+	call := func(args map[string]any, extra map[string]any) map[string]json.RawMessage {
+		return rawMCP(t, e, endpoint, "2026-07-28", urlCaps, "charge", args, extra)
+	}
+	accept := map[string]any{"toolgate.approval": map[string]any{"action": "accept"}}
+	retry := func(state string) map[string]any {
+		return map[string]any{"requestState": state, "inputResponses": accept}
+	}
+
+	id, state := rawAsk(t, call(map[string]any{"amount": 10}, nil))
+	if _, err := cli.Decide(ctx, id, sink.VerdictApproved, "cli:dana", ""); err != nil {
+		t.Fatal(err)
+	}
+	dot := strings.LastIndexByte(state, '.')
+	flip := func(s string, i int) string {
+		b := []byte(s)
+		b[i] ^= 1
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   map[string]any
+		extra  map[string]any
+		reason string
+	}{
+		{"forged", map[string]any{"amount": 10}, retry(approval.TokenPrefix + "eyJpIjoiMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAiLCJrIjoiIiwiZSI6OTk5OTk5OTk5OX0.AAAA"), "approval_state_invalid"},
+		{"altered claims", map[string]any{"amount": 10}, retry(flip(state, len(approval.TokenPrefix)+3)), "approval_state_invalid"},
+		{"altered tag", map[string]any{"amount": 10}, retry(flip(state, dot+2)), "approval_state_invalid"},
+		{"cut", map[string]any{"amount": 10}, retry(state[:dot]), "approval_state_invalid"},
+		{"too long", map[string]any{"amount": 10}, retry(state + strings.Repeat("A", approval.MaxTokenBytes)), "approval_state_invalid"},
+		{"arguments changed", map[string]any{"amount": 9999}, retry(state), "approval_mismatch"},
+		{"another tool's schema-valid call", map[string]any{}, retry(state), "approval_mismatch"},
+	} {
+		if got := rawReason(call(tc.args, tc.extra)); got != tc.reason {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.reason)
+		}
+	}
+	if n := len(up.got("charge")); n != 0 {
+		t.Fatalf("the server got %d calls from forged, altered or mismatched state", n)
+	}
+
+	// The approved retry, with a case variant of inputResponses that a
+	// case-insensitive decoder (Go's encoding/json) would read.
+	extra := map[string]any{"requestState": state, "InputResponses": accept}
+	if got := rawReason(call(map[string]any{"amount": 10}, extra)); got != "ok" {
+		t.Fatalf("approved retry: %s", got)
+	}
+	got := up.got("charge")
+	if len(got) != 1 {
+		t.Fatalf("the server got %d calls, want 1", len(got))
+	}
+	var fwd struct {
+		Params map[string]json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(got[0]), &fwd); err != nil {
+		t.Fatal(err)
+	}
+	for k := range fwd.Params {
+		if k != "name" && k != "arguments" && k != "_meta" {
+			t.Errorf("the server received params.%s", k)
+		}
+	}
+	if strings.Contains(got[0], "toolgate") {
+		t.Errorf("the server received toolgate's state: %s", got[0])
+	}
+
+	// Replayed after its grant was used: a new approval is asked, nothing
+	// is sent.
+	res := call(map[string]any{"amount": 10}, retry(state))
+	if id2, _ := rawAsk(t, res); id2 == id {
+		t.Errorf("the used approval %s was offered again", id)
+	}
+	if n := len(up.got("charge")); n != 1 {
+		t.Fatalf("the replayed state reached the server: %d calls", n)
+	}
+
+	// Clients that cannot be asked in-band get the isError envelope.
+	for _, tc := range []struct {
+		name    string
+		version string
+		caps    any
+	}{
+		{"session era with url elicitation", "", urlCaps},
+		{"2026-07-28 without elicitation", "2026-07-28", map[string]any{}},
+		{"2026-07-28 with form elicitation only", "2026-07-28", map[string]any{"elicitation": map[string]any{}}},
+	} {
+		if got := rawReason(rawMCP(t, e, endpoint, tc.version, tc.caps, "charge", map[string]any{"amount": 3}, nil)); got != "approval_pending" {
+			t.Errorf("%s: %s, want the approval_pending envelope", tc.name, got)
+		}
+	}
+	// A continuation of the server's own round is never asked in-band: its
+	// requestState is the server's, and the client can echo only one.
+	if got := rawReason(call(map[string]any{"amount": 4}, map[string]any{"requestState": "server-state/+="})); got != "approval_pending" {
+		t.Errorf("the server's continuation: %s, want the approval_pending envelope", got)
+	}
+	if n := len(up.got("charge")); n != 1 {
+		t.Fatalf("the server got %d calls, want 1", n)
+	}
+
+	// Events: the forged and mismatched retries are refused with their
+	// approval state.
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 14 })
+	states := map[string]int{}
+	for _, ev := range evs {
+		if ev.Tool == "charge" && ev.Refused {
+			states[ev.Approval+"/"+ev.Reason]++
+		}
+	}
+	if states["invalid/approval_state_invalid"] != 5 || states["mismatch/approval_mismatch"] != 2 {
+		t.Errorf("refusal events %v", states)
+	}
+}
+
+// TestApprovalMCPInBandOff checks approvals.in_band: off, and a tool's
+// own in_band: off under the default: every client gets the isError
+// envelope.
+func TestApprovalMCPInBandOff(t *testing.T) {
+	up := startInbandUpstream(t)
+	urlCaps := map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}
+	for _, tc := range []struct {
+		name string
+		cfg  approval.Config
+	}{
+		{"section", inbandApprovals(approval.InBandOff)},
+		{"tool", func() approval.Config {
+			c := inbandApprovals("")
+			c.Tools["charge"] = approval.ToolRule{Require: approval.RequireDestructive, InBand: approval.InBandOff}
+			return c
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := newApprovalEnvConfig(t, tc.cfg, true, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), map[string]proxy.Checker{})
+			if got := rawReason(rawMCP(t, e, up.srv.URL+"/mcp", "2026-07-28", urlCaps, "charge", map[string]any{"amount": 1}, nil)); got != "approval_pending" {
+				t.Errorf("in_band off: %s, want the approval_pending envelope", got)
+			}
+		})
+	}
+}
