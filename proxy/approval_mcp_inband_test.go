@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -588,5 +589,45 @@ func TestApprovalMCPInBandOff(t *testing.T) {
 				t.Errorf("in_band off: %s, want the approval_pending envelope", got)
 			}
 		})
+	}
+}
+
+// TestApprovalMCPInBandDocExample checks the input_required example in
+// docs/approvals.md against a real answer: equal once the approval id and
+// the requestState (which differ per request) are the example's.
+func TestApprovalMCPInBandDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/approvals.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i := strings.Index(s, "**MCP, in-band (2026-07-28).**")
+	j := strings.Index(s[i:], "```json\n")
+	k := strings.Index(s[i+j+8:], "```")
+	if i < 0 || j < 0 || k < 0 {
+		t.Fatal("no json example in the in-band section of docs/approvals.md")
+	}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(s[i+j+8:i+j+8+k]), &want); err != nil {
+		t.Fatalf("the example is not JSON: %v", err)
+	}
+	wantRes := want["result"].(map[string]any)
+	wantID := idFromURL(t, wantRes["inputRequests"].(map[string]any)["toolgate.approval"].(map[string]any)["params"].(map[string]any)["url"].(string))
+
+	up := startInbandUpstream(t)
+	e, _ := newApprovalEnvConfig(t, inbandApprovals(""), true, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), map[string]proxy.Checker{})
+	res := rawMCP(t, e, up.srv.URL+"/mcp", "2026-07-28", map[string]any{"elicitation": map[string]any{"url": map[string]any{}}}, "charge", map[string]any{"amount": 250}, nil)
+	id, _ := rawAsk(t, res)
+	b, _ := json.Marshal(res)
+	b = bytes.ReplaceAll(b, []byte(id), []byte(wantID))
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	got["requestState"] = wantRes["requestState"]
+	gb, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "result": got})
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) {
+		t.Errorf("docs/approvals.md's example differs from the real answer:\n got %s\nwant %s", gb, wb)
 	}
 }
