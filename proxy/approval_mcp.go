@@ -63,6 +63,11 @@ func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotat
 		return refuse(bucketing.CodePolicy, bucketing.ReasonApprovalStateInvalid,
 			fmt.Sprintf("Tool '%s' was called in a batch with toolgate's approval state, which is only accepted on a single request; call again without it", tc.name), nil)
 	}
+	if n, ok := c.s.approver.(approvalNeeder); ok && !n.Needs(&q) {
+		// The common case costs a map lookup: no _meta is read.
+		m.strip = own
+		return nil
+	}
 	if m.stateless && !m.batch && msg.isRequest() && (fresh || own) && declaresURLElicitation(tc.meta) && !declined(tc.responses) {
 		q.InBand = true
 	}
@@ -79,6 +84,13 @@ func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotat
 		m.strip = true
 	}
 	return ref
+}
+
+// approvalNeeder is an Approver that tells, at the cost of a map lookup,
+// whether a call needs approval at all (approval.Gate does), so what only
+// the in-band ask needs is read only for calls that need approval.
+type approvalNeeder interface {
+	Needs(q *policies.ApprovalCall) bool
 }
 
 // ownState returns a requestState that claims to be toolgate's (a JSON
