@@ -483,6 +483,7 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 		{"altered tag", map[string]any{"amount": 10}, retry(flip(state, dot+2)), "approval_state_invalid"},
 		{"cut", map[string]any{"amount": 10}, retry(state[:dot]), "approval_state_invalid"},
 		{"too long", map[string]any{"amount": 10}, retry(state + strings.Repeat("A", approval.MaxTokenBytes)), "approval_state_invalid"},
+		{"altered, in a case variant of requestState", map[string]any{"amount": 10}, map[string]any{"RequestState": flip(state, dot+2)}, "approval_state_invalid"},
 		{"arguments changed", map[string]any{"amount": 9999}, retry(state), "approval_mismatch"},
 		{"another tool's schema-valid call", map[string]any{}, retry(state), "approval_mismatch"},
 	} {
@@ -554,14 +555,14 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 
 	// Events: the forged and mismatched retries are refused with their
 	// approval state.
-	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 14 })
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 15 })
 	states := map[string]int{}
 	for _, ev := range evs {
 		if ev.Tool == "charge" && ev.Refused {
 			states[ev.Approval+"/"+ev.Reason]++
 		}
 	}
-	if states["invalid/approval_state_invalid"] != 5 || states["mismatch/approval_mismatch"] != 2 {
+	if states["invalid/approval_state_invalid"] != 6 || states["mismatch/approval_mismatch"] != 2 {
 		t.Errorf("refusal events %v", states)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -153,7 +154,8 @@ type toolCall struct {
 	args map[string]any
 	meta json.RawMessage // params._meta, as sent
 	// state and responses are params.requestState and
-	// params.inputResponses as sent (2026-07-28 MRTR); nil when absent.
+	// params.inputResponses as sent (2026-07-28 MRTR), their names matched
+	// up to case; nil when absent.
 	state, responses json.RawMessage
 }
 
@@ -168,7 +170,17 @@ func parseToolCall(params json.RawMessage) (toolCall, *refusal) {
 			"A tools/call must name its tool in params.name", []policies.Violation{{Path: "", Reason: bucketing.ReasonMissingField,
 				Message: "params.name is missing", Expected: "string"}})
 	}
-	tc := toolCall{name: name, meta: p["_meta"], state: p[paramRequestState], responses: p[paramInputResponses]}
+	tc := toolCall{name: name, meta: p["_meta"]}
+	for k, v := range p {
+		// Up to case, as a case-insensitive decoder on the server reads
+		// them (checkJSONNames refused two names that fold together).
+		switch {
+		case strings.EqualFold(k, paramRequestState):
+			tc.state = v
+		case strings.EqualFold(k, paramInputResponses):
+			tc.responses = v
+		}
+	}
 	args := bytes.TrimSpace(p["arguments"])
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		tc.args = map[string]any{}
