@@ -553,16 +553,36 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 		t.Fatalf("the server got %d calls, want 1", n)
 	}
 
+	// toolgate's state in a batch (which toolgate never asks in) is refused
+	// and nothing of the batch is sent.
+	batch, _ := json.Marshal([]map[string]any{{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": "charge", "arguments": map[string]any{"amount": 10}, "requestState": state}}})
+	req, _ := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(batch))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := e.viaHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(b, []byte(`"reason":"approval_state_invalid"`)) {
+		t.Errorf("toolgate's state in a batch: %d %s", resp.StatusCode, b)
+	}
+	if n := len(up.got("charge")); n != 1 {
+		t.Fatalf("the server got %d calls, want 1", n)
+	}
+
 	// Events: the forged and mismatched retries are refused with their
 	// approval state.
-	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 15 })
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 16 })
 	states := map[string]int{}
 	for _, ev := range evs {
 		if ev.Tool == "charge" && ev.Refused {
 			states[ev.Approval+"/"+ev.Reason]++
 		}
 	}
-	if states["invalid/approval_state_invalid"] != 6 || states["mismatch/approval_mismatch"] != 2 {
+	if states["invalid/approval_state_invalid"] != 7 || states["mismatch/approval_mismatch"] != 2 {
 		t.Errorf("refusal events %v", states)
 	}
 }
