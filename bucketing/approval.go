@@ -15,4 +15,12 @@ const (
 	// approval store could not be read or written, or holds too many
 	// pending requests; the call is refused (fail closed).
 	ReasonApprovalUnavailable = "approval_unavailable"
+	// ReasonApprovalStateInvalid (policy): an MCP retry carried a
+	// requestState that claims to be toolgate's approval state and is not:
+	// forged, altered, cut or lapsed. Call again without it.
+	ReasonApprovalStateInvalid = "approval_state_invalid"
+	// ReasonApprovalMismatch (policy): an MCP retry carried toolgate's
+	// approval state for another call (its tool, arguments, agent or
+	// session differ): arguments cannot be changed under an approval.
+	ReasonApprovalMismatch = "approval_mismatch"
 )

@@ -148,6 +148,16 @@ type ApprovalCall struct {
 	// Ask is the policies' approval request (Decision.Approval); nil when
 	// no policy asked.
 	Ask *Approval
+	// InBand is true when the caller can be asked in-band: an MCP client
+	// of the 2026-07-28 revision that declared URL-mode elicitation, on a
+	// call that is not the continuation of the server's own input round.
+	// The approval step then answers a pending call with a Token, and never
+	// holds a call that carries no Token (the person needs the URL first).
+	InBand bool
+	// Token is the requestState the caller echoed from toolgate's own
+	// input-required result ("" when none): it names the approval request
+	// and binds it to the call, and the step verifies both.
+	Token string
 }
 
 // The approval states of a call (ApprovalOutcome.State, the event's
@@ -160,6 +170,8 @@ const (
 	ApprovalRevised     = "revised"      // a person asked for changed arguments
 	ApprovalHeldTimeout = "held_timeout" // held open until hold_timeout, undecided
 	ApprovalUnavailable = "unavailable"  // the store failed, or too many are pending
+	ApprovalInvalid     = "invalid"      // the caller's in-band Token is forged, altered or lapsed
+	ApprovalMismatch    = "mismatch"     // the caller's in-band Token was issued for another call
 )
 
 // ApprovalOutcome is the approval step's verdict on one call.
@@ -183,4 +195,8 @@ type ApprovalOutcome struct {
 	// Detail is one sentence for the caller; it never holds an argument
 	// value.
 	Detail string
+	// Token is the requestState of an in-band ask (ApprovalCall.InBand):
+	// set on a pending outcome when the tool asks in-band and a URL is
+	// configured, "" otherwise. The caller echoes it on its retry.
+	Token string
 }

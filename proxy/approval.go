@@ -51,6 +51,14 @@ func approvalRefusal(out policies.ApprovalOutcome) *refusal {
 		}
 		ref = refuse(bucketing.CodeValidation, bucketing.ReasonRevisionRequested, out.Detail,
 			[]policies.Violation{{Reason: bucketing.ReasonRevisionRequested, Message: msg, Code: bucketing.CodeValidation}})
+	case policies.ApprovalInvalid:
+		ref = refuse(bucketing.CodePolicy, bucketing.ReasonApprovalStateInvalid, out.Detail,
+			[]policies.Violation{{Path: "", Reason: bucketing.ReasonApprovalStateInvalid, Message: "requestState is not a valid toolgate approval state", Code: bucketing.CodePolicy}})
+		return ref
+	case policies.ApprovalMismatch:
+		ref = refuse(bucketing.CodePolicy, bucketing.ReasonApprovalMismatch, out.Detail,
+			[]policies.Violation{{Path: "", Reason: bucketing.ReasonApprovalMismatch, Message: "the approval state was issued for another call", Code: bucketing.CodePolicy}})
+		return ref
 	case policies.ApprovalUnavailable:
 		ref = refuse(bucketing.CodePolicy, bucketing.ReasonApprovalUnavailable, out.Detail, nil)
 	default: // pending, held_timeout

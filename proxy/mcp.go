@@ -49,6 +49,13 @@ type mcpCall struct {
 	srv     *mcpServer
 	// stateless is true for a request of the 2026-07-28 era.
 	stateless bool
+	// batch is true when the request is a JSON-RPC batch.
+	batch bool
+	// ask is the in-band approval question the call is answered with;
+	// strip is true when the call carries toolgate's own approval state,
+	// removed before it goes upstream (approval_mcp.go).
+	ask   *inBandAsk
+	strip bool
 	// listedOnly is true when the tools already learned are all there is
 	// (an evaluation's recorded or fetched list): a tool they lack is not
 	// fetched again.
@@ -111,6 +118,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("MCP server %s got a message toolgate cannot read as JSON-RPC 2.0 (%s)", m.server, strings.TrimPrefix(err.Error(), errNotRPC.Error()+": ")), nil))
 	}
+	m.batch = batch
 	if batch {
 		c.ev.RPCMethod = "batch"
 	} else {
@@ -161,6 +169,13 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	}
 	if refused >= 0 {
 		return c.mcpRefuse(r, msgs, batch, refs, refused)
+	}
+	if m.strip {
+		// Only a single request gets here with toolgate's state.
+		if raw, err = stripOwnState(msgs[0]); err != nil {
+			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+				"MCP server "+m.server+" got a tools/call whose params toolgate cannot rewrite", nil))
+		}
 	}
 	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
 	if _, passed := resp.Body.(*passBody); !passed && m.callID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
@@ -260,7 +275,7 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 		}
 	}
 	if c.s.approver != nil {
-		return c.approve(r, tc.name, tc.args, m.srv.hints(tc.name).asMap())
+		return c.approveMCP(r, msg, tc, m.srv.hints(tc.name).asMap())
 	}
 	return nil
 }

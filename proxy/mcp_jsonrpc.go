@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -152,6 +153,10 @@ type toolCall struct {
 	name string
 	args map[string]any
 	meta json.RawMessage // params._meta, as sent
+	// state and responses are params.requestState and
+	// params.inputResponses as sent (2026-07-28 MRTR), their names matched
+	// up to case; nil when absent.
+	state, responses json.RawMessage
 }
 
 // parseToolCall reads a tools/call request's params: the tool name and the
@@ -166,6 +171,16 @@ func parseToolCall(params json.RawMessage) (toolCall, *refusal) {
 				Message: "params.name is missing", Expected: "string"}})
 	}
 	tc := toolCall{name: name, meta: p["_meta"]}
+	for k, v := range p {
+		// Up to case, as a case-insensitive decoder on the server reads
+		// them (checkJSONNames refused two names that fold together).
+		switch {
+		case strings.EqualFold(k, paramRequestState):
+			tc.state = v
+		case strings.EqualFold(k, paramInputResponses):
+			tc.responses = v
+		}
+	}
 	args := bytes.TrimSpace(p["arguments"])
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		tc.args = map[string]any{}

@@ -32,6 +32,9 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	if !batch && !msgs[0].isRequest() {
 		return c.refuse(r, ref)
 	}
+	if !batch && c.mcp.ask != nil {
+		return c.mcpAskInBand(r, &msgs[0], ref)
+	}
 	var body []byte
 	if !batch {
 		body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless)

@@ -113,12 +113,18 @@ type Gate struct {
 	sidecar string
 	held    chan struct{}
 	now     func() time.Time
+	key     []byte // authenticates in-band tokens
 }
 
 // New returns a Gate over store for a validated configuration. sidecar
 // names this instance in the audit rows.
 func New(cfg Config, store Store, sidecar string) *Gate {
-	return &Gate{cfg: cfg, store: store, sidecar: sidecar, held: make(chan struct{}, cfg.MaxHeld), now: time.Now}
+	key := cfg.stateKey
+	if len(key) == 0 {
+		key = make([]byte, MinStateKeyBytes)
+		_, _ = rand.Read(key)
+	}
+	return &Gate{cfg: cfg, store: store, sidecar: sidecar, held: make(chan struct{}, cfg.MaxHeld), now: time.Now, key: key}
 }
 
 // Config is the gate's configuration.
@@ -155,6 +161,13 @@ func (g *Gate) Needs(q *policies.ApprovalCall) bool {
 // pending; with none (or one expired or used up) a new request is made.
 // In hold mode a pending call waits, up to hold_timeout, for the decision.
 // A store that fails refuses the call (fail closed).
+//
+// A call that carries an in-band Token is decided by the request the
+// token names, once the token is verified (ApprovalInvalid when it is not
+// toolgate's, was altered or lapsed; ApprovalMismatch when it binds
+// another call); a token whose request expired or was used up asks anew.
+// When the caller can be asked in-band, a pending outcome carries a fresh
+// Token, and only a call that brought one may be held.
 func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.ApprovalOutcome {
 	if !g.Needs(q) {
 		return policies.ApprovalOutcome{}
@@ -165,20 +178,48 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 		return g.unavailable("the arguments cannot be digested")
 	}
 	key := BindingKey(q.Tool, digest, q.Agent, q.Session)
-	rec, found, err := g.store.Find(ctx, "", key)
-	if err != nil {
-		return g.unavailable("the approval store could not be read")
-	}
+	inBand := q.InBand && rule.InBand != InBandOff && g.cfg.URL != ""
+	hold := rule.Mode == ModeHold && (!inBand || q.Token != "")
 	now := g.now()
+	var rec Record
+	found := false
+	if q.Token != "" {
+		c, err := openToken(g.key, q.Token, now)
+		if err != nil {
+			return policies.ApprovalOutcome{State: policies.ApprovalInvalid,
+				Detail: fmt.Sprintf("Tool '%s' was called with a requestState that is not a valid toolgate approval state (%s); call again without it to ask for approval", q.Tool, strings.TrimPrefix(err.Error(), ErrTokenInvalid.Error()+": "))}
+		}
+		if c.Key != key {
+			return policies.ApprovalOutcome{State: policies.ApprovalMismatch, ID: c.ID,
+				Detail: fmt.Sprintf("Tool '%s' was called with the approval state of another call (approval %s; the tool, arguments, agent or session differ); arguments cannot change under an approval: call again without the state to ask for a new one", q.Tool, c.ID)}
+		}
+		rec, found, err = g.store.Find(ctx, c.ID, "")
+		if err != nil {
+			return g.unavailable("the approval store could not be read")
+		}
+		found = found && rec.Request.Key == key
+		if found {
+			switch rec.State(now, g.cfg.DecisionTTL, rule.Uses) {
+			case StateExpired, StateUsed:
+				found = false // the newest request for the call decides
+			}
+		}
+	}
+	if !found {
+		rec, found, err = g.store.Find(ctx, "", key)
+		if err != nil {
+			return g.unavailable("the approval store could not be read")
+		}
+	}
 	if found {
 		switch rec.State(now, g.cfg.DecisionTTL, rule.Uses) {
 		case policies.ApprovalApproved:
 			return g.use(ctx, &rec)
 		case policies.ApprovalPending:
-			if rule.Mode == ModeHold {
-				return g.hold(ctx, rec.Request.ID, rule)
+			if hold {
+				return g.inBand(g.hold(ctx, rec.Request.ID, rule), key, inBand)
 			}
-			return g.pending(&rec.Request)
+			return g.inBand(g.pending(&rec.Request), key, inBand)
 		case policies.ApprovalDenied, policies.ApprovalRevised:
 			return g.decided(&rec)
 		}
@@ -204,10 +245,21 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 	if err := g.store.PutRequest(ctx, req); err != nil {
 		return g.unavailable("the approval store could not be written")
 	}
-	if rule.Mode == ModeHold {
-		return g.hold(ctx, req.ID, rule)
+	if hold {
+		return g.inBand(g.hold(ctx, req.ID, rule), key, inBand)
 	}
-	return g.pending(&req)
+	return g.inBand(g.pending(&req), key, inBand)
+}
+
+// inBand adds a fresh in-band token to a pending (or held past its
+// timeout) outcome when the caller is asked in-band. The token lapses
+// when a grant made now would: pending_ttl plus decision_ttl from now.
+func (g *Gate) inBand(out policies.ApprovalOutcome, key string, inBand bool) policies.ApprovalOutcome {
+	if !inBand || out.ID == "" || (out.State != policies.ApprovalPending && out.State != policies.ApprovalHeldTimeout) {
+		return out
+	}
+	out.Token = issueToken(g.key, out.ID, key, g.now().Add(g.cfg.PendingTTL+g.cfg.DecisionTTL))
+	return out
 }
 
 // pendingCount counts undecided, unexpired requests.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,102 @@ func FuzzFileStore(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInBandAcrossSidecars: two gates on one store (two sidecars behind a
+// balancer) with one approvals.state_key_env honour each other's in-band
+// tokens; a gate with its own random key refuses them as invalid, and a
+// token is refused on another call as a mismatch.
+func TestInBandAcrossSidecars(t *testing.T) {
+	t.Setenv("TG_STATE_KEY", strings.Repeat("s", approval.MinStateKeyBytes))
+	path := filepath.Join(t.TempDir(), "a.ndjson")
+	shared := approval.Config{URL: "http://127.0.0.1:1/approvals", StateKeyEnv: "TG_STATE_KEY"}
+	a, b := gate(t, shared, path), gate(t, shared, path)
+	other := gate(t, approval.Config{URL: "http://127.0.0.1:1/approvals"}, path)
+	ctx := context.Background()
+	q := call(map[string]any{"x": 1})
+	q.InBand = true
+	out := a.Approve(ctx, q)
+	if out.State != policies.ApprovalPending || !approval.IsToken(out.Token) {
+		t.Fatalf("in-band ask: %+v", out)
+	}
+	if _, err := b.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+		t.Fatal(err)
+	}
+	withToken := func(args map[string]any) *policies.ApprovalCall {
+		q := call(args)
+		q.InBand, q.Token = true, out.Token
+		return q
+	}
+	if got := other.Approve(ctx, withToken(map[string]any{"x": 1})); got.State != policies.ApprovalInvalid {
+		t.Errorf("a sidecar with another key: %+v", got)
+	}
+	if got := b.Approve(ctx, withToken(map[string]any{"x": 2})); got.State != policies.ApprovalMismatch {
+		t.Errorf("changed arguments: %+v", got)
+	}
+	if got := b.Approve(ctx, withToken(map[string]any{"x": 1})); got.State != policies.ApprovalApproved || got.ID != out.ID {
+		t.Errorf("the other sidecar with the shared key: %+v", got)
+	}
+}
+
+// TestInBandHold: in hold mode, a call asked in-band is answered at once
+// (the person needs the URL first); its retry with the token is held until
+// the decision.
+func TestInBandHold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.ndjson")
+	g := gate(t, approval.Config{URL: "http://127.0.0.1:1/approvals", Mode: approval.ModeHold, HoldTimeout: time.Minute, PollInterval: 10 * time.Millisecond}, path)
+	ctx := context.Background()
+	q := call(map[string]any{"x": 1})
+	q.InBand = true
+	start := time.Now()
+	out := g.Approve(ctx, q)
+	if out.State != policies.ApprovalPending || out.Token == "" || time.Since(start) > 20*time.Second {
+		t.Fatalf("first in-band call: %+v after %s", out, time.Since(start))
+	}
+	done := make(chan policies.ApprovalOutcome, 1)
+	go func() {
+		q := call(map[string]any{"x": 1})
+		q.InBand, q.Token = true, out.Token
+		done <- g.Approve(ctx, q)
+	}()
+	select {
+	case got := <-done:
+		t.Fatalf("the retry was not held: %+v", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := g.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if got.State != policies.ApprovalApproved {
+			t.Fatalf("held retry: %+v", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held retry was not released by the approval")
+	}
+}
+
+// TestInBandConfig checks in_band and state_key_env: their defaults, and
+// the values Validate refuses.
+func TestInBandConfig(t *testing.T) {
+	c := approval.Config{Tools: map[string]approval.ToolRule{"a": {}, "b": {InBand: approval.InBandOff}}}
+	if err := c.Validate(t.TempDir(), false); err != nil {
+		t.Fatal(err)
+	}
+	if c.InBand != approval.InBandAuto || c.Tools["a"].InBand != approval.InBandAuto || c.Tools["b"].InBand != approval.InBandOff {
+		t.Errorf("defaults: %q %+v", c.InBand, c.Tools)
+	}
+	t.Setenv("TG_SHORT_KEY", "short")
+	for name, c := range map[string]approval.Config{
+		"in_band":         {InBand: "sometimes"},
+		"tools.a.in_band": {Tools: map[string]approval.ToolRule{"a": {InBand: "yes"}}},
+		"state_key_env":   {StateKeyEnv: "TG_SHORT_KEY"},
+		"state_key_env ":  {StateKeyEnv: "TG_UNSET_KEY_FOR_TEST"},
+	} {
+		err := c.Validate(t.TempDir(), false)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -31,6 +31,19 @@ const (
 	MaxNoteBytes = 1024
 	// MaxDeciderBytes bounds the recorded name of who decided.
 	MaxDeciderBytes = 256
+	// MinStateKeyBytes is the shortest key state_key_env may hold.
+	MinStateKeyBytes = 32
+)
+
+// In-band settings: whether an MCP client of the 2026-07-28 revision is
+// asked for approval in-band (an input_required result).
+const (
+	// InBandAuto (the default) asks in-band when the client declared
+	// URL-mode elicitation and approvals.url is set; other clients get the
+	// isError envelope.
+	InBandAuto = "auto"
+	// InBandOff always answers with the isError envelope.
+	InBandOff = "off"
 )
 
 // Modes: what a caller whose call needs approval gets.
@@ -107,8 +120,23 @@ type Config struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// Deciders says who may decide on the dashboard's Approvals page.
 	Deciders DecidersConfig `yaml:"deciders"`
+	// InBand is auto or off, for tools that set none: with auto, a
+	// tools/call from an MCP client of the 2026-07-28 revision that
+	// declared URL-mode elicitation is asked in-band, as a Multi Round-Trip
+	// input_required result whose URL-mode elicitation points at the
+	// Approvals page (needs url); off answers every client with the
+	// isError envelope. Default auto.
+	InBand string `yaml:"in_band"`
+	// StateKeyEnv names the environment variable holding the key (32 bytes
+	// at least) that authenticates the requestState of an in-band ask.
+	// Sidecars behind one balancer must share it, so that a retry reaching
+	// another sidecar is honoured. Default: none (a random key per
+	// process; a retry after a restart, or to another sidecar, is refused
+	// approval_state_invalid and asked anew by calling again).
+	StateKeyEnv string `yaml:"state_key_env"`
 
-	file string // resolved
+	file     string // resolved
+	stateKey []byte // from StateKeyEnv; nil: random per Gate
 }
 
 // ToolRule is one tool's approval settings.
@@ -120,6 +148,8 @@ type ToolRule struct {
 	Mode string `yaml:"mode"`
 	// Uses overrides approvals.uses for this tool. Default 0: the section's.
 	Uses int `yaml:"uses"`
+	// InBand is auto or off. Default: approvals.in_band.
+	InBand string `yaml:"in_band"`
 }
 
 // DecidersConfig is the dashboard's authorisation for decisions. With
@@ -168,6 +198,9 @@ func (c *Config) Validate(dir string, clickhouse bool) error {
 	if err := checkMode("mode", &c.Mode, ModeRetry); err != nil {
 		return err
 	}
+	if err := checkInBand("in_band", &c.InBand, InBandAuto); err != nil {
+		return err
+	}
 	for _, n := range slices.Sorted(maps.Keys(c.Tools)) {
 		r := c.Tools[n]
 		switch r.Require {
@@ -178,6 +211,9 @@ func (c *Config) Validate(dir string, clickhouse bool) error {
 			return section.Errorf("tools."+n+".require", "%q; want always, destructive or policy", r.Require)
 		}
 		if err := checkMode("tools."+n+".mode", &r.Mode, c.Mode); err != nil {
+			return err
+		}
+		if err := checkInBand("tools."+n+".in_band", &r.InBand, c.InBand); err != nil {
 			return err
 		}
 		if r.Uses < 0 {
@@ -229,6 +265,24 @@ func (c *Config) Validate(dir string, clickhouse bool) error {
 			return section.Errorf("deciders.secret_env", "environment variable %s is not set or shorter than %d bytes", c.Deciders.SecretEnv, MinSecretBytes)
 		}
 	}
+	if c.StateKeyEnv != "" {
+		v, ok := os.LookupEnv(c.StateKeyEnv)
+		if !ok || len(v) < MinStateKeyBytes {
+			return section.Errorf("state_key_env", "environment variable %s is not set or shorter than %d bytes", c.StateKeyEnv, MinStateKeyBytes)
+		}
+		c.stateKey = []byte(v)
+	}
+	return nil
+}
+
+func checkInBand(field string, v *string, def string) error {
+	switch *v {
+	case "":
+		*v = def
+	case InBandAuto, InBandOff:
+	default:
+		return section.Errorf(field, "%q; want auto or off", *v)
+	}
 	return nil
 }
 
@@ -250,7 +304,13 @@ func (c *Config) FilePath() string { return c.file }
 func (c *Config) rule(tool string) ToolRule {
 	r, ok := c.Tools[tool]
 	if !ok {
-		r = ToolRule{Require: RequirePolicy, Mode: c.Mode}
+		r = ToolRule{Require: RequirePolicy, Mode: c.Mode, InBand: c.InBand}
+	}
+	if r.InBand == "" {
+		r.InBand = c.InBand
+	}
+	if r.InBand == "" {
+		r.InBand = InBandAuto
 	}
 	if r.Uses == 0 {
 		r.Uses = c.Uses

@@ -10,3 +10,8 @@ var (
 	ErrVerdict   = errors.New("unknown verdict")
 	ErrNoDecider = errors.New("a decision must name who made it")
 )
+
+// ErrTokenInvalid is the error of an in-band approval state (an MCP
+// requestState) that toolgate did not issue, that was altered, or that
+// lapsed.
+var ErrTokenInvalid = errors.New("invalid approval state")

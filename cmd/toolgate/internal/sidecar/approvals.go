@@ -1,6 +1,8 @@
 package sidecar
 
 import (
+	"log/slog"
+
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -17,8 +19,17 @@ var (
 // dashboard), or the local file. It always exists, so a policy that asks
 // approval is never ignored; a configuration that never needs approval
 // opens no file. close releases the store.
-func openApprovals(lc *config.Loaded, ch *clickhouse.Writer) (gate *approval.Gate, close func() error) {
-	return NewGate(lc.Approvals, ch, lc.Events.Sidecar)
+//
+// Sidecars that share a ClickHouse store are usually behind one balancer:
+// without approvals.state_key_env, an MCP client's in-band retry that
+// reaches another sidecar is refused (approval_state_invalid), which the
+// log says once at start.
+func openApprovals(lc *config.Loaded, ch *clickhouse.Writer, log *slog.Logger) (gate *approval.Gate, close func() error) {
+	a := lc.Approvals
+	if a.Store == approval.StoreClickHouse && a.URL != "" && a.StateKeyEnv == "" {
+		log.Warn("approvals: in-band MCP approvals are authenticated with a random key of this process; set approvals.state_key_env when several sidecars share the store, so a retry reaching another sidecar is honoured")
+	}
+	return NewGate(a, ch, lc.Events.Sidecar)
 }
 
 // NewGate builds the approval gate for cfg: over ch's tables when the

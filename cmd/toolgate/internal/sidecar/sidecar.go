@@ -85,7 +85,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
-	gate, closeGate := openApprovals(lc, sc.events.ch)
+	gate, closeGate := openApprovals(lc, sc.events.ch, log)
 	sc.closeApprovals = closeGate
 	if sc.spans, err = openTracing(lc, o.Version, log); err != nil {
 		closeGate()

@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// The in-band approval of an MCP tools/call (2026-07-28 Multi Round-Trip
+// Requests, basic/patterns/mrtr and client/elicitation): a call that needs
+// approval from a client that declared URL-mode elicitation gets an
+// input_required result whose one input request is a URL-mode elicitation
+// pointing at the Approvals page, and whose requestState is toolgate's
+// token (policies/approval: an HMAC-tagged, bounded string binding the
+// approval request, the tool, the argument digest, agent and session).
+// The client's retry echoes the token: verified, it decides the call by
+// that request; approved, the call goes upstream with the token and
+// toolgate's input response stripped, so the server sees the call as the
+// client first made it.
+//
+// A requestState that is not toolgate's belongs to the server's own input
+// round and passes untouched; such a continuation is never asked in-band
+// (the client can echo one requestState only), so it gets the isError
+// envelope when it needs approval.
+const (
+	// approvalInputKey is toolgate's key in inputRequests and
+	// inputResponses.
+	approvalInputKey = "toolgate.approval"
+
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+
+	paramRequestState   = "requestState"
+	paramInputResponses = "inputResponses"
+)
+
+// inBandAsk is the in-band question a pending tools/call is answered with.
+type inBandAsk struct {
+	token string // the requestState
+	url   string // the Approvals page, for the URL-mode elicitation
+	id    string // the approval request
+}
+
+// approveMCP runs the approval step for a tools/call: as approve, with the
+// in-band ask when the client can take it, and the call's own requestState
+// checked when it is toolgate's.
+func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotations map[string]any) *refusal {
+	m := c.mcp
+	state, own := ownState(tc.state)
+	fresh := len(tc.state) == 0 && len(tc.responses) == 0
+	q := policies.ApprovalCall{
+		Tool: tc.name, Arguments: tc.args, Agent: c.ev.Agent, Session: c.ev.Session,
+		TraceID: c.ev.TraceID, Annotations: annotations, Ask: c.ask, Token: state,
+	}
+	if own && m.batch {
+		// The stateless era has no batches, and toolgate never asks in one:
+		// its state in a batch is not its own round.
+		c.ev.Approval = policies.ApprovalInvalid
+		return refuse(bucketing.CodePolicy, bucketing.ReasonApprovalStateInvalid,
+			fmt.Sprintf("Tool '%s' was called in a batch with toolgate's approval state, which is only accepted on a single request; call again without it", tc.name), nil)
+	}
+	if n, ok := c.s.approver.(approvalNeeder); ok && !n.Needs(&q) {
+		// The common case costs a map lookup: no _meta is read.
+		m.strip = own
+		return nil
+	}
+	if m.stateless && !m.batch && msg.isRequest() && (fresh || own) && declaresURLElicitation(tc.meta) && !declined(tc.responses) {
+		q.InBand = true
+	}
+	out := c.s.approver.Approve(r.Context(), &q)
+	c.ev.Approval = out.State
+	ref := approvalRefusal(out)
+	if ref != nil && ref.retryAfterMS != nil {
+		c.ev.RetryAfterMS = *ref.retryAfterMS
+	}
+	switch {
+	case ref != nil && out.Token != "" && out.URL != "":
+		m.ask = &inBandAsk{token: out.Token, url: out.URL, id: out.ID}
+	case ref == nil && own:
+		m.strip = true
+	}
+	return ref
+}
+
+// approvalNeeder is an Approver that tells, at the cost of a map lookup,
+// whether a call needs approval at all (approval.Gate does), so what only
+// the in-band ask needs is read only for calls that need approval.
+type approvalNeeder interface {
+	Needs(q *policies.ApprovalCall) bool
+}
+
+// ownState returns a requestState that claims to be toolgate's (a JSON
+// string with the token prefix) and whether it does.
+func ownState(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil || !strings.HasPrefix(s, tokenPrefix) {
+		return "", false
+	}
+	return s, true
+}
+
+// tokenPrefix is policies/approval.TokenPrefix; proxy does not import the
+// gate, so a test keeps the two equal.
+const tokenPrefix = "toolgate-approval.v1."
+
+// declaresURLElicitation reports whether a stateless-era request's _meta
+// declares URL-mode elicitation (2026-07-28 client/elicitation
+// "Capabilities": an empty elicitation object means form only).
+func declaresURLElicitation(meta json.RawMessage) bool {
+	var mm map[string]json.RawMessage
+	if len(meta) == 0 || json.Unmarshal(meta, &mm) != nil {
+		return false
+	}
+	var caps struct {
+		Elicitation *struct {
+			URL json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	if json.Unmarshal(mm[metaClientCapabilities], &caps) != nil || caps.Elicitation == nil {
+		return false
+	}
+	u := caps.Elicitation.URL
+	return len(u) > 0 && u[0] == '{'
+}
+
+// declined reports whether the client's answer to toolgate's elicitation
+// says the user declined or cancelled it: the call then ends with the
+// isError envelope rather than another round.
+func declined(responses json.RawMessage) bool {
+	var rs map[string]json.RawMessage
+	if len(responses) == 0 || json.Unmarshal(responses, &rs) != nil {
+		return false
+	}
+	var er struct {
+		Action string `json:"action"`
+	}
+	if json.Unmarshal(rs[approvalInputKey], &er) != nil {
+		return false
+	}
+	return er.Action == "decline" || er.Action == "cancel"
+}
+
+// stripOwnState returns a tools/call message without toolgate's
+// requestState and input responses (every params member whose name folds
+// to requestState or inputResponses), so the server sees the call as the
+// client first made it and never toolgate's state.
+func stripOwnState(msg rpcMessage) ([]byte, error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(msg.Params, &p); err != nil {
+		return nil, err
+	}
+	for k := range p {
+		if strings.EqualFold(k, paramRequestState) || strings.EqualFold(k, paramInputResponses) {
+			delete(p, k)
+		}
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	msg.Params = params
+	return json.Marshal(msg)
+}
+
+// mcpAskInBand answers a tools/call that waits for approval with the
+// input_required result: one URL-mode elicitation of the Approvals page,
+// and toolgate's requestState. The call never reaches the server; its
+// event says outcome input_required, approval pending.
+func (c *call) mcpAskInBand(r *http.Request, msg *rpcMessage, ref *refusal) *http.Response {
+	ask := c.mcp.ask
+	text := fmt.Sprintf("Tool '%s' needs a person's approval before it runs (toolgate approval %s). Open the Approvals page to see the request; once a person allowed to decide approves it, continue.", c.ev.Tool, ask.id)
+	type elicit struct {
+		Mode    string `json:"mode"`
+		Message string `json:"message"`
+		URL     string `json:"url"`
+	}
+	type inputRequest struct {
+		Method string `json:"method"`
+		Params elicit `json:"params"`
+	}
+	type result struct {
+		ResultType    string                  `json:"resultType"`
+		InputRequests map[string]inputRequest `json:"inputRequests"`
+		RequestState  string                  `json:"requestState"`
+	}
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  result          `json:"result"`
+	}{"2.0", msg.ID, result{
+		ResultType: "input_required",
+		InputRequests: map[string]inputRequest{approvalInputKey: {Method: "elicitation/create",
+			Params: elicit{Mode: "url", Message: text, URL: ask.url}}},
+		RequestState: ask.token,
+	}})
+	c.ev.Outcome = sink.OutcomeInputRequired
+	c.ev.Refused = true
+	c.ev.Detail = ref.detail
+	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
+	return mcpAnswer(r, http.StatusOK, string(ref.code), body)
+}
