@@ -711,7 +711,7 @@ func TestBundleRolloutIntoClickHouse(t *testing.T) {
 	const want = "dry 1  ['retmax must be at most 50'];enforce 0 policy [];"
 	got := ""
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		rows, err := ch.TryQuery("SELECT policy_version, dry_run_denied, error_code, dry_run_violations FROM rollout.events FINAL ORDER BY time_us")
+		rows, err := ch.TryQuery("SELECT policy_version, dry_run_denied, error_code, dry_run_violations FROM rollout.events FINAL ORDER BY time, time_us")
 		if err != nil {
 			continue // the database is created by the sidecar's first batch
 		}
