@@ -186,7 +186,7 @@ func (r *reloader) stop() {
 func (r *reloader) loop(signals <-chan os.Signal) {
 	tick := time.NewTicker(r.poll)
 	defer tick.Stop()
-	// fsnotify tells at once that something in a watched folder changed;
+	// The folder watcher tells at once that something in a watched folder changed;
 	// the content hashes decide whether it matters. The slow poll is the
 	// safety net for file systems that do not notify (NFS, some volumes).
 	var events <-chan string
