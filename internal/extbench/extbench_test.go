@@ -64,7 +64,7 @@ func TestQuickRun(t *testing.T) {
 		if s.Requests <= 0 || s.RPS <= 0 || s.P50us <= 0 || s.P99us < s.P50us {
 			t.Errorf("%s: implausible sample %+v", k, s)
 		}
-		if k != "direct" && s.ProxyCPUus <= 0 {
+		if k != "direct" && (s.ProxyCPUus <= 0 || s.ProxyCPU1us <= 0) {
 			t.Errorf("%s: no CPU measured for the proxy: %+v", k, s)
 		}
 		if s.UpstreamCPUs <= 0 {

@@ -135,8 +135,11 @@ type sample struct {
 	Requests     int64   `json:"requests"`
 	ProxyCPUus   float64 `json:"proxy_cpu_us"`    // per request, the middle process(es)
 	UpstreamCPUs float64 `json:"upstream_cpu_us"` // per request
-	P50us        float64 `json:"p50_us"`          // one connection
-	P99us        float64 `json:"p99_us"`          // one connection
+	// ProxyCPU1us is the middle process(es)' CPU per request at one
+	// connection, where each call wakes its threads on its own.
+	ProxyCPU1us float64 `json:"proxy_cpu1_us"`
+	P50us       float64 `json:"p50_us"` // one connection
+	P99us       float64 `json:"p99_us"` // one connection
 }
 
 // result is the whole run.
@@ -252,9 +255,13 @@ func measure(ctx context.Context, o options, dir string, p path, up *proc) (samp
 		s.ProxyCPUus = float64(pcpu1-pcpu0) / float64(time.Microsecond) / float64(w.requests)
 		s.UpstreamCPUs = float64(ucpu1-ucpu0) / float64(time.Microsecond) / float64(w.requests)
 	}
+	pcpu0 = p.cpu()
 	l, err := runWrk(ctx, dir, p, 1, 1, o.latDuration)
 	if err != nil {
 		return s, err
+	}
+	if pcpu1 = p.cpu(); l.requests > 0 {
+		s.ProxyCPU1us = float64(pcpu1-pcpu0) / float64(time.Microsecond) / float64(l.requests)
 	}
 	s.P50us, s.P99us = l.p50, l.p99
 	return s, nil

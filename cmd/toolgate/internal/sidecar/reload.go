@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
@@ -45,10 +44,12 @@ import (
 // debounces a burst (an editor's write-rename, a checkout, signals) into
 // one reload; reloads never overlap.
 //
-// Files are watched through fsnotify on their folders, and decided by
-// digests of their content, by path: an in-place write, an editor's
-// write-then-rename and a Kubernetes ConfigMap's symlink swap all count,
-// and nothing else in their folders does. The files are also read every
+// Files are watched on their folders (inotify on Linux, without its
+// per-write events: see watchMask; fsnotify elsewhere), and decided by
+// digests of their content, by path: an in-place write (once its writer
+// closes the file), an editor's write-then-rename and a Kubernetes
+// ConfigMap's symlink swap all count, and nothing else in their folders
+// does. The files are also read every
 // reloadPoll, for file systems that do not notify; the settle check reads
 // them itself, so it holds there too.
 
@@ -185,17 +186,17 @@ func (r *reloader) stop() {
 func (r *reloader) loop(signals <-chan os.Signal) {
 	tick := time.NewTicker(r.poll)
 	defer tick.Stop()
-	// fsnotify tells at once that something in a watched folder changed;
+	// The folder watcher tells at once that something in a watched folder changed;
 	// the content hashes decide whether it matters. The slow poll is the
 	// safety net for file systems that do not notify (NFS, some volumes).
-	var events <-chan fsnotify.Event
+	var events <-chan string
 	var werrs <-chan error
-	w, err := fsnotify.NewWatcher()
+	w, err := newFolderWatcher()
 	if err != nil {
 		r.log.Warn("file notifications unavailable; polling only", "err", err, "every", r.poll)
 	} else {
 		defer w.Close()
-		events, werrs = w.Events, w.Errors
+		events, werrs = w.Events(), w.Errors()
 	}
 	watched := map[string]bool{}
 	sync := func() {
@@ -231,8 +232,8 @@ func (r *reloader) loop(signals <-chan os.Signal) {
 			return
 		case <-signals:
 			ask("signal")
-		case ev := <-events:
-			if r.isOwn(ev.Name) {
+		case name := <-events:
+			if r.isOwn(name) {
 				continue
 			}
 			if r.changed() {
