@@ -319,7 +319,7 @@ func benchSpool(b *testing.B, addr, db string) sink.Writer {
 
 // benchSpoolWith is benchSpool with the spool configured by scfg (its Dir
 // is set here).
-func benchSpoolWith(b *testing.B, addr, db string, scfg sink.SpoolConfig) sink.Writer {
+func benchSpoolWith(b testing.TB, addr, db string, scfg sink.SpoolConfig) sink.Writer {
 	b.Helper()
 	cfg := clickhouse.Config{Addr: []string{addr}, Database: db}
 	if err := cfg.Validate(); err != nil {
