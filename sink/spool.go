@@ -70,19 +70,6 @@ type SpoolConfig struct {
 	// below RetryMin. Default DefaultSpoolRetryMax (30s), or RetryMin when
 	// that is larger.
 	RetryMax time.Duration `yaml:"retry_max"`
-	// Mapped makes the open segment a file preallocated to SegmentBytes
-	// and mapped into memory, appended to by copying into the mapping (no
-	// system call per append), rather than a file appended to with
-	// write(2). Either way an appended event is in the page cache and
-	// survives the process. The cost moves to the fsyncs: each writes back
-	// the pages copied into and write-protects them, which takes a TLB
-	// shootdown per page, and the next copy into a page faults again. On
-	// the 2-vCPU build machine that made a lone call's event cost 2 to 4
-	// µs more CPU than write(2) (docs/performance.md, "The spool's
-	// appends"); it may pay where system calls cost more than TLB
-	// shootdowns. Where the file system cannot preallocate and map files,
-	// segments are appended to with write(2) anyway. Default false.
-	Mapped bool `yaml:"mapped"`
 }
 
 // Validate applies the defaults to zero fields and rejects a missing Dir,
@@ -334,8 +321,7 @@ type segment struct {
 	created  time.Time // when the open segment got its first record
 }
 
-// spoolOptions holds what tests change: the clock, the largest event and
-// the kind of open segment (OpenSpool sets noMap from SpoolConfig.Mapped).
+// spoolOptions holds what tests change: the clock and the largest event.
 type spoolOptions struct {
 	now           func() time.Time
 	maxEventBytes int
@@ -355,7 +341,7 @@ var _ Writer = (*Spool)(nil)
 // the directory is used by another Spool (ErrSpoolInUse) or cannot be
 // read or repaired.
 func OpenSpool(cfg SpoolConfig, dst Writer, log *slog.Logger) (*Spool, error) {
-	return openSpool(cfg, dst, log, spoolOptions{now: time.Now, maxEventBytes: maxEventBytes, noMap: !cfg.Mapped})
+	return openSpool(cfg, dst, log, spoolOptions{now: time.Now, maxEventBytes: maxEventBytes})
 }
 
 func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions) (*Spool, error) {
