@@ -156,8 +156,8 @@ func TestAppendEventTimeOutOfRange(t *testing.T) {
 			t.Errorf("%v: appendEvent = %q, %v; want an error and the buffer as given", tm, got, err)
 		}
 		enc := newEventEncoder()
-		if err := enc.encode(&ev); err == nil || enc.buf.Len() != 0 {
-			t.Errorf("%v: encode wrote %q, err %v; want nothing and an error", tm, enc.buf.Bytes(), err)
+		if err := enc.encode(&ev); err == nil || len(enc.buf) != 0 {
+			t.Errorf("%v: encode wrote %q, err %v; want nothing and an error", tm, enc.buf, err)
 		}
 	}
 }

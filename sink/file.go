@@ -181,7 +181,7 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 			return fmt.Errorf("sink: encode event %d of %d: %w", i+1, len(events), err)
 		}
 	}
-	if fl.f != nil && fl.size > 0 && fl.size+int64(fl.enc.buf.Len()) > fl.cfg.MaxBytes {
+	if fl.f != nil && fl.size > 0 && fl.size+int64(len(fl.enc.buf)) > fl.cfg.MaxBytes {
 		if err := fl.rotate(); err != nil {
 			return err
 		}
@@ -191,7 +191,7 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 			return err
 		}
 	}
-	n, err := fl.f.Write(fl.enc.buf.Bytes())
+	n, err := fl.f.Write(fl.enc.buf)
 	if err != nil {
 		fl.rollback(n)
 		return fmt.Errorf("sink: write %s: %w", fl.cfg.Path, err)
@@ -218,7 +218,7 @@ func (fl *File) rollback(n int) {
 // fields at their zero value out (omitZero), which reads back into the
 // same Event and keeps its pages few.
 type eventEncoder struct {
-	buf      bytes.Buffer
+	buf      []byte
 	omitZero bool
 }
 
@@ -229,22 +229,22 @@ func newEventEncoder() *eventEncoder {
 // encode appends ev and its line break to the buffer. When ev cannot be
 // encoded nothing is appended.
 func (e *eventEncoder) encode(ev *Event) error {
-	b, err := appendEvent(e.buf.AvailableBuffer(), ev, e.omitZero)
+	b, err := appendEvent(e.buf, ev, e.omitZero)
 	if err != nil {
 		return fmt.Errorf("time: %w", err)
 	}
-	e.buf.Write(b)
+	e.buf = b
 	return nil
 }
 
 // reset empties the buffer, and lets it go when it grew beyond
 // maxKeptBuffer.
 func (e *eventEncoder) reset() {
-	if e.buf.Cap() > maxKeptBuffer {
-		e.buf = bytes.Buffer{}
+	if cap(e.buf) > maxKeptBuffer {
+		e.buf = nil
 		return
 	}
-	e.buf.Reset()
+	e.buf = e.buf[:0]
 }
 
 // backup returns the name of rotated file number i.

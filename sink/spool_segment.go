@@ -205,17 +205,15 @@ func allZero(b []byte) bool {
 }
 
 // beginRecord appends a record header to buf, to be filled by endRecord,
-// and returns its offset.
-func beginRecord(buf *bytes.Buffer) int {
-	off := buf.Len()
+// and returns buf and the header's offset.
+func beginRecord(buf []byte) ([]byte, int) {
 	var hdr [recordHeaderSize]byte
-	buf.Write(hdr[:])
-	return off
+	return append(buf, hdr[:]...), len(buf)
 }
 
 // endRecord fills the header at off for the payload written after it.
-func endRecord(buf *bytes.Buffer, off int) {
-	b := buf.Bytes()[off:]
+func endRecord(buf []byte, off int) {
+	b := buf[off:]
 	payload := b[recordHeaderSize:]
 	binary.LittleEndian.PutUint32(b[0:4], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(payload, crc32c))

@@ -58,14 +58,15 @@ func recordSize(t testing.TB, events []Event) int64 {
 func frameRecord(t testing.TB, events []Event) []byte {
 	t.Helper()
 	enc := newRecordEncoder()
-	off := beginRecord(&enc.buf)
+	var off int
+	enc.buf, off = beginRecord(enc.buf)
 	for i := range events {
 		if err := enc.encode(&events[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	endRecord(&enc.buf, off)
-	return bytes.Clone(enc.buf.Bytes())
+	endRecord(enc.buf, off)
+	return bytes.Clone(enc.buf)
 }
 
 // testDest is a destination for spool tests: it keeps what it is given in
@@ -648,7 +649,7 @@ func TestSpoolRecordReadsAsFile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		file.Write(enc.buf.Bytes())
+		file.Write(enc.buf)
 		if !bytes.Equal(file.Bytes(), golden) {
 			t.Errorf("the record's events written as File writes them\n%s\nwant\n%s", file.Bytes(), golden)
 		}
@@ -679,7 +680,7 @@ func TestSpoolFrame(t *testing.T) {
 			if err := s.frame(enc, spoolBatch(0, tt.events)); err != nil {
 				t.Fatal(err)
 			}
-			data := enc.buf.Bytes()
+			data := enc.buf
 			sc := scanSegment(data)
 			if len(sc.good) != tt.wantRecords || sc.bad != 0 || sc.torn || sc.end != len(data) {
 				t.Fatalf("scanSegment = %d good, %d bad, torn %t; want %d good records and nothing else",
@@ -805,10 +806,11 @@ func TestSpoolRecovery(t *testing.T) {
 					t.Fatal(err)
 				}
 				enc := newRecordEncoder()
-				off := beginRecord(&enc.buf)
-				enc.buf.WriteString("[1,2,3]\n")
-				endRecord(&enc.buf, off)
-				writeTestFile(t, path, slices.Concat(enc.buf.Bytes(), data[recLen:]))
+				var off int
+				enc.buf, off = beginRecord(enc.buf)
+				enc.buf = append(enc.buf, "[1,2,3]\n"...)
+				endRecord(enc.buf, off)
+				writeTestFile(t, path, slices.Concat(enc.buf, data[recLen:]))
 			}},
 		{name: "leftovers", lastExt: openExt, want: all,
 			damage: func(t *testing.T, dir string) {
@@ -1306,10 +1308,11 @@ func FuzzSpoolRecover(f *testing.F) {
 	valid := frameRecord(f, spoolBatch(0, 2))
 	notEvents := func() []byte {
 		enc := newRecordEncoder()
-		off := beginRecord(&enc.buf)
-		enc.buf.WriteString("{\"event_id\":7}\n")
-		endRecord(&enc.buf, off)
-		return bytes.Clone(enc.buf.Bytes())
+		var off int
+		enc.buf, off = beginRecord(enc.buf)
+		enc.buf = append(enc.buf, "{\"event_id\":7}\n"...)
+		endRecord(enc.buf, off)
+		return bytes.Clone(enc.buf)
 	}()
 	f.Add([]byte{})
 	f.Add(valid)

@@ -45,7 +45,7 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	if err := s.frame(enc, events); err != nil {
 		return err
 	}
-	data := enc.buf.Bytes()
+	data := enc.buf
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {
@@ -230,26 +230,25 @@ const maxEventBytes = maxRecordBytes - recordSplitBytes
 // frame encodes events into enc's buffer as records: a record ends after
 // the event that takes its payload to recordSplitBytes.
 func (s *Spool) frame(enc *eventEncoder, events []Event) error {
-	buf := &enc.buf
 	rec := -1
 	for i := range events {
 		if rec < 0 {
-			rec = beginRecord(buf)
+			enc.buf, rec = beginRecord(enc.buf)
 		}
-		before := buf.Len()
+		before := len(enc.buf)
 		if err := enc.encode(&events[i]); err != nil {
 			return fmt.Errorf("sink: spool: encode event %d of %d: %w", i+1, len(events), err)
 		}
-		if size := buf.Len() - before; size > s.opts.maxEventBytes {
+		if size := len(enc.buf) - before; size > s.opts.maxEventBytes {
 			return fmt.Errorf("sink: spool: event %d of %d encodes to %d bytes, more than %d", i+1, len(events), size, s.opts.maxEventBytes)
 		}
-		if buf.Len()-rec-recordHeaderSize >= recordSplitBytes {
-			endRecord(buf, rec)
+		if len(enc.buf)-rec-recordHeaderSize >= recordSplitBytes {
+			endRecord(enc.buf, rec)
 			rec = -1
 		}
 	}
 	if rec >= 0 {
-		endRecord(buf, rec)
+		endRecord(enc.buf, rec)
 	}
 	return nil
 }
