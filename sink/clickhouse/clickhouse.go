@@ -256,9 +256,7 @@ func (c *Writer) Migrate(ctx context.Context) error {
 		return fmt.Errorf("clickhouse: %w", err)
 	}
 	if c.layout.On() {
-		ctx = chgo.Context(ctx, chgo.WithSettings(chgo.Settings{
-			"distributed_ddl_task_timeout": int(c.cfg.DDLTimeout / time.Second),
-		}))
+		ctx = c.ddlSettings(ctx, v.Revision)
 	}
 	db := quoteIdent(c.cfg.Database)
 	if err := c.ensureMigrationsTable(ctx); err != nil {
@@ -283,7 +281,7 @@ func (c *Writer) Migrate(ctx context.Context) error {
 			continue
 		}
 		for _, stmt := range m.Statements {
-			if err := c.conn.Exec(ctx, stmt); err != nil && !columnExists(stmt, err) {
+			if err := c.ddl(ctx, stmt); err != nil && !columnExists(stmt, err) {
 				return fmt.Errorf("clickhouse: migration %d (%s): %w", m.Version, m.Name, err)
 			}
 		}
@@ -318,13 +316,54 @@ func (c *Writer) ensureMigrationsTable(ctx context.Context) error {
 			return nil
 		}
 	}
-	if err := c.conn.Exec(ctx, c.layout.createDatabase(c.cfg.Database)); err != nil {
+	if err := c.ddl(ctx, c.layout.createDatabase(c.cfg.Database)); err != nil {
 		return fmt.Errorf("clickhouse: create database: %w", err)
 	}
-	if err := c.conn.Exec(ctx, c.layout.migrationsTable(c.cfg.Database)); err != nil {
+	if err := c.ddl(ctx, c.layout.migrationsTable(c.cfg.Database)); err != nil {
 		return fmt.Errorf("clickhouse: migrations table: %w", err)
 	}
 	return nil
+}
+
+// settingsAsStringsRevision is the last protocol revision whose servers
+// read query settings in binary, each by its own type; later ones read
+// them as strings.
+const settingsAsStringsRevision = 54429
+
+// ddlSettings returns ctx with the settings of an ON CLUSTER statement for
+// a server of protocol revision rev: it waits up to DDLTimeout for every
+// host. distributed_ddl_task_timeout is a signed setting, which servers
+// up to settingsAsStringsRevision (ClickHouse 18.16 among them) read as a
+// zigzag varint, while the driver writes every integer setting to them
+// unsigned: such a server read 60 as 30 and any odd number as negative,
+// which it takes for "wait forever". So for them the value is written as
+// its zigzag encoding (twice the seconds).
+func (c *Writer) ddlSettings(ctx context.Context, rev uint64) context.Context {
+	secs := int(c.cfg.DDLTimeout / time.Second)
+	if rev <= settingsAsStringsRevision {
+		secs *= 2
+	}
+	return chgo.Context(ctx, chgo.WithSettings(chgo.Settings{"distributed_ddl_task_timeout": secs}))
+}
+
+// ddlGrace is how much longer than the server (DDLTimeout) the client
+// waits for an ON CLUSTER statement.
+const ddlGrace = 15 * time.Second
+
+// ddl runs one DDL statement. On a cluster the server waits up to
+// DDLTimeout for every host to run it, sending nothing meanwhile; so the
+// client waits ddlGrace longer than that, not the connection's read
+// timeout (WriteTimeout, shorter by default), and a slow cluster ends in
+// the server's own timeout error, which names the hosts that have not
+// finished, rather than a cut connection. A deadline ctx already has that
+// comes sooner still holds.
+func (c *Writer) ddl(ctx context.Context, stmt string) error {
+	if c.layout.On() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.DDLTimeout+ddlGrace)
+		defer cancel()
+	}
+	return c.conn.Exec(ctx, stmt)
 }
 
 // columnExists reports whether err says an ADD COLUMN statement's column
@@ -349,9 +388,11 @@ func (c *Writer) DropPartitionsBefore(ctx context.Context, day time.Time) (int, 
 	if c.layout.On() {
 		parts = fmt.Sprintf("cluster(%s, system, parts)", quoteIdent(c.cfg.Cluster))
 		on, suffix = " ON CLUSTER "+c.cfg.Cluster, LocalSuffix
-		ctx = chgo.Context(ctx, chgo.WithSettings(chgo.Settings{
-			"distributed_ddl_task_timeout": int(c.cfg.DDLTimeout / time.Second),
-		}))
+		v, err := c.conn.ServerVersion()
+		if err != nil {
+			return 0, fmt.Errorf("clickhouse: %w", err)
+		}
+		ctx = c.ddlSettings(ctx, v.Revision)
 	}
 	tables := make([]string, len(partitionedTables))
 	for i, t := range partitionedTables {
@@ -377,7 +418,7 @@ func (c *Writer) DropPartitionsBefore(ctx context.Context, day time.Time) (int, 
 	rows.Close()
 	for i, p := range old {
 		q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION %s", quoteIdent(c.cfg.Database), quoteIdent(p.table), on, p.id)
-		if err := c.conn.Exec(ctx, q); err != nil {
+		if err := c.ddl(ctx, q); err != nil {
 			return i, fmt.Errorf("clickhouse: drop partition %s of %s: %w", p.id, p.table, err)
 		}
 		c.log.Info("clickhouse partition dropped by retention", "table", p.table, "partition", p.id)

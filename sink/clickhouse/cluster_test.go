@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	chgo "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -447,6 +449,7 @@ func TestClusterFaultShardAway(t *testing.T) {
 		t.Errorf("with shard 2 away, status = %+v; want pending events and a visible ship error", st)
 	}
 	t.Logf("with shard 2 away: %d events pending, last error: %s", st.PendingEvents, st.LastShipError)
+	ddlWaitsForServer(t, c)
 	c.Servers[1].Restart(t)
 	p.write(t, "after", 300)
 	p.drained(t, 60*time.Second)
@@ -454,6 +457,41 @@ func TestClusterFaultShardAway(t *testing.T) {
 	if p.ch.Rejected() != 0 {
 		t.Errorf("rejected = %d; a shard away must not drop rows as bad", p.ch.Rejected())
 	}
+}
+
+// ddlWaitsForServer migrates a new database while shard 2 is away, with a
+// read timeout (WriteTimeout) shorter than the DDL timeout: the sidecar
+// waits for the server's own answer, which says the statement is still
+// pending on a host, instead of cutting the connection at the read
+// timeout, and the server waited the DDL timeout configured (an odd
+// number of seconds, which 18.16 once read as "forever").
+func ddlWaitsForServer(t *testing.T, c *chtest.Cluster) {
+	t.Helper()
+	cfg := shardsConfig(c, "ddlwait")
+	cfg.Addr = []string{c.Servers[0].Addr()}
+	cfg.WriteTimeout, cfg.DDLTimeout = time.Second, 3*time.Second // odd: see ddlSettings
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	cfg.Migrate = &off // Migrate is called below, where its error shows
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	start := time.Now()
+	err = ch.Migrate(context.Background())
+	if err == nil {
+		t.Fatal("Migrate created a new database ON CLUSTER with shard 2 away; want the server's DDL timeout")
+	}
+	took := time.Since(start)
+	var ex *chgo.Exception
+	want := fmt.Sprintf("distributed_ddl_task_timeout (=%d)", int(cfg.DDLTimeout/time.Second))
+	if !errors.As(err, &ex) || ex.Code != 159 || !strings.Contains(ex.Message, want) {
+		t.Fatalf("after %v: Migrate error = %v; want the server's TIMEOUT_EXCEEDED (159) saying %q", took, err, want)
+	}
+	t.Logf("Migrate with shard 2 away ended after %v: %v", took, err)
 }
 
 // TestClusterAcknowledgementLost loses the acknowledgement of one insert
