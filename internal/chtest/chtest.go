@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,21 +312,75 @@ func (s *Server) logHas(start int64) bool {
 	return err == nil && strings.Contains(string(b), s.readyLog)
 }
 
-// errorTail returns the last lines of the server's error log, or says it is empty.
+// errorTail returns the last messages of the server's error log (their
+// stack traces left out: 18.16 prints a dozen frames per error, which
+// would push the first, telling error out of any tail), then the last
+// lines of its distributed DDL worker (the tasks it took up last, and
+// anything it said above debug level), or says the logs are empty.
 func (s *Server) errorTail() string {
-	for _, name := range []string{"error.log", "stdout.log"} {
-		path := filepath.Join(s.dir, "log", name)
-		b, err := os.ReadFile(path)
-		if err != nil || len(bytesTrim(b)) == 0 {
+	var b strings.Builder
+	if lines := logMessages(filepath.Join(s.dir, "log", "error.log"), nil, 20); len(lines) > 0 {
+		fmt.Fprintf(&b, "last errors in %s:\n%s", filepath.Join(s.dir, "log", "error.log"), strings.Join(lines, "\n"))
+	} else if raw := fileLines(filepath.Join(s.dir, "log", "stdout.log"), 20); len(raw) > 0 {
+		fmt.Fprintf(&b, "tail of %s:\n%s", filepath.Join(s.dir, "log", "stdout.log"), strings.Join(raw, "\n"))
+	}
+	ddl := logMessages(filepath.Join(s.dir, "log", "server.log"), func(l string) bool {
+		return strings.Contains(l, "DDLWorker") && (!strings.Contains(l, "<Debug>") || strings.Contains(l, "Processing task query-")) ||
+			strings.Contains(l, "Terminating") || strings.Contains(l, "Recovering ZooKeeper session") ||
+			strings.Contains(l, "to apply ALTER") || strings.Contains(l, "Alter is not finished")
+	}, 15)
+	if len(ddl) > 0 {
+		fmt.Fprintf(&b, "\nits distributed DDL worker's last notable lines:\n%s", strings.Join(ddl, "\n"))
+	}
+	if b.Len() == 0 {
+		return "the server's logs in " + filepath.Join(s.dir, "log") + " are empty"
+	}
+	return b.String()
+}
+
+// logMessageRE matches the first line of a ClickHouse log message.
+var logMessageRE = regexp.MustCompile(`^\d{4}\.\d{2}\.\d{2} \d{2}:\d{2}:\d{2}`)
+
+// logMessages returns the last n messages of a ClickHouse log that keep
+// accepts (all when keep is nil), each its first line cut to 400 bytes.
+func logMessages(path string, keep func(string) bool, n int) []string {
+	var out []string
+	for _, l := range fileLines(path, -1) {
+		if !logMessageRE.MatchString(l) || keep != nil && !keep(l) {
 			continue
 		}
-		lines := strings.Split(bytesTrim(b), "\n")
-		if len(lines) > 20 {
-			lines = lines[len(lines)-20:]
+		if len(l) > 400 {
+			l = l[:400] + "…"
 		}
-		return "tail of " + path + ":\n" + strings.Join(lines, "\n")
+		out = append(out, l)
 	}
-	return "the server's logs in " + filepath.Join(s.dir, "log") + " are empty"
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
+// fileLines returns the last n lines of a file (all when n < 0), nothing
+// when it is missing or empty. It reads at most the file's last 16 MiB.
+func fileLines(path string, n int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	const most = 16 << 20
+	if fi, err := f.Stat(); err == nil && fi.Size() > most {
+		_, _ = f.Seek(fi.Size()-most, io.SeekStart)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, most))
+	if err != nil || len(bytesTrim(b)) == 0 {
+		return nil
+	}
+	lines := strings.Split(bytesTrim(b), "\n")
+	if n >= 0 && len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
 }
 
 // Query runs sql through the HTTP interface and returns the rows of its
@@ -430,17 +485,23 @@ func Main(m *testing.M) int {
 		}
 		shared.srv.Kill()
 	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-	}
 	if shared.cluster != nil {
 		if code != 0 {
 			fmt.Fprintf(os.Stderr, "chtest: shared cluster: %s\n", shared.cluster.errorTail())
 		}
 		shared.cluster.kill()
 	}
-	if shared.clusterDir != "" {
-		_ = os.RemoveAll(shared.clusterDir)
+	// A failed run keeps the servers' folders (their full logs), and so
+	// does any run with CHTEST_KEEP set.
+	for _, dir := range []string{shared.dir, shared.clusterDir} {
+		if dir == "" {
+			continue
+		}
+		if code == 0 && os.Getenv("CHTEST_KEEP") == "" {
+			_ = os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "chtest: kept %s\n", dir)
+		}
 	}
 	return code
 }
