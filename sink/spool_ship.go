@@ -131,10 +131,14 @@ func (s *Spool) ship(seg *segment) error {
 	// The copy is only appended to while the segment is open, and only
 	// the shipper releases the segment in flight.
 	s.mu.Lock()
-	mem, memOK := seg.mem, seg.memOK
+	mem, memOK, n := seg.mem, seg.memOK, int(seg.events)
 	s.mu.Unlock()
 	if memOK {
-		s.shipBuf = s.shipBuf[:0]
+		// Grown once to the segment's size: growing it by appends copied
+		// a segment's 536-byte Events about twice over (0.31 s of 4.67 s
+		// of CPU in a profile of BenchmarkEventCost, whose one segment
+		// held 22,000 events).
+		s.shipBuf = slices.Grow(s.shipBuf[:0], n)
 		for _, c := range mem {
 			s.shipBuf = append(s.shipBuf, c...)
 		}
