@@ -278,8 +278,9 @@ type Spool struct {
 	lastSync    time.Time // when the last successful Sync began
 
 	shippedEvents   uint64
-	readBack        uint64  // segments shipped from their file, not from a copy
-	shipBuf         []Event // the shipper's: a copied segment's events, in one slice
+	readBack        uint64    // segments shipped from their file, not from a copy
+	shipBuf         []Event   // the shipper's: a copied segment's events, in one slice
+	freeChunks      [][]Event // emptied chunks for segments' copies (mu)
 	shippedSegments uint64
 	lastSuccess     time.Time
 	shipErrors      uint64

@@ -164,7 +164,7 @@ func (s *Spool) keep(o *segment, events []Event, n int64) {
 		e.ViolationPaths = slices.Clone(e.ViolationPaths)
 		e.DryRunViolations = slices.Clone(e.DryRunViolations)
 		if k := len(o.mem); k == 0 || len(o.mem[k-1]) == memChunk {
-			o.mem = append(o.mem, (*chunks.Get().(*[]Event))[:0])
+			o.mem = append(o.mem, s.chunk())
 		}
 		last := &o.mem[len(o.mem)-1]
 		*last = append(*last, e)
@@ -178,8 +178,9 @@ func (s *Spool) keep(o *segment, events []Event, n int64) {
 func (s *Spool) release(seg *segment) {
 	for _, c := range seg.mem {
 		clear(c)
-		c = c[:0]
-		chunks.Put(&c)
+		if len(s.freeChunks) < maxFreeChunks {
+			s.freeChunks = append(s.freeChunks, c[:0])
+		}
 	}
 	s.memBytes -= seg.memBytes
 	seg.mem, seg.memOK, seg.memBytes = nil, false, 0
@@ -189,11 +190,21 @@ func (s *Spool) release(seg *segment) {
 // copy grows by chunks, so that it never copies itself to grow.
 const memChunk = 256
 
-// chunks holds chunks for segments' copies of their events.
-var chunks = sync.Pool{New: func() any {
-	c := make([]Event, 0, memChunk)
-	return &c
-}}
+// maxFreeChunks is how many emptied chunks a spool keeps for the next
+// segments' copies (4.4 MB of them): a segment of lone calls' events
+// takes a few, and the sync.Pool they were kept in lost them at garbage
+// collections, so that they came back as fresh memory to fault in.
+const maxFreeChunks = 32
+
+// chunk returns an empty chunk for a segment's copy. The caller holds mu.
+func (s *Spool) chunk() []Event {
+	if n := len(s.freeChunks); n > 0 {
+		c := s.freeChunks[n-1]
+		s.freeChunks = s.freeChunks[:n-1]
+		return c
+	}
+	return make([]Event, 0, memChunk)
+}
 
 // encoders holds event encoders for WriteEvents, which encodes outside
 // the spool's lock.
