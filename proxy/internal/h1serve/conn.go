@@ -346,7 +346,7 @@ type connReader struct {
 
 const maxInt64 = 1<<63 - 1
 
-func (cr *connReader) setReadLimit(n int64) { cr.remain = n }
+func (cr *connReader) setReadLimit(n int64)  { cr.remain = n }
 func (cr *connReader) setInfiniteReadLimit() { cr.remain = maxInt64 }
 func (cr *connReader) hitReadLimit() bool    { return cr.remain <= 0 }
 

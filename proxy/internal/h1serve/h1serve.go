@@ -74,9 +74,9 @@ type Server struct {
 	shutting  atomic.Bool
 	served    atomic.Int64 // requests the loop served
 	handedOff atomic.Int64 // connections handed to net/http
-	mu       sync.Mutex
-	lns      map[*net.Listener]struct{}
-	conns    map[*conn]struct{}
+	mu        sync.Mutex
+	lns       map[*net.Listener]struct{}
+	conns     map[*conn]struct{}
 }
 
 func (s *Server) init() {
