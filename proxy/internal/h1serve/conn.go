@@ -435,14 +435,14 @@ func (cr *connReader) note(p []byte) {
 }
 
 // startBackgroundRead starts the one-byte read that notices the caller
-// going away (or keeps the first byte of a pipelined request).
+// going away (or keeps the first byte of a pipelined request). It runs
+// only when the request's body has been read, so nothing else reads the
+// connection; should something be reading, it does nothing (it is
+// called from a timer, where a panic would end the process).
 func (cr *connReader) startBackgroundRead() {
 	cr.lock()
 	defer cr.mu.Unlock()
-	if cr.inRead {
-		panic("invalid concurrent Body.Read call")
-	}
-	if cr.hasByte {
+	if cr.inRead || cr.hasByte {
 		return
 	}
 	cr.inRead = true

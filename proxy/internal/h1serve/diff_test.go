@@ -188,7 +188,9 @@ func diffHandler() http.Handler {
 	})
 	mux.HandleFunc("/fullduplex", func(w http.ResponseWriter, r *http.Request) {
 		err := http.NewResponseController(w).EnableFullDuplex()
-		fmt.Fprintf(w, "fd=%v", err)
+		w.Write([]byte("first "))
+		b, rerr := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "fd=%v body=%q err=%v", err, b, rerr)
 	})
 	mux.HandleFunc("/writestring", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strings.Repeat("s", 2100))

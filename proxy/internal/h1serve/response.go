@@ -236,6 +236,16 @@ func (w *response) finishRequest() {
 	w.cw.close()
 	w.conn.bw.Flush()
 	w.conn.cr.abortPendingRead()
+	if b, ok := w.reqBody.(*body); ok && w.fullDuplex {
+		// A full-duplex handler may leave its body unread; net/http then
+		// reads its end while starting its read in the background, and
+		// what follows races. The loop closes such a connection.
+		b.mu.Lock()
+		if !b.sawEOF {
+			w.closeAfterReply = true
+		}
+		b.mu.Unlock()
+	}
 	// Close the body (bounded) so the connection's reader can be reused.
 	w.reqBody.Close()
 	if w.req.MultipartForm != nil {
