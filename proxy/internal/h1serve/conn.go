@@ -545,6 +545,11 @@ type body struct {
 	sawEOF     bool
 	closed     bool
 	earlyClose bool
+	// failed: a read failed (broken framing, a bad trailer, a timeout):
+	// where the next request starts is unknown, so the connection is not
+	// reused. net/http's body closes itself on a bad trailer, which this
+	// stands for.
+	failed bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -562,6 +567,11 @@ func (b *body) readLocked(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	b.read += int64(n)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		// (An unexpected EOF is the caller's stream ending: nothing
+		// follows it to misread.)
+		b.failed = true
+	}
 	if err == io.EOF {
 		b.sawEOF = true
 		b.c.bodyEnded()

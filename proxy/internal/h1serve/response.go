@@ -263,6 +263,17 @@ func (w *response) shouldReuseConnection() bool {
 	if w.conn.werr != nil {
 		return false
 	}
+	if b, ok := w.reqBody.(*body); ok {
+		// Unlike net/http, never when the body's framing failed, even if
+		// the handler replaced r.Body (net/http then reads on from where
+		// a bad trailer left off).
+		b.mu.Lock()
+		failed := b.failed
+		b.mu.Unlock()
+		if failed {
+			return false
+		}
+	}
 	return !w.closedRequestBodyEarly()
 }
 
@@ -502,7 +513,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 		case *body:
 			bdy.mu.Lock()
 			switch {
-			case bdy.closed:
+			case bdy.closed || bdy.failed:
 				if !bdy.sawEOF {
 					w.closeAfterReply = true
 				}
