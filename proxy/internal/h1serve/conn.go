@@ -35,6 +35,7 @@ type conn struct {
 	br         *bufio.Reader
 	bw         *bufio.Writer
 	werr       error
+	resBuf     *bufio.Writer // the response's buffer before chunking
 	cancelCtx  context.CancelFunc
 	lastMethod string
 	state      atomic.Uint64 // http.ConnState<<32 | unix seconds
@@ -252,7 +253,13 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	}
 	c.rwc.SetReadDeadline(time.Time{})
 	w.cw.res = w
-	w.w = bufio.NewWriterSize(&w.cw, bufferBeforeChunkingSize)
+	// One response at a time per connection: its buffer is reused.
+	if c.resBuf == nil {
+		c.resBuf = bufio.NewWriterSize(&w.cw, bufferBeforeChunkingSize)
+	} else {
+		c.resBuf.Reset(&w.cw)
+	}
+	w.w = c.resBuf
 	return w, false, nil
 }
 
@@ -370,7 +377,10 @@ func (cr *connReader) stopRecording() {
 // recordedHost returns the Host header of the request just recorded, and
 // false when there is not exactly one.
 func (cr *connReader) recordedHost() (string, bool) {
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(cr.rec)))
+	br := hostReaders.Get().(*bufio.Reader)
+	defer hostReaders.Put(br)
+	br.Reset(bytes.NewReader(cr.rec))
+	tp := textproto.NewReader(br)
 	if _, err := tp.ReadLine(); err != nil {
 		return "", false
 	}
@@ -380,6 +390,9 @@ func (cr *connReader) recordedHost() (string, bool) {
 	}
 	return h["Host"][0], true
 }
+
+// hostReaders holds the readers recordedHost parses with.
+var hostReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
 
 func (cr *connReader) lock() {
 	cr.mu.Lock()
