@@ -42,12 +42,14 @@ type conn struct {
 
 	// The watch: once a request has run for WatchAfter, the connection
 	// is read in the background (when its body has been read) so the
-	// request's context ends when the caller goes away.
+	// request's context ends when the caller goes away. The server's
+	// scanner (scan) starts it; a request costs no timer.
 	wmu        sync.Mutex
-	watchTimer *time.Timer
-	inHandler  bool // a request's handler is running
-	bodyDone   bool // its body has been read to its end (or it has none)
-	watchOnEOF bool // the watch is due once the body ends
+	inHandler  bool   // a request's handler is running
+	reqSeq     uint64 // counts the requests handed to the handler
+	scanSeq    uint64 // reqSeq at the scanner's last look
+	bodyDone   bool   // the body has been read to its end (or there is none)
+	watchOnEOF bool   // the watch is due once the body ends
 }
 
 func newConn(s *Server, rwc net.Conn) *conn {
@@ -495,43 +497,44 @@ func (cr *connReader) abortPendingRead() {
 	cr.rwc.SetReadDeadline(time.Time{})
 }
 
-// startWatch arms the watch for w's request.
+// startWatch marks w's request as running, for the scanner.
 func (c *conn) startWatch(w *response) {
 	c.wmu.Lock()
 	c.inHandler = true
+	c.reqSeq++
 	c.bodyDone = w.reqBody == http.NoBody
 	c.watchOnEOF = false
 	c.wmu.Unlock()
-	if c.watchTimer == nil {
-		c.watchTimer = time.AfterFunc(c.s.watchAfter(), c.watchFire)
-	} else {
-		c.watchTimer.Reset(c.s.watchAfter())
-	}
+	c.s.ensureScanner()
 }
 
-// endWatch disarms it; a read already started is stopped by
+// endWatch marks it done; a read already started is stopped by
 // abortPendingRead.
 func (c *conn) endWatch() {
 	c.wmu.Lock()
 	c.inHandler = false
 	c.watchOnEOF = false
 	c.wmu.Unlock()
-	if c.watchTimer != nil {
-		c.watchTimer.Stop()
-	}
 }
 
-func (c *conn) watchFire() {
+// look is the scanner's look at the connection: a request it saw
+// running at its last look is watched. It reports whether a request is
+// running.
+func (c *conn) look() bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if !c.inHandler {
-		return
+		return false
 	}
-	if c.bodyDone {
-		c.cr.startBackgroundRead()
-	} else {
-		c.watchOnEOF = true
+	if c.reqSeq == c.scanSeq && !c.watchOnEOF {
+		if c.bodyDone {
+			c.cr.startBackgroundRead()
+		} else {
+			c.watchOnEOF = true
+		}
 	}
+	c.scanSeq = c.reqSeq
+	return true
 }
 
 // bodyEnded is called when the request body has been read to its end.

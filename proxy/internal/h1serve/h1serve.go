@@ -20,9 +20,11 @@
 //
 // A request's context is cancelled when its caller goes away, as with
 // net/http, but the connection is watched only once a request has run for
-// WatchAfter: a call that takes longer (a slow upstream, a held approval,
-// a streamed answer) is watched by the same one-byte read in the
-// background net/http uses; a quick one never pays for it.
+// WatchAfter (to twice that): a call that takes longer (a slow upstream,
+// a held approval, a streamed answer) is watched by the same one-byte
+// read in the background net/http uses; a quick one never pays for it.
+// One scanner per server, asleep when no request runs, looks at the
+// connections every WatchAfter; a request arms no timer.
 package h1serve
 
 import (
@@ -72,6 +74,7 @@ type Server struct {
 	fbDone   chan struct{}
 
 	shutting  atomic.Bool
+	scanning  atomic.Bool  // the scanner runs
 	served    atomic.Int64 // requests the loop served
 	handedOff atomic.Int64 // connections handed to net/http
 	mu        sync.Mutex
@@ -302,6 +305,46 @@ func (s *Server) closeIdleConns() bool {
 		delete(s.conns, c)
 	}
 	return quiescent
+}
+
+// ensureScanner starts the scanner unless it runs.
+func (s *Server) ensureScanner() {
+	if !s.scanning.Load() && s.scanning.CompareAndSwap(false, true) {
+		go s.scan()
+	}
+}
+
+// scan looks at every connection each WatchAfter, so a request running
+// at two looks in a row (for WatchAfter to twice that) gets its
+// connection watched. It stops when no request runs; the next request
+// starts it again. One sleep per WatchAfter, not a timer per request: a
+// timer armed per request would wake the network poller's thread.
+func (s *Server) scan() {
+	for {
+		time.Sleep(s.watchAfter())
+		if s.lookAll() {
+			continue
+		}
+		s.scanning.Store(false)
+		// A request that started before the Store saw the scanner
+		// running and did not start another: look once more.
+		if !s.lookAll() || !s.scanning.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// lookAll looks at every connection and reports whether any request runs.
+func (s *Server) lookAll() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	running := false
+	for c := range s.conns {
+		if c.look() {
+			running = true
+		}
+	}
+	return running
 }
 
 // handoffListener is the listener the fallback net/http server serves:
