@@ -25,6 +25,14 @@
 // read in the background net/http uses; a quick one never pays for it.
 // One scanner per server, asleep when no request runs, looks at the
 // connections every WatchAfter; a request arms no timer.
+//
+// The ResponseWriter offers what toolgate's handlers use: http.Flusher,
+// io.ReaderFrom, io.StringWriter, and through http.ResponseController
+// FlushError, SetReadDeadline, SetWriteDeadline and EnableFullDuplex. It
+// is not an http.Hijacker (CONNECT and Upgrade, which hijack, go to
+// net/http) nor an http.CloseNotifier, and http.MaxBytesReader cannot ask
+// it to close the connection (net/http's hook for that is unexported):
+// handlers served here bound bodies themselves, as toolgate's do.
 package h1serve
 
 import (
