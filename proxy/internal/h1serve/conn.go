@@ -243,7 +243,9 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 		req:           req,
 		handlerHeader: make(http.Header),
 		contentLength: -1,
-		wantsClose:    req.Close,
+		// net/http's test: the parsed Close, or a loose "close" token in
+		// the first Connection header ("x close" counts).
+		wantsClose: req.Close || hasToken(req.Header.Get("Connection"), "close"),
 	}
 	if req.Body != nil && req.Body != http.NoBody {
 		b := &body{rc: req.Body, c: c, cl: req.ContentLength}

@@ -100,6 +100,7 @@ var diffCases = []struct{ name, raw string }{
 	{"upgrade h2c", "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"},
 	{"connection twice", "GET /hello HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nConnection: close\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"connection list close", "GET /hello HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
+	{"connection loose close", "GET / HTTP/1.1\nHost:0\nConneCtion:0 Close\n\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"connection CLOSE", "GET /hello HTTP/1.1\r\nHost: a\r\nConnection: CLOSE\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"},
 	{"garbage line", "HELLO\r\n\r\n"},
