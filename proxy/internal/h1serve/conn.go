@@ -235,7 +235,9 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	c.cr.setInfiniteReadLimit()
 
 	ctx, cancelCtx := context.WithCancel(ctx)
-	req = req.WithContext(ctx)
+	// The request keeps its identity: its body merges the trailers into
+	// this *Request (a copy made by WithContext would never see them).
+	*req = *req.WithContext(ctx)
 	req.RemoteAddr = c.remoteAddr
 	w = &response{
 		conn:          c,

@@ -42,6 +42,7 @@ var diffCases = []struct{ name, raw string }{
 	{"post echo big", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3000\r\n\r\n" + strings.Repeat("<html>", 500)},
 	{"chunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"chunked trailers", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n3\r\nabc\r\n0\r\nX-T: v\r\n\r\n"},
+	{"chunked undeclared trailer", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Late: v\r\n0:\r\n\r\n"},
 	{"chunked ext", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\n\r\n"},
 	{"chunked bad size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"chunked bad crlf", "POST /noread HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX0\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
