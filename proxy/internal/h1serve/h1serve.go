@@ -180,7 +180,8 @@ func (s *Server) Serve(ln net.Listener) error {
 				return http.ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Temporary() { //nolint:staticcheck // as net/http does
+			//lint:ignore SA1019 net/http's Serve retries the same errors.
+			if errors.As(err, &ne) && ne.Temporary() {
 				if delay == 0 {
 					delay = 5 * time.Millisecond
 				} else {
