@@ -111,7 +111,19 @@ type ListenConfig struct {
 	Transparent string `yaml:"transparent"`
 	// AllowNonLoopback permits non-loopback listen addresses. Default false.
 	AllowNonLoopback bool `yaml:"allow_non_loopback"`
+	// Server is what serves the forward and reverse listeners: "loop",
+	// toolgate's HTTP/1.1 loop, which answers each request on its
+	// connection's goroutine and hands what it does not serve (CONNECT,
+	// Upgrade, Expect, HTTP/1.0, malformed requests) to net/http; or
+	// "net/http", Go's server alone. Default "loop". Restart to change.
+	Server string `yaml:"server"`
 }
+
+// The values of listen.server.
+const (
+	ServerLoop    = "loop"
+	ServerNetHTTP = "net/http"
+)
 
 // ReverseConfig is one reverse listener: calls to Listen go to Upstream.
 type ReverseConfig struct {
@@ -400,6 +412,13 @@ func (c *Config) Validate(dir string) error {
 		if err := c.ClaimListen("listen.transparent", c.Listen.Transparent); err != nil {
 			return err
 		}
+	}
+	switch c.Listen.Server {
+	case "":
+		c.Listen.Server = ServerLoop
+	case ServerLoop, ServerNetHTTP:
+	default:
+		return fieldErr("listen.server", "unknown server %q; expected loop or net/http", c.Listen.Server)
 	}
 	if c.Listen.Forward == "off" && len(c.Listen.Reverse) == 0 && c.Listen.Transparent == "" {
 		return fieldErr("listen", "no listener: the forward proxy is off and there are no reverse or transparent listeners")

@@ -43,8 +43,8 @@ func isTimeout(err error) bool {
 // handler starts (its headers just read) and cleared as soon as the body
 // has been read to its end, so a call that takes longer upstream, or an
 // answer that streams for minutes, is not cut when the deadline passes
-// (net/http's read in the background, which watches for the caller going
-// away, would end the request's context). A request without a body gets
+// (the read in the background, net/http's or h1serve's, which watches
+// for the caller going away, would end the request's context). A request without a body gets
 // none; nor does a CONNECT, whose connection becomes a tunnel.
 func bodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) {
 	if d <= 0 || r.Body == nil || r.Body == http.NoBody {

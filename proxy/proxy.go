@@ -70,6 +70,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/internal/h1serve"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -160,7 +161,14 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners []*listener
-	servers   []*http.Server
+	servers   []httpServer
+}
+
+// httpServer is what serves a plain listener: net/http's server, or the
+// HTTP/1.1 loop (listen.server).
+type httpServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
 }
 
 // state is the snapshot in force, with per-call lookups precomputed.
@@ -211,7 +219,7 @@ func (s *Server) Swap(snap Snapshot) error {
 		return errors.New("proxy: config was not validated")
 	}
 	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
-		return errors.New("listen and upstream settings changed (or limits.max_conns, read_header_timeout, idle_timeout): they take effect only on restart")
+		return errors.New("listen and upstream settings changed (or listen.server, limits.max_conns, read_header_timeout, idle_timeout): they take effect only on restart")
 	} else if old != nil && !sameTLS(old.cfg, cfg) {
 		return errors.New("tls settings, their files or listen.transparent changed: they take effect only on restart")
 	}
@@ -238,7 +246,7 @@ func sameListeners(a, b *Config) bool {
 	if a.Listen.Forward != b.Listen.Forward || a.Listen.AllowNonLoopback != b.Listen.AllowNonLoopback ||
 		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) ||
 		a.Limits.MaxConns != b.Limits.MaxConns || a.Limits.ReadHeaderTimeout != b.Limits.ReadHeaderTimeout ||
-		a.Limits.IdleTimeout != b.Limits.IdleTimeout {
+		a.Limits.IdleTimeout != b.Limits.IdleTimeout || a.Listen.Server != b.Listen.Server {
 		return false
 	}
 	for i := range a.Listen.Reverse {
@@ -310,14 +318,31 @@ func (s *Server) Listen() error {
 	}
 	s.listeners = ls
 	for _, l := range ls {
-		s.servers = append(s.servers, &http.Server{
-			Handler:           l.h,
-			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-			IdleTimeout:       cfg.Limits.IdleTimeout,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		})
+		s.servers = append(s.servers, s.newHTTPServer(cfg, l.h))
 	}
 	return nil
+}
+
+// newHTTPServer serves a plain listener with h: by default with the
+// HTTP/1.1 loop (h1serve), which hands what it does not serve to a
+// net/http server with the same settings; with listen.server: net/http,
+// with net/http's server alone.
+func (s *Server) newHTTPServer(cfg *Config, h http.Handler) httpServer {
+	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	if cfg.Listen.Server == ServerNetHTTP {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+			IdleTimeout:       cfg.Limits.IdleTimeout,
+			ErrorLog:          errLog,
+		}
+	}
+	return &h1serve.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Limits.IdleTimeout,
+		ErrorLog:          errLog,
+	}
 }
 
 // capped wraps a listener in limits.max_conns; httpAnswer says whether a

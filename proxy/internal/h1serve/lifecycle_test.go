@@ -1,0 +1,161 @@
+package h1serve
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func startLoop(t *testing.T, s *Server) string {
+	t.Helper()
+	if s.ErrorLog == nil {
+		s.ErrorLog = log.New(io.Discard, "", 0)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().String()
+}
+
+// TestCallerGoneCancelsContext checks a request whose caller hangs up
+// while the handler waits has its context cancelled, as under net/http,
+// with and without a body.
+func TestCallerGoneCancelsContext(t *testing.T) {
+	for _, raw := range []string{
+		"GET /wait HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /wait HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+		"POST /wait HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+	} {
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.ReadAll(r.Body)
+			close(started)
+			select {
+			case <-r.Context().Done():
+				done <- nil
+			case <-time.After(20 * time.Second):
+				done <- context.DeadlineExceeded
+			}
+		})}
+		addr := startLoop(t, s)
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, raw)
+		<-started
+		c.Close()
+		if err := <-done; err != nil {
+			t.Errorf("%q: the handler's context was not cancelled after the caller left", raw)
+		}
+	}
+}
+
+// TestWatchKeepsPipelinedByte checks the read in the background, started
+// while a slow handler runs, keeps the first byte of a pipelined request.
+func TestWatchKeepsPipelinedByte(t *testing.T) {
+	s := &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(100 * time.Millisecond)
+		}
+		io.WriteString(w, r.URL.Path)
+	})}
+	addr := startLoop(t, s)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(20 * time.Millisecond) // the watch has started
+	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+	br := bufio.NewReader(c)
+	for _, want := range []string{"/slow", "/next"} {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if string(b) != want {
+			t.Errorf("answer %q, want %q", b, want)
+		}
+	}
+}
+
+// TestShutdownDrains checks Shutdown waits for a request under way,
+// which is answered in full with Connection: close, and closes idle
+// connections, on the loop and on a connection handed to net/http.
+func TestShutdownDrains(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			started <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "done")
+	})}
+	addr := startLoop(t, s)
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	io.WriteString(idle, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	if _, err := http.ReadResponse(bufio.NewReader(idle), nil); err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan string, 2)
+	for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /hold "+proto+"\r\nHost: a\r\n\r\n")
+		go func() {
+			b, _ := io.ReadAll(c)
+			answers <- string(b)
+		}()
+	}
+	<-started
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with requests under way", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Shutdown did not return after the requests ended")
+	}
+	for range 2 {
+		if a := <-answers; !strings.HasSuffix(a, "done") || !strings.Contains(a, "200 OK") {
+			t.Errorf("answer %q, want a 200 ending in done", a)
+		}
+	}
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := idle.Read(make([]byte, 1)); err == nil {
+		t.Errorf("idle connection still open after Shutdown (read %d bytes)", n)
+	}
+	if served, handed := s.Stats(); served != 2 || handed != 1 {
+		t.Errorf("served %d, handed off %d; want 2 and 1", served, handed)
+	}
+}

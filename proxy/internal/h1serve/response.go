@@ -1,0 +1,687 @@
+package h1serve
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// bufferBeforeChunkingSize is net/http's: a handler that finishes within
+// this many bytes gets a Content-Length, else the answer is chunked.
+const bufferBeforeChunkingSize = 2048
+
+// sniffLen is how many bytes http.DetectContentType considers.
+const sniffLen = 512
+
+// response is the http.ResponseWriter of one request. Its buffering is
+// net/http's (2 KiB before chunking, then the connection's 4 KiB writer),
+// so what reaches the caller, and when, is what net/http sends.
+type response struct {
+	conn          *conn
+	req           *http.Request
+	reqBody       io.ReadCloser
+	cancelCtx     context.CancelFunc
+	wroteHeader   bool // a non-1xx header has been (logically) written
+	wantsClose    bool // the request has Connection: close
+	handlerHeader http.Header
+	calledHeader  bool
+	w             *bufio.Writer // buffers output in chunks to chunkWriter
+	cw            chunkWriter
+
+	written       int64 // body bytes written in this response
+	contentLength int64 // explicitly-declared Content-Length; or -1
+	status        int
+
+	closeAfterReply     bool
+	fullDuplex          bool
+	requestBodyLimitHit bool
+	trailers            []string
+	handlerDone         bool
+
+	dateBuf   [len(http.TimeFormat)]byte
+	clenBuf   [10]byte
+	statusBuf [3]byte
+}
+
+var (
+	crlf       = []byte("\r\n")
+	colonSpace = []byte(": ")
+)
+
+var (
+	suppressedHeaders304    = []string{"Content-Type", "Content-Length", "Transfer-Encoding"}
+	suppressedHeadersNoBody = []string{"Content-Length", "Transfer-Encoding"}
+	excludedHeadersNoBody   = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
+)
+
+func suppressedHeaders(status int) []string {
+	switch {
+	case status == 304:
+		return suppressedHeaders304
+	case !bodyAllowedForStatus(status):
+		return suppressedHeadersNoBody
+	}
+	return nil
+}
+
+func bodyAllowedForStatus(status int) bool {
+	switch {
+	case status >= 100 && status <= 199:
+		return false
+	case status == 204:
+		return false
+	case status == 304:
+		return false
+	}
+	return true
+}
+
+func (w *response) Header() http.Header {
+	if w.cw.header == nil && w.wroteHeader && !w.cw.wroteHeader {
+		// Between logically writing the header and writing it out, keep a
+		// snapshot of the state it was written in.
+		w.cw.header = w.handlerHeader.Clone()
+	}
+	w.calledHeader = true
+	return w.handlerHeader
+}
+
+func checkWriteHeaderCode(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+}
+
+func (w *response) WriteHeader(code int) {
+	if w.wroteHeader {
+		w.conn.s.logf("http: superfluous response.WriteHeader call")
+		return
+	}
+	checkWriteHeaderCode(code)
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		writeStatusLine(w.conn.bw, true, code, w.statusBuf[:])
+		w.handlerHeader.WriteSubset(w.conn.bw, excludedHeadersNoBody)
+		w.conn.bw.Write(crlf)
+		w.conn.bw.Flush()
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	if w.calledHeader && w.cw.header == nil {
+		w.cw.header = w.handlerHeader.Clone()
+	}
+	if cl := w.handlerHeader.Get("Content-Length"); cl != "" {
+		v, err := strconv.ParseInt(cl, 10, 64)
+		if err == nil && v >= 0 {
+			w.contentLength = v
+		} else {
+			w.conn.s.logf("http: invalid Content-Length of %q", cl)
+			w.handlerHeader.Del("Content-Length")
+		}
+	}
+}
+
+func (w *response) bodyAllowed() bool {
+	if !w.wroteHeader {
+		panic("net/http: bodyAllowed called before the header was written")
+	}
+	return bodyAllowedForStatus(w.status)
+}
+
+func (w *response) Write(data []byte) (int, error) { return w.write(len(data), data, "") }
+
+func (w *response) WriteString(data string) (int, error) { return w.write(len(data), nil, data) }
+
+func (w *response) write(lenData int, dataB []byte, dataS string) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if lenData == 0 {
+		return 0, nil
+	}
+	if !w.bodyAllowed() {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(lenData)
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	if dataB != nil {
+		return w.w.Write(dataB)
+	}
+	return w.w.WriteString(dataS)
+}
+
+// writerOnly hides ReadFrom from io.Copy.
+type writerOnly struct{ io.Writer }
+
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ReadFrom is net/http's: the first sniffLen bytes go through the
+// buffers, then a connection that can read from src does.
+func (w *response) ReadFrom(src io.Reader) (n int64, err error) {
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	buf := *bp
+	rf, ok := w.conn.rwc.(io.ReaderFrom)
+	if !ok {
+		return io.CopyBuffer(writerOnly{w}, src, buf)
+	}
+	if !w.cw.wroteHeader {
+		n0, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(src, sniffLen), buf)
+		n += n0
+		if err != nil || n0 < sniffLen {
+			return n, err
+		}
+	}
+	w.w.Flush()
+	w.cw.flush()
+	if !w.cw.chunking && w.bodyAllowed() && w.req.Method != http.MethodHead {
+		n0, err := rf.ReadFrom(src)
+		n += n0
+		w.written += n0
+		return n, err
+	}
+	n0, err := io.CopyBuffer(writerOnly{w}, src, buf)
+	n += n0
+	return n, err
+}
+
+// Flush sends what was written so far (http.Flusher).
+func (w *response) Flush() { w.FlushError() }
+
+// FlushError is Flush that reports the error (http.ResponseController).
+func (w *response) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	err := w.w.Flush()
+	e2 := w.cw.flush()
+	if err == nil {
+		err = e2
+	}
+	return err
+}
+
+// SetReadDeadline sets the connection's read deadline
+// (http.ResponseController).
+func (w *response) SetReadDeadline(t time.Time) error { return w.conn.rwc.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the connection's write deadline
+// (http.ResponseController).
+func (w *response) SetWriteDeadline(t time.Time) error { return w.conn.rwc.SetWriteDeadline(t) }
+
+// EnableFullDuplex lets the handler read the body while it answers
+// (http.ResponseController).
+func (w *response) EnableFullDuplex() error {
+	w.fullDuplex = true
+	return nil
+}
+
+func (w *response) finishRequest() {
+	w.handlerDone = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.w.Flush()
+	w.cw.close()
+	w.conn.bw.Flush()
+	w.conn.cr.abortPendingRead()
+	if b, ok := w.reqBody.(*body); ok && w.fullDuplex {
+		// A full-duplex handler may leave its body unread; net/http then
+		// reads its end while starting its read in the background, and
+		// what follows races. The loop closes such a connection.
+		b.mu.Lock()
+		if !b.sawEOF {
+			w.closeAfterReply = true
+		}
+		b.mu.Unlock()
+	}
+	// Close the body (bounded) so the connection's reader can be reused.
+	w.reqBody.Close()
+	if w.req.MultipartForm != nil {
+		w.req.MultipartForm.RemoveAll()
+	}
+}
+
+func (w *response) shouldReuseConnection() bool {
+	if w.closeAfterReply {
+		return false
+	}
+	if w.req.Method != http.MethodHead && w.contentLength != -1 && w.bodyAllowed() && w.contentLength != w.written {
+		return false
+	}
+	if w.conn.werr != nil {
+		return false
+	}
+	if b, ok := w.reqBody.(*body); ok {
+		// Unlike net/http, never when the body's framing failed, even if
+		// the handler replaced r.Body (net/http then reads on from where
+		// a bad trailer left off).
+		b.mu.Lock()
+		failed := b.failed
+		b.mu.Unlock()
+		if failed {
+			return false
+		}
+	}
+	return !w.closedRequestBodyEarly()
+}
+
+func (w *response) closedRequestBodyEarly() bool {
+	b, ok := w.req.Body.(*body)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.earlyClose
+}
+
+func (w *response) requestTooLarge() {
+	w.closeAfterReply = true
+	w.requestBodyLimitHit = true
+	if !w.wroteHeader {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+func (w *response) declareTrailer(k string) {
+	k = http.CanonicalHeaderKey(k)
+	if !httpguts.ValidTrailerHeader(k) {
+		return
+	}
+	w.trailers = append(w.trailers, k)
+}
+
+func (w *response) finalTrailers() http.Header {
+	var t http.Header
+	for k, vv := range w.handlerHeader {
+		if kk, found := strings.CutPrefix(k, http.TrailerPrefix); found {
+			if t == nil {
+				t = make(http.Header)
+			}
+			t[kk] = vv
+		}
+	}
+	for _, k := range w.trailers {
+		if t == nil {
+			t = make(http.Header)
+		}
+		for _, v := range w.handlerHeader[k] {
+			t.Add(k, v)
+		}
+	}
+	return t
+}
+
+func writeStatusLine(bw *bufio.Writer, is11 bool, code int, scratch []byte) {
+	if is11 {
+		bw.WriteString("HTTP/1.1 ")
+	} else {
+		bw.WriteString("HTTP/1.0 ")
+	}
+	if text := http.StatusText(code); text != "" {
+		bw.Write(strconv.AppendInt(scratch[:0], int64(code), 10))
+		bw.WriteByte(' ')
+		bw.WriteString(text)
+		bw.WriteString("\r\n")
+	} else {
+		fmt.Fprintf(bw, "%03d status code %d\r\n", code, code)
+	}
+}
+
+// chunkWriter writes the header when the first body bytes (or the end)
+// come, and chunk-frames the body when the answer is chunked.
+type chunkWriter struct {
+	res         *response
+	header      http.Header // the header as logically written, when it differs from handlerHeader
+	wroteHeader bool
+	chunking    bool
+}
+
+func (cw *chunkWriter) Write(p []byte) (n int, err error) {
+	if !cw.wroteHeader {
+		cw.writeHeader(p)
+	}
+	if cw.res.req.Method == http.MethodHead {
+		return len(p), nil
+	}
+	bw := cw.res.conn.bw
+	if cw.chunking {
+		_, err = fmt.Fprintf(bw, "%x\r\n", len(p))
+		if err != nil {
+			cw.res.conn.rwc.Close()
+			return
+		}
+	}
+	n, err = bw.Write(p)
+	if cw.chunking && err == nil {
+		_, err = bw.Write(crlf)
+	}
+	if err != nil {
+		cw.res.conn.rwc.Close()
+	}
+	return
+}
+
+func (cw *chunkWriter) flush() error {
+	if !cw.wroteHeader {
+		cw.writeHeader(nil)
+	}
+	return cw.res.conn.bw.Flush()
+}
+
+func (cw *chunkWriter) close() {
+	if !cw.wroteHeader {
+		cw.writeHeader(nil)
+	}
+	if cw.chunking {
+		bw := cw.res.conn.bw
+		bw.WriteString("0\r\n")
+		if trailers := cw.res.finalTrailers(); trailers != nil {
+			trailers.Write(bw)
+		}
+		bw.WriteString("\r\n")
+	}
+}
+
+// extraHeader holds the headers writeHeader adds, written after the
+// handler's in net/http's order.
+type extraHeader struct {
+	contentType      string
+	connection       string
+	transferEncoding string
+	date             []byte
+	contentLength    []byte
+}
+
+var extraHeaderKeys = [][]byte{[]byte("Content-Type"), []byte("Connection"), []byte("Transfer-Encoding")}
+
+var (
+	headerContentLength = []byte("Content-Length: ")
+	headerDate          = []byte("Date: ")
+)
+
+func (h extraHeader) Write(w *bufio.Writer) {
+	if h.date != nil {
+		w.Write(headerDate)
+		w.Write(h.date)
+		w.Write(crlf)
+	}
+	if h.contentLength != nil {
+		w.Write(headerContentLength)
+		w.Write(h.contentLength)
+		w.Write(crlf)
+	}
+	for i, v := range []string{h.contentType, h.connection, h.transferEncoding} {
+		if v != "" {
+			w.Write(extraHeaderKeys[i])
+			w.Write(colonSpace)
+			w.WriteString(v)
+			w.Write(crlf)
+		}
+	}
+}
+
+// writeHeader decides the answer's framing as net/http's server does
+// (Content-Length when the handler finished within the buffer, else
+// chunked; Content-Type sniffed from p; Date; Connection: close; the
+// unread request body) and writes the header out. Only HTTP/1.1 requests
+// reach it.
+func (cw *chunkWriter) writeHeader(p []byte) {
+	if cw.wroteHeader {
+		return
+	}
+	cw.wroteHeader = true
+
+	w := cw.res
+	keepAlivesEnabled := !w.conn.s.shutting.Load()
+	isHEAD := w.req.Method == http.MethodHead
+
+	header := cw.header
+	owned := header != nil
+	if !owned {
+		header = w.handlerHeader
+	}
+	var excludeHeader map[string]bool
+	delHeader := func(key string) {
+		if owned {
+			header.Del(key)
+			return
+		}
+		if _, ok := header[key]; !ok {
+			return
+		}
+		if excludeHeader == nil {
+			excludeHeader = make(map[string]bool)
+		}
+		excludeHeader[key] = true
+	}
+	var setHeader extraHeader
+
+	// The "Trailer:" prefixed keys are not sent in the header.
+	trailers := false
+	for k := range cw.header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			if excludeHeader == nil {
+				excludeHeader = make(map[string]bool)
+			}
+			excludeHeader[k] = true
+			trailers = true
+		}
+	}
+	for _, v := range cw.header["Trailer"] {
+		trailers = true
+		foreachHeaderElement(v, cw.res.declareTrailer)
+	}
+
+	te := header.Get("Transfer-Encoding")
+	hasTE := te != ""
+
+	// A handler done within the buffer, with no length of its own, gets
+	// one (not for HEAD with nothing written, nor 1xx/204/304, nor with
+	// trailers or a Transfer-Encoding).
+	if w.handlerDone && !trailers && !hasTE && bodyAllowedForStatus(w.status) && !hasHeader(header, "Content-Length") && (!isHEAD || len(p) > 0) {
+		w.contentLength = int64(len(p))
+		setHeader.contentLength = strconv.AppendInt(cw.res.clenBuf[:0], int64(len(p)), 10)
+	}
+
+	hasCL := w.contentLength != -1
+
+	if w.wantsClose {
+		w.closeAfterReply = true
+	}
+	if header.Get("Connection") == "close" || !keepAlivesEnabled {
+		w.closeAfterReply = true
+	}
+
+	// The unread request body: discarded up to maxPostHandlerReadBytes
+	// so the connection can be reused, else the connection is closed.
+	if w.req.ContentLength != 0 && !w.closeAfterReply && !w.fullDuplex {
+		var discard, tooBig bool
+		switch bdy := w.req.Body.(type) {
+		case *body:
+			bdy.mu.Lock()
+			switch {
+			case bdy.closed || bdy.failed:
+				if !bdy.sawEOF {
+					w.closeAfterReply = true
+				}
+			case bdy.unreadDataSizeLocked() >= maxPostHandlerReadBytes:
+				tooBig = true
+			default:
+				discard = true
+			}
+			bdy.mu.Unlock()
+		default:
+			discard = true
+		}
+		if discard {
+			_, err := io.CopyN(io.Discard, w.reqBody, maxPostHandlerReadBytes+1)
+			switch err {
+			case nil:
+				tooBig = true
+			case http.ErrBodyReadAfterClose:
+			case io.EOF:
+				if err := w.reqBody.Close(); err != nil {
+					w.closeAfterReply = true
+				}
+			default:
+				// A read timeout or broken framing: what remains must
+				// not be read as another request.
+				w.closeAfterReply = true
+			}
+		}
+		if tooBig {
+			w.requestTooLarge()
+			delHeader("Connection")
+			setHeader.connection = "close"
+		}
+	}
+
+	code := w.status
+	if bodyAllowedForStatus(code) {
+		_, haveType := header["Content-Type"]
+		// A Content-Encoding means the body is not what it looks like.
+		hasCE := len(header.Get("Content-Encoding")) > 0
+		if !hasCE && !haveType && !hasTE && len(p) > 0 {
+			setHeader.contentType = http.DetectContentType(p)
+		}
+	} else {
+		for _, k := range suppressedHeaders(code) {
+			delHeader(k)
+		}
+	}
+
+	if !hasHeader(header, "Date") {
+		setHeader.date = time.Now().UTC().AppendFormat(cw.res.dateBuf[:0], http.TimeFormat)
+	}
+
+	if hasCL && hasTE && te != "identity" {
+		w.conn.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
+		delHeader("Content-Length")
+		hasCL = false
+	}
+
+	switch {
+	case w.req.Method == http.MethodHead || !bodyAllowedForStatus(code) || code == http.StatusNoContent:
+		delHeader("Transfer-Encoding")
+	case hasCL:
+		delHeader("Transfer-Encoding")
+	case hasTE && te == "identity":
+		// No length and no chunking: the end of the connection ends it.
+		cw.chunking = false
+		w.closeAfterReply = true
+		delHeader("Transfer-Encoding")
+	default:
+		cw.chunking = true
+		setHeader.transferEncoding = "chunked"
+		if hasTE && te == "chunked" {
+			delHeader("Transfer-Encoding")
+		}
+	}
+	if cw.chunking {
+		delHeader("Content-Length")
+	}
+
+	delConnectionHeader := w.closeAfterReply &&
+		(!keepAlivesEnabled || !hasToken(cw.header.Get("Connection"), "close")) &&
+		!isProtocolSwitchResponse(w.status, header)
+	if delConnectionHeader {
+		delHeader("Connection")
+		setHeader.connection = "close"
+	}
+
+	bw := w.conn.bw
+	writeStatusLine(bw, true, code, w.statusBuf[:])
+	cw.header.WriteSubset(bw, excludeHeader)
+	setHeader.Write(bw)
+	bw.Write(crlf)
+}
+
+// hasHeader reports whether h has key (canonical) with any value, as
+// net/http's Header.has.
+func hasHeader(h http.Header, key string) bool {
+	_, ok := h[key]
+	return ok
+}
+
+func isProtocolSwitchResponse(code int, h http.Header) bool {
+	return code == http.StatusSwitchingProtocols && h.Get("Upgrade") != "" &&
+		httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade")
+}
+
+// foreachHeaderElement splits v as a #rule list and calls fn for each
+// non-empty element.
+func foreachHeaderElement(v string, fn func(string)) {
+	v = textproto.TrimString(v)
+	if v == "" {
+		return
+	}
+	if !strings.Contains(v, ",") {
+		fn(v)
+		return
+	}
+	for f := range strings.SplitSeq(v, ",") {
+		if f = textproto.TrimString(f); f != "" {
+			fn(f)
+		}
+	}
+}
+
+// hasToken reports whether token appears in v, case-insensitively, on
+// token boundaries (net/http's loose check).
+func hasToken(v, token string) bool {
+	if len(token) > len(v) || token == "" {
+		return false
+	}
+	if v == token {
+		return true
+	}
+	for sp := 0; sp <= len(v)-len(token); sp++ {
+		if b := v[sp]; b != token[0] && b|0x20 != token[0] {
+			continue
+		}
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if endPos := sp + len(token); endPos != len(v) && !isTokenBoundary(v[endPos]) {
+			continue
+		}
+		if asciiEqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func asciiEqualFold(s, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		a, b := s[i], t[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
