@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,7 @@ type Writer struct {
 	migrated atomic.Bool   // the schema is known to be in place
 
 	beforeSend func() // tests: runs between preparing an insert and sending it
+	until      int    // tests: Migrate applies migrations up to this version only (0: all)
 }
 
 var _ sink.Writer = (*Writer)(nil)
@@ -240,8 +242,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Writer, error) {
 func (c *Writer) migrates() bool { return c.cfg.Migrate == nil || *c.cfg.Migrate }
 
 // Migrate detects the server's flavor, creates the database and applies
-// every migration not yet recorded. It is safe to run from several
-// sidecars at once. On a cluster every statement runs ON CLUSTER; the
+// every migration not yet recorded; a new database takes them squashed
+// (Squash, hasColumns). It is safe to run from several sidecars at once. On a cluster every statement runs ON CLUSTER; the
 // database and the migrations table are created only when the server
 // connected to lacks them, so a sidecar whose schema is in place starts
 // while another server of the cluster is away.
@@ -251,10 +253,6 @@ func (c *Writer) Migrate(ctx context.Context) error {
 		return fmt.Errorf("clickhouse: %w", err)
 	}
 	c.flavor = FlavorFor(v.Version.Major, v.Version.Minor)
-	migrations, err := c.layout.Migrations(Migrations(c.cfg.Database, c.flavor))
-	if err != nil {
-		return fmt.Errorf("clickhouse: %w", err)
-	}
 	if c.layout.On() {
 		ctx = c.ddlSettings(ctx, v.Revision)
 	}
@@ -276,6 +274,24 @@ func (c *Writer) Migrate(ctx context.Context) error {
 		applied[int(v)] = true
 	}
 	rows.Close()
+	history := Migrations(c.cfg.Database, c.flavor)
+	if c.until > 0 {
+		history = slices.DeleteFunc(history, func(m Migration) bool { return m.Version > c.until })
+	}
+	if len(applied) == 0 {
+		squashed, folded := squash(history)
+		ok, err := c.hasColumns(ctx, folded)
+		if err != nil {
+			return err
+		}
+		if ok {
+			history = squashed
+		}
+	}
+	migrations, err := c.layout.Migrations(history)
+	if err != nil {
+		return fmt.Errorf("clickhouse: %w", err)
+	}
 	for _, m := range migrations {
 		if applied[m.Version] {
 			continue
@@ -300,6 +316,48 @@ func (c *Writer) Migrate(ctx context.Context) error {
 	}
 	c.migrated.Store(true)
 	return nil
+}
+
+// hasColumns reports whether each table named in cols (its local form
+// too, on a cluster) either does not exist yet or already has those
+// columns: then the squashed migrations (Squash), whose CREATE TABLE IF
+// NOT EXISTS leave an existing table as it is, build what the history
+// builds. A database with no migration recorded but tables of an older
+// schema (its records lost, or tables made by hand) takes the history,
+// ADD COLUMN by ADD COLUMN.
+func (c *Writer) hasColumns(ctx context.Context, cols map[string][]string) (bool, error) {
+	rows, err := c.conn.Query(ctx, "SELECT table, name FROM system.columns WHERE database = ?", c.cfg.Database)
+	if err != nil {
+		return false, fmt.Errorf("clickhouse: read columns: %w", err)
+	}
+	defer rows.Close()
+	have := map[string]map[string]bool{}
+	for rows.Next() {
+		var table, name string
+		if err := rows.Scan(&table, &name); err != nil {
+			return false, fmt.Errorf("clickhouse: read columns: %w", err)
+		}
+		if have[table] == nil {
+			have[table] = map[string]bool{}
+		}
+		have[table][name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("clickhouse: read columns: %w", err)
+	}
+	for table, names := range cols {
+		for _, t := range []string{table, table + LocalSuffix} {
+			if have[t] == nil {
+				continue
+			}
+			for _, n := range names {
+				if !have[t][n] {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
 }
 
 // ensureMigrationsTable creates the database and the migrations table. On

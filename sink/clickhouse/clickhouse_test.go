@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,5 +300,113 @@ func TestClickHouseBudgetColumn(t *testing.T) {
 	}
 	if v := one(t, srv, "SELECT max(version) FROM "+q+".toolgate_schema_migrations"); v != "9" {
 		t.Errorf("latest migration recorded = %s, want 9", v)
+	}
+}
+
+// TestSquash checks the squashed migrations a new database takes: no
+// ALTER left, every version kept, and each table created with the columns
+// the history gives it, in the history's order.
+func TestSquash(t *testing.T) {
+	addRE := regexp.MustCompile("ALTER TABLE `tg`\\.(\\w+) ADD COLUMN (?:IF NOT EXISTS )?(\\w+)")
+	colRE := regexp.MustCompile(`(?m)^    (\w+) `)
+	for _, f := range []clickhouse.Flavor{clickhouse.FlavorLegacy, clickhouse.FlavorModern} {
+		history := clickhouse.Migrations("tg", f)
+		squashed := clickhouse.Squash(history)
+		if len(squashed) != len(history) {
+			t.Fatalf("flavor %d: %d migrations squashed, want %d", f, len(squashed), len(history))
+		}
+		want := map[string][]string{} // table: its columns after the history
+		for i, m := range history {
+			if squashed[i].Version != m.Version || squashed[i].Name != m.Name {
+				t.Errorf("flavor %d: migration %d is %d %s", f, i, squashed[i].Version, squashed[i].Name)
+			}
+			for _, s := range m.Statements {
+				if c := regexp.MustCompile("^CREATE TABLE IF NOT EXISTS `tg`\\.(\\w+) ").FindStringSubmatch(s); c != nil {
+					for _, col := range colRE.FindAllStringSubmatch(s, -1) {
+						want[c[1]] = append(want[c[1]], col[1])
+					}
+				}
+				if a := addRE.FindStringSubmatch(s); a != nil {
+					want[a[1]] = append(want[a[1]], a[2])
+				}
+			}
+		}
+		got := map[string][]string{}
+		for _, m := range squashed {
+			for _, s := range m.Statements {
+				if strings.HasPrefix(s, "ALTER") {
+					t.Errorf("flavor %d: migration %d keeps %q", f, m.Version, s)
+				}
+				if c := regexp.MustCompile("^CREATE TABLE IF NOT EXISTS `tg`\\.(\\w+) ").FindStringSubmatch(s); c != nil {
+					for _, col := range colRE.FindAllStringSubmatch(s, -1) {
+						got[c[1]] = append(got[c[1]], col[1])
+					}
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("flavor %d: squashed tables\n%v\nwant\n%v", f, got, want)
+		}
+		if !slices.Contains(got["events"], "budget") || len(got["events"]) != len(want["events"]) {
+			t.Errorf("flavor %d: events columns %v", f, got["events"])
+		}
+	}
+
+	// Folding stops at a change it cannot fold: MODIFY, AFTER, a DROP.
+	ms := []clickhouse.Migration{
+		{Version: 1, Statements: []string{"CREATE TABLE IF NOT EXISTS `d`.t (\n    a String\n) ENGINE = MergeTree()\nORDER BY a", "CREATE TABLE IF NOT EXISTS `d`.u (\n    a String\n) ENGINE = MergeTree()\nORDER BY a"}},
+		{Version: 2, Statements: []string{"ALTER TABLE `d`.t ADD COLUMN b String", "ALTER TABLE `d`.u ADD COLUMN b String AFTER a"}},
+		{Version: 3, Statements: []string{"ALTER TABLE `d`.t MODIFY COLUMN b UInt8"}},
+		{Version: 4, Statements: []string{"ALTER TABLE `d`.t ADD COLUMN c String", "ALTER TABLE `d`.u ADD COLUMN c String"}},
+	}
+	got := clickhouse.Squash(ms)
+	want := []clickhouse.Migration{
+		{Version: 1, Statements: []string{"CREATE TABLE IF NOT EXISTS `d`.t (\n    a String,\n    b String\n) ENGINE = MergeTree()\nORDER BY a", ms[0].Statements[1]}},
+		{Version: 2, Statements: []string{ms[1].Statements[1]}},
+		{Version: 3, Statements: ms[2].Statements},
+		{Version: 4, Statements: ms[3].Statements},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Squash =\n%#v\nwant\n%#v", got, want)
+	}
+}
+
+// TestClickHouseUpgradeMatchesNew checks that a database an older toolgate
+// left (migrations 1 to 3) and then migrated ADD COLUMN by ADD COLUMN has
+// exactly the tables and columns of a new database, which takes the
+// squashed migrations.
+func TestClickHouseUpgradeMatchesNew(t *testing.T) {
+	srv := chtest.Shared(t)
+	_, fresh := openCH(t, srv)
+	old := srv.Database(t)
+	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: old}
+	off := false
+	cfg.Migrate = &off // Open would migrate all the way
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	clickhouse.SetUntil(ch, 3)
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := one(t, srv, "SELECT count() FROM system.columns WHERE database = '"+old+"' AND table = 'events' AND name = 'mcp_server'"); got != "0" {
+		t.Fatalf("after migration 3, events has mcp_server")
+	}
+	clickhouse.SetUntil(ch, 0)
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	schema := func(db string) string {
+		return fmt.Sprint(srv.Query(t, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = '"+db+"'"),
+			srv.Query(t, "SELECT name, engine FROM system.tables WHERE database = '"+db+"' ORDER BY name"),
+			srv.Query(t, "SELECT count(DISTINCT version) FROM `"+db+"`.toolgate_schema_migrations"))
+	}
+	if a, b := schema(old), schema(fresh); a != b {
+		t.Errorf("upgraded:\n%s\nnew:\n%s", a, b)
 	}
 }

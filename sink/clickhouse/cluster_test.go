@@ -204,6 +204,50 @@ func TestClusterMigrate(t *testing.T) {
 	}
 }
 
+// TestClusterUpgrade migrates a database an older toolgate left on the
+// 2-replica cluster (migrations 1 to 3) ADD COLUMN by ADD COLUMN, from one
+// sidecar, and checks that every server then has the tables and columns
+// of a new database (which takes the squashed migrations).
+func TestClusterUpgrade(t *testing.T) {
+	c := chtest.SharedCluster(t)
+	fresh := c.Database(t)
+	openClusterCH(t, replicasConfig(c, fresh))
+	old := c.Database(t)
+	cfg := replicasConfig(c, old)
+	off := false
+	cfg.Migrate = &off // Open would migrate all the way
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	clickhouse.SetUntil(ch, 3)
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range c.Servers {
+		if got := one(t, s, "SELECT count() FROM system.columns WHERE database = '"+old+"' AND table = 'events_local' AND name = 'mcp_server'"); got != "0" {
+			t.Fatalf("server %d: after migration 3, events_local has mcp_server", i+1)
+		}
+	}
+	clickhouse.SetUntil(ch, 0)
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	schema := func(s *chtest.Server, db string) string {
+		return fmt.Sprint(s.Query(t, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = '"+db+"'"),
+			clusterTables(t, s, db))
+	}
+	for i, s := range c.Servers {
+		if a, b := schema(s, old), schema(s, fresh); a != b {
+			t.Errorf("server %d: upgraded:\n%s\nnew:\n%s", i+1, a, b)
+		}
+	}
+}
+
 // TestClusterWriteReplayDedup writes a batch and replays it, through the
 // Distributed table and into one shard, and checks that every server
 // reads each event once, in the events and in the rollups.

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -201,6 +202,63 @@ ORDER BY (id, time)`),
 	}
 }
 
+// addColumnRE is an ADD COLUMN that Squash folds into its table's CREATE
+// TABLE: one column, not placed with AFTER or FIRST (folding appends).
+var (
+	addColumnRE = regexp.MustCompile(`^ADD COLUMN (?:IF NOT EXISTS )?(\w+ [^,]+)$`)
+	placedRE    = regexp.MustCompile(`(?i)\b(AFTER|FIRST)\b`)
+)
+
+// Squash returns ms as a database to which none of them has been applied
+// takes them: each ADD COLUMN is folded into the CREATE TABLE of its table
+// earlier in ms, so a new database gets each table with its final columns
+// in one statement and no ALTER at all (on a cluster: no replicated ALTER
+// waiting for every replica, no Distributed table dropped and created
+// again). A migration whose statements were all folded keeps its version
+// and is recorded like any other. Columns keep the history's order, as
+// ADD COLUMN appends. Any other statement that changes a table (ALTER,
+// DROP) stops the folding into that table from there on, so the result
+// always builds what applying ms one by one builds.
+func Squash(ms []Migration) []Migration {
+	out, _ := squash(ms)
+	return out
+}
+
+// squash is Squash, and also returns the columns it folded, by table name.
+func squash(ms []Migration) ([]Migration, map[string][]string) {
+	type created struct{ m, s int } // where a table's CREATE TABLE is in out
+	tables := map[string]created{}
+	folded := map[string][]string{}
+	out := make([]Migration, len(ms))
+	for i, m := range ms {
+		out[i] = Migration{Version: m.Version, Name: m.Name}
+		for _, s := range m.Statements {
+			s = strings.TrimSpace(s)
+			if c := createTableRE.FindStringSubmatch(s); c != nil {
+				tables[c[1]+"."+c[2]] = created{i, len(out[i].Statements)}
+			} else if a := alterRE.FindStringSubmatch(s); a != nil {
+				key := a[1] + "." + a[2]
+				at, ok := tables[key]
+				col := addColumnRE.FindStringSubmatch(strings.TrimSpace(a[3]))
+				if ok && col != nil && !placedRE.MatchString(col[1]) {
+					create := out[at.m].Statements[at.s]
+					idx := createTableRE.FindStringSubmatchIndex(create)
+					end := idx[7] - 1 // the column list's closing parenthesis
+					out[at.m].Statements[at.s] = strings.TrimRight(create[:end], " \n") + ",\n    " + col[1] + "\n" + create[end:]
+					name, _, _ := strings.Cut(col[1], " ")
+					folded[a[2]] = append(folded[a[2]], name)
+					continue
+				}
+				delete(tables, key)
+			} else if d := dropRE.FindStringSubmatch(s); d != nil {
+				delete(tables, d[1]+"."+d[2])
+			}
+			out[i].Statements = append(out[i].Statements, s)
+		}
+	}
+	return out, folded
+}
+
 // migrationsTable records applied migrations; duplicates from concurrent
 // sidecars collapse.
 func migrationsTable(db string) string {
@@ -220,9 +278,10 @@ func SchemaDDL(db string, f Flavor) []string {
 }
 
 // SchemaDDL is every statement that creates the schema from nothing in
-// the layout (`toolgate schema print --cluster`).
+// the layout (`toolgate schema print --cluster`): the migrations squashed
+// (Squash), each recorded as applied.
 func (l Layout) SchemaDDL(db string, f Flavor) ([]string, error) {
-	ms, err := l.Migrations(Migrations(db, f))
+	ms, err := l.Migrations(Squash(Migrations(db, f)))
 	if err != nil {
 		return nil, err
 	}
