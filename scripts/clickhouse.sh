@@ -339,6 +339,12 @@ write_cluster_config() {
     <distributed_ddl>
         <path>/clickhouse/task_queue/ddl</path>
     </distributed_ddl>
+    <!-- A replica restarted right after a kill finds its old ZooKeeper
+         session still alive ("appears to be already active") and retries
+         after this many seconds (60 by default). -->
+    <merge_tree>
+        <zookeeper_session_expiration_check_period>5</zookeeper_session_expiration_check_period>
+    </merge_tree>
     <remote_servers>
         <toolgate_shards>
 EOF
@@ -372,7 +378,9 @@ cmd_cluster_config() {
 # write_zookeeper_config DIR ZK_PORT writes DIR/zoo.cfg for a standalone
 # ZooKeeper: short ticks (sessions of 1-20 s, so a restart is noticed
 # quickly), no admin server, only the srvr four-letter word (the readiness
-# check).
+# check), and no fsync of its log: a test ZooKeeper is stopped or killed,
+# never loses power, and on a busy disk each fsync stalls every ON CLUSTER
+# statement and replicated insert behind it.
 write_zookeeper_config() {
 	local dir zk=$2
 	dir=$(abs_dir "$1")
@@ -389,6 +397,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=srvr
 maxClientCnxns=200
+forceSync=no
 minSessionTimeout=1000
 maxSessionTimeout=20000
 EOF
