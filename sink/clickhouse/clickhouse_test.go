@@ -371,15 +371,10 @@ func TestSquash(t *testing.T) {
 	}
 }
 
-// TestClickHouseUpgradeMatchesNew checks that a database an older toolgate
-// left (migrations 1 to 3) and then migrated ADD COLUMN by ADD COLUMN has
-// exactly the tables and columns of a new database, which takes the
-// squashed migrations.
-func TestClickHouseUpgradeMatchesNew(t *testing.T) {
-	srv := chtest.Shared(t)
-	_, fresh := openCH(t, srv)
-	old := srv.Database(t)
-	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: old}
+// upgradeFrom3 builds cfg's database as a toolgate of migration 3 left
+// it, runs atThree, and then migrates it the rest of the way.
+func upgradeFrom3(t *testing.T, cfg clickhouse.Config, atThree func()) {
+	t.Helper()
 	off := false
 	cfg.Migrate = &off // Open would migrate all the way
 	if err := cfg.Validate(); err != nil {
@@ -394,13 +389,26 @@ func TestClickHouseUpgradeMatchesNew(t *testing.T) {
 	if err := ch.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := one(t, srv, "SELECT count() FROM system.columns WHERE database = '"+old+"' AND table = 'events' AND name = 'mcp_server'"); got != "0" {
-		t.Fatalf("after migration 3, events has mcp_server")
-	}
+	atThree()
 	clickhouse.SetUntil(ch, 0)
 	if err := ch.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClickHouseUpgradeMatchesNew checks that a database an older toolgate
+// left (migrations 1 to 3) and then migrated ADD COLUMN by ADD COLUMN has
+// exactly the tables and columns of a new database, which takes the
+// squashed migrations.
+func TestClickHouseUpgradeMatchesNew(t *testing.T) {
+	srv := chtest.Shared(t)
+	_, fresh := openCH(t, srv)
+	old := srv.Database(t)
+	upgradeFrom3(t, clickhouse.Config{Addr: []string{srv.Addr()}, Database: old}, func() {
+		if got := one(t, srv, "SELECT count() FROM system.columns WHERE database = '"+old+"' AND table = 'events' AND name = 'mcp_server'"); got != "0" {
+			t.Fatalf("after migration 3, events has mcp_server")
+		}
+	})
 	schema := func(db string) string {
 		return fmt.Sprint(srv.Query(t, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = '"+db+"'"),
 			srv.Query(t, "SELECT name, engine FROM system.tables WHERE database = '"+db+"' ORDER BY name"),

@@ -213,30 +213,13 @@ func TestClusterUpgrade(t *testing.T) {
 	fresh := c.Database(t)
 	openClusterCH(t, replicasConfig(c, fresh))
 	old := c.Database(t)
-	cfg := replicasConfig(c, old)
-	off := false
-	cfg.Migrate = &off // Open would migrate all the way
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := clickhouse.Open(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	clickhouse.SetUntil(ch, 3)
-	if err := ch.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range c.Servers {
-		if got := one(t, s, "SELECT count() FROM system.columns WHERE database = '"+old+"' AND table = 'events_local' AND name = 'mcp_server'"); got != "0" {
-			t.Fatalf("server %d: after migration 3, events_local has mcp_server", i+1)
+	upgradeFrom3(t, replicasConfig(c, old), func() {
+		for i, s := range c.Servers {
+			if got := one(t, s, "SELECT count() FROM system.columns WHERE database = '"+old+"' AND table = 'events_local' AND name = 'mcp_server'"); got != "0" {
+				t.Fatalf("server %d: after migration 3, events_local has mcp_server", i+1)
+			}
 		}
-	}
-	clickhouse.SetUntil(ch, 0)
-	if err := ch.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	})
 	schema := func(s *chtest.Server, db string) string {
 		return fmt.Sprint(s.Query(t, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = '"+db+"'"),
 			clusterTables(t, s, db))
