@@ -1,9 +1,11 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +14,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -872,5 +875,90 @@ func TestMCPUncheckedRefuse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMCPStreamedAnswerEventFirst: a server answers a tools/call in an
+// event stream and keeps the stream open afterwards. The client has its
+// answer with the response message, so the call's event must be written
+// before that message reaches it, not when the stream ends; and the end
+// of the stream adds no second event.
+func TestMCPStreamedAnswerEventFirst(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Method != "tools/call" {
+			// toolgate's own tools/list, to learn the tools
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"create_issue","inputSchema":{"type":"object"}}]}}`, req.ID)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n")
+		w.(http.Flusher).Flush()
+		select { // the stream stays open until the test has looked
+		case <-release:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, ": bye\n\n")
+	}))
+	defer up.Close()
+	var once sync.Once
+	stop := func() { once.Do(func() { close(release) }) }
+	defer stop()
+	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.URL), nil, nil, nil, 10*time.Millisecond)
+
+	req, err := http.NewRequest("POST", up.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_issue","arguments":{"title":"x"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", "sess-7")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := e.viaHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var msg string
+	for { // read the response event: up to its blank line
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v (so far %q)", err, msg)
+		}
+		if line == "\n" {
+			break
+		}
+		msg += line
+	}
+	if !strings.Contains(msg, `"text":"done"`) {
+		t.Fatalf("the client got %q", msg)
+	}
+	calls := func() []sink.Event {
+		var out []sink.Event
+		for _, ev := range e.readEvents(t) {
+			if ev.RPCMethod == "tools/call" {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	evs := calls() // the server still holds the stream open
+	if len(evs) != 1 || evs[0].Outcome != "ok" || !evs[0].OK {
+		t.Fatalf("with the response in the client's hands, the tools/call events written are %+v; want the call's, ok", evs)
+	}
+	stop()
+	if rest, err := io.ReadAll(br); err != nil || string(rest) != ": bye\n\n" {
+		t.Fatalf("the stream's end: %q, %v", rest, err)
+	}
+	// A second event would have been written before the stream's last
+	// bytes, which the client has read.
+	if evs := calls(); len(evs) != 1 {
+		t.Errorf("after the stream ended, %d tools/call events; want the one", len(evs))
 	}
 }

@@ -253,6 +253,7 @@ type passBody struct {
 	capturing bool
 	stream    bool // no declared length: flush as it arrives
 	done      bool
+	recorded  bool // the call's event is finished
 }
 
 func (b *passBody) Read(p []byte) (int, error) {
@@ -263,6 +264,13 @@ func (b *passBody) Read(p []byte) (int, error) {
 	b.n += int64(n)
 	if b.c.mcp != nil && n > 0 {
 		b.c.mcp.observe(p[:n])
+		if b.stream && !b.recorded && b.c.mcp.answered() {
+			// The response an MCP client waits for has passed in a
+			// stream the server may keep open a while: the client has its
+			// answer with these bytes, so the event is finished before
+			// they are written to it, not when the stream ends.
+			b.record(nil)
+		}
 	}
 	if b.capturing && n > 0 {
 		room := bucketing.MaxRuleBody - len(b.capture)
@@ -300,6 +308,16 @@ func (b *passBody) end(err error) {
 	}
 	b.done = true
 	b.c.cancel()
+	b.record(err)
+}
+
+// record finishes the call's event, once: at the body's end, or earlier
+// when an MCP response has passed in a stream.
+func (b *passBody) record(err error) {
+	if b.recorded {
+		return
+	}
+	b.recorded = true
 	if b.c.mcp != nil && b.c.mcp.answered() {
 		// Once its response has passed, an MCP client may close the stream
 		// (and the server end it) any way it likes.
