@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/connqueue"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 )
 
@@ -73,13 +74,13 @@ type dialKey struct{}
 type interceptor struct {
 	s       *Server
 	ca      *tlsca.CA
-	ln      *connQueue
+	ln      *connqueue.Listener
 	srv     *http.Server
 	targets sync.Map // net.Conn -> *target, until the server accepts it
 }
 
 func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *interceptor {
-	m := &interceptor{s: s, ca: ca, ln: newConnQueue()}
+	m := &interceptor{s: s, ca: ca, ln: connqueue.New("intercept")}
 	m.srv = &http.Server{
 		Handler:           http.HandlerFunc(m.serveHTTP),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -106,7 +107,7 @@ func (m *interceptor) shutdown(ctx context.Context) error {
 // hand gives a connection, ready for HTTP, to the server.
 func (m *interceptor) hand(c net.Conn, t *target) {
 	m.targets.Store(c, t)
-	if !m.ln.push(c) {
+	if !m.ln.Push(c) {
 		m.targets.Delete(c)
 		c.Close()
 	}
@@ -396,47 +397,6 @@ func splice(c, up net.Conn) {
 	c.Close()
 	up.Close()
 }
-
-// connQueue is a net.Listener whose connections are handed in by push.
-type connQueue struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newConnQueue() *connQueue {
-	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (q *connQueue) push(c net.Conn) bool {
-	select {
-	case q.ch <- c:
-		return true
-	case <-q.done:
-		return false
-	}
-}
-
-func (q *connQueue) Accept() (net.Conn, error) {
-	select {
-	case c := <-q.ch:
-		return c, nil
-	case <-q.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (q *connQueue) Close() error {
-	q.once.Do(func() { close(q.done) })
-	return nil
-}
-
-func (q *connQueue) Addr() net.Addr { return queueAddr{} }
-
-type queueAddr struct{}
-
-func (queueAddr) Network() string { return "intercept" }
-func (queueAddr) String() string  { return "intercept" }
 
 // ownConns are toolgate's own upstream connections by local address, so a
 // redirected connection that is one of them (a routing loop) is caught.

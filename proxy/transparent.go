@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/connqueue"
 )
 
 // Transparent mode. iptables (deploy/k8s/base/toolgate-iptables.sh)
@@ -277,8 +279,8 @@ type sniffConn struct{ r io.Reader }
 func (c *sniffConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
 func (c *sniffConn) Write(p []byte) (int, error)      { return len(p), nil }
 func (c *sniffConn) Close() error                     { return nil }
-func (c *sniffConn) LocalAddr() net.Addr              { return queueAddr{} }
-func (c *sniffConn) RemoteAddr() net.Addr             { return queueAddr{} }
+func (c *sniffConn) LocalAddr() net.Addr              { return connqueue.Addr("intercept") }
+func (c *sniffConn) RemoteAddr() net.Addr             { return connqueue.Addr("intercept") }
 func (c *sniffConn) SetDeadline(time.Time) error      { return nil }
 func (c *sniffConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *sniffConn) SetWriteDeadline(time.Time) error { return nil }

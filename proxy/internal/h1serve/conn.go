@@ -198,7 +198,7 @@ func (c *conn) handOff() bool {
 	c.s.handedOff.Add(1)
 	replay := c.cr.rec
 	c.cr.rec = nil
-	return c.s.handoff.hand(&replayConn{Conn: c.rwc, replay: replay})
+	return c.s.handoff.Push(&replayConn{Conn: c.rwc, replay: replay})
 }
 
 // readRequest reads the next request. handoff says the connection goes to

@@ -45,6 +45,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/connqueue"
 )
 
 // DefaultWatchAfter is how long a request runs before its connection is
@@ -76,7 +78,7 @@ type Server struct {
 
 	initOnce sync.Once
 	fallback *http.Server
-	handoff  *handoffListener
+	handoff  *connqueue.Listener // what the fallback net/http server serves: the connections the loop hands over
 	baseCtx  context.Context
 	fbOnce   sync.Once
 	fbDone   chan struct{}
@@ -99,7 +101,7 @@ func (s *Server) init() {
 			MaxHeaderBytes:    s.MaxHeaderBytes,
 			ErrorLog:          s.ErrorLog,
 		}
-		s.handoff = newHandoffListener()
+		s.handoff = connqueue.New("h1serve-handoff")
 		s.fbDone = make(chan struct{})
 		s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, s.fallback)
 		s.lns = make(map[*net.Listener]struct{})
@@ -355,49 +357,6 @@ func (s *Server) lookAll() bool {
 	}
 	return running
 }
-
-// handoffListener is the listener the fallback net/http server serves:
-// it yields the connections the loop hands over.
-type handoffListener struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newHandoffListener() *handoffListener {
-	return &handoffListener{ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *handoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *handoffListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *handoffListener) Addr() net.Addr { return handoffAddr{} }
-
-// hand gives c to the fallback server; false when it has stopped.
-func (l *handoffListener) hand(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-type handoffAddr struct{}
-
-func (handoffAddr) Network() string { return "h1serve" }
-func (handoffAddr) String() string  { return "h1serve-handoff" }
 
 // replayConn is a connection handed to net/http: the bytes the loop had
 // read from it come first.
