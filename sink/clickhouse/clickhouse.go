@@ -201,6 +201,8 @@ type Writer struct {
 
 	beforeSend func() // tests: runs between preparing an insert and sending it
 	until      int    // tests: Migrate applies migrations up to this version only (0: all)
+
+	beforeMigration func(version int) // tests: runs before a migration's statements
 }
 
 var _ sink.Writer = (*Writer)(nil)
@@ -260,20 +262,10 @@ func (c *Writer) Migrate(ctx context.Context) error {
 	if err := c.ensureMigrationsTable(ctx); err != nil {
 		return err
 	}
-	applied := map[int]bool{}
-	rows, err := c.conn.Query(ctx, "SELECT DISTINCT version FROM "+db+".toolgate_schema_migrations")
+	applied, err := c.applied(ctx)
 	if err != nil {
-		return fmt.Errorf("clickhouse: read migrations: %w", err)
+		return err
 	}
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return fmt.Errorf("clickhouse: read migrations: %w", err)
-		}
-		applied[int(v)] = true
-	}
-	rows.Close()
 	history := Migrations(c.cfg.Database, c.flavor)
 	if c.until > 0 {
 		history = slices.DeleteFunc(history, func(m Migration) bool { return m.Version > c.until })
@@ -292,9 +284,25 @@ func (c *Writer) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("clickhouse: %w", err)
 	}
+	first := true
 	for _, m := range migrations {
 		if applied[m.Version] {
 			continue
+		}
+		if !first && len(m.Statements) > 0 {
+			// Another sidecar starting beside this one may have applied it
+			// meanwhile: its statements (ON CLUSTER, on a cluster) would
+			// only run again for nothing.
+			if applied, err = c.applied(ctx); err != nil {
+				return err
+			}
+			if applied[m.Version] {
+				continue
+			}
+		}
+		first = false
+		if c.beforeMigration != nil {
+			c.beforeMigration(m.Version)
 		}
 		for _, stmt := range m.Statements {
 			if err := c.ddl(ctx, stmt); err != nil && !columnExists(stmt, err) {
@@ -316,6 +324,27 @@ func (c *Writer) Migrate(ctx context.Context) error {
 	}
 	c.migrated.Store(true)
 	return nil
+}
+
+// applied returns the versions of the migrations recorded.
+func (c *Writer) applied(ctx context.Context) (map[int]bool, error) {
+	rows, err := c.conn.Query(ctx, "SELECT DISTINCT version FROM "+quoteIdent(c.cfg.Database)+".toolgate_schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: read migrations: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("clickhouse: read migrations: %w", err)
+		}
+		applied[int(v)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: read migrations: %w", err)
+	}
+	return applied, nil
 }
 
 // hasColumns reports whether each table named in cols (its local form

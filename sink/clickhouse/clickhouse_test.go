@@ -418,3 +418,45 @@ func TestClickHouseUpgradeMatchesNew(t *testing.T) {
 		t.Errorf("upgraded:\n%s\nnew:\n%s", a, b)
 	}
 }
+
+// TestClickHouseMigrateSkipsWhatAnotherApplied: a sidecar that finds
+// migrations to apply, and meanwhile another sidecar applies them all,
+// runs the statements of none of them again (on a cluster each would be
+// an ON CLUSTER statement on every server), apart from the one it had
+// begun.
+func TestClickHouseMigrateSkipsWhatAnotherApplied(t *testing.T) {
+	srv := chtest.Shared(t)
+	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: srv.Database(t)}
+	off := false
+	cfg.Migrate = &off
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *clickhouse.Writer {
+		ch, err := clickhouse.Open(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ch.Close() })
+		return ch
+	}
+	slow, fast := open(), open()
+	var ran []int
+	clickhouse.SetBeforeMigration(slow, func(v int) {
+		if len(ran) == 0 {
+			if err := fast.Migrate(context.Background()); err != nil { // the other sidecar, all the way
+				t.Error(err)
+			}
+		}
+		ran = append(ran, v)
+	})
+	if err := slow.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 {
+		t.Errorf("the slower sidecar ran the statements of migrations %v; want only the first, which it had begun", ran)
+	}
+	if got := one(t, srv, "SELECT count(DISTINCT version) FROM `"+cfg.Database+"`.toolgate_schema_migrations"); got != fmt.Sprint(len(clickhouse.Migrations(cfg.Database, clickhouse.FlavorLegacy))) {
+		t.Errorf("recorded migrations = %s", got)
+	}
+}
