@@ -371,12 +371,12 @@ func TestSquash(t *testing.T) {
 	}
 }
 
-// upgradeFrom3 builds cfg's database as a toolgate of migration 3 left
-// it, runs atThree, and then migrates it the rest of the way.
-func upgradeFrom3(t *testing.T, cfg clickhouse.Config, atThree func()) {
+// openUnmigrated opens a writer with cfg that leaves migrating to the
+// test (Open would migrate all the way).
+func openUnmigrated(t *testing.T, cfg clickhouse.Config) *clickhouse.Writer {
 	t.Helper()
 	off := false
-	cfg.Migrate = &off // Open would migrate all the way
+	cfg.Migrate = &off
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,15 @@ func upgradeFrom3(t *testing.T, cfg clickhouse.Config, atThree func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Close()
+	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
+// upgradeFrom3 builds cfg's database as a toolgate of migration 3 left
+// it, runs atThree, and then migrates it the rest of the way.
+func upgradeFrom3(t *testing.T, cfg clickhouse.Config, atThree func()) {
+	t.Helper()
+	ch := openUnmigrated(t, cfg)
 	clickhouse.SetUntil(ch, 3)
 	if err := ch.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -427,20 +435,7 @@ func TestClickHouseUpgradeMatchesNew(t *testing.T) {
 func TestClickHouseMigrateSkipsWhatAnotherApplied(t *testing.T) {
 	srv := chtest.Shared(t)
 	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: srv.Database(t)}
-	off := false
-	cfg.Migrate = &off
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	open := func() *clickhouse.Writer {
-		ch, err := clickhouse.Open(context.Background(), cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ch.Close() })
-		return ch
-	}
-	slow, fast := open(), open()
+	slow, fast := openUnmigrated(t, cfg), openUnmigrated(t, cfg)
 	var ran []int
 	clickhouse.SetBeforeMigration(slow, func(v int) {
 		if len(ran) == 0 {
