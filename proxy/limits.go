@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 )
 
 // Bounds on what a caller may hold. Every listener's connections are
@@ -217,7 +218,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 			continue
 		}
 		l.m.open.WithLabelValues(l.kind).Inc()
-		return &cappedConn{Conn: c, l: l}, nil
+		return &cappedConn{Conn: rawconn.Wrap(c), l: l}, nil
 	}
 }
 

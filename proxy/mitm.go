@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/connqueue"
+	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 )
 
@@ -484,7 +485,7 @@ func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, add
 		}
 		la := c.LocalAddr().String()
 		own.add(la)
-		return &ownConn{Conn: c, own: own, addr: la}, nil
+		return &ownConn{Conn: rawconn.Wrap(c), own: own, addr: la}, nil
 	}
 }
 

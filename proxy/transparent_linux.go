@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,11 +24,11 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok { // a capped connection
 		c = nc.NetConn()
 	}
-	tc, ok := c.(*net.TCPConn)
+	sc, ok := c.(syscall.Conn) // *net.TCPConn, or rawconn's
 	if !ok {
 		return netip.AddrPort{}, errors.New("not a TCP connection")
 	}
-	raw, err := tc.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return netip.AddrPort{}, err
 	}

@@ -31,7 +31,7 @@ func newPeeker(c net.Conn) *peeker {
 	p.fn = func(fd uintptr) bool {
 		// Nothing to read (EAGAIN) is the one answer of a live idle
 		// connection: 0 bytes is upstream's close, 1 is an unasked answer.
-		_, _, err := syscall.Recvfrom(int(fd), p.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		err := peekOne(fd, p.b[:])
 		p.alive = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
 		return true
 	}
