@@ -28,6 +28,7 @@
 package chtest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -85,8 +86,9 @@ type Server struct {
 	// worker has reached ZooKeeper).
 	readyLog string
 
-	mu   sync.Mutex
-	proc *process // nil when the server is not running
+	mu       sync.Mutex
+	proc     *process // nil when the server is not running
+	logStart int64    // where this run's lines begin in log/server.log
 }
 
 // process is one run of clickhouse-server.
@@ -252,6 +254,7 @@ func (s *Server) launch() error {
 	if fi, err := os.Stat(filepath.Join(s.dir, "log", "server.log")); err == nil {
 		logStart = fi.Size()
 	}
+	s.logStart = logStart
 	cmd := exec.Command(s.bin, "--config-file="+filepath.Join(s.dir, "config.xml"))
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -311,6 +314,55 @@ func (s *Server) logHas(start int64) bool {
 	b, err := io.ReadAll(io.LimitReader(f, maxResult))
 	return err == nil && strings.Contains(string(b), s.readyLog)
 }
+
+// DDLWorkerEnded reports whether this run of the server has ended its
+// distributed DDL worker: 18.16 ends it for good on a ZooKeeper error it
+// does not expect ("Unexpected ZooKeeper error: ... Terminating."), such
+// as two replicas both marking an ON CLUSTER ALTER of a replicated table
+// done, and the server then takes up no ON CLUSTER statement until it is
+// restarted.
+func (s *Server) DDLWorkerEnded() bool {
+	s.mu.Lock()
+	start := s.logStart
+	s.mu.Unlock()
+	f, err := os.Open(filepath.Join(s.dir, "log", "server.log"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return false
+	}
+	return ddlWorkerEnded(f)
+}
+
+// ddlWorkerEnded reads a server log for the DDL worker's end: the line
+// "DDLWorker: Unexpected ZooKeeper error", then its stack trace, then
+// ". Terminating." before the next message.
+func ddlWorkerEnded(r io.Reader) bool {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	inError := false
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.Contains(l, "DDLWorker: Unexpected ZooKeeper error"):
+			if strings.Contains(l, "Terminating") {
+				return true
+			}
+			inError = true
+		case logLineStart.MatchString(l):
+			inError = false // the next message
+		case inError && strings.Contains(l, "Terminating"):
+			return true
+		}
+	}
+	return false
+}
+
+// logLineStart matches the start of a message in a server log (its date);
+// the lines of a stack trace do not start so.
+var logLineStart = regexp.MustCompile(`^\d{4}\.\d{2}\.\d{2} `)
 
 // errorTail returns the last messages of the server's error log (their
 // stack traces left out: 18.16 prints a dozen frames per error, which

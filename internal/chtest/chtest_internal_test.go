@@ -83,3 +83,26 @@ func TestErrorTailSummarizes(t *testing.T) {
 		}
 	}
 }
+
+// TestDDLWorkerEnded reads the log of a 18.16 server whose DDL worker
+// ended (testdata/ddlworker-ended.log, from this package's cluster in a CI
+// run: two replicas both marked an ON CLUSTER ALTER done), and the same
+// log without the ending, and with other errors in its place.
+func TestDDLWorkerEnded(t *testing.T) {
+	b, err := os.ReadFile("testdata/ddlworker-ended.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	if !ddlWorkerEnded(strings.NewReader(log)) {
+		t.Error("the log of an ended DDL worker reads as running")
+	}
+	without := strings.Replace(log, ". Terminating.\n", "", 1)
+	if ddlWorkerEnded(strings.NewReader(without)) {
+		t.Error("an unexpected ZooKeeper error that did not end the worker reads as its end")
+	}
+	other := strings.Replace(log, "DDLWorker: Unexpected ZooKeeper error", "executeQuery: Code: 44", 1)
+	if ddlWorkerEnded(strings.NewReader(other)) {
+		t.Error("another error followed by \"Terminating\" reads as the DDL worker's end")
+	}
+}

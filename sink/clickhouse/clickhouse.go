@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -441,8 +443,9 @@ const ddlGrace = 15 * time.Second
 // DDLTimeout for every host to run it, sending nothing meanwhile; so the
 // client waits ddlGrace longer than that, not the connection's read
 // timeout (WriteTimeout, shorter by default), and a slow cluster ends in
-// the server's own timeout error, which names the hosts that have not
-// finished, rather than a cut connection. A deadline ctx already has that
+// the server's own timeout error, which counts the hosts that have not
+// finished (and, when some of them are not working on it, inactiveHint
+// says what to do), rather than a cut connection. A deadline ctx already has that
 // comes sooner still holds.
 func (c *Writer) ddl(ctx context.Context, stmt string) error {
 	if c.layout.On() {
@@ -450,7 +453,42 @@ func (c *Writer) ddl(ctx context.Context, stmt string) error {
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.DDLTimeout+ddlGrace)
 		defer cancel()
 	}
-	return c.conn.Exec(ctx, stmt)
+	err := c.conn.Exec(ctx, stmt)
+	if h := inactiveHint(err); h != "" {
+		return fmt.Errorf("%w%s", err, h)
+	}
+	return err
+}
+
+// inactiveHosts reads the DDL timeout error (TIMEOUT_EXCEEDED, 159) of an
+// ON CLUSTER statement: how many servers have not run it, and how many of
+// those are working on it.
+var inactiveHosts = regexp.MustCompile(`There are (\d+) unfinished hosts \((\d+) of them are currently active\)`)
+
+// inactiveHint is what an operator can do about err when it is an ON
+// CLUSTER statement's timeout with servers that are not working on it
+// (else ""): such a server is down, or its distributed DDL worker has
+// stopped, which ClickHouse 18.16 does for good after a ZooKeeper error it
+// does not expect (two replicas both marking an ON CLUSTER ALTER of a
+// replicated table done, seen in this package's cluster tests), until the
+// server restarts.
+func inactiveHint(err error) string {
+	var ex *chgo.Exception
+	if !errors.As(err, &ex) || ex.Code != 159 {
+		return ""
+	}
+	m := inactiveHosts.FindStringSubmatch(ex.Message)
+	if m == nil {
+		return ""
+	}
+	unfinished, _ := strconv.Atoi(m[1])
+	active, _ := strconv.Atoi(m[2])
+	if active >= unfinished {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of the servers that have not run it are not working on it: each is down, or its distributed DDL worker has stopped;"+
+		" ClickHouse 18.16 stops it after an unexpected ZooKeeper error, and its log then says \"Terminating\";"+
+		" start or restart that server, and the migration, retried, goes on)", unfinished-active)
 }
 
 // columnExists reports whether err says an ADD COLUMN statement's column
