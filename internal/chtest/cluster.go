@@ -186,6 +186,23 @@ type ZooKeeper struct {
 // Addr returns the client address, "127.0.0.1:PORT".
 func (z *ZooKeeper) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(z.port)) }
 
+// DeleteAll removes path and everything under it, with ZooKeeper's own
+// command line client (for fault drills: a node removed under the
+// servers that watch it).
+func (z *ZooKeeper) DeleteAll(t testing.TB, path string) {
+	t.Helper()
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("chtest: java not found on PATH; %s", zkHint)
+	}
+	cmd := exec.Command(java, "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-cp", strings.Join(zooKeeperJars, ":"), "org.apache.zookeeper.ZooKeeperMain",
+		"-server", z.Addr(), "deleteall", path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chtest: zookeeper deleteall %s: %v: %s", path, err, out)
+	}
+}
+
 // Kill sends SIGKILL to ZooKeeper and waits until it has exited. It does
 // nothing when ZooKeeper is not running.
 func (z *ZooKeeper) Kill() {

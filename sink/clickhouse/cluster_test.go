@@ -634,3 +634,45 @@ func balanced(s string) bool {
 	}
 	return in == 0
 }
+
+// TestClusterDDLWorkerStopped stops both servers' distributed DDL workers
+// the way 18.16 stops one, with a ZooKeeper error they do not expect (here
+// their queue's node removed under them), and checks what an operator
+// sees and does, as docs/scale.md says: the migration fails with the
+// servers' timeout and toolgate's hint, the servers' logs say the workers
+// ended, and once the servers are restarted the migration goes through.
+func TestClusterDDLWorkerStopped(t *testing.T) {
+	c := chtest.StartCluster(t)
+	c.ZooKeeper.DeleteAll(t, "/clickhouse/task_queue/ddl")
+	deadline := time.Now().Add(30 * time.Second)
+	for i, s := range c.Servers {
+		for !s.DDLWorkerEnded() {
+			if time.Now().After(deadline) {
+				t.Fatalf("server %d's DDL worker did not stop after its queue's node was removed", i+1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	cfg := replicasConfig(c, c.Database(t))
+	cfg.DDLTimeout = 4 * time.Second
+	off := false
+	cfg.Migrate = &off // Migrate is called below, where its error shows
+	ch, err := clickhouse.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	err = ch.Migrate(context.Background())
+	if err == nil {
+		t.Fatal("Migrate ran ON CLUSTER statements with no DDL worker running")
+	}
+	if !strings.Contains(err.Error(), "2 of the servers that have not run it are not working on it") || !strings.Contains(err.Error(), "restart that server") {
+		t.Fatalf("Migrate error = %v; want it to say that neither server works on it, and what to do", err)
+	}
+	for _, s := range c.Servers {
+		s.Restart(t)
+	}
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+}
