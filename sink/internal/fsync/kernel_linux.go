@@ -111,32 +111,32 @@ func (k *kernel) sync(f *os.File) (ok bool, err error) {
 // result.
 func (k *kernel) wait() error {
 	var b [8]byte
-	for {
-		var rerr error
-		err := k.raw.Read(func(fd uintptr) bool {
-			_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), 8)
-			if e == syscall.EAGAIN {
-				return false // not yet: park in the poller
-			}
-			if e != 0 {
-				rerr = e
-			}
-			return true
-		})
-		if err == nil {
-			err = rerr
+	var rerr error
+	err := k.raw.Read(func(fd uintptr) bool {
+		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), 8)
+		if e == syscall.EAGAIN {
+			return false // not yet: park in the poller
 		}
-		if err != nil {
-			// The eventfd failed, which it does not: the fsync was
-			// submitted and its completion is still owed, so reap it
-			// waiting, rather than leave it to a later Sync.
-			return errors.Join(fmt.Errorf("fsync: eventfd: %w", err), k.reap())
+		if e != 0 {
+			rerr = e
 		}
-		// The completion is on the ring before the eventfd is signalled.
-		if done, err := k.reapNow(); done {
-			return err
-		}
+		return true
+	})
+	if err == nil {
+		err = rerr
 	}
+	if err != nil {
+		// The eventfd failed, which it does not: the fsync was
+		// submitted and its completion is still owed, so reap it
+		// waiting, rather than leave it to a later Sync.
+		return errors.Join(fmt.Errorf("fsync: eventfd: %w", err), k.reap())
+	}
+	// The kernel puts the completion on the ring before it signals the
+	// eventfd, so it is there; if it were not, reap would wait for it.
+	if done, err := k.reapNow(); done {
+		return err
+	}
+	return k.reap()
 }
 
 // reapNow collects the completion if it is there.
@@ -155,7 +155,16 @@ func (k *kernel) reapNow() (bool, error) {
 // reap collects the completion, waiting for it as an ordinary blocking
 // call.
 func (k *kernel) reap() error {
-	n, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), 0, 0)
+	var (
+		n uintptr
+		e syscall.Errno
+	)
+	for {
+		n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), 0, 0)
+		if e != syscall.EINTR {
+			break
+		}
+	}
 	if e != 0 {
 		return fmt.Errorf("fsync: io_getevents: %w", e)
 	}
