@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/toolgate/toolgate/internal/section"
+	"github.com/toolgate/toolgate/sink/internal/fsync"
 )
 
 // File defaults, applied by FileConfig.Validate to zero fields.
@@ -86,6 +87,9 @@ type File struct {
 	size   int64
 	enc    *eventEncoder
 	closed bool
+	// fsync runs Sync's fsyncs without a thread waiting in them; closed
+	// by Close.
+	fsync *fsync.Syncer
 }
 
 var _ Writer = (*File)(nil)
@@ -104,6 +108,7 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	if err := fl.open(); err != nil {
 		return nil, err
 	}
+	fl.fsync = fsync.New()
 	return fl, nil
 }
 
@@ -293,7 +298,7 @@ func (fl *File) Sync() error {
 	if f == nil {
 		return nil
 	}
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err := fl.fsync.Sync(f); err != nil && !errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("sink: sync %s: %w", fl.cfg.Path, err)
 	}
 	return nil
@@ -316,6 +321,7 @@ func (fl *File) Close() error {
 		return nil
 	}
 	fl.closed = true
+	defer fl.fsync.Close()
 	if fl.f == nil {
 		return nil
 	}

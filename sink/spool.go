@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/section"
+	"github.com/toolgate/toolgate/sink/internal/fsync"
 )
 
 // Spool defaults, applied by SpoolConfig.Validate to zero fields.
@@ -242,6 +243,9 @@ type Spool struct {
 	log  *slog.Logger
 	opts spoolOptions
 	lock *os.File // flock of Dir/LOCK; closed when the shipper stops
+	// fsync runs Sync's fsyncs without a thread waiting in them; closed
+	// by Close after its last Sync.
+	fsync *fsync.Syncer
 
 	// wmu serializes appends: WriteEvents holds it across its write, and
 	// so does whoever seals or replaces the open segment; Sync never takes
@@ -376,9 +380,12 @@ func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions)
 		runCtx:  ctx,
 		cancel:  cancel,
 		noMap:   opts.noMap,
+		fsync:   fsync.New(),
 	}
+	log.Debug("sink: spool fsyncs", "dir", cfg.Dir, "mode", s.fsync.Mode())
 	if err := s.recoverDir(); err != nil {
 		cancel()
+		s.fsync.Close()
 		lock.Close()
 		return nil, fmt.Errorf("sink: open spool %s: %w", cfg.Dir, err)
 	}
@@ -458,6 +465,9 @@ func (s *Spool) Close(ctx context.Context) error {
 		s.wmu.Unlock()
 		if err := s.Sync(); err != nil {
 			s.log.Warn("sink: spool sync at close failed", "error", err)
+		}
+		if err := s.fsync.Close(); err != nil {
+			s.log.Warn("sink: spool close", "error", err)
 		}
 		close(s.closing)
 	})

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/sink/internal/fsync"
 )
 
 // The spool's on-disk format.
@@ -293,11 +295,20 @@ func writeFileSync(path string, data []byte) error {
 // syncDir makes the directory's entries (created, renamed, removed files)
 // durable.
 func syncDir(dir string) error {
+	return syncDirWith(nil, dir)
+}
+
+// syncDirWith is syncDir with the fsync through syncer (nil: blocking).
+func syncDirWith(syncer *fsync.Syncer, dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	if syncer != nil {
+		err = syncer.Sync(d)
+	} else {
+		err = d.Sync()
+	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -1724,4 +1725,40 @@ func TestSpoolShipsCopiesAsWritten(t *testing.T) {
 		t.Errorf("%d of %d segments shipped from their file; want some from copies, the rest past the bound from files", readBack, segs)
 	}
 	t.Logf("%d of %d segments read back", readBack, segs)
+}
+
+// The spool says at debug level how it fsyncs (docs/events.md): through
+// the kernel's asynchronous interface on Linux amd64 and arm64 where the
+// system allows it, blocking with the reason otherwise; and its Syncs
+// succeed either way.
+func TestSpoolLogsFsyncMode(t *testing.T) {
+	var buf testutil.SyncBuffer
+	s := openTestSpool(t, SpoolConfig{Dir: t.TempDir(), SegmentAge: time.Hour}, &testDest{}, &buf)
+	writeSpool(t, s, []Event{ev(0)})
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	log := buf.String()
+	line := ""
+	for l := range strings.Lines(log) {
+		if strings.Contains(l, `msg="sink: spool fsyncs"`) {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no %q line in the log:\n%s", "sink: spool fsyncs", log)
+	}
+	kernel := runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64")
+	switch {
+	case strings.Contains(line, "mode=kernel"):
+		if !kernel {
+			t.Errorf("kernel mode on %s/%s: %s", runtime.GOOS, runtime.GOARCH, line)
+		}
+	case strings.Contains(line, `mode="blocking: `):
+		if kernel {
+			t.Logf("the kernel's asynchronous fsync is refused here: %s", line)
+		}
+	default:
+		t.Errorf("the line names no mode: %s", line)
+	}
 }

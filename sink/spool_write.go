@@ -470,19 +470,19 @@ func (s *Spool) Sync() error {
 	s.mu.Unlock()
 	var errs []error
 	for _, f := range files {
-		if err := f.Sync(); err != nil {
+		if err := s.fsync.Sync(f); err != nil {
 			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(f.Name()), err))
 		}
 		f.Close()
 	}
 	if open != nil && size > 0 {
-		if err := open.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := s.fsync.Sync(open); err != nil && !errors.Is(err, os.ErrClosed) {
 			errs = append(errs, fmt.Errorf("sink: spool sync %s: %w", filepath.Base(open.Name()), err))
 		}
 		s.syncs.Add(1)
 	}
 	if dirDirty {
-		if err := syncDir(s.cfg.Dir); err != nil {
+		if err := syncDirWith(s.fsync, s.cfg.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("sink: spool sync directory: %w", err))
 		}
 	}

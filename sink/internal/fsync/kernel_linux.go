@@ -1,0 +1,194 @@
+//go:build linux && (amd64 || arm64)
+
+package fsync
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel's asynchronous I/O interface (linux/aio_abi.h), as laid out
+// on the little-endian 64-bit architectures this file builds for.
+const (
+	iocbCmdFsync  = 2      // IOCB_CMD_FSYNC
+	iocbFlagResfd = 1 << 0 // IOCB_FLAG_RESFD: signal aio_resfd on completion
+)
+
+// iocb is struct iocb.
+type iocb struct {
+	data      uint64
+	key       uint32
+	rwFlags   uint32
+	opcode    uint16
+	reqprio   int16
+	fildes    uint32
+	buf       uint64
+	nbytes    uint64
+	offset    int64
+	reserved2 uint64
+	flags     uint32
+	resfd     uint32
+}
+
+// ioEvent is struct io_event.
+type ioEvent struct {
+	data uint64
+	obj  uint64
+	res  int64
+	res2 int64
+}
+
+// kernel is one asynchronous I/O context and the eventfd its completions
+// signal, for one fsync at a time.
+type kernel struct {
+	ctx uintptr  // aio_context_t
+	efd *os.File // non-blocking, so in the runtime's poller
+	// fd is efd's descriptor (efd.Fd would make it blocking).
+	fd  int
+	raw syscall.RawConn
+	cb  iocb
+	ev  [1]ioEvent
+}
+
+func newKernel() (*kernel, error) {
+	var ctx uintptr
+	if _, _, e := unix.RawSyscall(unix.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
+		return nil, fmt.Errorf("io_setup: %w", e)
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.RawSyscall(unix.SYS_IO_DESTROY, ctx, 0, 0)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	// A non-blocking descriptor becomes a File the poller waits on.
+	efd := os.NewFile(uintptr(fd), "fsync-eventfd")
+	raw, err := efd.SyscallConn()
+	if err != nil {
+		efd.Close()
+		unix.RawSyscall(unix.SYS_IO_DESTROY, ctx, 0, 0)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	return &kernel{ctx: ctx, efd: efd, fd: fd, raw: raw}, nil
+}
+
+// sync fsyncs f on a kernel worker and waits for it in the poller. ok is
+// false when the kernel did not take the fsync (and did nothing): the
+// caller then fsyncs itself. Otherwise err is the fsync's own error.
+func (k *kernel) sync(f *os.File) (ok bool, err error) {
+	fc, cerr := f.SyscallConn()
+	if cerr != nil {
+		return false, nil
+	}
+	var submitted syscall.Errno
+	// The kernel takes its own reference to the file at submission, so a
+	// Close of f while the fsync runs does not cut it short.
+	cerr = fc.Control(func(fd uintptr) {
+		k.cb = iocb{opcode: iocbCmdFsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(k.fd)}
+		p := &k.cb
+		// io_submit with IOCB_CMD_FSYNC queues the work and returns:
+		// nothing in it waits, so it needs none of the runtime's
+		// bookkeeping for blocking calls.
+		n, _, e := unix.RawSyscall(unix.SYS_IO_SUBMIT, k.ctx, 1, uintptr(unsafe.Pointer(&p)))
+		switch {
+		case e != 0:
+			submitted = e
+		case n != 1:
+			submitted = syscall.EAGAIN
+		}
+	})
+	if cerr != nil || submitted != 0 {
+		return false, nil
+	}
+	return true, k.wait()
+}
+
+// wait waits for the one submitted fsync to complete and returns its
+// result.
+func (k *kernel) wait() error {
+	var b [8]byte
+	var rerr error
+	err := k.raw.Read(func(fd uintptr) bool {
+		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), 8)
+		if e == syscall.EAGAIN {
+			return false // not yet: park in the poller
+		}
+		if e != 0 {
+			rerr = e
+		}
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		// The eventfd failed, which it does not: the fsync was
+		// submitted and its completion is still owed, so reap it
+		// waiting, rather than leave it to a later Sync.
+		return errors.Join(fmt.Errorf("fsync: eventfd: %w", err), k.reap())
+	}
+	// The kernel puts the completion on the ring before it signals the
+	// eventfd, so it is there; if it were not, reap would wait for it.
+	if done, err := k.reapNow(); done {
+		return err
+	}
+	return k.reap()
+}
+
+// reapNow collects the completion if it is there.
+func (k *kernel) reapNow() (bool, error) {
+	var ts unix.Timespec
+	n, _, e := unix.RawSyscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), uintptr(unsafe.Pointer(&ts)), 0)
+	if e != 0 {
+		return true, fmt.Errorf("fsync: io_getevents: %w", e)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	return true, result(k.ev[0].res)
+}
+
+// reap collects the completion, waiting for it as an ordinary blocking
+// call.
+func (k *kernel) reap() error {
+	var (
+		n uintptr
+		e syscall.Errno
+	)
+	for {
+		n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), 0, 0)
+		if e != syscall.EINTR {
+			break
+		}
+	}
+	if e != 0 {
+		return fmt.Errorf("fsync: io_getevents: %w", e)
+	}
+	if n == 0 {
+		return errors.New("fsync: io_getevents returned no completion")
+	}
+	return result(k.ev[0].res)
+}
+
+// result is an io_event's res as an error: 0, or a negated errno.
+func result(res int64) error {
+	if res < 0 {
+		return syscall.Errno(-res)
+	}
+	return nil
+}
+
+// close destroys the context (which waits for an fsync still running:
+// none is, as Syncs and Close take turns) and closes the eventfd.
+func (k *kernel) close() error {
+	_, _, e := unix.Syscall(unix.SYS_IO_DESTROY, k.ctx, 0, 0)
+	err := k.efd.Close()
+	if e != 0 {
+		return errors.Join(fmt.Errorf("io_destroy: %w", e), err)
+	}
+	return err
+}
