@@ -19,28 +19,28 @@ const (
 	iocbFlagResfd = 1 << 0 // IOCB_FLAG_RESFD: signal aio_resfd on completion
 )
 
-// iocb is struct iocb.
+// iocb is struct iocb; the fields an fsync leaves at zero are blank.
 type iocb struct {
-	data      uint64
-	key       uint32
-	rwFlags   uint32
-	opcode    uint16
-	reqprio   int16
-	fildes    uint32
-	buf       uint64
-	nbytes    uint64
-	offset    int64
-	reserved2 uint64
-	flags     uint32
-	resfd     uint32
+	_      uint64 // aio_data
+	_      uint32 // aio_key
+	_      uint32 // aio_rw_flags
+	opcode uint16 // aio_lio_opcode
+	_      int16  // aio_reqprio
+	fildes uint32 // aio_fildes
+	_      uint64 // aio_buf
+	_      uint64 // aio_nbytes
+	_      int64  // aio_offset
+	_      uint64 // aio_reserved2
+	flags  uint32 // aio_flags
+	resfd  uint32 // aio_resfd
 }
 
-// ioEvent is struct io_event.
+// ioEvent is struct io_event; only res is read.
 type ioEvent struct {
-	data uint64
-	obj  uint64
-	res  int64
-	res2 int64
+	_   uint64 // data
+	_   uint64 // obj
+	res int64
+	_   int64 // res2
 }
 
 // kernel is one asynchronous I/O context and the eventfd its completions
@@ -192,3 +192,15 @@ func (k *kernel) close() error {
 	}
 	return err
 }
+
+// The kernel reads and writes these structures by their layout.
+var (
+	_ [64 - unsafe.Sizeof(iocb{})]struct{}
+	_ [unsafe.Sizeof(iocb{}) - 64]struct{}
+	_ [32 - unsafe.Sizeof(ioEvent{})]struct{}
+	_ [unsafe.Sizeof(ioEvent{}) - 32]struct{}
+	_ [unsafe.Offsetof(iocb{}.opcode) - 16]struct{}
+	_ [16 - unsafe.Offsetof(iocb{}.opcode)]struct{}
+	_ [unsafe.Offsetof(iocb{}.flags) - 56]struct{}
+	_ [56 - unsafe.Offsetof(iocb{}.flags)]struct{}
+)
