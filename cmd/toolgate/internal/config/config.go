@@ -288,6 +288,9 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	if err := ec.File.Validate(); err != nil {
 		return err
 	}
+	if ec.File.Journal && len(ec.ClickHouse.Addr) > 0 {
+		return section.Errorf("file.journal", "journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)")
+	}
 	if len(ec.ClickHouse.Addr) == 0 && !ec.File.Journal {
 		return nil
 	}
