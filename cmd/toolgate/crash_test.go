@@ -192,8 +192,9 @@ func tally(row *drillRow, l *drillLoad, found map[string]int) []string {
 }
 
 // TestCrashDrill runs the drill three times against ClickHouse (through
-// the spool) and three times against the NDJSON file, each with its own
-// kill point, and logs the table. Every run must lose no answered call and
+// the spool), three times against the NDJSON file and twice against the
+// file behind its journal (file.journal), each with its own kill point,
+// and logs the table. Every run must lose no answered call and
 // duplicate none.
 func TestCrashDrill(t *testing.T) {
 	bin := toolgateBinary(t)
@@ -209,7 +210,10 @@ func TestCrashDrill(t *testing.T) {
 		rows = append(rows, drillClickHouse(t, bin, ch, up.URL(), run))
 	}
 	for run := 1; run <= 3; run++ {
-		rows = append(rows, drillFile(t, bin, up.URL(), run))
+		rows = append(rows, drillFile(t, bin, up.URL(), run, false))
+	}
+	for run := 1; run <= 2; run++ {
+		rows = append(rows, drillFile(t, bin, up.URL(), run, true))
 	}
 	for run := 1; run <= 2; run++ {
 		rows = append(rows, drillMachine(t, bin, ch, up.URL(), run))
@@ -263,26 +267,37 @@ func drillClickHouse(t *testing.T, bin string, ch *chtest.Server, upstream strin
 	return row
 }
 
-// drillFile is one run into the NDJSON file: kill, restart (the file is
-// appended to again), stop, count the lines per session.
-func drillFile(t *testing.T, bin, upstream string, run int) drillRow {
+// drillFile is one run into the NDJSON file, or (journal) into the file
+// behind the spool as its journal: kill, restart (the file is appended to
+// again; the journal ships what it holds), stop, count the lines per
+// session. A line whose event_id an earlier line had is a duplicate.
+func drillFile(t *testing.T, bin, upstream string, run int, journal bool) drillRow {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "toolgate.yaml")
-	writeFile(t, cfg, strings.Replace(drillConfig, "DEST", "  file: {path: events.ndjson}", 1))
+	dest, mode := "  file: {path: events.ndjson}", "file"
+	if journal {
+		dest, mode = "  file: {path: events.ndjson, journal: true}\n  spool: {dir: journal, segment_age: 50ms}", "file, journal"
+	}
+	writeFile(t, cfg, strings.Replace(drillConfig, "DEST", dest, 1))
 	p := drillSidecar(t, bin, cfg)
-	runID := fmt.Sprintf("file%d", run)
+	runID := fmt.Sprintf("file%d%v", run, journal)
 	l, killAfter, _ := killDuringLoad(t, p, upstream, runID, nil)
 
 	p2 := drillSidecar(t, bin, cfg)
-	p2.cmd.Process.Signal(syscall.SIGTERM)
-	p2.cmd.Wait()
-	found, torn := fileSessions(t, filepath.Join(dir, "events.ndjson"))
-	row := drillRow{mode: fmt.Sprintf("file %d", run), killAfter: killAfter}
+	if journal {
+		shipAll(t, p2)
+	} else {
+		p2.cmd.Process.Signal(syscall.SIGTERM)
+		p2.cmd.Wait()
+	}
+	found, dupLines, torn := fileSessions(t, filepath.Join(dir, "events.ndjson"))
+	row := drillRow{mode: fmt.Sprintf("%s %d", mode, run), killAfter: killAfter}
 	lost := tally(&row, l, found)
+	row.duplicates += dupLines
 	if row.lost != 0 || row.duplicates != 0 || row.answered == 0 || torn != 0 {
-		t.Errorf("%s: answered %d, lost %d (first: %v), duplicates %d, torn lines %d",
-			row.mode, row.answered, row.lost, first(lost, 5), row.duplicates, torn)
+		t.Errorf("%s: answered %d, lost %d (first: %v), duplicates %d, torn lines %d\nstderr after restart:\n%s",
+			row.mode, row.answered, row.lost, first(lost, 5), row.duplicates, torn, p2.stderr)
 	}
 	return row
 }
@@ -314,8 +329,9 @@ func chSessions(t *testing.T, ch *chtest.Server, db string) map[string]int {
 }
 
 // fileSessions returns, per session, the distinct event ids in the NDJSON
-// file, and the number of lines that are not whole JSON objects.
-func fileSessions(t *testing.T, path string) (map[string]int, int) {
+// file, the number of lines that repeat an event id of an earlier line,
+// and the number of lines that are not whole JSON objects.
+func fileSessions(t *testing.T, path string) (map[string]int, int, int) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -323,7 +339,7 @@ func fileSessions(t *testing.T, path string) (map[string]int, int) {
 	}
 	defer f.Close()
 	ids := map[string]map[string]bool{}
-	torn := 0
+	torn, dup := 0, 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -338,6 +354,9 @@ func fileSessions(t *testing.T, path string) (map[string]int, int) {
 		if ids[e.Session] == nil {
 			ids[e.Session] = map[string]bool{}
 		}
+		if ids[e.Session][e.EventID] {
+			dup++
+		}
 		ids[e.Session][e.EventID] = true
 	}
 	if err := sc.Err(); err != nil {
@@ -347,7 +366,7 @@ func fileSessions(t *testing.T, path string) (map[string]int, int) {
 	for s, m := range ids {
 		found[s] = len(m)
 	}
-	return found, torn
+	return found, dup, torn
 }
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }

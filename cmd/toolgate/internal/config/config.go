@@ -133,8 +133,9 @@ type EventsConfig struct {
 	// ClickHouse sends events to ClickHouse, through the spool, when its
 	// addr is set.
 	ClickHouse clickhouse.Config `yaml:"clickhouse"`
-	// Spool is the disk spool in front of ClickHouse: events are written
-	// there first and deleted only once ClickHouse has them.
+	// Spool is the disk spool in front of ClickHouse (or, with
+	// file.journal, in front of the NDJSON file): events are written there
+	// first and deleted only once the destination has them.
 	Spool sink.SpoolConfig `yaml:"spool"`
 }
 
@@ -287,11 +288,16 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	if err := ec.File.Validate(); err != nil {
 		return err
 	}
-	if len(ec.ClickHouse.Addr) == 0 {
+	if ec.File.Journal && len(ec.ClickHouse.Addr) > 0 {
+		return section.Errorf("file.journal", "journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)")
+	}
+	if len(ec.ClickHouse.Addr) == 0 && !ec.File.Journal {
 		return nil
 	}
-	if err := ec.ClickHouse.Validate(); err != nil {
-		return err
+	if len(ec.ClickHouse.Addr) > 0 {
+		if err := ec.ClickHouse.Validate(); err != nil {
+			return err
+		}
 	}
 	if ec.Spool.Dir == "" {
 		ec.Spool.Dir = DefaultSpoolDir

@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,5 +65,28 @@ func TestKeepStartSections(t *testing.T) {
 	}
 	if _, changed := inForce.KeepStartSections(inForce); len(changed) != 0 {
 		t.Errorf("a configuration against itself changed %q", changed)
+	}
+}
+
+// events.file.journal: the spool's defaults apply to it (its folder
+// beside the file), and it is refused with ClickHouse, which leaves the
+// file unused.
+func TestFileJournal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolgate.yaml")
+	lc, err := Parse(path, []byte("events:\n  file: {path: ev.ndjson, journal: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc.ClosePolicies(nil)
+	if got, want := lc.Events.Spool.Dir, filepath.Join(dir, DefaultSpoolDir); got != want {
+		t.Errorf("spool.dir = %q, want %q", got, want)
+	}
+	if lc.Events.Spool.SegmentAge == 0 {
+		t.Error("the spool's defaults were not applied")
+	}
+	_, err = Parse(path, []byte("events:\n  file: {journal: true}\n  clickhouse: {addr: [127.0.0.1:9000]}\n"))
+	if err == nil || !strings.HasSuffix(err.Error(), ": events.file.journal: journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)") {
+		t.Errorf("journal with ClickHouse: %v", err)
 	}
 }

@@ -54,6 +54,12 @@ func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
 		if ec.ClickHouse.RetentionDays > 0 {
 			ep.startRetention(ec.ClickHouse.RetentionDays, log)
 		}
+	} else if ec.File.Journal {
+		sp, f, err := sink.OpenJournaledFile(ec.File, ec.Spool, log.With("component", "spool"))
+		if err != nil {
+			return nil, fmt.Errorf("open events file: %w", err)
+		}
+		ep.file, ep.spool, w = f, sp, sp
 	} else {
 		f, err := sink.OpenFile(ec.File)
 		if err != nil {
@@ -102,6 +108,9 @@ func (ep *eventPath) where(ec config.EventsConfig) string {
 	if ep.ch != nil {
 		return fmt.Sprintf("clickhouse %v database %s (spool %s)", ec.ClickHouse.Addr, ec.ClickHouse.Database, ec.Spool.Dir)
 	}
+	if ep.spool != nil {
+		return fmt.Sprintf("%s (journal %s)", ec.File.Path, ec.Spool.Dir)
+	}
 	return ec.File.Path
 }
 
@@ -128,7 +137,9 @@ func (ep *eventPath) status(ec config.EventsConfig) eventsStatus {
 	if ep.spool != nil {
 		s := ep.spool.Status()
 		st.Spool = &s
-		st.Rejected = ep.ch.Rejected()
+		if ep.ch != nil {
+			st.Rejected = ep.ch.Rejected()
+		}
 	}
 	return st
 }
@@ -144,11 +155,16 @@ func (ep *eventPath) close(ctx context.Context) error {
 	if ep.queue != nil {
 		err = ep.queue.Close(ctx)
 	}
+	// The spool ships into the file (file.journal) or ClickHouse: it
+	// closes first.
+	if ep.spool != nil {
+		err = errors.Join(err, ep.spool.Close(ctx))
+	}
+	if ep.ch != nil {
+		err = errors.Join(err, ep.ch.Close())
+	}
 	if ep.file != nil {
 		err = errors.Join(err, ep.file.Close())
-	}
-	if ep.spool != nil {
-		err = errors.Join(err, ep.spool.Close(ctx), ep.ch.Close())
 	}
 	return err
 }
