@@ -107,7 +107,7 @@ type File struct {
 	// between the write and the deletion).
 	journaled   bool
 	resumeAfter string
-	skipped     uint64 // events not written again, for tests and logs
+	skipped     uint64 // events not written again (tests read it)
 }
 
 var _ Writer = (*File)(nil)
@@ -159,26 +159,32 @@ func cutTornLine(f *os.File) (int64, error) {
 		return 0, err
 	}
 	end := st.Size()
-	buf := make([]byte, 0, 4096)
-	for pos := end; pos > 0; {
-		n := min(int64(cap(buf)), pos)
+	i, err := lastLineBreak(f, 0, end)
+	if err != nil {
+		return 0, err
+	}
+	if keep := i + 1; keep < end {
+		return keep, f.Truncate(keep)
+	}
+	return end, nil
+}
+
+// lastLineBreak returns the offset of the last line break in f between
+// from and end, or -1 if there is none; it reads backwards from end, 4 KiB
+// at a time.
+func lastLineBreak(f *os.File, from, end int64) (int64, error) {
+	buf := make([]byte, 4096)
+	for pos := end; pos > from; {
+		n := min(int64(len(buf)), pos-from)
 		pos -= n
-		buf = buf[:n]
-		if _, err := f.ReadAt(buf, pos); err != nil {
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
 			return 0, err
 		}
-		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			keep := pos + int64(i) + 1
-			if keep == end {
-				return end, nil
-			}
-			return keep, f.Truncate(keep)
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return pos + int64(i), nil
 		}
 	}
-	if end == 0 {
-		return 0, nil
-	}
-	return 0, f.Truncate(0)
+	return -1, nil
 }
 
 // WriteEvents appends events, one JSON object per line, in one write. When

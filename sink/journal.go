@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -54,25 +53,17 @@ func lastEventID(f *os.File, size int64) (string, error) {
 		return "", nil
 	}
 	end := size - 1 // the last line's break
-	var line []byte
-	buf := make([]byte, 4096)
-	for pos := end; ; {
-		n := min(int64(len(buf)), pos)
-		pos -= n
-		if _, err := f.ReadAt(buf[:n], pos); err != nil {
-			return "", err
-		}
-		line = append(bytes.Clone(buf[:n]), line...)
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			line = line[i+1:]
-			break
-		}
-		if pos == 0 {
-			break
-		}
-		if int64(len(line)) > maxLastLine {
-			return "", nil
-		}
+	from := max(0, end-maxLastLine)
+	i, err := lastLineBreak(f, from, end)
+	if err != nil {
+		return "", err
+	}
+	if i < 0 && from > 0 {
+		return "", nil // a last line longer than any event
+	}
+	line := make([]byte, end-(i+1))
+	if _, err := f.ReadAt(line, i+1); err != nil {
+		return "", err
 	}
 	var e struct {
 		EventID string `json:"event_id"`

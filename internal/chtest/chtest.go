@@ -303,14 +303,11 @@ func (s *Server) logHas(start int64) bool {
 	if s.readyLog == "" {
 		return true
 	}
-	f, err := os.Open(filepath.Join(s.dir, "log", "server.log"))
+	f, err := s.openLog(start)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return false
-	}
 	b, err := io.ReadAll(io.LimitReader(f, maxResult))
 	return err == nil && strings.Contains(string(b), s.readyLog)
 }
@@ -325,15 +322,25 @@ func (s *Server) DDLWorkerEnded() bool {
 	s.mu.Lock()
 	start := s.logStart
 	s.mu.Unlock()
-	f, err := os.Open(filepath.Join(s.dir, "log", "server.log"))
+	f, err := s.openLog(start)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return false
-	}
 	return ddlWorkerEnded(f)
+}
+
+// openLog opens the server's log at byte start.
+func (s *Server) openLog(start int64) (*os.File, error) {
+	f, err := os.Open(filepath.Join(s.dir, "log", "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // ddlWorkerEnded reads a server log for the DDL worker's end: the line

@@ -537,18 +537,10 @@ func ddlWaitsForServer(t *testing.T, c *chtest.Cluster) {
 	cfg := shardsConfig(c, "ddlwait")
 	cfg.Addr = []string{c.Servers[0].Addr()}
 	cfg.WriteTimeout, cfg.DDLTimeout = time.Second, 3*time.Second // odd: see ddlSettings
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	off := false
-	cfg.Migrate = &off // Migrate is called below, where its error shows
-	ch, err := clickhouse.Open(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	// Migrate is called below, where its error shows.
+	ch := openUnmigrated(t, cfg)
 	start := time.Now()
-	err = ch.Migrate(context.Background())
+	err := ch.Migrate(context.Background())
 	if err == nil {
 		t.Fatal("Migrate created a new database ON CLUSTER with shard 2 away; want the server's DDL timeout")
 	}
@@ -655,14 +647,9 @@ func TestClusterDDLWorkerStopped(t *testing.T) {
 	}
 	cfg := replicasConfig(c, c.Database(t))
 	cfg.DDLTimeout = 4 * time.Second
-	off := false
-	cfg.Migrate = &off // Migrate is called below, where its error shows
-	ch, err := clickhouse.Open(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	err = ch.Migrate(context.Background())
+	// Migrate is called below, where its error shows.
+	ch := openUnmigrated(t, cfg)
+	err := ch.Migrate(context.Background())
 	if err == nil {
 		t.Fatal("Migrate ran ON CLUSTER statements with no DDL worker running")
 	}

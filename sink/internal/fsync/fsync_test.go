@@ -31,24 +31,20 @@ func TestSameAsFileSync(t *testing.T) {
 	s := newSyncer(t)
 	t.Logf("mode: %s", s.Mode())
 	dir := t.TempDir()
+	// tempFile creates a file in dir holding content.
+	tempFile := func(t *testing.T, content string) *os.File {
+		f, err := os.CreateTemp(dir, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(content); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
 	cases := map[string]func(t *testing.T) *os.File{
-		"regular file": func(t *testing.T) *os.File {
-			f, err := os.CreateTemp(dir, "f")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.WriteString(strings.Repeat("event\n", 1000)); err != nil {
-				t.Fatal(err)
-			}
-			return f
-		},
-		"empty file": func(t *testing.T) *os.File {
-			f, err := os.CreateTemp(dir, "f")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		},
+		"regular file": func(t *testing.T) *os.File { return tempFile(t, strings.Repeat("event\n", 1000)) },
+		"empty file":   func(t *testing.T) *os.File { return tempFile(t, "") },
 		"directory": func(t *testing.T) *os.File {
 			f, err := os.Open(dir)
 			if err != nil {
@@ -57,10 +53,7 @@ func TestSameAsFileSync(t *testing.T) {
 			return f
 		},
 		"closed file": func(t *testing.T) *os.File {
-			f, err := os.CreateTemp(dir, "f")
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := tempFile(t, "")
 			f.Close()
 			return f
 		},

@@ -129,49 +129,47 @@ func (k *kernel) wait() error {
 		// The eventfd failed, which it does not: the fsync was
 		// submitted and its completion is still owed, so reap it
 		// waiting, rather than leave it to a later Sync.
-		return errors.Join(fmt.Errorf("fsync: eventfd: %w", err), k.reap())
+		_, rerr := k.reap(true)
+		return errors.Join(fmt.Errorf("fsync: eventfd: %w", err), rerr)
 	}
 	// The kernel puts the completion on the ring before it signals the
 	// eventfd, so it is there; if it were not, reap would wait for it.
-	if done, err := k.reapNow(); done {
+	if done, err := k.reap(false); done {
 		return err
 	}
-	return k.reap()
+	_, err = k.reap(true)
+	return err
 }
 
-// reapNow collects the completion if it is there.
-func (k *kernel) reapNow() (bool, error) {
-	var ts unix.Timespec
-	n, _, e := unix.RawSyscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), uintptr(unsafe.Pointer(&ts)), 0)
-	if e != 0 {
-		return true, fmt.Errorf("fsync: io_getevents: %w", e)
-	}
-	if n == 0 {
-		return false, nil
-	}
-	return true, result(k.ev[0].res)
-}
-
-// reap collects the completion, waiting for it as an ordinary blocking
-// call.
-func (k *kernel) reap() error {
+// reap collects the completion and returns its result: with wait, as an
+// ordinary blocking call that waits for it; without, only if it is there
+// (done false otherwise), without the runtime's bookkeeping for calls
+// that block.
+func (k *kernel) reap(wait bool) (done bool, err error) {
 	var (
 		n uintptr
 		e syscall.Errno
 	)
-	for {
-		n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), 0, 0)
-		if e != syscall.EINTR {
-			break
+	if wait {
+		for {
+			n, _, e = unix.Syscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), 0, 0)
+			if e != syscall.EINTR {
+				break
+			}
 		}
+	} else {
+		var ts unix.Timespec // zero: do not wait
+		n, _, e = unix.RawSyscall6(unix.SYS_IO_GETEVENTS, k.ctx, 1, 1, uintptr(unsafe.Pointer(&k.ev[0])), uintptr(unsafe.Pointer(&ts)), 0)
 	}
-	if e != 0 {
-		return fmt.Errorf("fsync: io_getevents: %w", e)
+	switch {
+	case e != 0:
+		return true, fmt.Errorf("fsync: io_getevents: %w", e)
+	case n == 0 && wait:
+		return true, errors.New("fsync: io_getevents returned no completion")
+	case n == 0:
+		return false, nil
 	}
-	if n == 0 {
-		return errors.New("fsync: io_getevents returned no completion")
-	}
-	return result(k.ev[0].res)
+	return true, result(k.ev[0].res)
 }
 
 // result is an io_event's res as an error: 0, or a negated errno.
