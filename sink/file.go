@@ -53,11 +53,15 @@ type FileConfig struct {
 	// journal: each call's event is copied into the spool's memory-mapped
 	// segment before the call is answered, and appended to the file with
 	// the rest of its segment once the segment is sealed
-	// (events.spool.segment_age, 1s by default). Lone calls cost less CPU;
-	// events reach the file up to segment_age later. See
-	// OpenJournaledFile.
-	Journal bool `yaml:"journal"`
+	// (events.spool.segment_age, 1s by default). Lone calls cost much less
+	// CPU than a write(2) each; events reach the file up to segment_age
+	// later. nil is unset: the configuration's events section then turns
+	// it on unless events go to ClickHouse. See OpenJournaledFile.
+	Journal *bool `yaml:"journal"`
 }
+
+// Journaled reports whether Journal is set and true.
+func (c *FileConfig) Journaled() bool { return c.Journal != nil && *c.Journal }
 
 // Validate applies the defaults to zero fields and rejects negative sizes
 // and counts. Errors name the field as "file.<field>".

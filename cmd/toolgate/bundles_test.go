@@ -405,8 +405,7 @@ func TestBundleLifecycle(t *testing.T) {
 	t.Logf("activation of r2 took %.1fms (compile, tests, swap)", st.ActivationMS)
 
 	// Each event names the revision that decided it.
-	time.Sleep(200 * time.Millisecond)
-	evs := readEvents(t, filepath.Join(r.dir, "events.ndjson"))
+	evs := readShipped(t, r.admin, r.sc.AdminAddr(), filepath.Join(r.dir, "events.ndjson"))
 	seen := map[string]int{}
 	for _, e := range evs {
 		seen[e.PolicyVersion]++
@@ -487,10 +486,9 @@ func TestBundleRolloutAndSwitchUnderLoad(t *testing.T) {
 	t.Logf("%d calls, %d failed, during %d switches in %s; activation (compile, tests, swap) median %.1fms, max %.1fms",
 		calls.Load(), failed.Load(), switches, took.Round(time.Millisecond), activation[len(activation)/2], activation[len(activation)-1])
 
-	time.Sleep(200 * time.Millisecond)
 	byVersion := map[string]int{}
 	dryDenied := 0
-	for _, e := range readEvents(t, filepath.Join(r.dir, "events.ndjson")) {
+	for _, e := range readShipped(t, r.admin, r.sc.AdminAddr(), filepath.Join(r.dir, "events.ndjson")) {
 		byVersion[e.PolicyVersion]++
 		if e.DryRunDenied {
 			dryDenied++

@@ -192,8 +192,9 @@ func tally(row *drillRow, l *drillLoad, found map[string]int) []string {
 }
 
 // TestCrashDrill runs the drill three times against ClickHouse (through
-// the spool), three times against the NDJSON file and twice against the
-// file behind its journal (file.journal), each with its own kill point,
+// the spool), three times against the NDJSON file written before each
+// answer (file.journal: false) and twice against the file behind its
+// journal (the default), each with its own kill point,
 // and logs the table. Every run must lose no answered call and
 // duplicate none.
 func TestCrashDrill(t *testing.T) {
@@ -267,15 +268,15 @@ func drillClickHouse(t *testing.T, bin string, ch *chtest.Server, upstream strin
 	return row
 }
 
-// drillFile is one run into the NDJSON file, or (journal) into the file
-// behind the spool as its journal: kill, restart (the file is appended to
+// drillFile is one run into the NDJSON file with journal: false, or
+// (journal) into the file behind the spool as its journal: kill, restart (the file is appended to
 // again; the journal ships what it holds), stop, count the lines per
 // session. A line whose event_id an earlier line had is a duplicate.
 func drillFile(t *testing.T, bin, upstream string, run int, journal bool) drillRow {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "toolgate.yaml")
-	dest, mode := "  file: {path: events.ndjson}", "file"
+	dest, mode := "  file: {path: events.ndjson, journal: false}", "file"
 	if journal {
 		dest, mode = "  file: {path: events.ndjson, journal: true}\n  spool: {dir: journal, segment_age: 50ms}", "file, journal"
 	}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -203,16 +205,29 @@ func startUpstream(t *testing.T) *demotools.Server {
 	return up
 }
 
+// readEvents reads the events in the file at path and in its rotated
+// backups (PATH.N, events.file.max_bytes), oldest first.
 func readEvents(t *testing.T, path string) []sink.Event {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, err := sink.ReadEvents(f)
-	if err != nil {
-		t.Fatal(err)
+	var evs []sink.Event
+	for i := sink.DefaultMaxBackups; i >= 0; i-- {
+		p := path
+		if i > 0 {
+			p = fmt.Sprintf("%s.%d", path, i)
+		}
+		f, err := os.Open(p)
+		if i > 0 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, err := sink.ReadEvents(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, more...)
 	}
 	return evs
 }
@@ -239,7 +254,27 @@ type statusDoc struct {
 			WaitTimeouts uint64 `json:"wait_timeouts"`
 		} `json:"queue"`
 		Destination string `json:"destination"`
+		Spool       struct {
+			PendingEvents int64 `json:"pending_events"`
+		} `json:"spool"`
 	} `json:"events"`
+}
+
+// readShipped reads the events file at path once the spool in front of
+// it, its journal, holds no event it has not appended to the file (within
+// 30 s): every call answered so far then has its line.
+func readShipped(t *testing.T, c *http.Client, admin, path string) []sink.Event {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := getStatus(t, c, admin)
+		if st.Events.Spool.PendingEvents == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the journal still holds %d events after 30 s", st.Events.Spool.PendingEvents)
+		}
+	}
+	return readEvents(t, path)
 }
 
 func getStatus(t *testing.T, c *http.Client, admin string) statusDoc {
@@ -302,8 +337,11 @@ func TestRunEndToEnd(t *testing.T) {
 	if want := r.version; l.ConfigVersion != want {
 		t.Errorf("running line config_version = %q, want %q", l.ConfigVersion, want)
 	}
-	if want := filepath.Join(dir, "events.ndjson"); l.Events != want {
-		t.Errorf("running line events = %q, want %q (relative to the config file)", l.Events, want)
+	// The file and its journal (on by default), beside it.
+	events := filepath.Join(dir, "events.ndjson")
+	destination := events + " (journal " + events + ".journal)"
+	if l.Events != destination {
+		t.Errorf("running line events = %q, want %q (relative to the config file)", l.Events, destination)
 	}
 
 	st := getStatus(t, admin, l.Admin)
@@ -323,7 +361,7 @@ func TestRunEndToEnd(t *testing.T) {
 		{"listeners.forward", st.Listeners.Forward, l.Forward},
 		{"listeners.admin", st.Listeners.Admin, l.Admin},
 		{"listeners.reverse upstream", upstream, up.URL()},
-		{"events.destination", st.Events.Destination, filepath.Join(dir, "events.ndjson")},
+		{"events.destination", st.Events.Destination, destination},
 	}
 	for _, c := range statusChecks {
 		if c.got != c.want {
@@ -359,8 +397,8 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("upstream saw %d requests in all, want 1", got)
 	}
 
-	// Both events were written to the file before their calls were
-	// answered.
+	// Both events were written (to the file's journal) before their
+	// calls were answered; stopping puts them in the file.
 	st = getStatus(t, admin, l.Admin)
 	if st.Events.Queue.Recorded != 2 || st.Events.Queue.Written != 2 || st.Events.Queue.WaitTimeouts != 0 {
 		t.Errorf("/status events recorded, written, wait timeouts = %d, %d, %d; want 2, 2, 0",
@@ -403,7 +441,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("stderr has no \"stopping\" line:\n%s", r.stderr)
 	}
 
-	evs := readEvents(t, filepath.Join(dir, "events.ndjson"))
+	evs := readEvents(t, events)
 	if len(evs) != 2 {
 		t.Fatalf("%d events in the file, want 2: %+v", len(evs), evs)
 	}

@@ -47,7 +47,7 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"direct", "nginx", "squid", "pass", "schema", "rego", "reverse", "journal", "clickhouse"}
+	want := []string{"direct", "nginx", "squid", "pass", "schema", "rego", "reverse", "filewrite", "clickhouse"}
 	var got []string
 	for _, p := range res.Paths {
 		got = append(got, p.Key)

@@ -350,14 +350,14 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 			route        string
 			reverse, ch  bool
 			checks, envl bool
-			journal      bool
+			writeFile    bool // events.file.journal: false
 		}
 		for _, v := range []variant{
 			{"pass", "forward, passthrough", "pass", false, false, false, false, false},
 			{"schema", "forward, strict schema", "schema", false, false, true, true, false},
 			{"rego", "forward, schema + 5-rule Rego", "rego", false, false, true, true, false},
 			{"reverse", "reverse, schema + 5-rule Rego", "rego", true, false, true, true, false},
-			{"journal", "forward, schema + Rego, events to the file's journal", "rego", false, false, true, true, true},
+			{"filewrite", "forward, schema + Rego, each event written to the file (no journal)", "rego", false, false, true, true, true},
 			{"clickhouse", "forward, schema + Rego, events to ClickHouse", "rego", false, true, true, true, false},
 		} {
 			k := key(b, o, v.key)
@@ -387,7 +387,7 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 				admin = fmt.Sprintf("127.0.0.1:%d", aport)
 			}
 			data := map[string]any{"Name": k, "Dir": td, "Forward": forward, "Reverse": reverse, "Upstream": upAddr,
-				"Admin": admin, "Pprof": o.pprof, "Policy": policy, "ClickHouse": "", "Database": "", "Journal": v.journal}
+				"Admin": admin, "Pprof": o.pprof, "Policy": policy, "ClickHouse": "", "Database": "", "WriteFile": v.writeFile}
 			if v.ch {
 				data["ClickHouse"] = chAddr
 				data["Database"] = "extbench_" + strings.ReplaceAll(k, "-", "_")

@@ -288,16 +288,27 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	if err := ec.File.Validate(); err != nil {
 		return err
 	}
-	if ec.File.Journal && len(ec.ClickHouse.Addr) > 0 {
+	toClickHouse := len(ec.ClickHouse.Addr) > 0
+	switch j := ec.File.Journal; {
+	case j == nil:
+		journal := !toClickHouse
+		ec.File.Journal = &journal
+	case *j && toClickHouse:
 		return section.Errorf("file.journal", "journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)")
 	}
-	if len(ec.ClickHouse.Addr) == 0 && !ec.File.Journal {
+	if !toClickHouse && !ec.File.Journaled() {
 		return nil
 	}
-	if len(ec.ClickHouse.Addr) > 0 {
+	if toClickHouse {
 		if err := ec.ClickHouse.Validate(); err != nil {
 			return err
 		}
+	}
+	if ec.Spool.Dir == "" && !toClickHouse {
+		// The journal lives with the file it feeds, which is where
+		// toolgate may write (the configuration's folder may be a
+		// read-only mount).
+		ec.Spool.Dir = ec.File.Path + JournalSuffix
 	}
 	if ec.Spool.Dir == "" {
 		ec.Spool.Dir = DefaultSpoolDir
@@ -306,9 +317,13 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	return ec.Spool.Validate()
 }
 
-// DefaultSpoolDir is events.spool.dir's default: the spool's folder,
-// beside the configuration file.
+// DefaultSpoolDir is events.spool.dir's default with ClickHouse: the
+// spool's folder, beside the configuration file.
 const DefaultSpoolDir = "toolgate-spool"
+
+// JournalSuffix makes events.spool.dir's default for the NDJSON file's
+// journal: events.file.path with it appended, a folder beside the file.
+const JournalSuffix = ".journal"
 
 // Files returns the files the configuration file at path, holding data,
 // depends on, itself first: what each section lists (proxy.Config.Files,

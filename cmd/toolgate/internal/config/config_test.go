@@ -68,24 +68,41 @@ func TestKeepStartSections(t *testing.T) {
 	}
 }
 
-// events.file.journal: the spool's defaults apply to it (its folder
-// beside the file), and it is refused with ClickHouse, which leaves the
-// file unused.
+// events.file.journal: on unless events go to ClickHouse; the spool's
+// defaults apply to it, its folder beside the file (the configuration's
+// folder may be read-only); journal: false writes the file before each
+// answer; and it is refused with ClickHouse, which leaves the file unused.
 func TestFileJournal(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "toolgate.yaml")
-	lc, err := Parse(path, []byte("events:\n  file: {path: ev.ndjson, journal: true}\n"))
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, yaml string
+		journal    bool
+		spoolDir   string
+	}{
+		{"default", "events:\n  file: {path: data/ev.ndjson}\n", true, filepath.Join(dir, "data", "ev.ndjson.journal")},
+		{"no events section", "", true, filepath.Join(dir, "toolgate-events.ndjson.journal")},
+		{"journal: true, own folder", "events:\n  file: {path: ev.ndjson, journal: true}\n  spool: {dir: j}\n", true, filepath.Join(dir, "j")},
+		{"journal: false", "events:\n  file: {path: ev.ndjson, journal: false}\n", false, ""},
+		{"ClickHouse", "events:\n  clickhouse: {addr: [127.0.0.1:9000]}\n", false, filepath.Join(dir, DefaultSpoolDir)},
+	} {
+		lc, err := Parse(path, []byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		lc.ClosePolicies(nil)
+		ec := lc.Events
+		if ec.File.Journal == nil || *ec.File.Journal != tc.journal {
+			t.Errorf("%s: file.journal = %v, want %v", tc.name, ec.File.Journal, tc.journal)
+		}
+		if ec.Spool.Dir != tc.spoolDir {
+			t.Errorf("%s: spool.dir = %q, want %q", tc.name, ec.Spool.Dir, tc.spoolDir)
+		}
+		if tc.spoolDir != "" && ec.Spool.SegmentAge == 0 {
+			t.Errorf("%s: the spool's defaults were not applied", tc.name)
+		}
 	}
-	lc.ClosePolicies(nil)
-	if got, want := lc.Events.Spool.Dir, filepath.Join(dir, DefaultSpoolDir); got != want {
-		t.Errorf("spool.dir = %q, want %q", got, want)
-	}
-	if lc.Events.Spool.SegmentAge == 0 {
-		t.Error("the spool's defaults were not applied")
-	}
-	_, err = Parse(path, []byte("events:\n  file: {journal: true}\n  clickhouse: {addr: [127.0.0.1:9000]}\n"))
+	_, err := Parse(path, []byte("events:\n  file: {journal: true}\n  clickhouse: {addr: [127.0.0.1:9000]}\n"))
 	if err == nil || !strings.HasSuffix(err.Error(), ": events.file.journal: journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)") {
 		t.Errorf("journal with ClickHouse: %v", err)
 	}

@@ -54,7 +54,7 @@ func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
 		if ec.ClickHouse.RetentionDays > 0 {
 			ep.startRetention(ec.ClickHouse.RetentionDays, log)
 		}
-	} else if ec.File.Journal {
+	} else if ec.File.Journaled() {
 		sp, f, err := sink.OpenJournaledFile(ec.File, ec.Spool, log.With("component", "spool"))
 		if err != nil {
 			return nil, fmt.Errorf("open events file: %w", err)
