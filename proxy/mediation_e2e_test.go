@@ -313,10 +313,12 @@ tools:
     schema: {type: object, properties: {n: {type: integer}}}
 `
 
-// slowRequest writes a request's head, then its chunked body one byte
-// every interval until the connection fails or stop closes, and returns
-// the raw answer toolgate sent (or what it read before the close).
-func slowRequest(t *testing.T, addr, path string, interval time.Duration) (string, time.Duration) {
+// slowRequest writes a request's head, then its body one byte every
+// interval until the connection fails or stop closes, and returns the raw
+// answer toolgate sent (or what it read before the close). The body is
+// chunked when length is 0, else it declares length bytes (and never
+// sends them all in the time the tests allow).
+func slowRequest(t *testing.T, addr, path string, length int, interval time.Duration) (string, time.Duration) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -324,7 +326,11 @@ func slowRequest(t *testing.T, addr, path string, interval time.Duration) (strin
 	}
 	defer c.Close()
 	start := time.Now()
-	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", path, addr)
+	framing, piece := "Transfer-Encoding: chunked", "1\r\n \r\n"
+	if length > 0 {
+		framing, piece = fmt.Sprintf("Content-Length: %d", length), " "
+	}
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n%s\r\n\r\n", path, addr, framing)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -335,7 +341,7 @@ func slowRequest(t *testing.T, addr, path string, interval time.Duration) (strin
 			case <-stop:
 				return
 			case <-tick.C:
-				if _, err := io.WriteString(c, "1\r\n \r\n"); err != nil {
+				if _, err := io.WriteString(c, piece); err != nil {
 					return
 				}
 			}
@@ -355,7 +361,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 	g := startGate(t, limitsConfig, up.srv.URL, nil)
 	addr := strings.TrimPrefix(g.reverse, "http://")
 
-	ans, took := slowRequest(t, addr, "/schema", 100*time.Millisecond)
+	ans, took := slowRequest(t, addr, "/schema", 0, 100*time.Millisecond)
 	if !strings.HasPrefix(ans, "HTTP/1.1 408") || !strings.Contains(ans, `"reason":"body_timeout"`) {
 		t.Fatalf("answer = %q, want a 408 body_timeout envelope", ans)
 	}
@@ -370,7 +376,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 	})
 
 	// A call no tool matches streams its body: it is cut off the same way.
-	ans, took = slowRequest(t, addr, "/other", 100*time.Millisecond)
+	ans, took = slowRequest(t, addr, "/other", 0, 100*time.Millisecond)
 	if !strings.HasPrefix(ans, "HTTP/1.1 408") || !strings.Contains(ans, `"reason":"body_timeout"`) {
 		t.Fatalf("answer = %q, want a 408 body_timeout envelope", ans)
 	}
@@ -380,6 +386,30 @@ func TestSlowBodyCutOff(t *testing.T) {
 	g.eventsWhere(t, func(e sink.Event) bool {
 		return e.Tool == "" && !e.OK && e.Reason == "body_timeout"
 	})
+	up.take()
+
+	// A small body of a declared length is read before the call goes
+	// upstream, matched or not: cut off the same way, refused, and its
+	// upstream sees nothing of it.
+	ans, took = slowRequest(t, addr, "/other/sized", 64, 100*time.Millisecond)
+	if !strings.HasPrefix(ans, "HTTP/1.1 408") || !strings.Contains(ans, `"reason":"body_timeout"`) {
+		t.Fatalf("answer = %q, want a 408 body_timeout envelope", ans)
+	}
+	if took > 20*time.Second {
+		t.Errorf("cut off after %s; the limit is 500ms", took)
+	}
+	g.eventsWhere(t, func(e sink.Event) bool {
+		return e.Tool == "" && e.Refused && e.Reason == "body_timeout"
+	})
+	// What upstream got is recorded once its body ends, which a streamed
+	// one does when toolgate gives up on it: look for a second.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, got := range up.take() {
+			if got.path == "/other/sized" {
+				t.Fatalf("the upstream received %+v", got)
+			}
+		}
+	}
 }
 
 // TestLongCallsOutliveBodyTimeout: limits.body_timeout bounds the body
