@@ -110,7 +110,7 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonBodyTooLarge,
 				fmt.Sprintf("Tool '%s' got a body larger than the %d-byte limit", t.cfg.Name, st.cfg.MaxBodyBytes), nil))
 		case errors.Is(err, errBodyTimeout):
-			return c.refuse(r, bodyTimeoutRefusal("Tool '"+t.cfg.Name+"'", st.cfg.Limits.BodyTimeout))
+			return c.refuse(r, bodyTimeoutRefusal(c.subject(), st.cfg.Limits.BodyTimeout))
 		case err != nil:
 			return c.clientGone(r)
 		}
@@ -318,11 +318,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			if err != nil {
 				cancel()
 				if errors.Is(err, errBodyTimeout) {
-					who := "Call to " + c.ev.Host
-					if c.t != nil {
-						who = "Tool '" + c.t.cfg.Name + "'"
-					}
-					return c.refuse(r, bodyTimeoutRefusal(who, c.st.cfg.Limits.BodyTimeout))
+					return c.refuse(r, bodyTimeoutRefusal(c.subject(), c.st.cfg.Limits.BodyTimeout))
 				}
 				return c.clientGone(r)
 			}
@@ -466,13 +462,17 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 // reasonClientClosed is the event reason of a call whose caller went away.
 const reasonClientClosed = "client_closed"
 
-// prefix starts a detail sentence about this call.
-func (c *call) prefix() string {
+// subject names this call in a detail sentence: its tool, or where it
+// went when no tool matched.
+func (c *call) subject() string {
 	if c.t == nil {
-		return "Call to " + c.ev.Host + " failed: "
+		return "Call to " + c.ev.Host
 	}
-	return "Tool '" + c.t.cfg.Name + "' failed: "
+	return "Tool '" + c.t.cfg.Name + "'"
 }
+
+// prefix starts a detail sentence about this call's failure.
+func (c *call) prefix() string { return c.subject() + " failed: " }
 
 // clientGone records a call whose caller went away before it was answered.
 // It is not a failure of the tool: no error code, reason client_closed.

@@ -296,22 +296,23 @@ func validateEvents(ec *EventsConfig, dir string) error {
 	case *j && toClickHouse:
 		return section.Errorf("file.journal", "journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)")
 	}
-	if !toClickHouse && !ec.File.Journaled() {
-		return nil
-	}
-	if toClickHouse {
+	switch {
+	case toClickHouse:
 		if err := ec.ClickHouse.Validate(); err != nil {
 			return err
 		}
-	}
-	if ec.Spool.Dir == "" && !toClickHouse {
-		// The journal lives with the file it feeds, which is where
-		// toolgate may write (the configuration's folder may be a
-		// read-only mount).
-		ec.Spool.Dir = ec.File.Path + JournalSuffix
-	}
-	if ec.Spool.Dir == "" {
-		ec.Spool.Dir = DefaultSpoolDir
+		if ec.Spool.Dir == "" {
+			ec.Spool.Dir = DefaultSpoolDir
+		}
+	case ec.File.Journaled():
+		if ec.Spool.Dir == "" {
+			// The journal lives with the file it feeds, which is where
+			// toolgate may write (the configuration's folder may be a
+			// read-only mount).
+			ec.Spool.Dir = ec.File.Path + JournalSuffix
+		}
+	default:
+		return nil // no spool
 	}
 	ec.Spool.Dir = section.Resolve(dir, ec.Spool.Dir)
 	return ec.Spool.Validate()
