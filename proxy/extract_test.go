@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -11,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
@@ -213,6 +215,54 @@ func TestReadBody(t *testing.T) {
 	}
 	if n := r.Body.(*countingReader).n; n != 0 {
 		t.Errorf("read %d bytes of a body declared too large", n)
+	}
+}
+
+// TestReadUpTo checks the bounded read behind a call's body and an
+// answer's envelope: whatever the reads' sizes, it returns exactly the bytes
+// up to limit+1, what it read before an error along with the error, and a
+// body of a declared length in one allocation.
+func TestReadUpTo(t *testing.T) {
+	long := strings.Repeat("0123456789", 300) // 3,000 bytes: past the 512 a body of unknown length starts with
+	errCut := errors.New("connection reset")
+	for _, tc := range []struct {
+		name    string
+		r       func() io.Reader
+		size    int64
+		limit   int64
+		want    string
+		wantErr error
+	}{
+		{"declared length", func() io.Reader { return strings.NewReader("hello") }, 5, 10, "hello", nil},
+		{"empty", func() io.Reader { return strings.NewReader("") }, 0, 10, "", nil},
+		{"unknown length, grown", func() io.Reader { return strings.NewReader(long) }, -1, 5000, long, nil},
+		{"one byte at a time", func() io.Reader { return iotest.OneByteReader(strings.NewReader(long)) }, -1, 5000, long, nil},
+		{"declared shorter than it is", func() io.Reader { return strings.NewReader(long) }, 3, 5000, long, nil},
+		{"exactly the limit", func() io.Reader { return strings.NewReader(long[:100]) }, 100, 100, long[:100], nil},
+		{"over the limit: limit+1 bytes, no more", func() io.Reader { return strings.NewReader(long) }, -1, 100, long[:101], nil},
+		{"over a declared limit", func() io.Reader { return strings.NewReader(long) }, 3000, 700, long[:701], nil},
+		{"error after some bytes", func() io.Reader { return io.MultiReader(strings.NewReader("part"), iotest.ErrReader(errCut)) }, 10, 100, "part", errCut},
+		{"data with EOF", func() io.Reader { return iotest.DataErrReader(strings.NewReader(long[:50])) }, 50, 100, long[:50], nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readUpTo(tc.r(), tc.size, tc.limit)
+			if err != tc.wantErr {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if string(got) != tc.want {
+				t.Errorf("read %d bytes %.20q..., want %d bytes %.20q...", len(got), got, len(tc.want), tc.want)
+			}
+		})
+	}
+	var src strings.Reader
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(long[:150])
+		if b, err := readUpTo(&src, 150, 1<<20); err != nil || len(b) != 150 {
+			t.Fatalf("readUpTo = %d bytes, %v", len(b), err)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("a 150-byte body of a declared length took %v allocations, want 1", allocs)
 	}
 }
 

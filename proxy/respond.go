@@ -108,7 +108,7 @@ func (c *call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 	if resp.ContentLength > limit {
 		return c.passAnswer(r, resp)
 	}
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	buf, err := readUpTo(resp.Body, resp.ContentLength, limit)
 	if err != nil {
 		resp.Body.Close()
 		c.cancel()
