@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -759,7 +758,7 @@ func readLimited(name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	b, err := readUpTo(f, -1, max)
 	if err != nil {
 		return nil, err
 	}

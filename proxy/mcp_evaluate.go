@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -233,7 +232,7 @@ func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL,
 	}
 	defer resp.Body.Close()
 	limit := c.mcp.route.cfg.MaxMessageBytes
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	b, err := readUpTo(resp.Body, resp.ContentLength, int64(limit))
 	if err != nil && !isEventStream(resp.Header.Get("Content-Type")) {
 		return nil, nil, err
 	}

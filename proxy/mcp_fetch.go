@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -187,7 +186,7 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 			}
 		}
 	} else {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+		b, err := readUpTo(resp.Body, resp.ContentLength, int64(limit))
 		if err != nil {
 			return nil, status, err
 		}

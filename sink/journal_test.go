@@ -1,9 +1,7 @@
 package sink
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,30 +12,11 @@ import (
 	"time"
 )
 
-// fileEventIDs returns the event_id of every line of the NDJSON file at
+// fileEventIDs returns the event_id of every event in the NDJSON file at
 // path, in order.
 func fileEventIDs(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e struct {
-			EventID string `json:"event_id"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		out = append(out, e.EventID)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return ids(readFile(t, path))
 }
 
 // evs returns ev(from) to ev(to-1).
