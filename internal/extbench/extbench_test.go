@@ -14,9 +14,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The benchmark starts its upstream as this binary with roleEnv set.
-	if os.Getenv(roleEnv) == "upstream" {
-		os.Exit(serveUpstream(os.Stdout, os.Stderr))
+	// The benchmark starts its upstream and bare goproxy as this binary
+	// with roleEnv set.
+	if code, ok := serveRole(os.Stdout, os.Stderr); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -47,7 +48,7 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"direct", "nginx", "squid", "pass", "schema", "rego", "reverse", "filewrite", "clickhouse"}
+	want := []string{"direct", "nginx", "squid", "goproxy", "pass", "schema", "rego", "reverse", "filewrite", "clickhouse"}
 	var got []string
 	for _, p := range res.Paths {
 		got = append(got, p.Key)
@@ -71,7 +72,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no CPU measured for the upstream: %+v", k, s)
 		}
 	}
-	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| squid forward proxy",
+	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| squid forward proxy", "| bare goproxy forward proxy",
 		"| toolgate forward, schema + 5-rule Rego |", "| toolgate forward, schema + Rego, events to ClickHouse |", "vs direct"} {
 		if !strings.Contains(stdout.String(), label) {
 			t.Errorf("the table lacks %q", label)

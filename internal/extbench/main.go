@@ -4,7 +4,8 @@
 // load generator in its own process (wrk), a Go net/http upstream in its own
 // process (the demo tools' POST /bench), and every path between them side by
 // side in one run: direct, nginx as a reverse proxy, squid as a forward
-// proxy, and toolgate as a forward proxy (passthrough, strict schema, schema
+// proxy, goproxy (the library toolgate is built on) forwarding with nothing
+// of toolgate's on it, and toolgate as a forward proxy (passthrough, strict schema, schema
 // plus the 5-rule bench Rego policy), as a reverse proxy (schema plus Rego),
 // and with its events going to the NDJSON file or to ClickHouse.
 //
@@ -36,8 +37,8 @@ import (
 )
 
 func main() {
-	if os.Getenv(roleEnv) == "upstream" {
-		os.Exit(serveUpstream(os.Stdout, os.Stderr))
+	if code, ok := serveRole(os.Stdout, os.Stderr); ok {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -5,10 +5,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,13 +18,27 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/elazarl/goproxy"
+
 	"github.com/toolgate/toolgate/internal/demotools"
 )
 
-// roleEnv, set to "upstream", makes this binary (or the test binary) serve
-// the demo tools instead of benchmarking: the upstream runs in its own
-// process like every other part.
+// roleEnv makes this binary (or the test binary) play a part instead of
+// benchmarking, in its own process like every other part: "upstream"
+// serves the demo tools, "goproxy" is a bare goproxy forward proxy.
 const roleEnv = "EXTBENCH_ROLE"
+
+// serveRole plays the part roleEnv names and reports whether it named one,
+// with the exit code.
+func serveRole(stdout, stderr io.Writer) (int, bool) {
+	switch os.Getenv(roleEnv) {
+	case "upstream":
+		return serveUpstream(stdout, stderr), true
+	case "goproxy":
+		return serveGoproxy(stdout, stderr), true
+	}
+	return 0, false
+}
 
 // startTimeout bounds the wait for a started process to answer.
 const startTimeout = 60 * time.Second
@@ -40,6 +54,29 @@ func serveUpstream(stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, s.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin) // the parent holds the pipe open
 	_ = s.Close()
+	return 0
+}
+
+// serveGoproxy serves the proxy library toolgate is built on with nothing
+// of toolgate's on it: goproxy's own forwarding of plain HTTP through a Go
+// transport, no checks, no events, no envelope. It is the floor the
+// table puts toolgate's paths against. The transport keeps 512 idle
+// connections per host, as toolgate's does (Go's default of 2 makes 30 of
+// 32 connections dial afresh for every call). It prints its address on
+// stdout and serves until stdin closes.
+func serveGoproxy(stdout, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(stderr, "extbench goproxy:", err)
+		return 1
+	}
+	gp := goproxy.NewProxyHttpServer()
+	gp.Tr = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
+	srv := &http.Server{Handler: gp, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintln(stdout, ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent holds the pipe open
+	_ = srv.Close()
 	return 0
 }
 
@@ -156,9 +193,9 @@ func waitListening(ctx context.Context, p *proc, addr string) error {
 	}
 }
 
-// startUpstream starts the demo tools in a child process (this binary with
-// roleEnv set) and returns its address.
-func (ps *procs) startUpstream(ctx context.Context) (*proc, string, error) {
+// startRole starts this binary in a child process playing role (see
+// roleEnv) and returns the address it printed.
+func (ps *procs) startRole(ctx context.Context, role string) (*proc, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -168,23 +205,23 @@ func (ps *procs) startUpstream(ctx context.Context) (*proc, string, error) {
 		return nil, "", err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), roleEnv+"=upstream", "GOMAXPROCS=")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, "GOMAXPROCS=")
 	cmd.Stdin = pr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err
 	}
-	lf, err := os.Create(filepath.Join(ps.dir, "upstream.log"))
+	lf, err := os.Create(filepath.Join(ps.dir, role+".log"))
 	if err != nil {
 		return nil, "", err
 	}
 	cmd.Stderr = lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("start upstream: %w", err)
+		return nil, "", fmt.Errorf("start %s: %w", role, err)
 	}
 	pr.Close()
-	p := &proc{name: "upstream", cmd: cmd, done: make(chan struct{}), log: lf.Name()}
+	p := &proc{name: role, cmd: cmd, done: make(chan struct{}), log: lf.Name()}
 	ps.mu.Lock()
 	ps.list = append(ps.list, p)
 	ps.mu.Unlock()
@@ -204,11 +241,11 @@ func (ps *procs) startUpstream(ctx context.Context) (*proc, string, error) {
 	select {
 	case addr, ok := <-addrc:
 		if !ok {
-			return nil, "", fmt.Errorf("upstream printed no address (log %s)", lf.Name())
+			return nil, "", fmt.Errorf("%s printed no address (log %s)", role, lf.Name())
 		}
 		return p, addr, nil
 	case <-time.After(startTimeout):
-		return nil, "", errors.New("upstream did not start")
+		return nil, "", fmt.Errorf("%s did not start", role)
 	case <-ctx.Done():
 		return nil, "", ctx.Err()
 	}

@@ -191,7 +191,7 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 		o.builds = []build{{"toolgate", bin}}
 	}
 
-	up, upAddr, err := ps.startUpstream(ctx)
+	up, upAddr, err := ps.startRole(ctx, "upstream")
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +325,14 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 			return nil, err
 		}
 		paths = append(paths, forwardPath("squid", "squid forward proxy", listen, upURL+"/bench/squid", p, false, false))
+	}
+
+	if want("goproxy") {
+		p, listen, err := ps.startRole(ctx, "goproxy")
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, forwardPath("goproxy", "bare goproxy forward proxy (no checks)", listen, upURL+"/bench/goproxy", p, false, false))
 	}
 
 	chAddr := ""
