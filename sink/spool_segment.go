@@ -246,7 +246,12 @@ func decodeRecord(payload []byte, events []Event) ([]Event, error) {
 			return events[:n], errBadPayload
 		}
 		events = append(events, Event{})
-		if err := json.Unmarshal(line, &events[len(events)-1]); err != nil {
+		e := &events[len(events)-1]
+		if decodeEvent(line, e) {
+			continue
+		}
+		*e = Event{} // what the fast path set: encoding/json starts afresh
+		if err := json.Unmarshal(line, e); err != nil {
 			return events[:n], fmt.Errorf("%w: %w", errBadPayload, err)
 		}
 	}
