@@ -8,7 +8,8 @@ import (
 // The event decoding's fast path, the reverse of appendEvent: a spool
 // segment is read back and decoded when it ships from its file (after a
 // restart, or past the bound of the copies a spool keeps), and
-// encoding/json took about 6 µs an event for it (BenchmarkDecodeEvent).
+// encoding/json took about 4.7 µs an event for it, this 0.6 µs
+// (BenchmarkDecodeEvent).
 // decodeEvent reads what appendEvent writes, and nothing else: any line
 // it does not take whole goes to encoding/json, whose reading is the one
 // that counts. FuzzDecodeEvent holds the two to the same Event for every
