@@ -6,13 +6,34 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
 
-// rawIO holds what Read and Write need, set up once per connection.
+// rawIO holds what Read and Write need, set up once per connection: the
+// functions they hand to the RawConn, made once in Wrap, and the
+// arguments and results those functions share with them. A closure made
+// in each Read and Write escaped to the heap with what it captured: about
+// five allocations per proxied call. Each direction's fields are guarded
+// by its own lock, held for the whole Read or Write; concurrent Reads
+// (or Writes) of one connection take turns, as net's own take turns on
+// the descriptor's lock.
 type rawIO struct {
 	rc syscall.RawConn
+
+	rmu    sync.Mutex
+	rp     []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wmu     sync.Mutex
+	wp      []byte
+	wdone   int
+	wzero   bool // a write(2) wrote nothing: to net, an unexpected EOF
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
 }
 
 // Wrap returns c with raw reads and writes when c is a non-blocking TCP
@@ -34,7 +55,11 @@ func Wrap(c net.Conn) net.Conn {
 	}); err != nil || !nonblocking {
 		return c
 	}
-	return &Conn{TCPConn: tc, raw: rawIO{rc: rc}}
+	rw := &Conn{TCPConn: tc}
+	rw.raw.rc = rc
+	rw.raw.readFn = rw.raw.read
+	rw.raw.writeFn = rw.raw.write
+	return rw
 }
 
 // Read reads as net.TCPConn.Read does.
@@ -46,23 +71,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) > maxRW {
 		p = p[:maxRW]
 	}
-	var (
-		n     int
-		errno syscall.Errno
-	)
-	err := c.raw.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait for the poller, within the deadline
-			}
-			n, errno = int(r), e
-			return true
-		}
-	})
+	r := &c.raw
+	r.rmu.Lock()
+	r.rp, r.rn, r.rerrno = p, 0, 0
+	err := r.rc.Read(r.readFn)
+	n, errno := r.rn, r.rerrno
+	r.rp = nil // the caller's buffer is not kept
+	r.rmu.Unlock()
 	if err != nil {
 		return 0, c.opError("read", err)
 	}
@@ -75,33 +90,30 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// read is Read's function for the RawConn: one read(2) into rp.
+func (r *rawIO) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.rp[0])), uintptr(len(r.rp)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait for the poller, within the deadline
+		}
+		r.rn, r.rerrno = int(n), e
+		return true
+	}
+}
+
 // Write writes as net.TCPConn.Write does: all of p, or an error.
 func (c *Conn) Write(p []byte) (int, error) {
-	var (
-		done  int
-		zero  bool // a write(2) wrote nothing: to net, an unexpected EOF
-		errno syscall.Errno
-	)
-	err := c.raw.rc.Write(func(fd uintptr) bool {
-		for done < len(p) {
-			chunk := min(len(p)-done, maxWrite)
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[done])), uintptr(chunk))
-			switch {
-			case e == syscall.EINTR:
-			case e == syscall.EAGAIN:
-				return false // wait for room, within the deadline
-			case e != 0:
-				errno = e
-				return true
-			case r == 0:
-				zero = true
-				return true
-			default:
-				done += int(r)
-			}
-		}
-		return true
-	})
+	r := &c.raw
+	r.wmu.Lock()
+	r.wp, r.wdone, r.wzero, r.werrno = p, 0, false, 0
+	err := r.rc.Write(r.writeFn)
+	done, zero, errno := r.wdone, r.wzero, r.werrno
+	r.wp = nil // the caller's buffer is not kept
+	r.wmu.Unlock()
 	switch {
 	case err != nil:
 		return done, c.opError("write", err)
@@ -111,6 +123,30 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return done, c.opError("write", io.ErrUnexpectedEOF)
 	}
 	return done, nil
+}
+
+// write is Write's function for the RawConn: write(2)s of wp from wdone
+// on, maxWrite at a time, until all of it is written, the socket is full
+// or an error.
+func (r *rawIO) write(fd uintptr) bool {
+	for r.wdone < len(r.wp) {
+		chunk := min(len(r.wp)-r.wdone, maxWrite)
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&r.wp[r.wdone])), uintptr(chunk))
+		switch {
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN:
+			return false // wait for room, within the deadline
+		case e != 0:
+			r.werrno = e
+			return true
+		case n == 0:
+			r.wzero = true
+			return true
+		default:
+			r.wdone += int(n)
+		}
+	}
+	return true
 }
 
 // opError wraps err as net's connections do: a *net.OpError naming the

@@ -312,3 +312,31 @@ func hasMethod(c net.Conn, name string) bool {
 	}
 	return false
 }
+
+// TestReadWriteDoNotAllocate checks that a wrapped connection's Read and
+// Write allocate nothing: a closure made per call used to escape to the
+// heap with what it captured, several allocations per proxied call.
+func TestReadWriteDoNotAllocate(t *testing.T) {
+	a, b := pair(t, true)
+	if _, ok := a.(*rawconn.Conn); !ok {
+		t.Fatalf("Wrap gave %T", a)
+	}
+	msg, buf := []byte("a 24-byte message, here."), make([]byte, 64)
+	allocs := testing.AllocsPerRun(200, func() {
+		if n, err := a.Write(msg); n != len(msg) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+		if _, err := io.ReadFull(b, buf[:len(msg)]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(a, buf[:len(msg)]); err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("a Write and a Read of the wrapped connection took %v allocations, want 0", allocs)
+	}
+}
