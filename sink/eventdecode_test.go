@@ -179,11 +179,7 @@ func FuzzDecodeEvent(f *testing.F) {
 }
 
 func BenchmarkDecodeEvent(b *testing.B) {
-	ev := ev(1)
-	ev.Listener, ev.Method, ev.Host = "forward", "POST", "127.0.0.1:38631"
-	ev.PathTemplate, ev.UpstreamStatus, ev.OK = "/bench/validated", 200, true
-	ev.TotalUS, ev.UpstreamUS = 93, 71
-	ev.ConfigVersion = "6d790ac87213"
+	ev := validatedEvent(1)
 	line, _ := appendEvent(nil, &ev, true)
 	b.Run("encoding/json", func(b *testing.B) {
 		b.ReportAllocs()

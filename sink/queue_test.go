@@ -873,14 +873,6 @@ func BenchmarkQueueRecord(b *testing.B) {
 // writer, the spool's writes, fsyncs and shipping. docs/performance.md
 // compares it with the queue before write-ahead group commit.
 func BenchmarkQueueToSpool(b *testing.B) {
-	event := func(i int) Event {
-		e := ev(i)
-		e.Listener, e.Method, e.Host = "forward", "POST", "127.0.0.1:38631"
-		e.PathTemplate, e.UpstreamStatus, e.OK = "/bench/validated", 200, true
-		e.TotalUS, e.UpstreamUS = 93, 71
-		e.ConfigVersion, e.PolicyVersion = "6d790ac87213", ""
-		return e
-	}
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -900,7 +892,7 @@ func BenchmarkQueueToSpool(b *testing.B) {
 					b.Fatal(err)
 				}
 				q := startQueue(b, s, QueueConfig{}, nil)
-				e := event(1)
+				e := validatedEvent(1)
 				b.ResetTimer()
 				cpu0 := cpu()
 				if par == 1 {

@@ -29,55 +29,59 @@ import (
 const roleEnv = "EXTBENCH_ROLE"
 
 // serveRole plays the part roleEnv names and reports whether it named one,
-// with the exit code.
+// with the exit code: it starts the part's server on a free loopback
+// port, prints the address on stdout and serves until stdin closes (the
+// parent holds the pipe open) or a signal arrives.
 func serveRole(stdout, stderr io.Writer) (int, bool) {
-	switch os.Getenv(roleEnv) {
+	role := os.Getenv(roleEnv)
+	var start func() (string, io.Closer, error)
+	switch role {
 	case "upstream":
-		return serveUpstream(stdout, stderr), true
+		start = startDemoTools
 	case "goproxy":
-		return serveGoproxy(stdout, stderr), true
+		start = startGoproxy
+	default:
+		return 0, false
 	}
-	return 0, false
+	addr, srv, err := start()
+	if err != nil {
+		fmt.Fprintf(stderr, "extbench %s: %v\n", role, err)
+		return 1, true
+	}
+	fmt.Fprintln(stdout, addr)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = srv.Close()
+	return 0, true
 }
 
 // startTimeout bounds the wait for a started process to answer.
 const startTimeout = 60 * time.Second
 
-// serveUpstream serves the demo tools on a free loopback port, prints the
-// address on stdout and serves until stdin closes or a signal arrives.
-func serveUpstream(stdout, stderr io.Writer) int {
+// startDemoTools serves the demo tools, the upstream of every path.
+func startDemoTools() (string, io.Closer, error) {
 	s, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintln(stderr, "extbench upstream:", err)
-		return 1
+		return "", nil, err
 	}
-	fmt.Fprintln(stdout, s.Addr())
-	_, _ = io.Copy(io.Discard, os.Stdin) // the parent holds the pipe open
-	_ = s.Close()
-	return 0
+	return s.Addr(), s, nil
 }
 
-// serveGoproxy serves the proxy library toolgate is built on with nothing
+// startGoproxy serves the proxy library toolgate is built on with nothing
 // of toolgate's on it: goproxy's own forwarding of plain HTTP through a Go
 // transport, no checks, no events, no envelope. It is the floor the
 // table puts toolgate's paths against. The transport keeps 512 idle
 // connections per host, as toolgate's does (Go's default of 2 makes 30 of
-// 32 connections dial afresh for every call). It prints its address on
-// stdout and serves until stdin closes.
-func serveGoproxy(stdout, stderr io.Writer) int {
+// 32 connections dial afresh for every call).
+func startGoproxy() (string, io.Closer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintln(stderr, "extbench goproxy:", err)
-		return 1
+		return "", nil, err
 	}
 	gp := goproxy.NewProxyHttpServer()
 	gp.Tr = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}
 	srv := &http.Server{Handler: gp, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintln(stdout, ln.Addr())
-	_, _ = io.Copy(io.Discard, os.Stdin) // the parent holds the pipe open
-	_ = srv.Close()
-	return 0
+	return ln.Addr().String(), srv, nil
 }
 
 // proc is a process the benchmark started, in its own process group.
