@@ -9,13 +9,18 @@ import (
 	"time"
 )
 
-// checkDecodeEvent decodes line with decodeEvent and, when it takes the
-// line, checks that encoding/json reads the same Event from it; it reports
-// whether decodeEvent took it.
+// checkDecodeEvent decodes line with decodeEvent, copying its strings and
+// cutting them from a string of the line, and, when it takes the line,
+// checks that both read what encoding/json reads from it; it reports
+// whether decodeEvent took it. The two ways must take the same lines.
 func checkDecodeEvent(t testing.TB, line []byte) bool {
 	t.Helper()
-	var got Event
-	if !decodeEvent(line, &got) {
+	var got, cut Event
+	took := decodeEvent(line, "", &got)
+	if tookCut := decodeEvent(line, string(line), &cut); tookCut != took {
+		t.Fatalf("%q: decodeEvent took it %v copying its strings, %v cutting them", line, took, tookCut)
+	}
+	if !took {
 		return false
 	}
 	var want Event
@@ -24,6 +29,9 @@ func checkDecodeEvent(t testing.TB, line []byte) bool {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q:\ndecodeEvent   %+v\nencoding/json %+v", line, got, want)
+	}
+	if !reflect.DeepEqual(cut, want) {
+		t.Fatalf("%q, strings cut from the line's:\ndecodeEvent   %+v\nencoding/json %+v", line, cut, want)
 	}
 	return true
 }
@@ -76,12 +84,14 @@ func TestDecodeEventTakesEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got Event
-	if !decodeEvent(line, &got) {
-		t.Fatalf("decodeEvent does not take %s: is a field of Event missing from its switch?", line)
-	}
-	if !reflect.DeepEqual(got, ev) {
-		t.Fatalf("decodeEvent read\n%+v\nwant\n%+v", got, ev)
+	for _, text := range []string{"", string(line)} {
+		var got Event
+		if !decodeEvent(line, text, &got) {
+			t.Fatalf("decodeEvent does not take %s: is a field of Event missing from its switch?", line)
+		}
+		if !reflect.DeepEqual(got, ev) {
+			t.Fatalf("decodeEvent read\n%+v\nwant\n%+v", got, ev)
+		}
 	}
 }
 
@@ -149,7 +159,7 @@ func TestDecodeEventLeavesTheRestToJSON(t *testing.T) {
 // fails the record.
 func TestDecodeRecordFallsBack(t *testing.T) {
 	payload := []byte(`{"event_id":"a","tool":"x"}` + "\n" + `{ "event_id": "b", "tool": null, "Total_US": 5 }` + "\n")
-	got, err := decodeRecord(payload, nil)
+	got, err := decodeRecord(payload, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +167,7 @@ func TestDecodeRecordFallsBack(t *testing.T) {
 		t.Fatalf("decodeRecord = %+v", got)
 	}
 	prev := []Event{{EventID: "kept"}}
-	got, err = decodeRecord([]byte(`{"event_id":"c","tool":"y"}`+"\n"+`{"event_id":`+"\n"), prev)
+	got, err = decodeRecord([]byte(`{"event_id":"c","tool":"y"}`+"\n"+`{"event_id":`+"\n"), "", prev)
 	if err == nil || len(got) != 1 || got[0].EventID != "kept" {
 		t.Fatalf("a damaged record: decodeRecord = %+v, %v; want the events given and an error", got, err)
 	}
@@ -194,7 +204,19 @@ func BenchmarkDecodeEvent(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var e Event
-			if !decodeEvent(line, &e) {
+			if !decodeEvent(line, "", &e) {
+				b.Fatal("declined")
+			}
+		}
+	})
+	// As a spool ships a segment: the strings cut from one string of the
+	// whole segment, made once for many events (not counted here).
+	text := string(line)
+	b.Run("decodeEvent/cut", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var e Event
+			if !decodeEvent(line, text, &e) {
 				b.Fatal("declined")
 			}
 		}

@@ -230,9 +230,9 @@ type SpoolStatus struct {
 // records, which ship in their place. Each repair step replaces a file by
 // an atomic rename, so a crash during recovery is recovered the same way
 // on the next start. The same checks run again when a segment is read to
-// ship. A segment written by this process ships from a copy of its events
-// kept as they were written (up to min(2*SegmentBytes, 32 MiB) of them),
-// with no reading back or decoding; the others ship from their files. Deleting a shipped segment is not synced: a crash may bring it
+// ship: every segment ships from its file, read back from the page cache
+// and decoded (decodeEvent), so the spool holds no copy of its events in
+// memory. Deleting a shipped segment is not synced: a crash may bring it
 // back, and it ships again. See spool_segment.go for the file format.
 //
 // A Spool is safe for concurrent use. Log messages carry counts, segment
@@ -267,7 +267,6 @@ type Spool struct {
 	bytes    int64      // of open and sealed
 	pending  int64      // events in open and sealed
 	unsynced []*os.File // sealed segments' files, for Sync to fsync and close
-	memBytes int64      // the file size of the events segments hold copies of
 	dirDirty bool       // a segment was created or renamed since the last Sync
 
 	// syncMu serializes Sync. The sync point says what the last Sync made
@@ -282,9 +281,8 @@ type Spool struct {
 	lastSync    time.Time // when the last successful Sync began
 
 	shippedEvents   uint64
-	readBack        uint64    // segments shipped from their file, not from a copy
-	shipBuf         []Event   // the shipper's: a copied segment's events, in one slice
-	freeChunks      [][]Event // emptied chunks for segments' copies (mu)
+	shipData        []byte  // the shipper's: the last segment's file, to read the next into
+	shipEvents      []Event // the shipper's: emptied, to decode the next segment into
 	shippedSegments uint64
 	lastSuccess     time.Time
 	shipErrors      uint64
@@ -314,16 +312,10 @@ type segment struct {
 	// populateAhead).
 	populated   int64
 	populatedAt uint64
-	// mem is a copy of the segment's events as written, in chunks of
-	// memChunk, to ship without reading them back, while memOK; memBytes
-	// is their size in the file.
-	mem      [][]Event
-	memOK    bool
-	memBytes int64
-	size     int64     // bytes in the file
-	events   int64     // events in its records
-	first    time.Time // Time of its first event; zero if unknown
-	created  time.Time // when the open segment got its first record
+	size        int64     // bytes in the file
+	events      int64     // events in its records
+	first       time.Time // Time of its first event; zero if unknown
+	created     time.Time // when the open segment got its first record
 }
 
 // spoolOptions holds what tests change: the clock and the largest event.

@@ -112,6 +112,11 @@ func (r recordSpan) payload(data []byte) []byte {
 	return data[r.off+recordHeaderSize : r.end]
 }
 
+// payloadText is payload's bytes cut from text, a string of data's.
+func (r recordSpan) payloadText(text string) string {
+	return text[r.off+recordHeaderSize : r.end]
+}
+
 // segmentScan is what scanSegment finds in a segment's bytes.
 type segmentScan struct {
 	// good are the complete records whose checksum matches, in order.
@@ -235,19 +240,26 @@ func countEvents(payload []byte) int {
 // decodeRecord appends the events of a record's payload to events. The
 // payload must be what the encoder writes: lines, each ending in "\n" and
 // holding one JSON object that decodes into an Event. On error events is
-// returned as it was given.
-func decodeRecord(payload []byte, events []Event) ([]Event, error) {
+// returned as it was given. text is "" or holds the same bytes as payload,
+// for the events' strings to be cut from (see decodeEvent).
+func decodeRecord(payload []byte, text string, events []Event) ([]Event, error) {
 	n := len(events)
 	if len(payload) == 0 || payload[len(payload)-1] != '\n' {
 		return events, errBadPayload
 	}
+	off := 0
 	for line := range bytes.Lines(payload) {
 		if line[0] != '{' {
 			return events[:n], errBadPayload
 		}
+		lineText := ""
+		if text != "" {
+			lineText = text[off : off+len(line)]
+		}
+		off += len(line)
 		events = append(events, Event{})
 		e := &events[len(events)-1]
-		if decodeEvent(line, e) {
+		if decodeEvent(line, lineText, e) {
 			continue
 		}
 		*e = Event{} // what the fast path set: encoding/json starts afresh

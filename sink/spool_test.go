@@ -635,7 +635,7 @@ func TestSpoolRecordReadsAsFile(t *testing.T) {
 		t.Errorf("record payload of %d bytes, want it smaller than File's %d", len(payload), len(golden))
 	}
 	for _, decode := range []func([]byte) ([]Event, error){
-		func(p []byte) ([]Event, error) { return decodeRecord(p, nil) },
+		func(p []byte) ([]Event, error) { return decodeRecord(p, "", nil) },
 		func(p []byte) ([]Event, error) { return ReadEvents(bytes.NewReader(p)) },
 	} {
 		back, err := decode(payload)
@@ -695,7 +695,7 @@ func TestSpoolFrame(t *testing.T) {
 					t.Errorf("record of %d bytes, want about %d at most", n, recordSplitBytes)
 				}
 				var err error
-				if events, err = decodeRecord(r.payload(data), events); err != nil {
+				if events, err = decodeRecord(r.payload(data), "", events); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -1676,11 +1676,11 @@ func TestSpoolMappedSegmentTruncatedUnderIt(t *testing.T) {
 	}
 }
 
-// TestSpoolShipsCopiesAsWritten checks the copy of events a spool keeps to
-// ship without reading its files back: what ships from it is what the
-// file holds, event for event (compared as the JSON both would give), and
-// past the copies' memory bound segments ship from their files.
-func TestSpoolShipsCopiesAsWritten(t *testing.T) {
+// TestSpoolShipsAsWritten checks that what a spool ships, read back from
+// its segment files, is what was written, event for event (compared as the
+// JSON both would give), even where the caller changed its memory after
+// the write, across many segments.
+func TestSpoolShipsAsWritten(t *testing.T) {
 	got := &memWriter{}
 	gate := make(chan struct{})
 	dst := writerFunc(func(ctx context.Context, events []Event) error {
@@ -1691,7 +1691,7 @@ func TestSpoolShipsCopiesAsWritten(t *testing.T) {
 		}
 		return got.WriteEvents(ctx, events)
 	})
-	// Segments of about 8 KiB: copies are kept for 16 KiB of them.
+	// Segments of about 8 KiB: the events fill many.
 	s := openTestSpool(t, SpoolConfig{Dir: t.TempDir(), SegmentBytes: 8 << 10, SegmentAge: time.Hour}, dst, nil)
 	var want []Event
 	for i := range 200 {
@@ -1720,13 +1720,9 @@ func TestSpoolShipsCopiesAsWritten(t *testing.T) {
 			t.Fatalf("event %d shipped as\n%s\nwant\n%s", i, g, w)
 		}
 	}
-	s.mu.Lock()
-	readBack, segs := s.readBack, s.shippedSegments
-	s.mu.Unlock()
-	if readBack == 0 || readBack == segs {
-		t.Errorf("%d of %d segments shipped from their file; want some from copies, the rest past the bound from files", readBack, segs)
+	if st := s.Status(); st.ShippedSegments < 5 {
+		t.Errorf("the events shipped in %d segments, want them spread over several", st.ShippedSegments)
 	}
-	t.Logf("%d of %d segments read back", readBack, segs)
 }
 
 // The spool says at debug level how it fsyncs (docs/events.md): through

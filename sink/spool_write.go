@@ -84,7 +84,6 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 	if first {
 		o.first = events[0].Time
 	}
-	s.keep(o, events, int64(n))
 	o.size += int64(n)
 	o.events += int64(len(events))
 	s.bytes += int64(n)
@@ -141,69 +140,6 @@ func (s *Spool) populateAhead(o *segment, n int) {
 		return
 	}
 	o.populated = to
-}
-
-// maxMemBytes bounds the events the spool keeps copies of, counted by
-// their size in the segment files.
-const maxMemBytes = 32 << 20
-
-// keep adds a copy of events, which take n bytes in o, to o's copy, so
-// that the segment ships without being read back and decoded; past
-// min(2*SegmentBytes, maxMemBytes) in all, o ships from its file instead.
-// The caller holds wmu and mu.
-func (s *Spool) keep(o *segment, events []Event, n int64) {
-	if !o.memOK {
-		return
-	}
-	if s.memBytes+n > min(2*s.cfg.SegmentBytes, maxMemBytes) {
-		s.release(o)
-		return
-	}
-	for i := range events {
-		e := events[i]
-		e.ViolationPaths = slices.Clone(e.ViolationPaths)
-		e.DryRunViolations = slices.Clone(e.DryRunViolations)
-		if k := len(o.mem); k == 0 || len(o.mem[k-1]) == memChunk {
-			o.mem = append(o.mem, s.chunk())
-		}
-		last := &o.mem[len(o.mem)-1]
-		*last = append(*last, e)
-	}
-	o.memBytes += n
-	s.memBytes += n
-}
-
-// release lets seg's copy of its events go: it ships from its file. The
-// caller holds mu.
-func (s *Spool) release(seg *segment) {
-	for _, c := range seg.mem {
-		clear(c)
-		if len(s.freeChunks) < maxFreeChunks {
-			s.freeChunks = append(s.freeChunks, c[:0])
-		}
-	}
-	s.memBytes -= seg.memBytes
-	seg.mem, seg.memOK, seg.memBytes = nil, false, 0
-}
-
-// memChunk is the number of events in a chunk of a segment's copy: the
-// copy grows by chunks, so that it never copies itself to grow.
-const memChunk = 256
-
-// maxFreeChunks is how many emptied chunks a spool keeps for the next
-// segments' copies (4.4 MB of them): a segment of lone calls' events
-// takes a few, and the sync.Pool they were kept in lost them at garbage
-// collections, so that they came back as fresh memory to fault in.
-const maxFreeChunks = 32
-
-// chunk returns an empty chunk for a segment's copy. The caller holds mu.
-func (s *Spool) chunk() []Event {
-	if n := len(s.freeChunks); n > 0 {
-		c := s.freeChunks[n-1]
-		s.freeChunks = s.freeChunks[:n-1]
-		return c
-	}
-	return make([]Event, 0, memChunk)
 }
 
 // encoders holds event encoders for WriteEvents, which encodes outside
@@ -309,7 +245,7 @@ func (s *Spool) createOpen(need int) error {
 			}
 		}
 		s.mu.Lock()
-		s.open = &segment{seq: seq, path: path, f: f, m: m, created: s.opts.now(), memOK: true}
+		s.open = &segment{seq: seq, path: path, f: f, m: m, created: s.opts.now()}
 		s.dirDirty = true
 		s.mu.Unlock()
 		return nil
@@ -365,7 +301,6 @@ func (s *Spool) abandonOpen(n int) {
 		return
 	}
 	s.unmap(o)
-	s.release(o)
 	o.f.Close()
 	os.Remove(o.path)
 	s.open = nil
@@ -433,7 +368,6 @@ func (s *Spool) enforceBudget() {
 			return
 		}
 		s.sealed = slices.Delete(s.sealed, i, i+1)
-		s.release(seg)
 		s.bytes -= seg.size
 		s.pending -= seg.events
 		s.droppedEvents += uint64(seg.events)
