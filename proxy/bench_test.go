@@ -122,12 +122,16 @@ func benchEnv(b *testing.B) (*env, *url.URL) {
 }
 
 // benchClient is a client with conns connections, through the proxy or
-// not, as a legacy service would be configured.
-func benchClient(proxyURL *url.URL, viaProxy bool, conns int) *http.Client {
+// not, as a legacy service would be configured. Its connections are
+// closed when tb ends: left open, a benchmark's clients, one for each of
+// its runs, pile up idle connections past the listener's max_conns, and
+// every later call is refused (503, too_many_connections).
+func benchClient(tb testing.TB, proxyURL *url.URL, viaProxy bool, conns int) *http.Client {
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
 	if viaProxy {
 		tr.Proxy = http.ProxyURL(proxyURL)
 	}
+	tb.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }
 
@@ -162,7 +166,7 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	for _, engine := range []string{"compiled", "interpreter", "wasm"} {
 		path := map[string]string{"compiled": "/bench/policy", "interpreter": "/bench/policy_interpreter", "wasm": "/bench/policy_wasm"}[engine]
 		b.Run(engine, func(b *testing.B) {
-			c := benchClient(proxyURL, true, 32)
+			c := benchClient(b, proxyURL, true, 32)
 			// run calls u from 32 goroutines for burst: calls per second
 			// and CPU per call.
 			run := func(u string) (rps, cpuUS float64) {
@@ -229,11 +233,13 @@ func BenchmarkProxy(b *testing.B) {
 		{"policy_interpreter", "/bench/policy_interpreter", true},
 		{"policy_wasm", "/bench/policy_wasm", true},
 	}
-	client := func(viaProxy bool, conns int) *http.Client { return benchClient(proxyURL, viaProxy, conns) }
+	client := func(b *testing.B, viaProxy bool, conns int) *http.Client {
+		return benchClient(b, proxyURL, viaProxy, conns)
+	}
 	call := func(c *http.Client, path string) error { return benchCall(c, e.up.URL()+path) }
 	for _, r := range routes {
 		b.Run("throughput/"+r.name, func(b *testing.B) {
-			c := client(r.proxy, 32)
+			c := client(b, r.proxy, 32)
 			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
 			var failed atomic.Int64
 			b.ResetTimer()
@@ -256,7 +262,7 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	for _, r := range routes {
 		b.Run("latency/"+r.name, func(b *testing.B) {
-			c := client(r.proxy, 1)
+			c := client(b, r.proxy, 1)
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -391,7 +397,7 @@ func benchEventPath(b *testing.B, rounds int, variants []queueVariant) {
 		hold := sink.SpoolConfig{MaxBytes: 4 << 30, SegmentBytes: 1 << 30, SegmentAge: time.Hour}
 		s, q, _ := serveQueued(b, cfg, schemaDir(b), snap, benchSpoolWith(b, srv.Addr(), db, hold), qcfg)
 		p := &url.URL{Scheme: "http", Host: s.Addr("forward", 0)}
-		return sidecar{url: up.URL() + "/bench/validated", serial: benchClient(p, true, 1), par: benchClient(p, true, 32), q: q}
+		return sidecar{url: up.URL() + "/bench/validated", serial: benchClient(b, p, true, 1), par: benchClient(b, p, true, 32), q: q}
 	}
 	sidecars := make([]sidecar, len(variants))
 	for i, v := range variants {

@@ -57,8 +57,7 @@ func budgetBenchSidecar(b *testing.B, withBudgets bool) (string, *http.Client) {
 		snap.Budgets = benchBudgets(b, up.Addr())
 	}
 	srv, _, _ := serveConfig(b, budgetBenchConfig, schemaDir(b), snap, nil, 100*time.Millisecond)
-	c := benchClient(&url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)
-	b.Cleanup(c.CloseIdleConnections)
+	c := benchClient(b, &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)
 	return up.URL() + "/bench/validated", c
 }
 

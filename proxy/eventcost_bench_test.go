@@ -64,7 +64,7 @@ func BenchmarkEventCost(b *testing.B) {
 			tw := &threadTimed{w: benchSpoolWith(b, srv.Addr(), db, hold)}
 			tw.timing.Store(true)
 			s, q, _ := serveQueued(b, cfg, schemaDir(b), snap, tw, v.qcfg)
-			c := benchClient(&url.URL{Scheme: "http", Host: s.Addr("forward", 0)}, true, 1)
+			c := benchClient(b, &url.URL{Scheme: "http", Host: s.Addr("forward", 0)}, true, 1)
 			u := up.URL() + "/bench/validated"
 			for range 2000 {
 				if err := benchCall(c, u); err != nil {

@@ -43,6 +43,7 @@ func BenchmarkMCP(b *testing.B) {
 		"steps":    []any{map[string]any{"action": "open", "count": 1}, map[string]any{"action": "save", "count": 2}}}
 	session := func(b *testing.B, tg target, version string) *mcp.ClientSession {
 		tr := &http.Transport{MaxIdleConnsPerHost: 64}
+		b.Cleanup(tr.CloseIdleConnections)
 		if tg.proxyURL != nil {
 			tr.Proxy = http.ProxyURL(tg.proxyURL)
 		}

@@ -2,7 +2,9 @@
 // output into the comparison table of docs/performance.md: medians over
 // -count runs, each route as a ratio to calling upstream directly, and the
 // budgets' verdicts (the policy budget from BenchmarkPolicyOverhead's paired
-// bursts when its lines are there).
+// bursts when its lines are there, the event path's from BenchmarkEventPath's).
+// A benchmark that failed anywhere in the input fails it too: its figures
+// are missing or wrong.
 //
 //	go test -run '^$' -bench BenchmarkProxy -count 5 ./proxy/ | go run ./internal/benchtable
 package main
@@ -26,12 +28,20 @@ const (
 	maxAddedP50US      = 250.0
 	maxPolicyCPUUS     = 20.0
 	maxPolicyLoss      = 0.10
+	// The event path's (issue 15): what writing each call's event before
+	// its answer adds to a lone call, against writing events after.
+	maxEventCPUUS = 5.0
+	maxEventP99US = 50.0
 )
 
 var (
 	line = regexp.MustCompile(`^BenchmarkProxy/(throughput|latency)/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
 	// overhead is BenchmarkPolicyOverhead's line for one engine.
 	overhead = regexp.MustCompile(`^BenchmarkPolicyOverhead/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+	// eventPath is BenchmarkEventPath's line for the durable queue.
+	eventPath = regexp.MustCompile(`^BenchmarkEventPath/(serial|parallel32)/durable(-\d+)?\s+\d+\s+(.*)$`)
+	// failed is go test's line for a benchmark (or test) that failed.
+	failed = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 )
 
 func main() {
@@ -66,7 +76,18 @@ func run(in io.Reader, out io.Writer) int {
 	// paired[engine][unit] = values over runs, from BenchmarkPolicyOverhead
 	paired := map[string]map[string][]float64{}
 	var engines []string
+	// events[serial|parallel32][unit], from BenchmarkEventPath
+	events := map[string]map[string][]float64{"serial": {}, "parallel32": {}}
+	var failures []string
 	for sc.Scan() {
+		if m := failed.FindStringSubmatch(sc.Text()); m != nil {
+			failures = append(failures, m[1])
+			continue
+		}
+		if m := eventPath.FindStringSubmatch(sc.Text()); m != nil {
+			addMetrics(events[m[1]], m[3])
+			continue
+		}
 		if m := overhead.FindStringSubmatch(sc.Text()); m != nil {
 			if paired[m[1]] == nil {
 				paired[m[1]] = map[string][]float64{}
@@ -156,6 +177,21 @@ func run(in io.Reader, out io.Writer) int {
 			fmt.Fprintf(out, "%s route vs validated%s: added CPU %.1f us per call (target <= %.0f us): %s; throughput lost %.0f%% (target <= %.0f%%): %s\n",
 				r, note, cpu, maxPolicyCPUUS, judge(cpu <= maxPolicyCPUUS), loss*100, maxPolicyLoss*100, judge(loss <= maxPolicyLoss))
 		}
+	}
+	if e := events["serial"]; len(e["added-cpu-us"]) > 0 {
+		cpu, p99 := median(e["added-cpu-us"]), median(e["added-p99-us"])
+		fmt.Fprintf(out, "\nevents written before the answer vs after (BenchmarkEventPath): lone call added CPU %.1f us (target <= %.0f us): %s; added p99 %.0f us (target <= %.0f us): %s",
+			cpu, maxEventCPUUS, verdict(cpu <= maxEventCPUUS), p99, maxEventP99US, verdict(p99 <= maxEventP99US))
+		if p := events["parallel32"]; len(p["added-cpu-us"]) > 0 {
+			fmt.Fprintf(out, "; at 32 connections added CPU %.1f us, throughput %.3fx", median(p["added-cpu-us"]), median(p["throughput-x"]))
+		}
+		fmt.Fprintln(out)
+	}
+	if len(failures) > 0 {
+		slices.Sort(failures)
+		fmt.Fprintf(out, "\nbenchtable: %d benchmarks failed, so figures above may be missing or wrong: %s\n",
+			len(failures), strings.Join(slices.Compact(failures), ", "))
+		ok = false
 	}
 	if !ok {
 		return 1

@@ -53,6 +53,32 @@ BenchmarkPolicyOverhead/interpreter-2  1  1 ns/op  60.0 added-cpu-us  27.0 loss-
 		!strings.Contains(out.String(), "policy on interpreter vs validated, paired bursts (another engine, for comparison): added CPU 60.0 us per call (target <= 20 us): over") {
 		t.Errorf("exit code %d with paired results:\n%s", code, out.String())
 	}
+	// BenchmarkEventPath's lines give the event path's budget.
+	out.Reset()
+	ev := paired + `BenchmarkEventPath/serial/durable-2  1  1 ns/op  3.5 added-cpu-us  1.0 added-p50-us  -12 added-p99-us  1.000 events/group
+BenchmarkEventPath/parallel32/durable-2  1  1 ns/op  -1.2 added-cpu-us  1.010 throughput-x
+`
+	if code := run(strings.NewReader(ev), &out); code != 0 ||
+		!strings.Contains(out.String(), "lone call added CPU 3.5 us (target <= 5 us): met; added p99 -12 us (target <= 50 us): met; at 32 connections added CPU -1.2 us, throughput 1.010x") {
+		t.Errorf("exit code %d with the event path within budget:\n%s", code, out.String())
+	}
+	out.Reset()
+	over := strings.Replace(ev, "3.5 added-cpu-us", "6.5 added-cpu-us", 1)
+	if code := run(strings.NewReader(over), &out); code != 1 || !strings.Contains(out.String(), "lone call added CPU 6.5 us (target <= 5 us): MISSED") {
+		t.Errorf("exit code %d with the event path over budget, want 1:\n%s", code, out.String())
+	}
+	// A benchmark that failed fails the table, even where every figure
+	// it has is within its budget (make bench once printed a table of
+	// zeros for routes whose calls were all refused).
+	out.Reset()
+	broken := paired + `--- FAIL: BenchmarkProxy/latency/passthrough
+    bench_test.go:265: status 503
+--- FAIL: BenchmarkProxy
+FAIL
+`
+	if code := run(strings.NewReader(broken), &out); code != 1 || !strings.Contains(out.String(), "2 benchmarks failed, so figures above may be missing or wrong: BenchmarkProxy, BenchmarkProxy/latency/passthrough") {
+		t.Errorf("exit code %d with failed benchmarks, want 1:\n%s", code, out.String())
+	}
 	// Only the default engine's route decides the exit code.
 	met := strings.Replace(in, "130.0 cpu-us/op  6000 req/s", "110.0 cpu-us/op  7800 req/s", 1)
 	out.Reset()
