@@ -1,9 +1,9 @@
 package sink
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -230,31 +230,20 @@ const (
 	maxShipEvents = 32 << 10
 )
 
-// readFileInto reads the file at path into buf, from its start, growing
-// it as needed, and returns it.
+// readFileInto reads the file at path into buf's memory, from its start,
+// growing it as needed, and returns the bytes read.
 func readFileInto(path string, buf []byte) ([]byte, error) {
-	buf = buf[:0]
 	f, err := os.Open(path)
 	if err != nil {
-		return buf, err
+		return buf[:0], err
 	}
 	defer f.Close()
+	b := bytes.NewBuffer(buf[:0])
 	if fi, err := f.Stat(); err == nil {
-		buf = slices.Grow(buf, int(fi.Size())+1) // +1: to see the end in one read
+		b.Grow(int(fi.Size()) + bytes.MinRead) // room to see the end without growing
 	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, 64<<10)
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
+	_, err = b.ReadFrom(f)
+	return b.Bytes(), err
 }
 
 // send calls the destination, turning a panic into an error.
