@@ -198,7 +198,13 @@ func diffHandler() http.Handler {
 	mux.HandleFunc("/ctx", func(w http.ResponseWriter, r *http.Request) {
 		_, isSrv := r.Context().Value(http.ServerContextKey).(*http.Server)
 		_, hasLocal := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-		fmt.Fprintf(w, "server=%v local=%v err=%v remote=%v", isSrv, hasLocal, r.Context().Err(), r.RemoteAddr != "")
+		// Not the context's Err: the test client half-closes after its
+		// request, and net/http's background read cancels the context
+		// when it sees that end, before or after the handler looks, so
+		// its answer depended on timing (CI, seed#23). The loop watches
+		// the connection only where a call waits
+		// (TestCallerGoneCancelsContext).
+		fmt.Fprintf(w, "server=%v local=%v remote=%v", isSrv, hasLocal, r.RemoteAddr != "")
 	})
 	return mux
 }
