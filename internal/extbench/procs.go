@@ -25,8 +25,12 @@ import (
 
 // roleEnv makes this binary (or the test binary) play a part instead of
 // benchmarking, in its own process like every other part: "upstream"
-// serves the demo tools, "goproxy" is a bare goproxy forward proxy.
+// serves the demo tools, "goproxy" is a bare goproxy forward proxy,
+// "relay" a bare TCP relay to the address in relayEnv.
 const roleEnv = "EXTBENCH_ROLE"
+
+// relayEnv is the address the "relay" role relays to.
+const relayEnv = "EXTBENCH_RELAY_TO"
 
 // serveRole plays the part roleEnv names and reports whether it named one,
 // with the exit code: it starts the part's server on a free loopback
@@ -40,6 +44,8 @@ func serveRole(stdout, stderr io.Writer) (int, bool) {
 		start = startDemoTools
 	case "goproxy":
 		start = startGoproxy
+	case "relay":
+		start = func() (string, io.Closer, error) { return startRelay(os.Getenv(relayEnv)) }
 	default:
 		return 0, false
 	}
@@ -82,6 +88,62 @@ func startGoproxy() (string, io.Closer, error) {
 	srv := &http.Server{Handler: gp, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return ln.Addr().String(), srv, nil
+}
+
+// startRelay serves a TCP relay to upstream: each connection accepted is
+// paired with one connection to upstream, and a goroutine per direction
+// reads what arrives and writes it on, byte for byte. No HTTP is parsed
+// and nothing is checked, pooled or recorded: it is the floor of a proxy
+// written in Go with a goroutine per connection, which every forwarder
+// that reads a call and writes it on pays at least (the kernel's two
+// extra sockets and the runtime's wake-ups), so the table can say how
+// much of a path's cost is the hop itself and how much is the work on it.
+func startRelay(upstream string) (string, io.Closer, error) {
+	if upstream == "" {
+		return "", nil, fmt.Errorf("%s is not set", relayEnv)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				u, err := net.DialTimeout("tcp", upstream, 10*time.Second)
+				if err != nil {
+					c.Close()
+					return
+				}
+				go pump(u, c)
+				pump(c, u)
+			}()
+		}
+	}()
+	return ln.Addr().String(), ln, nil
+}
+
+// pump copies src to dst through a buffer of its own (plain reads and
+// writes, as a proxy that looks at the bytes must make; Go's io.Copy
+// would splice(2) between two TCP connections) until either side ends,
+// then closes dst.
+func pump(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = dst.Close()
 }
 
 // proc is a process the benchmark started, in its own process group.
@@ -199,7 +261,8 @@ func waitListening(ctx context.Context, p *proc, addr string) error {
 
 // startRole starts this binary in a child process playing role (see
 // roleEnv) and returns the address it printed.
-func (ps *procs) startRole(ctx context.Context, role string) (*proc, string, error) {
+// env adds to the child's environment.
+func (ps *procs) startRole(ctx context.Context, role string, env ...string) (*proc, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -209,7 +272,7 @@ func (ps *procs) startRole(ctx context.Context, role string) (*proc, string, err
 		return nil, "", err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role, "GOMAXPROCS=")
+	cmd.Env = append(append(os.Environ(), roleEnv+"="+role, "GOMAXPROCS="), env...)
 	cmd.Stdin = pr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

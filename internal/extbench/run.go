@@ -327,6 +327,14 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 		paths = append(paths, forwardPath("squid", "squid forward proxy", listen, upURL+"/bench/squid", p, false, false))
 	}
 
+	if want("relay") {
+		p, listen, err := ps.startRole(ctx, "relay", relayEnv+"="+upAddr)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, path{Key: "relay", Label: "Go TCP relay (no HTTP, no checks: the floor)", connect: "http://" + listen, uri: "/bench/relay",
+			target: "http://" + listen + "/bench/relay", proc: p})
+	}
 	if want("goproxy") {
 		p, listen, err := ps.startRole(ctx, "goproxy")
 		if err != nil {
