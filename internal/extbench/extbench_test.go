@@ -68,6 +68,9 @@ func TestQuickRun(t *testing.T) {
 		if k != "direct" && (s.ProxyCPUus <= 0 || s.ProxyCPU1us <= 0) {
 			t.Errorf("%s: no CPU measured for the proxy: %+v", k, s)
 		}
+		if s.ProxyUserus < 0 || s.ProxyUserus > s.ProxyCPUus || (k == "rego" && s.ProxyUserus == 0) {
+			t.Errorf("%s: the proxy's user CPU %.1f µs is not part of its CPU %.1f µs", k, s.ProxyUserus, s.ProxyCPUus)
+		}
 		if s.UpstreamCPUs <= 0 {
 			t.Errorf("%s: no CPU measured for the upstream: %+v", k, s)
 		}

@@ -322,16 +322,23 @@ func (ps *procs) startRole(ctx context.Context, role string, env ...string) (*pr
 // on every Linux user space.
 const clkTck = 100
 
-// cpuOf returns the CPU time (user and system) used so far by pid and all
-// its descendants, from /proc.
-func cpuOf(pid int) time.Duration {
+// cpuTime is a process tree's CPU time so far, in user space and in the
+// kernel.
+type cpuTime struct{ user, sys time.Duration }
+
+// total is user and system time together.
+func (c cpuTime) total() time.Duration { return c.user + c.sys }
+
+// cpuOf returns the CPU time used so far by pid and all its descendants,
+// from /proc.
+func cpuOf(pid int) cpuTime {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return cpuTime{}
 	}
 	type st struct {
-		ppid int
-		cpu  int64
+		ppid      int
+		user, sys int64
 	}
 	all := map[int]st{}
 	for _, e := range ents {
@@ -355,12 +362,13 @@ func cpuOf(pid int) time.Duration {
 		ppid, _ := strconv.Atoi(f[1])
 		ut, _ := strconv.ParseInt(f[11], 10, 64)
 		stt, _ := strconv.ParseInt(f[12], 10, 64)
-		all[n] = st{ppid: ppid, cpu: ut + stt}
+		all[n] = st{ppid: ppid, user: ut, sys: stt}
 	}
-	var ticks int64
+	var user, sys int64
 	var add func(int, int)
 	add = func(p, depth int) {
-		ticks += all[p].cpu
+		user += all[p].user
+		sys += all[p].sys
 		if depth > 8 {
 			return
 		}
@@ -371,5 +379,5 @@ func cpuOf(pid int) time.Duration {
 		}
 	}
 	add(pid, 0)
-	return time.Duration(ticks) * time.Second / clkTck
+	return cpuTime{user: time.Duration(user) * time.Second / clkTck, sys: time.Duration(sys) * time.Second / clkTck}
 }

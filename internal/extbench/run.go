@@ -134,6 +134,7 @@ type sample struct {
 	RPS          float64 `json:"rps"`
 	Requests     int64   `json:"requests"`
 	ProxyCPUus   float64 `json:"proxy_cpu_us"`    // per request, the middle process(es)
+	ProxyUserus  float64 `json:"proxy_user_us"`   // of it, in user space (the rest is the kernel's)
 	UpstreamCPUs float64 `json:"upstream_cpu_us"` // per request
 	// ProxyCPU1us is the middle process(es)' CPU per request at one
 	// connection, where each call wakes its threads on its own.
@@ -252,8 +253,9 @@ func measure(ctx context.Context, o options, dir string, p path, up *proc) (samp
 	pcpu1, ucpu1 := p.cpu(), cpuOf(up.cmd.Process.Pid)
 	s.RPS, s.Requests = w.rps, w.requests
 	if w.requests > 0 {
-		s.ProxyCPUus = float64(pcpu1-pcpu0) / float64(time.Microsecond) / float64(w.requests)
-		s.UpstreamCPUs = float64(ucpu1-ucpu0) / float64(time.Microsecond) / float64(w.requests)
+		s.ProxyCPUus = perRequest(pcpu1.total()-pcpu0.total(), w.requests)
+		s.ProxyUserus = perRequest(pcpu1.user-pcpu0.user, w.requests)
+		s.UpstreamCPUs = perRequest(ucpu1.total()-ucpu0.total(), w.requests)
 	}
 	pcpu0 = p.cpu()
 	l, err := runWrk(ctx, dir, p, 1, 1, o.latDuration)
@@ -261,16 +263,21 @@ func measure(ctx context.Context, o options, dir string, p path, up *proc) (samp
 		return s, err
 	}
 	if pcpu1 = p.cpu(); l.requests > 0 {
-		s.ProxyCPU1us = float64(pcpu1-pcpu0) / float64(time.Microsecond) / float64(l.requests)
+		s.ProxyCPU1us = perRequest(pcpu1.total()-pcpu0.total(), l.requests)
 	}
 	s.P50us, s.P99us = l.p50, l.p99
 	return s, nil
 }
 
+// perRequest is d per request, in µs.
+func perRequest(d time.Duration, requests int64) float64 {
+	return float64(d) / float64(time.Microsecond) / float64(requests)
+}
+
 // cpu is the CPU time of the path's middle process(es) so far.
-func (p path) cpu() time.Duration {
+func (p path) cpu() cpuTime {
 	if p.proc == nil {
-		return 0
+		return cpuTime{}
 	}
 	return cpuOf(p.proc.cmd.Process.Pid)
 }

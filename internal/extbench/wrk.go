@@ -112,7 +112,7 @@ func median(xs []float64) float64 {
 // row is one path's medians; ratio and added p50 are paired with direct
 // round by round.
 type row struct {
-	rps, ratio, proxyCPU, upCPU, proxyCPU1, p50, addedP50, p99 float64
+	rps, ratio, proxyCPU, proxyUser, upCPU, proxyCPU1, p50, addedP50, p99 float64
 }
 
 // summarize computes each path's row from the samples.
@@ -121,10 +121,11 @@ func summarize(res *result) map[string]row {
 	rows := map[string]row{}
 	for _, p := range res.Paths {
 		ss := res.Samples[p.Key]
-		var rps, ratio, pc, uc, pc1, p50, added, p99 []float64
+		var rps, ratio, pc, pu, uc, pc1, p50, added, p99 []float64
 		for i, s := range ss {
 			rps = append(rps, s.RPS)
 			pc = append(pc, s.ProxyCPUus)
+			pu = append(pu, s.ProxyUserus)
 			uc = append(uc, s.UpstreamCPUs)
 			pc1 = append(pc1, s.ProxyCPU1us)
 			p50 = append(p50, s.P50us)
@@ -134,7 +135,7 @@ func summarize(res *result) map[string]row {
 				added = append(added, s.P50us-direct[i].P50us)
 			}
 		}
-		rows[p.Key] = row{median(rps), median(ratio), median(pc), median(uc), median(pc1), median(p50), median(added), median(p99)}
+		rows[p.Key] = row{median(rps), median(ratio), median(pc), median(pu), median(uc), median(pc1), median(p50), median(added), median(p99)}
 	}
 	return rows
 }
@@ -145,16 +146,16 @@ func printTable(w io.Writer, o options, res *result) {
 	rows := summarize(res)
 	fmt.Fprintf(w, "\nextbench: %d rounds, %s at %d connections (wrk -t%d) and %s at 1 connection per path and round; medians; elapsed %s\n\n",
 		o.rounds, o.duration, o.conns, o.threads, o.latDuration, res.Elapsed)
-	fmt.Fprintf(w, "| path | req/s @%d | vs direct | proxy CPU µs/req | upstream CPU µs/req | proxy CPU µs/req @1 | p50 @1 µs | added p50 | p99 @1 µs |\n", o.conns)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "| path | req/s @%d | vs direct | proxy CPU µs/req | of it user | upstream CPU µs/req | proxy CPU µs/req @1 | p50 @1 µs | added p50 | p99 @1 µs |\n", o.conns)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range res.Paths {
 		r := rows[p.Key]
-		pc, pc1 := "—", "—"
+		pc, pu, pc1 := "—", "—", "—"
 		if p.proc != nil {
-			pc, pc1 = fmt.Sprintf("%.1f", r.proxyCPU), fmt.Sprintf("%.1f", r.proxyCPU1)
+			pc, pu, pc1 = fmt.Sprintf("%.1f", r.proxyCPU), fmt.Sprintf("%.1f", r.proxyUser), fmt.Sprintf("%.1f", r.proxyCPU1)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2fx | %s | %.1f | %s | %.0f | %+.0f | %.0f |\n",
-			p.Label, thousands(r.rps), r.ratio, pc, r.upCPU, pc1, r.p50, r.addedP50, r.p99)
+		fmt.Fprintf(w, "| %s | %s | %.2fx | %s | %s | %.1f | %s | %.0f | %+.0f | %.0f |\n",
+			p.Label, thousands(r.rps), r.ratio, pc, pu, r.upCPU, pc1, r.p50, r.addedP50, r.p99)
 	}
 }
 
