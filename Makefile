@@ -48,7 +48,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkDashboard' -benchtime 3x -count 3 ./sink/dashboard/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
-bench-external: ## toolgate against direct, nginx, squid, a bare goproxy and a bare Go TCP relay from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 13 minutes)
+bench-external: ## toolgate against direct, nginx, squid, a bare goproxy and a bare Go TCP relay from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 14 minutes)
 	bash scripts/testdeps.sh --bench
 	$(GO) run ./internal/extbench $(EXTBENCH_FLAGS)
 
