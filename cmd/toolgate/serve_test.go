@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -646,5 +647,61 @@ func TestRunStoppedAtOnce(t *testing.T) {
 		report(t, "proxy.Server.Serve creates its http.Servers in the goroutine startSidecar starts; a Shutdown "+
 			"that runs first finds none, and Serve then serves forever (proxy/proxy.go:185-226)",
 			[]string{fmt.Sprintf("%d of %d runs left the forward listener accepting after run returned", leaked, tries)})
+	}
+}
+
+// TestAdminConnectionCap holds the admin listener's AdminMaxConns
+// connections open (each has had its answer and sits idle, as a
+// keep-alive client's would for up to the idle timeout): a probe then
+// waits unserved, calls through the proxy listener still go through, and
+// the probe is served as soon as one held connection closes.
+func TestAdminConnectionCap(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	r := startRun(t, t.TempDir(), strings.ReplaceAll(e2eConfig, "UPSTREAM", up.URL()))
+	l := r.running(t)
+
+	held := make([]net.Conn, 0, sidecar.AdminMaxConns)
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range sidecar.AdminMaxConns {
+		c, err := net.Dial("tcp", l.Admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: toolgate\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("held connection %d: %v", len(held), err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("held connection %d: /healthz = %d", len(held), resp.StatusCode)
+		}
+	}
+
+	// Over the cap: the probe's connection waits in the kernel's queue.
+	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if a, err := fetch(probe, "GET", "http://"+l.Admin+"/healthz", nil); err == nil {
+		t.Fatalf("with %d admin connections open a probe was served (%d); want it to wait", sidecar.AdminMaxConns, a.status)
+	}
+
+	// The proxy listener does not share the admin listener's cap.
+	if a := do(t, proxyClient(t, l.Forward), "GET", up.URL()+"/esearch?term=crispr", nil); a.status != http.StatusOK {
+		t.Errorf("a call through the forward listener = %d while admin was full; want 200: %s", a.status, a.body)
+	}
+
+	held[0].Close()
+	held = held[1:]
+	if a := do(t, directClient(t), "GET", "http://"+l.Admin+"/healthz", nil); a.status != http.StatusOK {
+		t.Errorf("/healthz = %d after a held connection closed, want 200", a.status)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/proxy"
@@ -30,6 +31,13 @@ import (
 
 // ShutdownGrace bounds a graceful stop: calls under way, then the event flush.
 const ShutdownGrace = 10 * time.Second
+
+// AdminMaxConns caps the admin listener's connections open at once; more
+// wait in the kernel's queue until one closes. Its callers are probes,
+// scrapers, the dashboard and the approval commands, a few at a time; the
+// cap keeps a flood of connections to it from using up the file
+// descriptors and memory the proxy listeners serve calls with.
+const AdminMaxConns = 128
 
 // Options are how a Sidecar is run; the configuration says the rest.
 type Options struct {
@@ -103,10 +111,13 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		err = sc.proxy.Listen()
 	}
 	if err == nil && lc.Admin.Listen != "off" {
-		sc.adminLn, err = net.Listen("tcp", lc.Admin.Listen)
+		var ln net.Listener
+		ln, err = net.Listen("tcp", lc.Admin.Listen)
 		if err != nil {
 			err = fmt.Errorf("listen admin on %s: %w", lc.Admin.Listen, err)
 			sc.proxy.Shutdown(context.Background())
+		} else {
+			sc.adminLn = netutil.LimitListener(ln, AdminMaxConns)
 		}
 	}
 	if err != nil {
