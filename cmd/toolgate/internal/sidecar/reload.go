@@ -40,7 +40,9 @@ import (
 // the files only once their content has read the same for the settle time
 // (reload.settle, 250ms by default): a file being written in pieces is
 // never loaded half-written as long as no pause in the writing is that
-// long (an atomic rename has no such pause). The settle time also
+// long (an atomic rename has no such pause), and a write that starts as
+// the reload reads them is seen by reading their digests again after it
+// (errChangedWhileRead). The settle time also
 // debounces a burst (an editor's write-rename, a checkout, signals) into
 // one reload; reloads never overlap.
 //
@@ -69,6 +71,16 @@ var errReloadStopping = errors.New("the sidecar is stopping")
 // errStillChanging is the outcome of a POST /reload whose files did not
 // stop changing; nothing was reloaded.
 var errStillChanging = errors.New("the configuration's files are still changing")
+
+// errChangedWhileRead is the outcome of a reload during which one of the
+// files changed: what was read may be half of a write (an in-place write
+// truncates first), so it is put aside, neither put in force nor counted
+// as a failure, and the files are read again once they settle.
+var errChangedWhileRead = fmt.Errorf("%w: one changed while it was read; nothing was reloaded", errStillChanging)
+
+// testHookLoad, when set by a test, is called right before a reload reads
+// the files ("before") and right after ("after").
+var testHookLoad func(stage string)
 
 // reloader re-reads the configuration of a running sidecar and swaps its
 // proxy's snapshot. It is a prometheus.Collector of the toolgate_config_*
@@ -257,7 +269,9 @@ func (r *reloader) loop(signals <-chan os.Signal) {
 			}
 			what := trigger
 			trigger = ""
-			r.reload(r.ctx, what)
+			if _, err := r.reload(r.ctx, what); errors.Is(err, errChangedWhileRead) {
+				ask(what) // read them again once they settle
+			}
 			sync()
 		}
 	}
@@ -360,12 +374,29 @@ func (r *reloader) reload(ctx context.Context, trigger string) (ReloadAnswer, er
 	}
 	files := r.rewatch()
 	prev := r.sc.cfg.Load()
+	// The files settled before this reload, but a write may start between
+	// then and the read: read their digests around it, and put aside what
+	// was read when they differ.
+	read := r.snapshot()
+	if testHookLoad != nil {
+		testHookLoad("before")
+	}
 	lc, err := config.LoadAfter(r.path, prev)
+	if testHookLoad != nil {
+		testHookLoad("after")
+	}
 	if ctx.Err() != nil {
 		if err == nil {
 			lc.ClosePolicies(prev)
 		}
 		return r.answer(nil), errReloadStopping
+	}
+	if !maps.Equal(read, r.snapshot()) {
+		if err == nil {
+			lc.ClosePolicies(prev)
+		}
+		r.log.Info("a configuration file changed while it was read; reading again once the files settle", "trigger", trigger)
+		return r.answer(nil), errChangedWhileRead
 	}
 	if err == nil && !sameBundles(prev, lc) {
 		lc.ClosePolicies(prev)
@@ -442,14 +473,20 @@ func (r *reloader) status() ReloadStatus { return *r.state.Load() }
 // with the versions in force, 422 with the error (the configuration in
 // force is unchanged), 409 when the files did not stop changing (nothing
 // was reloaded), or 503 when the sidecar is stopping. Like every reload,
-// it first waits for the files to read the same for the settle time.
+// it first waits for the files to read the same for the settle time, and
+// waits again when one changed while the reload read them.
 func (r *reloader) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	var a ReloadAnswer
-	err := r.settled(req.Context())
-	if err == nil {
-		a, err = r.reload(r.ctx, "admin")
-	} else {
-		a = r.answer(nil)
+	var err error
+	for range settleRounds {
+		if err = r.settled(req.Context()); err != nil {
+			a = r.answer(nil)
+			a.OK, a.Error = false, err.Error()
+			break
+		}
+		if a, err = r.reload(r.ctx, "admin"); !errors.Is(err, errChangedWhileRead) {
+			break
+		}
 		a.OK, a.Error = false, err.Error()
 	}
 	code := http.StatusOK
