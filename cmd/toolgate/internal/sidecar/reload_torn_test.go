@@ -68,6 +68,7 @@ func startTorn(t *testing.T, poll time.Duration) (*Sidecar, *testutil.SyncBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 		defer cancel()
 		sc.Stop(ctx)
+		testHookLoad = nil // once the reloader has stopped
 	})
 	return sc, logs, policy
 }
@@ -76,7 +77,7 @@ func startTorn(t *testing.T, poll time.Duration) (*Sidecar, *testutil.SyncBuffer
 // before the reload reads the files the policy is truncated (an in-place
 // write's first step), and right after, its writer finishes it with body.
 // Later reloads read the files as they are. It returns how many reloads
-// read the files.
+// read the files. startTorn's cleanup takes the hook away.
 func tearOnce(t *testing.T, policy, body string) func() int {
 	t.Helper()
 	loads := make(chan struct{}, 100)
@@ -97,7 +98,6 @@ func tearOnce(t *testing.T, policy, body string) func() int {
 			}
 		}
 	}
-	t.Cleanup(func() { testHookLoad = nil })
 	return func() int { return len(loads) }
 }
 
