@@ -307,8 +307,7 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 		if err := waitListening(ctx, p, listen); err != nil {
 			return nil, err
 		}
-		paths = append(paths, path{Key: "nginx", Label: "nginx reverse proxy, 2 workers", connect: "http://" + listen, uri: "/bench/nginx",
-			target: "http://" + listen + "/bench/nginx", proc: p})
+		paths = append(paths, reversePath("nginx", "nginx reverse proxy, 2 workers", listen, "/bench/nginx", p, false, false))
 	}
 	if want("squid") {
 		port, err := freePort()
@@ -339,8 +338,7 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 		if err != nil {
 			return nil, err
 		}
-		paths = append(paths, path{Key: "relay", Label: "Go TCP relay (no HTTP, no checks: the floor)", connect: "http://" + listen, uri: "/bench/relay",
-			target: "http://" + listen + "/bench/relay", proc: p})
+		paths = append(paths, reversePath("relay", "Go TCP relay (no HTTP, no checks: the floor)", listen, "/bench/relay", p, false, false))
 	}
 	if want("goproxy") {
 		p, listen, err := ps.startRole(ctx, "goproxy")
@@ -439,8 +437,7 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 			}
 			route := "/bench/" + v.route
 			if v.reverse {
-				paths = append(paths, path{Key: k, Label: label, Checks: v.checks, Envelope: v.envl,
-					connect: "http://" + reverse, uri: route, target: "http://" + reverse + route, proc: p})
+				paths = append(paths, reversePath(k, label, reverse, route, p, v.checks, v.envl))
 			} else {
 				paths = append(paths, forwardPath(k, label, forward, upURL+route, p, v.checks, v.envl))
 			}
@@ -463,6 +460,13 @@ func key(b build, o options, variant string) string {
 func forwardPath(k, label, listen, target string, p *proc, checks, envl bool) path {
 	return path{Key: k, Label: label, Checks: checks, Envelope: envl,
 		connect: "http://" + listen, uri: target, proxy: "http://" + listen, target: target, proc: p}
+}
+
+// reversePath is a path through a server at listen that forwards what it
+// is sent (a reverse proxy, the relay): wrk connects to it and sends route.
+func reversePath(k, label, listen, route string, p *proc, checks, envl bool) path {
+	return path{Key: k, Label: label, Checks: checks, Envelope: envl,
+		connect: "http://" + listen, uri: route, target: "http://" + listen + route, proc: p}
 }
 
 // startClickHouse starts a private ClickHouse server in dir (its config

@@ -372,12 +372,11 @@ func (r *reloader) reload(ctx context.Context, trigger string) (ReloadAnswer, er
 	if ctx.Err() != nil {
 		return r.answer(nil), errReloadStopping
 	}
-	files := r.rewatch()
-	prev := r.sc.cfg.Load()
 	// The files settled before this reload, but a write may start between
-	// then and the read: read their digests around it, and put aside what
-	// was read when they differ.
-	read := r.snapshot()
+	// then and the read: their digests are read around it (before by
+	// rewatch), and what was read is put aside when they differ.
+	files, read := r.rewatch()
+	prev := r.sc.cfg.Load()
 	if testHookLoad != nil {
 		testHookLoad("before")
 	}
@@ -451,13 +450,15 @@ func (r *reloader) reload(ctx context.Context, trigger string) (ReloadAnswer, er
 // now, before the reload reads them, so a change made while it runs is
 // seen afterwards. Until a reload succeeds, the files of the configuration
 // in force stay watched too: fixing either the file or what it names
-// reloads. It returns the files the file names now.
-func (r *reloader) rewatch() []string {
+// reloads. It returns the files the file names now, and the digests it
+// read (snapshot's).
+func (r *reloader) rewatch() ([]string, map[string]string) {
 	files, cfgDigest := dependencies(r.path)
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	r.seen = digests(union(files, r.inForce), r.path, cfgDigest)
-	return files
+	read := digests(union(files, r.inForce), r.path, cfgDigest)
+	r.seen = maps.Clone(read) // changed updates seen in place
+	return files, read
 }
 
 func (r *reloader) answer(restart []string) ReloadAnswer {
