@@ -206,14 +206,14 @@ func TestReloadTLS(t *testing.T) {
 		t.Errorf("%d insecure warnings at start, want 1", n)
 	}
 	admin := directClient(t)
-	if a := do(t, admin, "POST", "http://"+l.Admin+"/reload", nil); a.status != 200 {
+	if a := do(t, admin, "POST", "http://"+l.Admin+"/reload", map[string]string{"X-Toolgate-Admin": "1"}); a.status != 200 {
 		t.Fatalf("reload: %d %s", a.status, a.body)
 	}
 	if n := warnings(); n != 2 {
 		t.Errorf("%d insecure warnings after a reload, want 2", n)
 	}
 	writeFile(t, r.path, base+"tls: {ca_cert: ca2/ca.crt, ca_key: ca2/ca.key, insecure_skip_verify: true}\n")
-	if a := do(t, admin, "POST", "http://"+l.Admin+"/reload", nil); a.status != 422 || !strings.Contains(a.body, "tls settings") {
+	if a := do(t, admin, "POST", "http://"+l.Admin+"/reload", map[string]string{"X-Toolgate-Admin": "1"}); a.status != 422 || !strings.Contains(a.body, "tls settings") {
 		t.Errorf("reload with another CA: %d %s, want it refused", a.status, a.body)
 	}
 }

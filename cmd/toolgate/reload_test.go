@@ -180,7 +180,7 @@ func waitReload(t *testing.T, c *http.Client, admin, what string, cond func(relo
 
 func postReload(t *testing.T, c *http.Client, admin string) (int, sidecar.ReloadAnswer) {
 	t.Helper()
-	a := do(t, c, "POST", "http://"+admin+"/reload", nil)
+	a := do(t, c, "POST", "http://"+admin+"/reload", map[string]string{sidecar.AdminHeader: "1"})
 	var ra sidecar.ReloadAnswer
 	if err := json.Unmarshal([]byte(a.body), &ra); err != nil {
 		t.Fatalf("POST /reload answered %d, not JSON: %v\n%s", a.status, err, a.body)

@@ -83,16 +83,41 @@ type AdminConfig struct {
 	// false. It needs a loopback admin.listen, whatever
 	// listen.allow_non_loopback says, and answers loopback callers only.
 	Pprof bool `yaml:"pprof"`
+	// TokenFile names a file (relative to the configuration file) holding a
+	// token every admin request but the probes (/healthz, /readyz) and
+	// /ca.crt must present as Authorization: Bearer TOKEN, for operators who
+	// expose the admin listener beyond loopback. Surrounding white space is
+	// ignored; the token must hold at least MinAdminTokenBytes bytes. Read
+	// at start. Default: none (no token asked).
+	TokenFile string `yaml:"token_file"`
+
+	token string // TokenFile's contents
 }
+
+// MinAdminTokenBytes is the shortest token admin.token_file may hold.
+const MinAdminTokenBytes = 16
+
+// MaxAdminTokenBytes bounds admin.token_file.
+const MaxAdminTokenBytes = 4096
+
+// Token is admin.token_file's token; "" when none is set.
+func (a *AdminConfig) Token() string { return a.token }
 
 // DefaultAdminListen is admin.listen's default.
 const DefaultAdminListen = "127.0.0.1:18090"
 
 // validate applies admin's defaults and checks its address against the
 // proxy's listeners (validated already).
-func (a *AdminConfig) validate(pc *proxy.Config) error {
+func (a *AdminConfig) validate(pc *proxy.Config, dir string) error {
 	if a.Listen == "" {
 		a.Listen = DefaultAdminListen
+	}
+	if a.TokenFile != "" {
+		tok, err := readToken(section.Resolve(dir, a.TokenFile))
+		if err != nil {
+			return section.At("admin.token_file", err)
+		}
+		a.token = tok
 	}
 	if a.Pprof {
 		if a.Listen == "off" {
@@ -109,6 +134,28 @@ func (a *AdminConfig) validate(pc *proxy.Config) error {
 		return section.At("admin.listen", err)
 	}
 	return pc.ClaimListen("admin.listen", a.Listen)
+}
+
+// readToken reads a token file: at most MaxAdminTokenBytes, white space
+// around it ignored, at least MinAdminTokenBytes left.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxAdminTokenBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxAdminTokenBytes {
+		return "", fmt.Errorf("%s is over %d bytes", path, MaxAdminTokenBytes)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < MinAdminTokenBytes {
+		return "", fmt.Errorf("%s holds a token shorter than %d bytes", path, MinAdminTokenBytes)
+	}
+	return tok, nil
 }
 
 // validate applies reload's defaults and bounds.
@@ -239,7 +286,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Config.Validate(dir); err != nil {
 		return nil, where(err)
 	}
-	if err := lc.Admin.validate(&lc.Config); err != nil {
+	if err := lc.Admin.validate(&lc.Config, dir); err != nil {
 		return nil, where(err)
 	}
 	if err := lc.Reload.validate(); err != nil {

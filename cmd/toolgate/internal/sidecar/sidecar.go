@@ -215,7 +215,7 @@ func policiesInForce(lc *config.Loaded) []PolicyStatus {
 }
 
 // adminHandler serves /healthz, /readyz, /metrics, /status, /ca.crt and
-// POST /reload.
+// POST /reload, behind guardAdmin.
 func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
@@ -249,7 +249,7 @@ func (sc *Sidecar) adminHandler() http.Handler {
 	if sc.cfg.Load().Admin.Pprof {
 		mountPprof(mux)
 	}
-	return mux
+	return guardAdmin(mux, sc.cfg.Load().Admin.Token())
 }
 
 // mountPprof serves Go's profiler under /debug/pprof/ (admin.pprof), to
