@@ -20,6 +20,8 @@ import (
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
+	"github.com/toolgate/toolgate/internal/frontjwt"
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
@@ -201,11 +203,32 @@ func (a gateApprovals) Decide(ctx context.Context, id, verdict, who, note string
 }
 
 // mountApprovals adds the Approvals page to d, over the approval store
-// and with the deciders the configuration at path names.
-func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path string) (func() error, error) {
+// and with the deciders the configuration at path names. listen is the
+// dashboard's listener: a trusted header alone (no jwt) is refused unless
+// it is a Unix socket, since any process on the host, the agent included,
+// can reach a TCP listener and set the header itself.
+func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path, listen string) (func() error, error) {
 	ev, ac, err := config.LoadApprovals(path)
 	if err != nil {
 		return nil, err
+	}
+	auth := dashboard.ApprovalAuth{TrustedHeader: ac.Deciders.TrustedHeader}
+	if ac.Deciders.JWT.Enabled() {
+		v, err := frontjwt.New(ctx, ac.Deciders.JWT)
+		if err != nil {
+			return nil, config.Locate(path, section.At("approvals.deciders.jwt.jwks_file", err))
+		}
+		auth.Front = v
+	} else if ac.Deciders.TrustedHeader != "" {
+		if _, ok := unixSocket(listen); !ok {
+			return nil, config.Locate(path, section.Errorf("approvals.deciders.trusted_header",
+				"a header alone cannot prove who decides on a TCP listener (%s): any process on the host, the agent included, can send it; "+
+					"add approvals.deciders.jwt (the front's signed identity, verified against its JWKS), "+
+					"or serve the dashboard on a Unix socket only the front can reach (--listen unix:/PATH); see docs/approvals.md#deciders", listen))
+		}
+	}
+	if ac.Deciders.SecretEnv != "" {
+		auth.Secret = os.Getenv(ac.Deciders.SecretEnv)
 	}
 	var ch *clickhouse.Writer
 	if ac.Store == approval.StoreClickHouse {
@@ -214,10 +237,6 @@ func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path string) (f
 		}
 	}
 	g, closeStore := sidecar.NewGate(ac, ch, "dashboard")
-	auth := dashboard.ApprovalAuth{TrustedHeader: ac.Deciders.TrustedHeader}
-	if ac.Deciders.SecretEnv != "" {
-		auth.Secret = os.Getenv(ac.Deciders.SecretEnv)
-	}
 	d.MountApprovals(gateApprovals{g}, auth)
 	return func() error {
 		err := closeStore()

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -233,7 +235,7 @@ approvals:
 		!strings.Contains(body, "<b>edits</b>: 1") || strings.Contains(body, "secret text") {
 		t.Fatalf("approvals page: %d\n%.3000s", st, body)
 	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 30 * time.Second}
+	noRedirect, csrf := pageSession(t, base)
 	post := func(form url.Values, hdr map[string]string) int {
 		req, _ := http.NewRequest("POST", base+"approvals/decide", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -247,10 +249,14 @@ approvals:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	good := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"dana"}, "secret": {"s3cret-s3cret-s3cret"}}
-	bad := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"mallory"}, "secret": {"guess"}}
+	good := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"dana"}, "secret": {"s3cret-s3cret-s3cret"}, "csrf": {csrf}}
+	bad := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"mallory"}, "secret": {"guess"}, "csrf": {csrf}}
 	if st := post(bad, nil); st != 403 {
 		t.Errorf("wrong secret: %d, want 403", st)
+	}
+	noToken := url.Values{"id": {id}, "verdict": {"approved"}, "who": {"dana"}, "secret": {"s3cret-s3cret-s3cret"}}
+	if st := post(noToken, map[string]string{"Sec-Fetch-Site": "same-origin"}); st != 403 {
+		t.Errorf("the secret without the form's token: %d, want 403", st)
 	}
 	if st := post(good, map[string]string{"Sec-Fetch-Site": "cross-site"}); st != 403 {
 		t.Errorf("cross-site form: %d, want 403", st)
@@ -279,6 +285,27 @@ approvals:
 	if n := ch.Query(t, "SELECT count() FROM apage.approval_decisions WHERE verdict = 'approved' AND decider = 'secret:dana'")[0][0]; n != "1" {
 		t.Errorf("audit rows for dana's approval = %s, want 1", n)
 	}
+}
+
+// pageSession opens the dashboard's Approvals page at base as a browser
+// does: it returns a client holding the page's session cookie (one that
+// does not follow redirects) and the decision form's CSRF token.
+func pageSession(t *testing.T, base string) (*http.Client, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(base + "approvals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("the Approvals page has no form token: %d\n%.2000s", resp.StatusCode, b)
+	}
+	return c, string(m[1])
 }
 
 // TestPolicyEvalShowsApproval: `toolgate policy eval` says when a policy

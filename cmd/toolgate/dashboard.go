@@ -8,6 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,6 +34,7 @@ type dashboardFlags struct {
 	username    string
 	passwordEnv string
 	listen      string
+	socketMode  string
 	allowWide   bool
 	logLevel    string
 }
@@ -58,14 +63,22 @@ Name the database with --config (its events.clickhouse section) or with
 			if err != nil {
 				return err
 			}
-			if err := proxy.CheckListenAddr(fl.listen, fl.allowWide); err != nil {
-				return usageError{fmt.Errorf("--listen: %w", err)}
+			if _, ok := unixSocket(fl.listen); !ok {
+				if err := proxy.CheckListenAddr(fl.listen, fl.allowWide); err != nil {
+					return usageError{fmt.Errorf("--listen: %w", err)}
+				}
+			}
+			mode, err := strconv.ParseUint(fl.socketMode, 8, 32)
+			if err != nil || mode > 0o777 || mode == 0 {
+				return usageError{fmt.Errorf("--socket-mode: %q; want octal permissions such as 0660", fl.socketMode)}
 			}
 			var mount func(*dashboard.Dashboard) (func() error, error)
 			if fl.config != "" {
-				mount = func(d *dashboard.Dashboard) (func() error, error) { return mountApprovals(c.Context(), d, fl.config) }
+				mount = func(d *dashboard.Dashboard) (func() error, error) {
+					return mountApprovals(c.Context(), d, fl.config, fl.listen)
+				}
 			}
-			return serveDashboard(c.Context(), cfg, fl.listen, log, c.OutOrStdout(), mount)
+			return serveDashboard(c.Context(), cfg, fl.listen, os.FileMode(mode), log, c.OutOrStdout(), mount)
 		},
 	}
 	f := c.Flags()
@@ -74,7 +87,8 @@ Name the database with --config (its events.clickhouse section) or with
 	f.StringVar(&fl.database, "database", "", "ClickHouse database (default "+dashboard.DefaultDatabase+"; with --clickhouse)")
 	f.StringVar(&fl.username, "user", "", "ClickHouse user, a read-only one is enough (default \"default\"; with --clickhouse)")
 	f.StringVar(&fl.passwordEnv, "password-env", "", "environment variable holding the user's password (with --clickhouse)")
-	f.StringVar(&fl.listen, "listen", defaultDashboardListen, "address to serve the dashboard on")
+	f.StringVar(&fl.listen, "listen", defaultDashboardListen, "address to serve the dashboard on: host:port, or unix:/PATH for a Unix socket")
+	f.StringVar(&fl.socketMode, "socket-mode", "0660", "file permissions of the Unix socket of --listen unix:/PATH (octal)")
 	f.BoolVar(&fl.allowWide, "allow-non-loopback", false, "allow --listen on an address other than loopback")
 	f.StringVar(&fl.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
@@ -117,7 +131,7 @@ func (fl dashboardFlags) dashboardConfig() (dashboard.Config, error) {
 
 // serveDashboard serves the dashboard on listen until ctx ends, printing its
 // URL on out first. mount, when not nil, adds the Approvals page.
-func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, log *slog.Logger, out io.Writer, mount func(*dashboard.Dashboard) (func() error, error)) error {
+func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, mode os.FileMode, log *slog.Logger, out io.Writer, mount func(*dashboard.Dashboard) (func() error, error)) error {
 	d, err := dashboard.Open(cfg, log.With("component", "dashboard"))
 	if err != nil {
 		return err
@@ -130,12 +144,13 @@ func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, lo
 		}
 		defer closeApprovals()
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, where, err := listenDashboard(listen, mode)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
+	defer ln.Close()
 	srv := &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.QueryTimeout + 10*time.Second, IdleTimeout: time.Minute}
-	fmt.Fprintf(out, "dashboard      http://%s/   (ClickHouse %v, database %s; Ctrl-C stops it)\n", ln.Addr(), cfg.Addr, cfg.Database)
+	fmt.Fprintf(out, "dashboard      %s   (ClickHouse %v, database %s; Ctrl-C stops it)\n", where, cfg.Addr, cfg.Database)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -146,4 +161,60 @@ func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, lo
 	sctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// unixSocket returns the path of a listen address of the form unix:/PATH.
+func unixSocket(listen string) (string, bool) {
+	p, ok := strings.CutPrefix(listen, "unix:")
+	return p, ok && p != ""
+}
+
+// listenDashboard listens on a TCP address or, for unix:/PATH, on a Unix
+// socket with the file permissions mode: it is bound under a temporary
+// name, given mode, then renamed into place, so that no process can
+// connect through wider permissions meanwhile. A socket left at PATH by an
+// earlier run is replaced; any other file there is an error. It returns
+// the listener and the URL to print.
+func listenDashboard(listen string, mode os.FileMode) (net.Listener, string, error) {
+	path, ok := unixSocket(listen)
+	if !ok {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, "", err
+		}
+		return ln, "http://" + ln.Addr().String() + "/", nil
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket == 0 {
+		return nil, "", fmt.Errorf("--listen %s: %s exists and is not a socket", listen, path)
+	}
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d.tmp", filepath.Base(path), os.Getpid()))
+	os.Remove(tmp)
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, "", err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, mode); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, "", err
+	}
+	return removeOnClose{ln, path}, "http+unix://" + path + " (a Unix socket, mode " + fmt.Sprintf("%#o", mode) + ")", nil
+}
+
+// removeOnClose removes the socket's file when the listener closes.
+type removeOnClose struct {
+	net.Listener
+	path string
+}
+
+func (l removeOnClose) Close() error {
+	err := l.Listener.Close()
+	os.Remove(l.path)
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/frontjwt"
 	"github.com/toolgate/toolgate/internal/section"
 )
 
@@ -161,10 +162,15 @@ type DecidersConfig struct {
 	// "secret:". Default: none.
 	SecretEnv string `yaml:"secret_env"`
 	// TrustedHeader names a request header that an authenticating front
-	// (an OAuth proxy) sets to the signed-in user; when present, a
-	// decision is accepted and records that user. Only configure it when
-	// the dashboard is reachable through that front alone. Default: none.
+	// (an OAuth proxy) sets to the signed-in user. Alone, it is trusted
+	// only on a dashboard listening on a Unix socket that nothing but the
+	// front can reach (toolgate dashboard refuses it on a TCP listener);
+	// with jwt, it must name the user the front's token names. Default:
+	// none.
 	TrustedHeader string `yaml:"trusted_header"`
+	// JWT verifies the front's signed identity (its JWT, against its JWKS);
+	// a decision it verifies records "jwt:USER". Default: off.
+	JWT frontjwt.Config `yaml:"jwt"`
 }
 
 // Validate applies defaults and rejects bad values; relative paths are
@@ -264,6 +270,9 @@ func (c *Config) Validate(dir string, clickhouse bool) error {
 		if v, ok := os.LookupEnv(c.Deciders.SecretEnv); !ok || len(v) < MinSecretBytes {
 			return section.Errorf("deciders.secret_env", "environment variable %s is not set or shorter than %d bytes", c.Deciders.SecretEnv, MinSecretBytes)
 		}
+	}
+	if err := section.Under("deciders.jwt", c.Deciders.JWT.Validate(dir)); err != nil {
+		return err
 	}
 	if c.StateKeyEnv != "" {
 		v, ok := os.LookupEnv(c.StateKeyEnv)

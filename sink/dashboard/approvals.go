@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -39,15 +40,30 @@ type ApprovalItem struct {
 	Uses      int
 }
 
-// ApprovalAuth says who may decide on the page. With neither set the page
-// is read-only.
+// FrontVerifier authenticates the front a request came through: it
+// returns the user the front's signed identity names (an error when the
+// request carries none that verifies). Its errors never hold the token.
+type FrontVerifier interface {
+	Verify(r *http.Request) (user string, err error)
+}
+
+// ApprovalAuth says who may decide on the page. With none set the page is
+// read-only.
 type ApprovalAuth struct {
 	// Secret is a shared secret a decider types into the form; the
 	// decision records the name given with it, as "secret:NAME".
 	Secret string
 	// TrustedHeader is a header an authenticating front sets to the
-	// signed-in user; the decision records "header:USER".
+	// signed-in user. With Front nil, the header alone decides and the
+	// decision records "header:USER": only for a listener that nothing
+	// but the front can reach (cmd refuses it on a TCP listener). With
+	// Front set, the header must name the user Front verified, or be
+	// absent.
 	TrustedHeader string
+	// Front, when set, verifies the front's signed identity (its JWT); a
+	// decision it verifies records "jwt:USER". Without a verified identity,
+	// only the shared secret decides.
+	Front FrontVerifier
 }
 
 // MaxApprovalItems bounds the requests the page lists.
@@ -71,24 +87,28 @@ type approvalsView struct {
 	Error           string
 	CanDecide       bool
 	NeedsSecret     bool
-	User            string // from the trusted header
+	User            string // from the front's identity or the trusted header
+	CSRF            string // the form token of the browser's session
 }
 
 // MountApprovals adds the Approvals page (GET /approvals) and its form
 // (POST /approvals/decide) to the dashboard.
 func (d *Dashboard) MountApprovals(a Approvals, auth ApprovalAuth) {
-	d.approvals, d.auth = a, auth
+	d.approvals, d.auth, d.csrfKey = a, auth, newCSRFKey()
 	d.mux.HandleFunc("GET /approvals", d.serveApprovals)
 	d.mux.HandleFunc("POST /approvals/decide", d.serveDecide)
 }
 
 func (d *Dashboard) serveApprovals(w http.ResponseWriter, r *http.Request) {
 	v := approvalsView{Focus: r.URL.Query().Get("id"), Done: r.URL.Query().Get("done"),
-		CanDecide: d.auth.Secret != "" || d.auth.TrustedHeader != "", NeedsSecret: d.auth.Secret != ""}
-	if d.auth.TrustedHeader != "" {
-		if u := strings.TrimSpace(r.Header.Get(d.auth.TrustedHeader)); u != "" {
-			v.User, v.NeedsSecret = u, false
-		}
+		CanDecide: d.auth.Secret != "" || d.auth.TrustedHeader != "" || d.auth.Front != nil, NeedsSecret: d.auth.Secret != ""}
+	if u, err := d.identity(r); err == nil && u != "" {
+		v.User, v.NeedsSecret = u, false
+	} else if d.auth.Secret == "" {
+		v.CanDecide = false
+	}
+	if v.CanDecide {
+		v.CSRF = d.csrfToken(d.session(w, r))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), d.cfg.QueryTimeout)
 	defer cancel()
@@ -121,13 +141,38 @@ const (
 // errNotAllowed refuses a decision without authorisation.
 var errNotAllowed = errors.New("not allowed to decide")
 
-// decider is who makes a decision, from the trusted header or the shared
-// secret with the name typed into the form.
-func (d *Dashboard) decider(r *http.Request) (string, error) {
+// identity is who the front says made the request, as recorded: "jwt:USER"
+// from its verified signed identity, or "header:USER" from the trusted
+// header alone when no verifier is configured. "" with a nil error when
+// the request carries no identity.
+func (d *Dashboard) identity(r *http.Request) (string, error) {
+	var hdr string
 	if d.auth.TrustedHeader != "" {
-		if u := strings.TrimSpace(r.Header.Get(d.auth.TrustedHeader)); u != "" {
-			return "header:" + bounded(u, maxNameBytes), nil
+		hdr = bounded(strings.TrimSpace(r.Header.Get(d.auth.TrustedHeader)), maxNameBytes)
+	}
+	if d.auth.Front == nil {
+		if hdr == "" {
+			return "", nil
 		}
+		return "header:" + hdr, nil
+	}
+	u, err := d.auth.Front.Verify(r)
+	if err != nil {
+		return "", err
+	}
+	u = bounded(u, maxNameBytes)
+	if hdr != "" && hdr != u {
+		return "", errors.New("the trusted header names another user than the front's signed identity")
+	}
+	return "jwt:" + u, nil
+}
+
+// decider is who makes a decision: the front's identity (see identity), or
+// the shared secret with the name typed into the form.
+func (d *Dashboard) decider(r *http.Request) (string, error) {
+	u, idErr := d.identity(r)
+	if idErr == nil && u != "" {
+		return u, nil
 	}
 	if d.auth.Secret != "" {
 		got := r.PostFormValue("secret")
@@ -138,6 +183,9 @@ func (d *Dashboard) decider(r *http.Request) (string, error) {
 			}
 			return "secret:" + bounded(name, maxNameBytes), nil
 		}
+	}
+	if idErr != nil {
+		return "", fmt.Errorf("%w: %v", errNotAllowed, idErr)
 	}
 	return "", errNotAllowed
 }
@@ -158,6 +206,10 @@ func (d *Dashboard) serveDecide(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "the form is too large or malformed", http.StatusBadRequest)
+		return
+	}
+	if !d.checkCSRF(r) {
+		http.Error(w, "decisions come from the Approvals page only: the form's token does not fit this browser's session; reload the page", http.StatusForbidden)
 		return
 	}
 	who, err := d.decider(r)

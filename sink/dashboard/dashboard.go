@@ -125,6 +125,7 @@ type Dashboard struct {
 
 	approvals Approvals // nil unless MountApprovals
 	auth      ApprovalAuth
+	csrfKey   []byte // the decision form's token key; see csrf.go
 }
 
 var _ http.Handler = (*Dashboard)(nil)

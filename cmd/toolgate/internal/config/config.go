@@ -603,6 +603,19 @@ func locate(path string, root *yaml.Node, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
+// Locate places err, a *section.Error at a field of the configuration file
+// at path, at the field's line: FILE:LINE: field: message. Commands that
+// check a field against their own flags use it.
+func Locate(path string, err error) error {
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	return locate(path, &root, err)
+}
+
 // DecodeYAML decodes the one YAML document of a file strictly (unknown keys
 // are errors) into v. Errors name the file and line; an empty file returns
 // io.EOF.
