@@ -288,14 +288,19 @@ approvals:
 }
 
 // pageSession opens the dashboard's Approvals page at base as a browser
-// does: it returns a client holding the page's session cookie (one that
-// does not follow redirects) and the decision form's CSRF token.
-func pageSession(t *testing.T, base string) (*http.Client, string) {
+// does, with the headers hdr (a front's): it returns a client holding the
+// page's session cookie (one that does not follow redirects) and the
+// decision form's CSRF token.
+func pageSession(t *testing.T, base string, hdr ...string) (*http.Client, string) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(base + "approvals")
+	req, _ := http.NewRequest("GET", base+"approvals", nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
