@@ -10,13 +10,24 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -241,7 +252,160 @@ func TestAdversarialDeciders(t *testing.T) {
 			t.Errorf("the front's request over the socket: %d", resp.StatusCode)
 		}
 	})
+	t.Run("trusted header behind the front's client certificate", func(t *testing.T) {
+		dir := configure(t, "dec_mtls", "    trusted_header: X-Forwarded-User")
+		cfg := filepath.Join(dir, "toolgate.yaml")
+		sc := startRun(t, dir, string(mustRead(t, cfg)))
+		l := sc.running(t)
+		defer sc.stop(t)
+		status, env := editVia(t, l.Forward, up.URL(), "words")
+		if status != 403 || env.Error.Approval == nil {
+			t.Fatalf("first call: %d %+v", status, env.Error)
+		}
+		id := env.Error.Approval.ID
+		hits := up.Hits(route)
+		ca, other := newTestCA(t, "front CA"), newTestCA(t, "agent's own CA")
+		serverCert := ca.issue(t, dir, "dashboard", false)
+		frontCert, agentCert := ca.issue(t, dir, "front", true), other.issue(t, dir, "agent", true)
+		out, stop := startCmd(t, "dashboard", "--config", cfg, "--listen", "127.0.0.1:0",
+			"--tls-cert", serverCert.certFile, "--tls-key", serverCert.keyFile, "--client-ca", ca.file)
+		defer stop()
+		deadline := time.Now().Add(60 * time.Second)
+		for !strings.Contains(out.String(), "https://") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		m := regexp.MustCompile(`https://([0-9.:]+)/`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no https URL printed:\n%s", out.String())
+		}
+		base := "https://" + m[1] + "/"
+		client := func(cert *tls.Certificate) *http.Client {
+			tc := &tls.Config{RootCAs: ca.pool, ServerName: "dashboard"}
+			if cert != nil {
+				tc.Certificates = []tls.Certificate{*cert}
+			}
+			jar, _ := cookiejar.New(nil)
+			return &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc},
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		}
+		decide := func(c *http.Client) (int, error) {
+			req, _ := http.NewRequest("GET", base+"approvals", nil)
+			req.Header.Set("X-Forwarded-User", "dana")
+			resp, err := c.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b)
+			form := url.Values{"id": {id}, "verdict": {"approved"}}
+			if tok != nil {
+				form.Set("csrf", string(tok[1]))
+			}
+			req, _ = http.NewRequest("POST", base+"approvals/decide", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("X-Forwarded-User", "dana")
+			resp, err = c.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		for _, a := range []struct {
+			name string
+			cert *tls.Certificate
+		}{
+			{"header without a client certificate", nil},
+			{"header with a certificate of another CA", &agentCert.pair},
+		} {
+			tally.tried++
+			st, err := decide(client(a.cert))
+			changed := false
+			if status, _ := editVia(t, l.Forward, up.URL(), "words"); status != 403 {
+				changed = true
+				t.Errorf("%s (%d, %v): the retried call answered %d", a.name, st, err, status)
+			}
+			if n := up.Hits(route); n != hits {
+				changed = true
+				t.Errorf("%s: the upstream ran the call %d times", a.name, n-hits)
+			}
+			if changed {
+				tally.changed++
+			} else {
+				tally.refused++
+			}
+		}
+		if st, err := decide(client(&frontCert.pair)); err != nil || st != http.StatusSeeOther {
+			t.Fatalf("the front's request: %d %v, want 303", st, err)
+		}
+		if status, env := editVia(t, l.Forward, up.URL(), "words"); status != 200 || !env.OK {
+			t.Fatalf("approved call: %d %+v", status, env.Error)
+		}
+	})
 	tally.report(t, "deciders")
+}
+
+// testCA is a certificate authority for a test's TLS.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+	file string // its certificate, PEM
+}
+
+// testCert is a certificate a testCA issued, as files and as a pair.
+type testCert struct {
+	certFile, keyFile string
+	pair              tls.Certificate
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	writeFile(t, file, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	return &testCA{cert: cert, key: key, pool: pool, file: file}
+}
+
+func (ca *testCA) issue(t *testing.T, dir, name string, client bool) testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := x509.ExtKeyUsageServerAuth
+	if client {
+		usage = x509.ExtKeyUsageClientAuth
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	c := testCert{certFile: filepath.Join(dir, name+".crt"), keyFile: filepath.Join(dir, name+".key")}
+	writeFile(t, c.certFile, string(certPEM))
+	writeFile(t, c.keyFile, string(keyPEM))
+	if c.pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // lineOf is the line of the first YAML key name in the file at path.

@@ -204,10 +204,12 @@ func (a gateApprovals) Decide(ctx context.Context, id, verdict, who, note string
 
 // mountApprovals adds the Approvals page to d, over the approval store
 // and with the deciders the configuration at path names. listen is the
-// dashboard's listener: a trusted header alone (no jwt) is refused unless
-// it is a Unix socket, since any process on the host, the agent included,
-// can reach a TCP listener and set the header itself.
-func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path, listen string) (func() error, error) {
+// dashboard's listener, frontOnly whether only the front can reach it (a
+// Unix socket, or TLS requiring the front's client certificate): a
+// trusted header alone (no jwt) is refused otherwise, since any process on
+// the host, the agent included, can reach a TCP listener and set the
+// header itself.
+func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path, listen string, frontOnly bool) (func() error, error) {
 	ev, ac, err := config.LoadApprovals(path)
 	if err != nil {
 		return nil, err
@@ -220,11 +222,12 @@ func mountApprovals(ctx context.Context, d *dashboard.Dashboard, path, listen st
 		}
 		auth.Front = v
 	} else if ac.Deciders.TrustedHeader != "" {
-		if _, ok := unixSocket(listen); !ok {
+		if !frontOnly {
 			return nil, config.Locate(path, section.Errorf("approvals.deciders.trusted_header",
 				"a header alone cannot prove who decides on a TCP listener (%s): any process on the host, the agent included, can send it; "+
 					"add approvals.deciders.jwt (the front's signed identity, verified against its JWKS), "+
-					"or serve the dashboard on a Unix socket only the front can reach (--listen unix:/PATH); see docs/approvals.md#deciders", listen))
+					"or serve the dashboard on a Unix socket only the front can reach (--listen unix:/PATH), "+
+					"or ask for the front's client certificate (--tls-cert, --tls-key, --client-ca); see docs/approvals.md#deciders", listen))
 		}
 	}
 	if ac.Deciders.SecretEnv != "" {

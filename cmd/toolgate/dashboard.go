@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +37,9 @@ type dashboardFlags struct {
 	passwordEnv string
 	listen      string
 	socketMode  string
+	tlsCert     string
+	tlsKey      string
+	clientCA    string
 	allowWide   bool
 	logLevel    string
 }
@@ -52,7 +57,11 @@ profile) is enough; see docs/dashboard.md.
 
 Name the database with --config (its events.clickhouse section) or with
 --clickhouse and --database. It listens on loopback unless
---allow-non-loopback is given.`,
+--allow-non-loopback is given, or on a Unix socket (--listen unix:/PATH,
+with --socket-mode). With --tls-cert and --tls-key it serves HTTPS; with
+--client-ca too, only clients presenting a certificate that CA issued (the
+authenticating front) are served. Who may decide on the Approvals page is
+approvals.deciders; see docs/approvals.md#deciders.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			log, err := newLogger(c.ErrOrStderr(), fl.logLevel)
@@ -72,13 +81,19 @@ Name the database with --config (its events.clickhouse section) or with
 			if err != nil || mode > 0o777 || mode == 0 {
 				return usageError{fmt.Errorf("--socket-mode: %q; want octal permissions such as 0660", fl.socketMode)}
 			}
+			tlsCfg, err := fl.serverTLS()
+			if err != nil {
+				return err
+			}
+			_, viaSocket := unixSocket(fl.listen)
+			frontOnly := viaSocket || (tlsCfg != nil && tlsCfg.ClientCAs != nil)
 			var mount func(*dashboard.Dashboard) (func() error, error)
 			if fl.config != "" {
 				mount = func(d *dashboard.Dashboard) (func() error, error) {
-					return mountApprovals(c.Context(), d, fl.config, fl.listen)
+					return mountApprovals(c.Context(), d, fl.config, fl.listen, frontOnly)
 				}
 			}
-			return serveDashboard(c.Context(), cfg, fl.listen, os.FileMode(mode), log, c.OutOrStdout(), mount)
+			return serveDashboard(c.Context(), cfg, dashListen{addr: fl.listen, mode: os.FileMode(mode), tls: tlsCfg}, log, c.OutOrStdout(), mount)
 		},
 	}
 	f := c.Flags()
@@ -89,6 +104,9 @@ Name the database with --config (its events.clickhouse section) or with
 	f.StringVar(&fl.passwordEnv, "password-env", "", "environment variable holding the user's password (with --clickhouse)")
 	f.StringVar(&fl.listen, "listen", defaultDashboardListen, "address to serve the dashboard on: host:port, or unix:/PATH for a Unix socket")
 	f.StringVar(&fl.socketMode, "socket-mode", "0660", "file permissions of the Unix socket of --listen unix:/PATH (octal)")
+	f.StringVar(&fl.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
+	f.StringVar(&fl.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	f.StringVar(&fl.clientCA, "client-ca", "", "serve only clients whose certificate this CA (PEM) issued: the authenticating front's (needs --tls-cert)")
 	f.BoolVar(&fl.allowWide, "allow-non-loopback", false, "allow --listen on an address other than loopback")
 	f.StringVar(&fl.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
@@ -129,9 +147,45 @@ func (fl dashboardFlags) dashboardConfig() (dashboard.Config, error) {
 	}
 }
 
-// serveDashboard serves the dashboard on listen until ctx ends, printing its
+// serverTLS is the dashboard's TLS configuration from the flags; nil for
+// plain HTTP.
+func (fl dashboardFlags) serverTLS() (*tls.Config, error) {
+	switch {
+	case fl.tlsCert == "" && fl.tlsKey == "" && fl.clientCA == "":
+		return nil, nil
+	case fl.tlsCert == "" || fl.tlsKey == "":
+		return nil, usageError{errors.New("--tls-cert and --tls-key go together (and --client-ca needs them)")}
+	}
+	cert, err := tls.LoadX509KeyPair(fl.tlsCert, fl.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if fl.clientCA != "" {
+		pem, err := os.ReadFile(fl.clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca: %w", err)
+		}
+		c.ClientCAs = x509.NewCertPool()
+		if !c.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--client-ca: %s holds no PEM certificate", fl.clientCA)
+		}
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+// dashListen is where the dashboard listens: addr (host:port or
+// unix:/PATH), the Unix socket's mode, and TLS (nil for plain HTTP).
+type dashListen struct {
+	addr string
+	mode os.FileMode
+	tls  *tls.Config
+}
+
+// serveDashboard serves the dashboard on ln until ctx ends, printing its
 // URL on out first. mount, when not nil, adds the Approvals page.
-func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, mode os.FileMode, log *slog.Logger, out io.Writer, mount func(*dashboard.Dashboard) (func() error, error)) error {
+func serveDashboard(ctx context.Context, cfg dashboard.Config, dl dashListen, log *slog.Logger, out io.Writer, mount func(*dashboard.Dashboard) (func() error, error)) error {
 	d, err := dashboard.Open(cfg, log.With("component", "dashboard"))
 	if err != nil {
 		return err
@@ -144,11 +198,15 @@ func serveDashboard(ctx context.Context, cfg dashboard.Config, listen string, mo
 		}
 		defer closeApprovals()
 	}
-	ln, where, err := listenDashboard(listen, mode)
+	ln, where, err := listenDashboard(dl.addr, dl.mode)
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	defer ln.Close()
+	if dl.tls != nil {
+		ln = tls.NewListener(ln, dl.tls)
+		where = strings.Replace(where, "http", "https", 1)
+	}
 	srv := &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.QueryTimeout + 10*time.Second, IdleTimeout: time.Minute}
 	fmt.Fprintf(out, "dashboard      %s   (ClickHouse %v, database %s; Ctrl-C stops it)\n", where, cfg.Addr, cfg.Database)
 	errc := make(chan error, 1)

@@ -153,9 +153,9 @@ func (dd demoDashboard) run(ctx context.Context, out io.Writer, dir string) erro
 	// The Approvals page, read-only (the demo names no deciders), over the
 	// demo's approval file: the page its pending answers point at.
 	mount := func(d *dashboard.Dashboard) (func() error, error) {
-		return mountApprovals(ctx, d, filepath.Join(dir, "toolgate.yaml"), dd.listen)
+		return mountApprovals(ctx, d, filepath.Join(dir, "toolgate.yaml"), dd.listen, false)
 	}
-	return serveDashboard(ctx, cfg, dd.listen, 0, slog.New(slog.DiscardHandler), out, mount)
+	return serveDashboard(ctx, cfg, dashListen{addr: dd.listen}, slog.New(slog.DiscardHandler), out, mount)
 }
 
 // startLocalClickHouse starts a private ClickHouse in dir with

@@ -103,7 +103,8 @@ func (d *Dashboard) serveApprovals(w http.ResponseWriter, r *http.Request) {
 	v := approvalsView{Focus: r.URL.Query().Get("id"), Done: r.URL.Query().Get("done"),
 		CanDecide: d.auth.Secret != "" || d.auth.TrustedHeader != "" || d.auth.Front != nil, NeedsSecret: d.auth.Secret != ""}
 	if u, err := d.identity(r); err == nil && u != "" {
-		v.User, v.NeedsSecret = u, false
+		_, v.User, _ = strings.Cut(u, ":")
+		v.NeedsSecret = false
 	} else if d.auth.Secret == "" {
 		v.CanDecide = false
 	}
