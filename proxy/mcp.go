@@ -185,7 +185,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.plainResult(c.ev.Tool)))
 	}
 	return resp
 }
