@@ -135,6 +135,11 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 			}
 		}
 	}
+	if !batch {
+		if resp := c.answerOwnTask(r, &msgs[0]); resp != nil {
+			return resp
+		}
+	}
 	refs := make([]*refusal, len(msgs))
 	refused := -1
 	for i := range msgs {

@@ -34,6 +34,11 @@ type clientResult struct {
 	Text       string `json:"text"`
 	Structured bool   `json:"structured"`
 	Error      string `json:"error"`
+	// For the task API (v1task): the task's status and statusMessage
+	// (tasks/get), and the error the task stream ended with.
+	TaskStatus    string `json:"taskStatus"`
+	StatusMessage string `json:"statusMessage"`
+	StreamError   string `json:"streamError"`
 }
 
 // npmClients skips the test, saying how to install them, unless the npm
@@ -199,4 +204,48 @@ func TestMCPClientsReturnRefusals(t *testing.T) {
 		summary = append(summary, fmt.Sprintf("%s %d/%d", client, intact[client], total[client]))
 	}
 	t.Logf("refusals returned intact per client: %s", strings.Join(summary, ", "))
+}
+
+// TestMCPTaskRefusals drives the TypeScript SDK v1 client's task API (MCP
+// 2025-11-25 tasks) through toolgate to server-everything's
+// simulate-research-query (taskSupport "required"): a valid call runs as
+// the server's task; a refused one gets a task of toolgate's that has
+// already failed, whose tasks/get statusMessage and tasks/result (an
+// isError result) name every path, and the server never sees the call.
+func TestMCPTaskRefusals(t *testing.T) {
+	npmClients(t)
+	srv := startNodeServer(t, "everything.mjs")
+	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", srv.origin), nil, nil, nil, 10*time.Millisecond)
+	const tool = "simulate-research-query"
+	calls := []clientCall{
+		{Name: "valid", Tool: tool, Args: map[string]any{"topic": "tides"}},
+		{Name: "unknown_arg", Tool: tool, Args: map[string]any{"topic": "tides", "depth": 3}, isError: true, paths: []string{"/depth"}},
+		{Name: "missing_field", Tool: tool, Args: map[string]any{"ambiguous": false}, isError: true, paths: []string{"/topic"}},
+		{Name: "wrong_type", Tool: tool, Args: map[string]any{"topic": 5}, isError: true, paths: []string{"/topic"}},
+	}
+	res := runClient(t, "v1task", e.reverse+"/mcp", calls)
+	intact, total := 0, 0
+	for _, c := range calls {
+		r := res[c.Name]
+		if !c.isError {
+			if !r.Returned || r.IsError || r.TaskStatus != "completed" || !strings.Contains(r.Text, "Research Report: tides") {
+				t.Errorf("%s: %+v; want the server's completed task", c.Name, r)
+			}
+			continue
+		}
+		total++
+		good := r.Returned && r.IsError && r.TaskStatus == "failed"
+		for _, p := range c.paths {
+			good = good && strings.Contains(r.Text, p) && strings.Contains(r.StatusMessage, p)
+		}
+		if good {
+			intact++
+			continue
+		}
+		t.Errorf("%s: %+v; want a failed task whose statusMessage and tasks/result name %v", c.Name, r, c.paths)
+	}
+	t.Logf("task refusals returned intact (tasks/get and tasks/result): %d/%d", intact, total)
+	if n := serverCounts(t, srv.origin)[tool]; n != 1 {
+		t.Errorf("%s reached the server %d times, want 1 (the valid call)", tool, n)
+	}
 }

@@ -18,7 +18,9 @@ import (
 // a JSON-RPC result with isError true, the detail and every violation as
 // text, the envelope in _meta (and as structuredContent for a tool listed
 // without an outputSchema: rpcToolError), over HTTP 200, with the
-// request's id. In a batch, every request is answered and none is sent:
+// request's id; a call that asked to run as a task (2025-11-25) gets a
+// task that has already failed (mcp_tasks.go). In a batch, every request
+// is answered and none is sent:
 // the refused calls with their results, the others with a JSON-RPC error
 // saying why. A refused tools/call without an id (which no response can
 // answer) gets the plain refusal.
@@ -38,7 +40,10 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	}
 	var body []byte
 	if !batch {
-		body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.plainResult(c.ev.Tool))
+		var asTask bool
+		if body, asTask = c.refusedTaskAnswer(r, &msgs[0], ref); !asTask {
+			body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.plainResult(c.ev.Tool))
+		}
 	} else {
 		var out []json.RawMessage
 		for i := range msgs {

@@ -11,12 +11,14 @@
 //              process: its caller reads its stdout (the result JSON) and exit status
 //   aisdk      the AI SDK's MCP client (@ai-sdk/mcp createMCPClient): the tool's
 //              execute() result, and the text toModelOutput gives the model
-//   v1task     the TypeScript SDK v1 client's task API
-//              (client.experimental.tasks.callToolStream): the final message
+//   v1task     the TypeScript SDK v1 client's task API (2025-11-25 tasks:
+//              client.experimental.tasks.callToolStream, then getTask and
+//              getTaskResult when the task failed)
 //
 // CALLS_JSON is [{"name": "...", "tool": "...", "args": {...}}, ...]. Each
 // line is {"name", "returned": bool, "isError": bool, "text": "...",
-// "structured": bool, "error": "..."}.
+// "structured": bool, "error": "..."}, and for v1task "taskStatus",
+// "statusMessage" and "streamError".
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -25,7 +27,10 @@ const [kind, endpoint, callsJSON] = process.argv.slice(2);
 const calls = JSON.parse(callsJSON);
 const out = o => console.log(JSON.stringify(o));
 const text = r => (r?.content ?? []).filter(c => c.type === 'text').map(c => c.text).join('');
-const report = (name, r) => out({ name, returned: true, isError: !!r.isError, text: text(r), structured: r.structuredContent !== undefined });
+const report = (name, r) => out({
+  name, returned: true, isError: !!r.isError, text: text(r), structured: r.structuredContent !== undefined,
+  taskStatus: r.taskStatus, statusMessage: r.statusMessage, streamError: r.streamError,
+});
 const failed = (name, e) => out({ name, returned: false, error: String(e?.message ?? e) });
 
 async function withClient(connect, call) {
@@ -48,12 +53,20 @@ switch (kind) {
       return c;
     }, async (c, k) => {
       if (kind === 'v1') return c.callTool({ name: k.tool, arguments: k.args });
-      let last;
+      // The task API: the stream's messages, then, for a task that
+      // failed (the stream then ends with "Task <id> failed" and nothing
+      // more), what tasks/get and tasks/result give the caller.
+      let created, last;
       for await (const m of c.experimental.tasks.callToolStream({ name: k.tool, arguments: k.args }, undefined, { task: { ttl: 60000 } })) {
+        if (m.type === 'taskCreated') created = m.task;
         last = m;
       }
-      if (last?.type === 'result') return last.result;
-      throw new Error(`task stream ended with ${last?.type}: ${last?.error?.message ?? JSON.stringify(last)}`);
+      if (last?.type === 'result') return { ...last.result, taskStatus: 'completed' };
+      if (!created) throw new Error(`task stream ended with ${last?.type}: ${last?.error?.message ?? JSON.stringify(last)}`);
+      const task = await c.experimental.tasks.getTask(created.taskId);
+      const { CallToolResultSchema } = await import('@modelcontextprotocol/sdk/types.js');
+      const result = await c.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
+      return { ...result, taskStatus: task.status, statusMessage: task.statusMessage, streamError: last?.error?.message };
     });
     break;
   }
