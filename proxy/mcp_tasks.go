@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -58,21 +59,26 @@ type refusedTask struct {
 	result  json.RawMessage // the refused call's CallToolResult, as tasks/result answers it
 }
 
-// taskRequest returns the ttl a tools/call asked for its task (0 when
-// none), and whether it asked to run as a task at all (params.task is an
-// object).
+// taskRequest returns the ttl in milliseconds a tools/call asked for its
+// task (0 when none; at most maxRefusedTaskTTL), and whether it asked to
+// run as a task at all (params.task, spelled exactly so, is an object, as
+// a server reads it).
 func taskRequest(params json.RawMessage) (ttl int64, ok bool) {
-	var p struct {
-		Task json.RawMessage `json:"task"`
-	}
-	if json.Unmarshal(params, &p) != nil || len(p.Task) == 0 || p.Task[0] != '{' {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
 		return 0, false
 	}
-	var t struct {
-		TTL *float64 `json:"ttl"`
+	task := bytes.TrimSpace(p["task"])
+	if len(task) == 0 || task[0] != '{' {
+		return 0, false
 	}
-	if json.Unmarshal(p.Task, &t) == nil && t.TTL != nil && *t.TTL > 0 {
-		ttl = int64(*t.TTL)
+	var t map[string]json.RawMessage
+	if json.Unmarshal(task, &t) != nil {
+		return 0, false
+	}
+	var asked float64
+	if json.Unmarshal(t["ttl"], &asked) == nil && asked > 0 {
+		ttl = int64(min(asked, float64(maxRefusedTaskTTL.Milliseconds())))
 	}
 	return ttl, true
 }
@@ -163,13 +169,12 @@ func (c *call) answerOwnTask(r *http.Request, msg *rpcMessage) *http.Response {
 	if !msg.isRequest() {
 		return nil
 	}
-	var p struct {
-		TaskID string `json:"taskId"`
-	}
-	if json.Unmarshal(msg.Params, &p) != nil || !strings.HasPrefix(p.TaskID, taskIDPrefix) {
+	var p map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(msg.Params, &p) != nil || json.Unmarshal(p["taskId"], &id) != nil || !strings.HasPrefix(id, taskIDPrefix) {
 		return nil
 	}
-	t := c.s.tasks.get(taskOwner(r, c.mcp.key), p.TaskID)
+	t := c.s.tasks.get(taskOwner(r, c.mcp.key), id)
 	var answer any
 	switch {
 	case t == nil:
