@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // clientCall is one tools/call clients.mjs makes, and what the client must
@@ -54,9 +56,13 @@ func npmClients(t *testing.T) (node, dir string) {
 	return node, dir
 }
 
-// runClient runs clients.mjs with one client against endpoint.
+// runClient runs clients.mjs with one client against endpoint; client
+// "go" is the Go SDK's client, run here.
 func runClient(t *testing.T, client, endpoint string, calls []clientCall) map[string]clientResult {
 	t.Helper()
+	if client == "go" {
+		return runGoClient(t, endpoint, calls)
+	}
 	node, dir := npmClients(t)
 	raw, _ := json.Marshal(calls)
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
@@ -76,6 +82,28 @@ func runClient(t *testing.T, client, endpoint string, calls []clientCall) map[st
 			t.Fatalf("clients.mjs %s line %q: %v", client, l, err)
 		}
 		res[r.Name] = r
+	}
+	return res
+}
+
+// runGoClient makes the calls with the Go SDK's client (v1.8.0), after
+// listing the tools as agents do.
+func runGoClient(t *testing.T, endpoint string, calls []clientCall) map[string]clientResult {
+	t.Helper()
+	cs := connect(t, endpoint, &http.Client{Timeout: 30 * time.Second}, "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("go client: list: %v", err)
+	}
+	res := map[string]clientResult{}
+	for _, c := range calls {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.Tool, Arguments: c.Args})
+		if err != nil {
+			res[c.Name] = clientResult{Name: c.Name, Error: err.Error()}
+			continue
+		}
+		res[c.Name] = clientResult{Name: c.Name, Returned: true, IsError: r.IsError, Text: resultText(r), Structured: r.StructuredContent != nil}
 	}
 	return res
 }
@@ -124,7 +152,7 @@ var ticketCalls = []clientCall{
 
 // TestMCPClientsReturnRefusals drives the mainstream MCP clients (the
 // TypeScript SDK v1 and v2 clients, the MCP Inspector CLI, the AI SDK's MCP
-// client) through toolgate's reverse listener to two real servers
+// client, the Go SDK's client) through toolgate's reverse listener to two real servers
 // (server-everything on the SDK v1, server.mjs on the SDK v2), and checks
 // what each client returns to its caller: every refusal on a tool with an
 // outputSchema (a nested typo, an unknown argument, a missing field, a
@@ -142,7 +170,7 @@ func TestMCPClientsReturnRefusals(t *testing.T) {
 		{"everything", "everything.mjs", everythingCalls, []string{"get-structured-content", "get-tiny-image", "toggle-subscriber-updates"}},
 		{"ts-v2", "server.mjs", ticketCalls, []string{"file_ticket"}},
 	}
-	clients := []string{"v1", "v2", "inspector", "aisdk"}
+	clients := []string{"v1", "v2", "inspector", "aisdk", "go"}
 	intact, total := map[string]int{}, map[string]int{}
 	for _, sv := range servers {
 		t.Run(sv.name, func(t *testing.T) {
