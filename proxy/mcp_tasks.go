@@ -38,7 +38,7 @@ const taskIDPrefix = "toolgate-refused-"
 // dropped first), each for the ttl its call asked, at most maxRefusedTaskTTL
 // (the default when it asked none).
 const (
-	maxRefusedTasks   = 4096
+	maxRefusedTasks   = 1024
 	maxRefusedTaskTTL = 10 * time.Minute
 	refusedTaskPollMS = 1000
 )
