@@ -144,8 +144,10 @@ func (s *Schema) Tool() string { return s.tool }
 //     under an author's unevaluatedProperties;
 //   - a location where another schema lets every name through
 //     (additionalProperties true or a schema, unevaluatedProperties true or
-//     a schema), or that declares no properties or patternProperties at
-//     all (a free-form map), stays open;
+//     a schema), or where no schema has a properties or patternProperties
+//     keyword at all (a free-form map), stays open; an empty
+//     "properties": {} declares that no name is allowed, and is closed
+//     (what the MCP SDKs generate for a tool without arguments);
 //   - schemas under not, if, contains, propertyNames and contentSchema are
 //     not changed, as that would change the condition they express;
 //   - schemas in documents toolgate does not hold (the metaschemas the

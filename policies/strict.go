@@ -166,7 +166,11 @@ func planStrict(root *jsonschema.Schema, anchors []*jsonschema.Schema) ([]closeE
 		for _, id := range classesOf[x] {
 			declares := false
 			for _, m := range classes[id].members {
-				if len(m.s.Properties) > 0 || len(m.s.PatternProperties) > 0 {
+				// A properties keyword declares the names, even none:
+				// "properties": {} is a tool (or object) that takes no
+				// names, what the SDKs generate for a tool without
+				// arguments, not a free-form map.
+				if m.s.Properties != nil || m.s.PatternProperties != nil {
 					declares = true
 				}
 				if own[m.s] {

@@ -135,6 +135,11 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 			}
 		}
 	}
+	if !batch {
+		if resp := c.answerOwnTask(r, &msgs[0]); resp != nil {
+			return resp
+		}
+	}
 	refs := make([]*refusal, len(msgs))
 	refused := -1
 	for i := range msgs {
@@ -185,7 +190,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.plainResult(c.ev.Tool)))
 	}
 	return resp
 }

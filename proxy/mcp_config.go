@@ -136,7 +136,7 @@ func (c *Config) compileMCP(t *tool, p string) error {
 	case t.schema != nil:
 		return fieldErr(p+".schema", "an mcp route learns its schemas from tools/list; give overrides under mcp.tools.NAME.schema")
 	case tc.Envelope == EnvelopeAlways:
-		return fieldErr(p+".envelope", "an mcp route answers in JSON-RPC; the envelope is carried in structuredContent")
+		return fieldErr(p+".envelope", "an mcp route answers in JSON-RPC; the envelope is carried in the result's _meta (and structuredContent)")
 	}
 	tc.Envelope = EnvelopeNever
 	mc := &tc.MCP

@@ -394,10 +394,18 @@ func refusalOf(t *testing.T, res *mcp.CallToolResult) *bucketing.Error {
 	if !res.IsError {
 		return nil
 	}
-	sc, _ := json.Marshal(res.StructuredContent)
+	// The envelope is always in _meta; structuredContent carries it too
+	// for a tool the server listed without an outputSchema.
+	meta, _ := json.Marshal(res.Meta["toolgate/envelope"])
 	var env bucketing.Envelope
-	if err := json.Unmarshal(sc, &env); err != nil || env.Error == nil {
+	if err := json.Unmarshal(meta, &env); err != nil || env.Error == nil {
 		return nil
+	}
+	if res.StructuredContent != nil {
+		sc, _ := json.Marshal(res.StructuredContent)
+		if string(sc) != string(meta) {
+			t.Errorf("structuredContent %s differs from the envelope in _meta %s", sc, meta)
+		}
 	}
 	return env.Error
 }
@@ -700,8 +708,11 @@ func TestMCPRefusalOnTheWire(t *testing.T) {
 			Content []struct {
 				Type, Text string
 			} `json:"content"`
-			StructuredContent bucketing.Envelope `json:"structuredContent"`
-			IsError           bool               `json:"isError"`
+			StructuredContent *bucketing.Envelope `json:"structuredContent"`
+			IsError           bool                `json:"isError"`
+			Meta              struct {
+				Envelope bucketing.Envelope `json:"toolgate/envelope"`
+			} `json:"_meta"`
 		} `json:"result"`
 	}
 	if err := json.Unmarshal(a.body, &msg); err != nil {
@@ -716,8 +727,14 @@ func TestMCPRefusalOnTheWire(t *testing.T) {
 			t.Errorf("text %q lacks %q", r.Content[0].Text, want)
 		}
 	}
-	if r.StructuredContent.Error == nil || len(r.StructuredContent.Error.Violations) != 2 {
-		t.Errorf("structuredContent: %+v", r.StructuredContent)
+	if r.Meta.Envelope.Error == nil || len(r.Meta.Envelope.Error.Violations) != 2 {
+		t.Errorf("_meta envelope: %+v", r.Meta.Envelope)
+	}
+	// The call was never listed through toolgate: whether the tool has an
+	// outputSchema is unknown, so no structuredContent a client could
+	// check against it.
+	if r.StructuredContent != nil {
+		t.Errorf("structuredContent on a refusal for a tool toolgate has not seen listed: %+v", r.StructuredContent)
 	}
 
 	// A caller that accepts only an event stream gets one event.

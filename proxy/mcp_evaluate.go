@@ -126,7 +126,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	if ref := c.checkToolCall(r, target, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
-		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless)
+		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.plainResult(toolName))
 	} else {
 		v.Inject = c.injected()
 	}

@@ -212,6 +212,9 @@ type listedTool struct {
 	Name        string          `json:"name"`
 	InputSchema json.RawMessage `json:"inputSchema"`
 	Annotations *toolHints      `json:"annotations"`
+	// OutputSchema is only looked at for presence: a client validates
+	// structuredContent against it (mcp_refuse.go).
+	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 
 // toolHints are a tool's behaviour annotations, as the server lists them.

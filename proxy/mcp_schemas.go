@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -51,7 +52,10 @@ type mcpServer struct {
 
 // learnedTool is one tool's schema as the server listed it.
 type learnedTool struct {
-	hints    *toolHints // the listed annotations; nil when none
+	hints *toolHints // the listed annotations; nil when none
+	// output is true when the tool lists an outputSchema (not JSON null):
+	// clients check a result's structuredContent against it.
+	output   bool
 	sum      [32]byte
 	doc      []byte // nil when too large
 	compiled [2]*policies.Schema
@@ -145,8 +149,9 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 		}
 		doc := bytes.TrimSpace(lt.InputSchema)
 		sum := sha256.Sum256(doc)
+		output := hasOutputSchema(lt.OutputSchema)
 		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
-			old.hints = lt.Annotations
+			old.hints, old.output = lt.Annotations, output
 			continue
 		}
 		if _, known := s.tools[lt.Name]; !known && len(s.tools) >= maxTools {
@@ -156,7 +161,7 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 		if old := s.tools[lt.Name]; old != nil {
 			s.bytes -= len(old.doc)
 		}
-		lt2 := &learnedTool{sum: sum, hints: lt.Annotations}
+		lt2 := &learnedTool{sum: sum, hints: lt.Annotations, output: output}
 		if len(doc) <= maxSchemaBytes && len(doc) > 0 && s.bytes+len(doc) <= maxServerSchemaBytes {
 			lt2.doc = append([]byte(nil), doc...)
 			s.bytes += len(doc)
@@ -250,4 +255,24 @@ func (s *mcpServer) hints(name string) *toolHints {
 		return lt.hints
 	}
 	return nil
+}
+
+// hasOutputSchema reports whether a listed outputSchema is there: present
+// and not JSON null.
+func hasOutputSchema(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+}
+
+// plainResult reports whether a tools/call result for the tool may carry
+// toolgate's envelope as structuredContent: only when the server listed the
+// tool without an outputSchema. A client checks the structuredContent of a
+// tool with one against it, even in an isError result (the TypeScript SDK
+// v1 and the Inspector CLI do, raising -32602 instead of returning the
+// result), and a tool toolgate has not seen listed may have one.
+func (s *mcpServer) plainResult(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lt := s.tools[name]
+	return lt != nil && !lt.output
 }

@@ -45,8 +45,16 @@ type tsServer struct {
 
 func startTSServer(t testing.TB, env ...string) *tsServer {
 	t.Helper()
+	return startNodeServer(t, "server.mjs", env...)
+}
+
+// startNodeServer runs a server script of proxy/testdata/mcpts under node
+// until the test ends; the script prints "listening <port>" once it
+// listens on 127.0.0.1, and exits when its stdin closes.
+func startNodeServer(t testing.TB, script string, env ...string) *tsServer {
+	t.Helper()
 	node, dir := tsSDK(t)
-	cmd := exec.Command(node, "server.mjs")
+	cmd := exec.Command(node, script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
@@ -85,11 +93,11 @@ func startTSServer(t testing.TB, env ...string) *tsServer {
 	case l := <-line:
 		var port int
 		if _, err := fmt.Sscanf(l, "listening %d", &port); err != nil {
-			t.Fatalf("server.mjs said %q", l)
+			t.Fatalf("%s said %q", script, l)
 		}
 		return &tsServer{origin: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	case <-time.After(60 * time.Second):
-		t.Fatal("server.mjs did not start within 60s")
+		t.Fatalf("%s did not start within 60s", script)
 	}
 	return nil
 }

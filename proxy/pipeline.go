@@ -573,8 +573,9 @@ func removeOwnHeaders(h http.Header) {
 const ownHeaderPrefix = "X-Toolgate-"
 
 // cleanRequestHeaders removes hop-by-hop headers and toolgate's own
-// negotiation from a request going upstream. An enveloped call also drops
-// Accept-Encoding, so the answer arrives decoded and can be rewritten.
+// negotiation from a request going upstream, and keeps net/http from adding
+// a User-Agent of its own. An enveloped call also drops Accept-Encoding, so
+// the answer arrives decoded and can be rewritten.
 func cleanRequestHeaders(h http.Header, envelope bool) {
 	removeHopHeaders(h)
 	delete(h, HeaderEnvelope)
@@ -596,6 +597,13 @@ func cleanRequestHeaders(h http.Header, envelope bool) {
 	}
 	if envelope {
 		delete(h, "Accept-Encoding")
+	}
+	// The upstream gets the caller's headers, not toolgate's client's:
+	// net/http (HTTP/1.1 and HTTP/2) writes its own User-Agent
+	// ("Go-http-client/1.1") when the header is absent, and none when it
+	// is present without a value.
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil
 	}
 }
 

@@ -149,7 +149,8 @@ type Server struct {
 	transport *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
 	upstream  *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
 	metrics   *metrics
-	mcp       mcpSchemas // tool schemas learned from MCP servers
+	mcp       mcpSchemas   // tool schemas learned from MCP servers
+	tasks     refusedTasks // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm      *tlsMetrics
 	connm     *connMetrics
 	capLog    logLimit                                                          // one log line a second for connections over the cap

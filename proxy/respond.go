@@ -337,6 +337,13 @@ func (b *passBody) writeTo(w http.ResponseWriter) error {
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
 	buf := *bp
+	if b.stream {
+		// The headers of a streamed answer go at once, before its first
+		// bytes: an event stream that is quiet at first (an MCP server's
+		// GET stream) is open for the caller as it is upstream, and a
+		// client that waits for it (the Go SDK's) is not held up.
+		rc.Flush()
+	}
 	for {
 		n, err := b.Read(buf)
 		if n > 0 {

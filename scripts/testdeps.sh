@@ -20,8 +20,9 @@
 # Already-installed packages are left alone; nothing is upgraded.
 #
 # It also installs the npm packages of proxy/testdata/mcpts (the TypeScript
-# MCP SDK v2 client and server and the MCP conformance suite, pinned by its
-# package-lock.json) with `npm ci`, when node and npm are present and the
+# MCP SDK v2 client and server, the SDK v1 client, the MCP Inspector CLI, the
+# AI SDK's MCP client, the reference server server-everything and the MCP
+# conformance suite, pinned by its package-lock.json) with `npm ci`, when node and npm are present and the
 # installed tree is missing or older than the lockfile. Without node the
 # TypeScript SDK and conformance tests skip, saying so.
 set -euo pipefail

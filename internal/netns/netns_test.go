@@ -59,7 +59,7 @@ func serveWorld() int {
 		fmt.Fprintln(os.Stderr, "world:", err)
 		return 1
 	}
-	h := demotools.New().Handler()
+	h := withHeaderEcho(demotools.New().Handler())
 	plain, err := net.Listen("tcp", ":80")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "world:", err)
@@ -78,6 +78,19 @@ func serveWorld() int {
 	fmt.Println("ready")
 	fmt.Fprintln(os.Stderr, "world:", <-errc)
 	return 1
+}
+
+// withHeaderEcho answers GET /headers with the headers the request arrived
+// with, as JSON, so a test can compare them with what its client sent.
+func withHeaderEcho(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/headers" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(r.Header)
+	})
 }
 
 // rig is the two namespaces and the files toolgate runs with.
@@ -146,6 +159,23 @@ func TestTransparentInNetworkNamespaces(t *testing.T) {
 		}
 	}
 
+	// The world gets the caller's headers as sent, none added by toolgate's
+	// HTTP client (curl's own User-Agent and Accept are switched off, so
+	// the request has Host and X-Probe only).
+	echoed := 0
+	for _, scheme := range []string{"http", "https"} {
+		status, body := r.client(t, []string{"curl", "-sS", "--max-time", "10", "--cacert", r.bundle, "-H", "User-Agent:", "-H", "Accept:", "-H", "X-Probe: " + scheme, "-w", "\n%{http_code}"}, nil,
+			scheme+"://api.world.test/headers")
+		var got map[string][]string
+		if status != 200 || json.Unmarshal([]byte(body), &got) != nil {
+			t.Errorf("headers over %s: %d %q", scheme, status, body)
+		} else if len(got) != 1 || len(got["X-Probe"]) != 1 || got["X-Probe"][0] != scheme {
+			t.Errorf("over %s the world received headers %v; the client sent only X-Probe: %s (and Host)", scheme, got, scheme)
+		}
+		calls++
+		echoed++
+	}
+
 	// A host no tool matches is tunnelled untouched: the client sees the
 	// world's own certificate (it trusts only the world CA here).
 	status, body := r.client(t, []string{"curl", "-sS", "--max-time", "10", "--cacert", r.worldCA, "-w", "\n%{http_code}"}, nil,
@@ -184,6 +214,8 @@ func TestTransparentInNetworkNamespaces(t *testing.T) {
 			t.Errorf("event from listener %q, want transparent", ev.Listener)
 		case ev.Reason == "tunnel" && ev.Host == "other.world.test" && ev.OK:
 			tunnelled++
+		case ev.Tool == "headers_echo" && ev.OK && ev.UpstreamStatus == 200:
+			echoed--
 		case ev.Tool != "pubmed_search" || ev.Host != "api.world.test":
 			t.Errorf("event for tool %q host %q", ev.Tool, ev.Host)
 		case ev.Refused && ev.ErrorCode == "validation" && ev.Reason == "unknown_field" && ev.UpstreamStatus == 0:
@@ -193,6 +225,9 @@ func TestTransparentInNetworkNamespaces(t *testing.T) {
 		default:
 			t.Errorf("unexpected event %+v", ev)
 		}
+	}
+	if echoed != 0 {
+		t.Errorf("%d headers_echo calls without an ok event", echoed)
 	}
 	if refused != len(clients)*2 || forwarded != len(clients)*2 || tunnelled != 1 {
 		t.Errorf("events: %d refused, %d forwarded, %d tunnelled; want %d, %d, 1", refused, forwarded, tunnelled, len(clients)*2, len(clients)*2)
@@ -380,6 +415,8 @@ tools:
   - name: pubmed_search
     match: {host: api.world.test, method: GET, path: /esearch}
     schema_file: schemas/pubmed_search.json
+  - name: headers_echo
+    match: {host: api.world.test, method: GET, path: /headers}
 `
 
 func must(t *testing.T, err error) {

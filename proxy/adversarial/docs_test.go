@@ -19,7 +19,7 @@ func TestSecurityDocNamesRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := ""
-	for _, f := range []string{"adversarial_test.go", "origins_test.go", "fuzz_test.go", "bounds_test.go", "requests_test.go"} {
+	for _, f := range []string{"adversarial_test.go", "origins_test.go", "fuzz_test.go", "bounds_test.go", "requests_test.go", "headers_test.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

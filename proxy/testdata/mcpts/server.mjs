@@ -10,6 +10,8 @@
 //                 and checks both came back untouched on the retry
 //   flip_tools    enables the extra tool and publishes tools/list_changed
 //   extra         disabled until flip_tools runs
+//   file_ticket   create_issue's nested schema, with an outputSchema (its
+//                 results carry structuredContent)
 import { createServer } from 'node:http';
 import { createMcpHandler, McpServer, fromJsonSchema, inputRequired, acceptedContent } from '@modelcontextprotocol/server';
 
@@ -30,7 +32,7 @@ const issueSchema = {
   required: ['title'],
 };
 
-const counts = { create_issue: 0, slow_report: 0, confirm: 0, confirm_done: 0, extra: 0, requests: 0, badState: 0 };
+const counts = { create_issue: 0, slow_report: 0, confirm: 0, confirm_done: 0, extra: 0, file_ticket: 0, requests: 0, badState: 0 };
 let extraEnabled = false;
 let release = null;
 let released = new Promise(r => { release = r; });
@@ -46,6 +48,11 @@ function buildServer() {
     inputSchema: fromJsonSchema(issueSchema),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   }, async () => { counts.create_issue++; return { content: [{ type: 'text', text: 'created' }] }; });
+  server.registerTool('file_ticket', {
+    description: 'File a ticket; answers with its id',
+    inputSchema: fromJsonSchema(issueSchema),
+    outputSchema: fromJsonSchema({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }),
+  }, async () => { counts.file_ticket++; return { content: [{ type: 'text', text: '{"id":"T-1"}' }], structuredContent: { id: 'T-1' } }; });
   server.registerTool('slow_report', {
     description: 'A report that streams progress',
     inputSchema: fromJsonSchema({ type: 'object', properties: { pages: { type: 'integer' } } }),

@@ -182,7 +182,7 @@ func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
 			buf.Reset()
 			buf.Write(v.Answer)
 		}
-		fmt.Fprintf(out, "\nanswer (HTTP %d, X-Toolgate-Error-Code: %s; the envelope is its structuredContent):\n%s\n", v.Status, v.Code, buf.Bytes())
+		fmt.Fprintf(out, "\nanswer (HTTP %d, X-Toolgate-Error-Code: %s; the envelope is in its _meta, under toolgate/envelope):\n%s\n", v.Status, v.Code, buf.Bytes())
 		return
 	}
 	var buf bytes.Buffer
