@@ -38,7 +38,7 @@ func benchAdmit(b *testing.B, parallelism int) {
 		Loops:     LoopConfig{MaxRepeats: 1 << 40, Window: time.Hour},
 		Upstreams: []Upstream{{Host: "api.example.org", Rate: 1e9, Burst: 1e9}},
 	}
-	if err := cfg.Validate([]string{"search"}); err != nil {
+	if err := cfg.Validate([]string{"search"}, nil); err != nil {
 		b.Fatal(err)
 	}
 	e := New(&cfg, nil)

@@ -46,9 +46,15 @@ type Call struct {
 	// Agent and Session are the caller's, from the configured headers; ""
 	// when the call carried none.
 	Agent, Session string
-	// Upstream is the upstream host the call goes to (with ":port" when
-	// not the scheme's default), as Upstream.Host names it.
+	// Upstream is the key of the upstream the call goes to, with its port
+	// ("api.example.org:443", "localhost:8080"), as the configuration's
+	// host key function writes keys (Config.Validate): the proxy writes
+	// both with proxy.UpstreamKey's rules, so every spelling of one
+	// upstream has one key.
 	Upstream string
+	// UpstreamDefaultPort says Upstream's port is its scheme's default, so
+	// an upstreams entry that names no port applies to the call too.
+	UpstreamDefaultPort bool
 	// Args are the call's arguments, whose digest loop breaking compares.
 	Args map[string]any
 
@@ -148,7 +154,7 @@ func New(cfg *Config, m *Metrics) *Engine {
 		if u.Rate > 0 {
 			up.limiter = rate.NewLimiter(rate.Limit(u.Rate), u.Burst)
 		}
-		e.upstreams[u.Host] = up
+		e.upstreams[u.key] = up
 	}
 	for i := range cfg.Limits {
 		e.limitM = append(e.limitM, m.budget(cfg.Limits[i].Name))
@@ -164,6 +170,22 @@ func (e *Engine) Config() *Config { return e.cfg }
 
 // Metrics is the engine's metrics.
 func (e *Engine) Metrics() *Metrics { return e.metrics }
+
+// upstreamOf is the upstreams entry that applies to c: the one naming its
+// upstream's host and port, else, on its scheme's default port, the one
+// naming its host without a port. nil: none.
+func (e *Engine) upstreamOf(c *Call) *upstream {
+	if len(e.upstreams) == 0 {
+		return nil
+	}
+	if up := e.upstreams[c.Upstream]; up != nil || !c.UpstreamDefaultPort {
+		return up
+	}
+	if i := strings.LastIndexByte(c.Upstream, ':'); i > 0 {
+		return e.upstreams[c.Upstream[:i]]
+	}
+	return nil
+}
 
 // costOf is what one call costs: its tool's cost, else its MCP route's.
 func (e *Engine) costOf(c *Call) toolCost {
@@ -188,7 +210,7 @@ func inTools(set map[string]bool, c *Call) bool {
 func (e *Engine) Admit(ctx context.Context, c *Call) Verdict {
 	now := e.now()
 	c.start = now.UnixNano()
-	up := e.upstreams[c.Upstream]
+	up := e.upstreamOf(c)
 	if up != nil && *up.cfg.Backoff {
 		if until := up.until.Load(); until > c.start {
 			up.m.backoff.Inc()
@@ -257,7 +279,7 @@ func (e *Engine) Settle(c *Call, o Outcome) {
 		}
 	}
 	if o.Code == bucketing.CodeRateLimit && o.RetryAfter > 0 {
-		if up := e.upstreams[c.Upstream]; up != nil && *up.cfg.Backoff {
+		if up := e.upstreamOf(c); up != nil && *up.cfg.Backoff {
 			wait := min(o.RetryAfter, up.cfg.MaxBackoff)
 			until := e.now().Add(wait).UnixNano()
 			for {

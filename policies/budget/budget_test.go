@@ -19,7 +19,7 @@ func (c *clock) now() time.Time { return c.t }
 
 func newEngine(t *testing.T, cfg Config, tools ...string) (*Engine, *clock) {
 	t.Helper()
-	if err := cfg.Validate(tools); err != nil {
+	if err := cfg.Validate(tools, nil); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
 	e := New(&cfg, nil)

@@ -445,7 +445,7 @@ func (lc *Loaded) bindBudgets(prev *Loaded) error {
 	for i, t := range lc.Tools {
 		names[i] = t.Name
 	}
-	if err := lc.Budgets.Validate(names); err != nil {
+	if err := lc.Budgets.Validate(names, proxy.UpstreamKey); err != nil {
 		return section.Under("budgets", err)
 	}
 	var m *budget.Metrics

@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Upstream keys. Limits that count calls per upstream (budgets.upstreams)
+// name the upstream in the configuration; calls reach it under whatever
+// spelling their caller chose. Both go through one function, upstreamKey,
+// after the canonical form of canonical.go, so that every spelling a call
+// can take of one upstream finds the one configured entry:
+//
+//   - the host in canonical form (canonHost): case, a trailing dot, IPv4
+//     in any spelling a resolver accepts (127.1, 0x7f000001), IPv4-mapped
+//     IPv6, brackets;
+//   - loopback hosts (localhost, names under .localhost, 127.0.0.0/8,
+//     ::1) as one host, "localhost", as canonical.go routes them;
+//   - the port without leading zeros. An entry that names no port applies
+//     to calls on their scheme's default port (80 for http, 443 for
+//     https); one that names a port applies to calls on that port, so
+//     "api.example.com:443" and "api.example.com" both apply to
+//     https://api.example.com/.
+//
+// An IP literal in the configuration names calls made to that literal; a
+// call to an address that a tool's host name resolves to is routed, and
+// counted, as that name (canonical.go's hostAliases), so an upstream a tool
+// names by name is configured by that name.
+
+// loopbackKey is every loopback host's key.
+const loopbackKey = "localhost"
+
+// upstreamKey is the key of a canonical host and port ("" for none).
+func upstreamKey(host, port string) string {
+	if isLoopback(host) {
+		host = loopbackKey
+	}
+	if port == "" {
+		if strings.IndexByte(host, ':') >= 0 {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// UpstreamKey returns the key of an upstream the configuration names:
+// "host" or "host:port" (IPv6 in brackets), read as match.host is. Calls
+// are keyed by the same rules (see above), so equal keys name one
+// upstream. It returns an error for anything but a host with an optional
+// port.
+func UpstreamKey(hostport string) (string, error) {
+	if hostport == "" {
+		return "", fmt.Errorf("is empty; give a host name, with an optional port")
+	}
+	h, p, err := parseHostField(hostport)
+	if err != nil {
+		return "", err
+	}
+	return upstreamKey(h, p), nil
+}
+
+// callUpstream is the key of the upstream a call in canonical form goes
+// to, with its port, and whether that port is its scheme's default.
+func callUpstream(cn *canon) (key string, onDefaultPort bool) {
+	return upstreamKey(cn.host, cn.port), cn.port == defaultPort(cn.scheme)
+}
