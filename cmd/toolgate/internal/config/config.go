@@ -254,6 +254,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Approvals.Validate(dir, len(lc.Events.ClickHouse.Addr) > 0); err != nil {
 		return nil, where(section.Under("approvals", err))
 	}
+	if err := checkApprovalNames(&lc.Config, &lc.Approvals); err != nil {
+		return nil, where(section.Under("approvals", err))
+	}
 	var before *policies.Loaded
 	if prev != nil {
 		// The bundles activated so far stay in force across a reload.
