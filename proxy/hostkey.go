@@ -52,7 +52,7 @@ func upstreamKey(host, port string) string {
 // port.
 func UpstreamKey(hostport string) (string, error) {
 	if hostport == "" {
-		return "", fmt.Errorf("is empty; give a host name, with an optional port")
+		return "", fmt.Errorf("required: a host name or IP address, with an optional port")
 	}
 	h, p, err := parseHostField(hostport)
 	if err != nil {

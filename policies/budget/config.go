@@ -260,7 +260,7 @@ func (c *Config) Validate(tools []string, key HostKey) error {
 		}
 		k, err := key(u.Host)
 		if err != nil {
-			return section.Errorf(at("host"), "%q: %v", u.Host, err)
+			return section.At(at("host"), err)
 		}
 		if j, dup := hosts[k]; dup {
 			return section.Errorf(at("host"), "%q names the upstream upstreams[%d] names (%q)", u.Host, j, c.Upstreams[j].Host)
@@ -315,10 +315,10 @@ func (c *Config) checkPortless(hosts map[string]int) error {
 func plainHostKey(s string) (string, error) {
 	s = strings.ToLower(s)
 	if s == "" || strings.ContainsAny(s, "/ @?#") {
-		return "", fmt.Errorf("not a host (name, or name:port)")
+		return "", fmt.Errorf("%q is not a host (name, or name:port)", s)
 	}
 	if h, p, err := net.SplitHostPort(s); err == nil && (h == "" || p == "") {
-		return "", fmt.Errorf("not a host (name, or name:port)")
+		return "", fmt.Errorf("%q is not a host (name, or name:port)", s)
 	}
 	return s, nil
 }
