@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -309,4 +312,40 @@ func TestAdversarialSessionSpellings(t *testing.T) {
 		t.Errorf("session spellings: the upstream executed %d calls; the budget 'all' allows 3", got)
 	}
 	t.Logf("session spellings: tried %d, refused %d, executed past the limit %d", tally.tried, tally.refused, tally.overLimit)
+}
+
+// TestSecurityDocLimitsRows checks that every test docs/security.md's
+// "Limits read meaning, not spelling" table names exists in the package
+// the table says.
+func TestSecurityDocLimitsRows(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## Limits read meaning, not spelling\n")
+	if !ok {
+		t.Fatal("docs/security.md has no section \"Limits read meaning, not spelling\"")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	var src strings.Builder
+	for _, dir := range []string{".", "internal/config", "../../policies/budget", "../../proxy"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Write(b)
+		}
+	}
+	n := 0
+	for _, m := range regexp.MustCompile("`((?:Test|Fuzz)[A-Za-z]+)`").FindAllStringSubmatch(sec, -1) {
+		n++
+		if !strings.Contains(src.String(), "func "+m[1]+"(") {
+			t.Errorf("docs/security.md names %s, which is no test", m[1])
+		}
+	}
+	if n < 8 {
+		t.Errorf("found %d test names in the section; has its table changed?", n)
+	}
 }
