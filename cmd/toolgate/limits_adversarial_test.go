@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The adversarial group for loop breaking, budgets and rate limits: each
@@ -258,9 +260,13 @@ func TestAdversarialLoopbackSpelledTwice(t *testing.T) {
 	cfg := strings.Replace(limitsConfig("localhost:9001", ""), "tools:\n", "tools:\n  - name: other\n    match: {host: \"127.0.0.1:9002\", path: /x}\n", 1)
 	path := t.TempDir() + "/toolgate.yaml"
 	writeFile(t, path, cfg)
+	// A configuration that loads would run until the context ends: give
+	// it a generous bound, so a regression fails instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
 	var stdout, stderr bytes.Buffer
-	if code := run(t.Context(), []string{"run", "--config", path}, &stdout, &stderr); code == 0 {
-		t.Fatal("the sidecar ran")
+	if code := run(ctx, []string{"run", "--config", path}, &stdout, &stderr); code == 0 || ctx.Err() != nil {
+		t.Fatalf("the sidecar ran (exit %d); stderr:\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "toolgate.yaml:13: tools[1].match.host: localhost:9001 is the loopback host that tools[0] (other) names as 127.0.0.1:9002") {
 		t.Errorf("stderr %q", stderr.String())

@@ -272,6 +272,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if lc.BudgetEngine != nil {
 		lc.Snapshot.Budgets = lc.BudgetEngine
 	}
+	lc.Snapshot.ServerToolNames = serverToolNames(&lc.Config, &lc.Approvals)
 	if lc.Events.Sidecar == "" {
 		lc.Events.Sidecar, _ = os.Hostname()
 	}

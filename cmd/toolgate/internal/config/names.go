@@ -49,6 +49,24 @@ func checkApprovalNames(pc *proxy.Config, ac *approval.Config) error {
 	return nil
 }
 
+// serverToolNames are the approvals.tools names that are no HTTP tool:
+// names of MCP tools, which the proxy checks against what servers list.
+func serverToolNames(pc *proxy.Config, ac *approval.Config) []string {
+	http := map[string]bool{}
+	for i := range pc.Tools {
+		if pc.Tools[i].Protocol != proxy.ProtocolMCP {
+			http[pc.Tools[i].Name] = true
+		}
+	}
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(ac.Tools)) {
+		if !http[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // exampleMCPTool is a name to show in a hint: one of the route's declared
 // MCP tools, else a placeholder.
 func exampleMCPTool(r *proxy.ToolConfig) string {
