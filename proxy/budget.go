@@ -29,7 +29,7 @@ type Budgeter interface {
 func (c *call) budgetCall(args map[string]any) *budget.Call {
 	if c.bud == nil {
 		c.bud = &budget.Call{Tool: c.ev.Tool, Agent: c.ev.Agent, Session: c.ev.Session, Args: args}
-		c.bud.Upstream, c.bud.UpstreamDefaultPort = callUpstream(&c.cn)
+		setUpstream(c.bud, &c.cn)
 	}
 	return c.bud
 }
@@ -76,7 +76,7 @@ func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (in
 			continue // refused already, were it not a batch of passing calls
 		}
 		b := &budget.Call{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Args: tc.args}
-		b.Upstream, b.UpstreamDefaultPort = callUpstream(&c.cn)
+		setUpstream(b, &c.cn)
 		v := c.st.Budgets.Admit(r.Context(), b)
 		if !v.Refused {
 			admitted = append(admitted, b)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/toolgate/toolgate/policies/budget"
 )
 
 // Upstream keys. Limits that count calls per upstream (budgets.upstreams)
@@ -33,9 +35,7 @@ const loopbackKey = "localhost"
 
 // upstreamKey is the key of a canonical host and port ("" for none).
 func upstreamKey(host, port string) string {
-	if isLoopback(host) {
-		host = loopbackKey
-	}
+	host = upstreamHost(host)
 	if port == "" {
 		if strings.IndexByte(host, ':') >= 0 {
 			return "[" + host + "]"
@@ -61,8 +61,23 @@ func UpstreamKey(hostport string) (string, error) {
 	return upstreamKey(h, p), nil
 }
 
-// callUpstream is the key of the upstream a call in canonical form goes
-// to, with its port, and whether that port is its scheme's default.
-func callUpstream(cn *canon) (key string, onDefaultPort bool) {
-	return upstreamKey(cn.host, cn.port), cn.port == defaultPort(cn.scheme)
+// upstreamHost is the host part of an upstream key: a canonical host,
+// every loopback host as loopbackKey. It allocates nothing.
+func upstreamHost(host string) string {
+	if host == loopbackKey || strings.HasSuffix(host, ".localhost") {
+		return loopbackKey
+	}
+	// Only an IP literal can be another loopback host; ParseAddr is left
+	// out for names (its error allocates).
+	if host != "" && (host[0] >= '0' && host[0] <= '9' || strings.IndexByte(host, ':') >= 0) && isLoopback(host) {
+		return loopbackKey
+	}
+	return host
+}
+
+// setUpstream fills a budget call's upstream from the call's canonical
+// form: the host part of its key (IPv6 without brackets), its port, and
+// whether that port is its scheme's default. It allocates nothing.
+func setUpstream(b *budget.Call, cn *canon) {
+	b.Upstream, b.UpstreamPort, b.UpstreamDefaultPort = upstreamHost(cn.host), cn.port, cn.port == defaultPort(cn.scheme)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/url"
 	"testing"
+
+	"github.com/toolgate/toolgate/policies/budget"
 )
 
 // TestUpstreamKeySpellings checks that a configured upstream and the calls
@@ -57,10 +59,12 @@ func TestUpstreamKeySpellings(t *testing.T) {
 				if ref != nil {
 					t.Fatalf("%s: refused: %s", s, ref.detail)
 				}
-				key, onDefault := callUpstream(&cn)
+				var b budget.Call
+				setUpstream(&b, &cn)
+				key := upstreamKey(b.Upstream, b.UpstreamPort)
 				if tc.portless {
-					if !onDefault || key[:len(key)-len(cn.port)-1] != want {
-						t.Errorf("%s: key %q (default port %v); want %q on a default port", s, key, onDefault, want)
+					if !b.UpstreamDefaultPort || upstreamKey(b.Upstream, "") != want {
+						t.Errorf("%s: key %q (default port %v); want %q on a default port", s, key, b.UpstreamDefaultPort, want)
 					}
 				} else if key != want {
 					t.Errorf("%s: key %q; want %q", s, key, want)

@@ -55,7 +55,7 @@ func benchAdmit(b *testing.B, parallelism int) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			c := Call{Tool: "search", Agent: "agent-1", Session: sessions[i%len(sessions)], Upstream: "api.example.org", Args: args}
+			c := Call{Tool: "search", Agent: "agent-1", Session: sessions[i%len(sessions)], Upstream: "api.example.org", UpstreamPort: "443", UpstreamDefaultPort: true, Args: args}
 			if v := e.Admit(ctx, &c); v.Refused {
 				b.Fatal(v)
 			}

@@ -46,14 +46,16 @@ type Call struct {
 	// Agent and Session are the caller's, from the configured headers; ""
 	// when the call carried none.
 	Agent, Session string
-	// Upstream is the key of the upstream the call goes to, with its port
-	// ("api.example.org:443", "localhost:8080"), as the configuration's
-	// host key function writes keys (Config.Validate): the proxy writes
-	// both with proxy.UpstreamKey's rules, so every spelling of one
-	// upstream has one key.
+	// Upstream is the host of the upstream the call goes to, written as
+	// the host part of the configuration's keys (Config.Validate's
+	// HostKey; IPv6 without brackets): the proxy writes both by
+	// proxy.UpstreamKey's rules, so every spelling of one upstream has
+	// one key ("api.example.org", "localhost").
 	Upstream string
-	// UpstreamDefaultPort says Upstream's port is its scheme's default, so
-	// an upstreams entry that names no port applies to the call too.
+	// UpstreamPort is the call's port ("443").
+	UpstreamPort string
+	// UpstreamDefaultPort says UpstreamPort is its scheme's default, so an
+	// upstreams entry that names no port applies to the call too.
 	UpstreamDefaultPort bool
 	// Args are the call's arguments, whose digest loop breaking compares.
 	Args map[string]any
@@ -108,7 +110,7 @@ type Engine struct {
 	cfg       *Config
 	seed      maphash.Seed
 	store     *store
-	upstreams map[string]*upstream
+	upstreams map[string]*hostLimits // by key host
 	costs     map[string]toolCost
 	metrics   *Metrics
 	limitM    []*budgetMetrics // by index in cfg.Limits
@@ -118,6 +120,12 @@ type Engine struct {
 type toolCost struct {
 	cost   float64
 	header string
+}
+
+// hostLimits are the upstreams entries of one host.
+type hostLimits struct {
+	ports map[string]*upstream // entries with a port
+	any   *upstream            // the entry without one: default ports
 }
 
 type upstream struct {
@@ -139,7 +147,7 @@ func New(cfg *Config, m *Metrics) *Engine {
 		m = NewMetrics()
 	}
 	e := &Engine{cfg: cfg, seed: maphash.MakeSeed(), metrics: m, now: time.Now,
-		upstreams: map[string]*upstream{}, costs: map[string]toolCost{}}
+		upstreams: map[string]*hostLimits{}, costs: map[string]toolCost{}}
 	e.store = newStore(cfg.MaxKeys, m)
 	for name, c := range cfg.Costs {
 		tc := toolCost{cost: DefaultCost, header: c.Header}
@@ -154,7 +162,16 @@ func New(cfg *Config, m *Metrics) *Engine {
 		if u.Rate > 0 {
 			up.limiter = rate.NewLimiter(rate.Limit(u.Rate), u.Burst)
 		}
-		e.upstreams[u.key] = up
+		hl := e.upstreams[u.keyHost]
+		if hl == nil {
+			hl = &hostLimits{ports: map[string]*upstream{}}
+			e.upstreams[u.keyHost] = hl
+		}
+		if u.keyPort == "" {
+			hl.any = up
+		} else {
+			hl.ports[u.keyPort] = up
+		}
 	}
 	for i := range cfg.Limits {
 		e.limitM = append(e.limitM, m.budget(cfg.Limits[i].Name))
@@ -178,13 +195,14 @@ func (e *Engine) upstreamOf(c *Call) *upstream {
 	if len(e.upstreams) == 0 {
 		return nil
 	}
-	if up := e.upstreams[c.Upstream]; up != nil || !c.UpstreamDefaultPort {
+	hl := e.upstreams[c.Upstream]
+	if hl == nil {
+		return nil
+	}
+	if up := hl.ports[c.UpstreamPort]; up != nil || !c.UpstreamDefaultPort {
 		return up
 	}
-	if i := strings.LastIndexByte(c.Upstream, ':'); i > 0 {
-		return e.upstreams[c.Upstream[:i]]
-	}
-	return nil
+	return hl.any
 }
 
 // costOf is what one call costs: its tool's cost, else its MCP route's.

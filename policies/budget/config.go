@@ -119,7 +119,8 @@ type Upstream struct {
 	// DefaultMaxBackoff (5m).
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 
-	key string // Host's key (HostKey)
+	key              string // Host's key (HostKey)
+	keyHost, keyPort string // key split: IPv6 without brackets; "" for no port
 }
 
 // HostKey returns the key of an upstream the configuration names, by the
@@ -267,6 +268,11 @@ func (c *Config) Validate(tools []string, key HostKey) error {
 		}
 		hosts[k] = i
 		u.key = k
+		if h, p, err := net.SplitHostPort(k); err == nil {
+			u.keyHost, u.keyPort = h, p
+		} else {
+			u.keyHost, u.keyPort = strings.TrimSuffix(strings.TrimPrefix(k, "["), "]"), ""
+		}
 		if u.Rate < 0 || math.IsNaN(u.Rate) || math.IsInf(u.Rate, 0) {
 			return section.Errorf(at("rate"), "must be a finite number, not negative")
 		}

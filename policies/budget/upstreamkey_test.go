@@ -19,32 +19,32 @@ func TestUpstreamEntryApplies(t *testing.T) {
 	}
 	e := New(&cfg, nil)
 	for _, tc := range []struct {
-		upstream  string
-		onDefault bool
-		want      string // the entry's host; "" none
+		host, port string
+		onDefault  bool
+		want       string // the entry's host; "" none
 	}{
-		{"api.example.org:443", true, "api.example.org"},
-		{"api.example.org:80", true, "api.example.org"},
-		{"api.example.org:8443", false, "api.example.org:8443"},
-		{"api.example.org:8080", false, ""},
-		{"api.example.org:443", false, ""}, // https on 443 is default; http on 443 is not
-		{"other.example.org:443", true, ""},
+		{"api.example.org", "443", true, "api.example.org"},
+		{"api.example.org", "80", true, "api.example.org"},
+		{"api.example.org", "8443", false, "api.example.org:8443"},
+		{"api.example.org", "8080", false, ""},
+		{"api.example.org", "443", false, ""}, // https on 443 is default; http on 443 is not
+		{"other.example.org", "443", true, ""},
 	} {
-		up := e.upstreamOf(&Call{Upstream: tc.upstream, UpstreamDefaultPort: tc.onDefault})
+		up := e.upstreamOf(&Call{Upstream: tc.host, UpstreamPort: tc.port, UpstreamDefaultPort: tc.onDefault})
 		got := ""
 		if up != nil {
 			got = up.host
 		}
 		if got != tc.want {
-			t.Errorf("%s (default %v): entry %q; want %q", tc.upstream, tc.onDefault, got, tc.want)
+			t.Errorf("%s:%s (default %v): entry %q; want %q", tc.host, tc.port, tc.onDefault, got, tc.want)
 		}
 	}
 	// A call the port-less entry covers is limited by it.
-	c := &Call{Upstream: "api.example.org:443", UpstreamDefaultPort: true}
+	c := &Call{Upstream: "api.example.org", UpstreamPort: "443", UpstreamDefaultPort: true}
 	if v := e.Admit(context.Background(), c); v.Refused {
 		t.Fatal(v)
 	}
-	if v := e.Admit(context.Background(), &Call{Upstream: "api.example.org:80", UpstreamDefaultPort: true}); !v.Refused {
+	if v := e.Admit(context.Background(), &Call{Upstream: "api.example.org", UpstreamPort: "80", UpstreamDefaultPort: true}); !v.Refused {
 		t.Error("the second call within the burst of 1 passed")
 	}
 
