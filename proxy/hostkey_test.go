@@ -78,3 +78,24 @@ func TestUpstreamKeySpellings(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUpstreamKey reads any configured host: it never panics, a key reads
+// back as itself (one upstream, one key), and a key is never empty.
+func FuzzUpstreamKey(f *testing.F) {
+	for _, s := range []string{"localhost:8080", "LOCALHOST.:08080", "127.1", "[::ffff:127.0.0.1]:80", "[2001:db8::1]",
+		"2001:db8::1", "api.example.org:443", "0x7f000001", "a..b", "[fe80::1%eth0]", "x:", ":80", "1.2.3.256", "api.localhost"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := UpstreamKey(s)
+		if err != nil {
+			return
+		}
+		if k == "" {
+			t.Fatalf("UpstreamKey(%q) is empty", s)
+		}
+		if k2, err := UpstreamKey(k); err != nil || k2 != k {
+			t.Fatalf("UpstreamKey(%q) = %q, which reads back as %q, %v", s, k, k2, err)
+		}
+	})
+}
