@@ -28,7 +28,8 @@ type Budgeter interface {
 // arguments.
 func (c *call) budgetCall(args map[string]any) *budget.Call {
 	if c.bud == nil {
-		c.bud = &budget.Call{Tool: c.ev.Tool, Agent: c.ev.Agent, Session: c.ev.Session, Upstream: c.ev.Host, Args: args}
+		c.bud = &budget.Call{Tool: c.ev.Tool, Agent: c.ev.Agent, Session: c.ev.Session, Args: args}
+		setUpstream(c.bud, &c.cn)
 	}
 	return c.bud
 }
@@ -74,7 +75,8 @@ func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (in
 		if bad != nil {
 			continue // refused already, were it not a batch of passing calls
 		}
-		b := &budget.Call{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Upstream: c.ev.Host, Args: tc.args}
+		b := &budget.Call{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Args: tc.args}
+		setUpstream(b, &c.cn)
 		v := c.st.Budgets.Admit(r.Context(), b)
 		if !v.Refused {
 			admitted = append(admitted, b)

@@ -73,7 +73,7 @@ func benchBudgets(b *testing.B, host string) *budget.Engine {
 		Loops:     budget.LoopConfig{MaxRepeats: 1 << 40, Window: time.Hour},
 		Upstreams: []budget.Upstream{{Host: host, Rate: 1e9, Burst: 1e9}},
 	}
-	if err := cfg.Validate([]string{"bench_validated"}); err != nil {
+	if err := cfg.Validate([]string{"bench_validated"}, proxy.UpstreamKey); err != nil {
 		b.Fatal(err)
 	}
 	return budget.New(&cfg, nil)

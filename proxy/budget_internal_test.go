@@ -29,7 +29,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 		Loops:     budget.LoopConfig{MaxRepeats: 1 << 40, Window: time.Hour},
 		Upstreams: []budget.Upstream{{Host: "api.example.org", Rate: 1e9, Burst: 1e9}},
 	}
-	if err := cfg.Validate([]string{"bench"}); err != nil {
+	if err := cfg.Validate([]string{"bench"}, UpstreamKey); err != nil {
 		b.Fatal(err)
 	}
 	st := &state{Snapshot: Snapshot{Budgets: budget.New(&cfg, nil)}}
@@ -46,7 +46,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		c := &call{st: st, client: r.Context(), ev: sink.Event{Tool: "bench", Agent: "agent-1", Session: sessions[i%len(sessions)], Host: "api.example.org"}}
+		c := &call{st: st, client: r.Context(), cn: canon{scheme: "http", host: "api.example.org", port: "80"}, ev: sink.Event{Tool: "bench", Agent: "agent-1", Session: sessions[i%len(sessions)], Host: "api.example.org"}}
 		if ref, ok := c.admitBudget(r, args); ref != nil || !ok {
 			b.Fatal("refused")
 		}

@@ -40,7 +40,7 @@ func TestMCPBudgetsAndLoops(t *testing.T) {
 		Limits: []budget.Limit{{Name: "issues", Per: []string{"tool"}, Tools: []string{"issues_mcp"}, Calls: 3, Window: time.Minute}},
 		Loops:  budget.LoopConfig{MaxRepeats: 1, Window: time.Minute},
 	}
-	if err := cfg.Validate([]string{"issues_mcp"}); err != nil {
+	if err := cfg.Validate([]string{"issues_mcp"}, proxy.UpstreamKey); err != nil {
 		t.Fatal(err)
 	}
 	snap := proxy.Snapshot{Version: "v-test", Budgets: budget.New(&cfg, nil)}

@@ -482,6 +482,9 @@ func (c *Config) Validate(dir string) error {
 		routes[key] = i
 		c.tools = append(c.tools, t)
 	}
+	if err := c.checkLoopbackSpelling(); err != nil {
+		return err
+	}
 	if err := c.validateHosts(); err != nil {
 		return err
 	}
@@ -525,6 +528,9 @@ func (c *Config) validateHosts() error {
 		if err != nil {
 			return fieldErr(p+".host", "%v", err)
 		}
+		if lb := c.loopbackToolHost(); lb != "" && isLoopback(h) {
+			h = lb // every loopback name is the one loopback host tools name
+		}
 		switch hc.Unmatched {
 		case "":
 			hc.Unmatched = UnmatchedDeny
@@ -552,6 +558,40 @@ func (c *Config) validateHosts() error {
 		c.hostSet[key] = hc.Unmatched
 	}
 	return nil
+}
+
+// checkLoopbackSpelling refuses tools that name the loopback host two ways
+// (localhost and 127.0.0.1, say). Calls route every loopback name as the
+// one loopback host tools name (canonical.go); with two, a call could take
+// the one name on the other's port, match no tool and skip the checks of
+// the tool it reaches.
+func (c *Config) checkLoopbackSpelling() error {
+	first := -1
+	for i, t := range c.tools {
+		if t.host == "" || !isLoopback(t.host) {
+			continue
+		}
+		if first < 0 {
+			first = i
+			continue
+		}
+		if f := c.tools[first]; t.host != f.host {
+			return fieldErr(fmt.Sprintf("tools[%d].match.host", i),
+				"%s is the loopback host that tools[%d] (%s) names as %s; toolgate routes every loopback name as one host, so name it one way in every tool",
+				c.Tools[i].Match.Host, first, f.cfg.Name, c.Tools[first].Match.Host)
+		}
+	}
+	return nil
+}
+
+// loopbackToolHost is the loopback host the tools name ("" for none).
+func (c *Config) loopbackToolHost() string {
+	for _, t := range c.tools {
+		if t.host != "" && isLoopback(t.host) {
+			return t.host
+		}
+	}
+	return ""
 }
 
 // isToolHost reports whether a tool names the canonical host h.

@@ -467,6 +467,9 @@ func (m *mcpCall) learnList(res *toolsListResult, complete bool) {
 		srv = m.c.s.mcp.server(m.privKey)
 	}
 	srv.learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
+	if complete {
+		m.c.st.names.observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
+	}
 	m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
 }
 

@@ -33,6 +33,7 @@ type call struct {
 	client   context.Context
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
+	cn       canon              // the call's canonical form (zero when refused before it had one)
 	mcp      *mcpCall           // nil unless the tool's protocol is mcp
 	ask      *policies.Approval // the policies' approval request, if any
 	bud      *budget.Call       // nil unless the snapshot has budgets and the call met them
@@ -64,6 +65,7 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 		r.Method = cn.method
 	}
 	c.ev.Host = cn.authority()
+	c.cn = cn
 	var vars map[string]string
 	c.t, vars = route(st.cfg.tools, cn.method, cn.host, cn.port, cn.path)
 	target = cn.url(c.t, target.RawQuery)

@@ -120,6 +120,10 @@ type Snapshot struct {
 	// Budgets is the budget step (budgets, loop breaking, upstream rate
 	// limits), or nil when none is configured: then calls skip it.
 	Budgets Budgeter
+	// ServerToolNames are MCP tool names that rules outside the proxy's
+	// section give (approvals.tools entries that are no HTTP tool), checked
+	// against the tools MCP servers list (mcp_names.go). Default: none.
+	ServerToolNames []string
 }
 
 // Options are the proxy's collaborators, supplied by the composition root.
@@ -175,7 +179,8 @@ type httpServer interface {
 // state is the snapshot in force, with per-call lookups precomputed.
 type state struct {
 	Snapshot
-	cfg *Config
+	cfg   *Config
+	names *mcpNameWatch // nil: no MCP route
 }
 
 type listener struct {
@@ -233,7 +238,7 @@ func (s *Server) Swap(snap Snapshot) error {
 	for _, t := range cfg.tools {
 		t.metrics = s.metrics.forTool(t.cfg.Name)
 	}
-	s.state.Store(&state{Snapshot: snap, cfg: cfg})
+	s.state.Store(&state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)})
 	return nil
 }
 

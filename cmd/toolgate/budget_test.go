@@ -433,7 +433,7 @@ func TestBudgetConfigErrors(t *testing.T) {
 		{"a negative cost", "budgets:\n  costs:\n    search: {cost: -1}\n", `: budgets.costs.search.cost: must be a finite number, not negative`},
 		{"max_wait too long", "budgets:\n  upstreams:\n    - host: api.example.org\n      rate: 1\n      max_wait: 2m\n", `:8: budgets.upstreams[0].max_wait: 2m0s is outside 0 to 1m0s`},
 		{"an upstream that does nothing", "budgets:\n  upstreams:\n    - host: api.example.org\n      backoff: false\n", `budgets.upstreams[0].rate: upstream "api.example.org" sets no rate and no backoff`},
-		{"a URL for a host", "budgets:\n  upstreams:\n    - host: https://api.example.org/\n      rate: 1\n", `:6: budgets.upstreams[0].host: "https://api.example.org/" is not a host (name, or name:port)`},
+		{"a URL for a host", "budgets:\n  upstreams:\n    - host: https://api.example.org/\n      rate: 1\n", `:6: budgets.upstreams[0].host: "https://api.example.org/" is a URL or has spaces; give a host name, with an optional port`},
 		{"max_keys too large", "budgets:\n  max_keys: 100000000\n", `:5: budgets.max_keys: 100000000 is outside 1 to 10000000`},
 		{"an unknown key", "budgets:\n  loop:\n    max_repeats: 3\n", `:5: `},
 	}

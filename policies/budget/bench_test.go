@@ -2,7 +2,9 @@ package budget
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"syscall"
 	"testing"
@@ -36,7 +38,7 @@ func benchAdmit(b *testing.B, parallelism int) {
 		Loops:     LoopConfig{MaxRepeats: 1 << 40, Window: time.Hour},
 		Upstreams: []Upstream{{Host: "api.example.org", Rate: 1e9, Burst: 1e9}},
 	}
-	if err := cfg.Validate([]string{"search"}); err != nil {
+	if err := cfg.Validate([]string{"search"}, nil); err != nil {
 		b.Fatal(err)
 	}
 	e := New(&cfg, nil)
@@ -53,7 +55,7 @@ func benchAdmit(b *testing.B, parallelism int) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			c := Call{Tool: "search", Agent: "agent-1", Session: sessions[i%len(sessions)], Upstream: "api.example.org", Args: args}
+			c := Call{Tool: "search", Agent: "agent-1", Session: sessions[i%len(sessions)], Upstream: "api.example.org", UpstreamPort: "443", UpstreamDefaultPort: true, Args: args}
 			if v := e.Admit(ctx, &c); v.Refused {
 				b.Fatal(v)
 			}
@@ -61,5 +63,24 @@ func benchAdmit(b *testing.B, parallelism int) {
 			i++
 		}
 	})
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkDigest is the loop digest of typical arguments: a string, a
+// number as the proxy decodes it (json.Number), a float64 and a nested
+// object with an array. It reports CPU time per digest (cpu-ns/op) as
+// BenchmarkAdmit does.
+func BenchmarkDigest(b *testing.B) {
+	seed := maphash.MakeSeed()
+	args := map[string]any{
+		"term": "p53", "retmax": json.Number("20"), "ratio": 0.25,
+		"filter": map[string]any{"year": json.Number("2024"), "ids": []any{json.Number("7"), json.Number("12.5e-1"), "x"}},
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		Digest(seed, args)
+	}
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }

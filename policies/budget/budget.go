@@ -46,9 +46,17 @@ type Call struct {
 	// Agent and Session are the caller's, from the configured headers; ""
 	// when the call carried none.
 	Agent, Session string
-	// Upstream is the upstream host the call goes to (with ":port" when
-	// not the scheme's default), as Upstream.Host names it.
+	// Upstream is the host of the upstream the call goes to, written as
+	// the host part of the configuration's keys (Config.Validate's
+	// HostKey; IPv6 without brackets): the proxy writes both by
+	// proxy.UpstreamKey's rules, so every spelling of one upstream has
+	// one key ("api.example.org", "localhost").
 	Upstream string
+	// UpstreamPort is the call's port ("443").
+	UpstreamPort string
+	// UpstreamDefaultPort says UpstreamPort is its scheme's default, so an
+	// upstreams entry that names no port applies to the call too.
+	UpstreamDefaultPort bool
 	// Args are the call's arguments, whose digest loop breaking compares.
 	Args map[string]any
 
@@ -102,7 +110,7 @@ type Engine struct {
 	cfg       *Config
 	seed      maphash.Seed
 	store     *store
-	upstreams map[string]*upstream
+	upstreams map[string]*hostLimits // by key host
 	costs     map[string]toolCost
 	metrics   *Metrics
 	limitM    []*budgetMetrics // by index in cfg.Limits
@@ -112,6 +120,12 @@ type Engine struct {
 type toolCost struct {
 	cost   float64
 	header string
+}
+
+// hostLimits are the upstreams entries of one host.
+type hostLimits struct {
+	ports map[string]*upstream // entries with a port
+	any   *upstream            // the entry without one: default ports
 }
 
 type upstream struct {
@@ -133,7 +147,7 @@ func New(cfg *Config, m *Metrics) *Engine {
 		m = NewMetrics()
 	}
 	e := &Engine{cfg: cfg, seed: maphash.MakeSeed(), metrics: m, now: time.Now,
-		upstreams: map[string]*upstream{}, costs: map[string]toolCost{}}
+		upstreams: map[string]*hostLimits{}, costs: map[string]toolCost{}}
 	e.store = newStore(cfg.MaxKeys, m)
 	for name, c := range cfg.Costs {
 		tc := toolCost{cost: DefaultCost, header: c.Header}
@@ -148,7 +162,16 @@ func New(cfg *Config, m *Metrics) *Engine {
 		if u.Rate > 0 {
 			up.limiter = rate.NewLimiter(rate.Limit(u.Rate), u.Burst)
 		}
-		e.upstreams[u.Host] = up
+		hl := e.upstreams[u.keyHost]
+		if hl == nil {
+			hl = &hostLimits{ports: map[string]*upstream{}}
+			e.upstreams[u.keyHost] = hl
+		}
+		if u.keyPort == "" {
+			hl.any = up
+		} else {
+			hl.ports[u.keyPort] = up
+		}
 	}
 	for i := range cfg.Limits {
 		e.limitM = append(e.limitM, m.budget(cfg.Limits[i].Name))
@@ -164,6 +187,23 @@ func (e *Engine) Config() *Config { return e.cfg }
 
 // Metrics is the engine's metrics.
 func (e *Engine) Metrics() *Metrics { return e.metrics }
+
+// upstreamOf is the upstreams entry that applies to c: the one naming its
+// upstream's host and port, else, on its scheme's default port, the one
+// naming its host without a port. nil: none.
+func (e *Engine) upstreamOf(c *Call) *upstream {
+	if len(e.upstreams) == 0 {
+		return nil
+	}
+	hl := e.upstreams[c.Upstream]
+	if hl == nil {
+		return nil
+	}
+	if up := hl.ports[c.UpstreamPort]; up != nil || !c.UpstreamDefaultPort {
+		return up
+	}
+	return hl.any
+}
 
 // costOf is what one call costs: its tool's cost, else its MCP route's.
 func (e *Engine) costOf(c *Call) toolCost {
@@ -188,7 +228,7 @@ func inTools(set map[string]bool, c *Call) bool {
 func (e *Engine) Admit(ctx context.Context, c *Call) Verdict {
 	now := e.now()
 	c.start = now.UnixNano()
-	up := e.upstreams[c.Upstream]
+	up := e.upstreamOf(c)
 	if up != nil && *up.cfg.Backoff {
 		if until := up.until.Load(); until > c.start {
 			up.m.backoff.Inc()
@@ -257,7 +297,7 @@ func (e *Engine) Settle(c *Call, o Outcome) {
 		}
 	}
 	if o.Code == bucketing.CodeRateLimit && o.RetryAfter > 0 {
-		if up := e.upstreams[c.Upstream]; up != nil && *up.cfg.Backoff {
+		if up := e.upstreamOf(c); up != nil && *up.cfg.Backoff {
 			wait := min(o.RetryAfter, up.cfg.MaxBackoff)
 			until := e.now().Add(wait).UnixNano()
 			for {

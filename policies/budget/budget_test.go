@@ -19,7 +19,7 @@ func (c *clock) now() time.Time { return c.t }
 
 func newEngine(t *testing.T, cfg Config, tools ...string) (*Engine, *clock) {
 	t.Helper()
-	if err := cfg.Validate(tools); err != nil {
+	if err := cfg.Validate(tools, nil); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
 	e := New(&cfg, nil)
@@ -199,7 +199,7 @@ func TestBackoffFromOutcome(t *testing.T) {
 	e, clk := newEngine(t, Config{Upstreams: []Upstream{{Host: "api.example.org", MaxBackoff: 30 * time.Second}}}, "t")
 	ctx := context.Background()
 	call := func() (*Call, Verdict) {
-		c := &Call{Tool: "t", Upstream: "api.example.org"}
+		c := &Call{Tool: "t", Upstream: "api.example.org", UpstreamPort: "443", UpstreamDefaultPort: true}
 		return c, e.Admit(ctx, c)
 	}
 	c, v := call()
@@ -216,7 +216,7 @@ func TestBackoffFromOutcome(t *testing.T) {
 	if !v.Refused || v.Reason != bucketing.ReasonUpstreamBackoff || v.Code != bucketing.CodeRateLimit || v.RetryAfter != 30*time.Second {
 		t.Fatalf("during the backoff: %+v, want upstream_backoff for 30s (max_backoff)", v)
 	}
-	if other := e.Admit(ctx, &Call{Tool: "t", Upstream: "other.example.org"}); other.Refused {
+	if other := e.Admit(ctx, &Call{Tool: "t", Upstream: "other.example.org", UpstreamPort: "443", UpstreamDefaultPort: true}); other.Refused {
 		t.Errorf("another upstream refused: %+v", other)
 	}
 	clk.t = clk.t.Add(30 * time.Second)
@@ -234,7 +234,7 @@ func TestRateLimitRefundsBudgets(t *testing.T) {
 	}, "t")
 	ctx := context.Background()
 	call := func() Verdict {
-		return e.Admit(ctx, &Call{Tool: "t", Session: "s1", Upstream: "api.example.org"})
+		return e.Admit(ctx, &Call{Tool: "t", Session: "s1", Upstream: "api.example.org", UpstreamPort: "443", UpstreamDefaultPort: true})
 	}
 	if v := call(); v.Refused {
 		t.Fatal(v)

@@ -91,9 +91,13 @@ type LoopConfig struct {
 
 // Upstream is one upstream's outbound limit and backoff.
 type Upstream struct {
-	// Host is the upstream as calls name it: a host name, with ":port"
-	// when the port is not the scheme's default (api.example.com,
-	// 10.0.0.7:8443). Required, unique.
+	// Host is the upstream: a host name or IP address, with an optional
+	// port (api.example.com, 10.0.0.7:8443, localhost:8080). It is read
+	// as calls are (proxy.UpstreamKey): any spelling of one host names it
+	// (LOCALHOST., 127.1, [::ffff:127.0.0.1] and localhost are one
+	// loopback host), and without a port it applies to calls on their
+	// scheme's default port (80, 443). Required; no two entries may name
+	// one upstream.
 	Host string `yaml:"host"`
 	// Rate is the sustained rate, in calls per second, of a token bucket.
 	// Default 0: no rate limit (backoff only).
@@ -114,7 +118,15 @@ type Upstream struct {
 	// MaxBackoff bounds the wait taken from a Retry-After. Default
 	// DefaultMaxBackoff (5m).
 	MaxBackoff time.Duration `yaml:"max_backoff"`
+
+	key              string // Host's key (HostKey)
+	keyHost, keyPort string // key split: IPv6 without brackets; "" for no port
 }
+
+// HostKey returns the key of an upstream the configuration names, by the
+// rules calls are keyed by (Call.Upstream), or an error saying why it is
+// not a host with an optional port. The proxy's is proxy.UpstreamKey.
+type HostKey func(hostport string) (string, error)
 
 // Defaults and bounds of the section.
 const (
@@ -151,8 +163,10 @@ func (c *Config) Configured() bool {
 
 // Validate applies the defaults and checks the section; tools are the
 // configuration's tool names, which Limits[].tools, loops.tools and costs
-// may name. Errors are section.Error values relative to the section.
-func (c *Config) Validate(tools []string) error {
+// may name, and key reads upstreams[].host (nil: lower-cased as written,
+// for tests that key calls the same way). Errors are section.Error values
+// relative to the section.
+func (c *Config) Validate(tools []string, key HostKey) error {
 	known := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		known[t] = true
@@ -238,21 +252,27 @@ func (c *Config) Validate(tools []string) error {
 	if lp.tools, err = toolSet(lp.Tools, known, "loops.tools"); err != nil {
 		return err
 	}
-	hosts := map[string]bool{}
+	hosts := map[string]int{}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		at := func(f string) string { return fmt.Sprintf("upstreams[%d].%s", i, f) }
-		u.Host = strings.ToLower(u.Host)
-		if u.Host == "" || strings.ContainsAny(u.Host, "/ @?#") {
-			return section.Errorf(at("host"), "%q is not a host (name, or name:port)", u.Host)
+		if key == nil {
+			key = plainHostKey
 		}
-		if h, p, err := net.SplitHostPort(u.Host); err == nil && (h == "" || p == "") {
-			return section.Errorf(at("host"), "%q is not a host (name, or name:port)", u.Host)
+		k, err := key(u.Host)
+		if err != nil {
+			return section.At(at("host"), err)
 		}
-		if hosts[u.Host] {
-			return section.Errorf(at("host"), "%q is named twice", u.Host)
+		if j, dup := hosts[k]; dup {
+			return section.Errorf(at("host"), "%q names the upstream upstreams[%d] names (%q)", u.Host, j, c.Upstreams[j].Host)
 		}
-		hosts[u.Host] = true
+		hosts[k] = i
+		u.key = k
+		if h, p, err := net.SplitHostPort(k); err == nil {
+			u.keyHost, u.keyPort = h, p
+		} else {
+			u.keyHost, u.keyPort = strings.TrimSuffix(strings.TrimPrefix(k, "["), "]"), ""
+		}
 		if u.Rate < 0 || math.IsNaN(u.Rate) || math.IsInf(u.Rate, 0) {
 			return section.Errorf(at("rate"), "must be a finite number, not negative")
 		}
@@ -279,7 +299,34 @@ func (c *Config) Validate(tools []string) error {
 			return section.Errorf(at("rate"), "upstream %q sets no rate and no backoff", u.Host)
 		}
 	}
+	return c.checkPortless(hosts)
+}
+
+// checkPortless refuses an entry without a port beside one naming the same
+// host on port 80 or 443: on that port both would apply.
+func (c *Config) checkPortless(hosts map[string]int) error {
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		for _, p := range []string{":80", ":443"} {
+			if j, ok := hosts[u.key+p]; ok && !strings.HasSuffix(u.key, p) {
+				return section.Errorf(fmt.Sprintf("upstreams[%d].host", j), "%q and upstreams[%d] (%q) both apply to calls on the default port %s; name the upstream once", c.Upstreams[j].Host, i, u.Host, p[1:])
+			}
+		}
+	}
 	return nil
+}
+
+// plainHostKey is the HostKey of a nil key function: the host lower-cased,
+// as written.
+func plainHostKey(s string) (string, error) {
+	s = strings.ToLower(s)
+	if s == "" || strings.ContainsAny(s, "/ @?#") {
+		return "", fmt.Errorf("%q is not a host (name, or name:port)", s)
+	}
+	if h, p, err := net.SplitHostPort(s); err == nil && (h == "" || p == "") {
+		return "", fmt.Errorf("%q is not a host (name, or name:port)", s)
+	}
+	return s, nil
 }
 
 // toolSet checks a list of tool names and returns it as a set (nil for

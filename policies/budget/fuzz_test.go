@@ -77,7 +77,7 @@ func FuzzCostHeader(f *testing.F) {
 			Limits: []Limit{{Name: "c", Cost: 1e12, Window: time.Hour}},
 			Costs:  map[string]Cost{"t": {Header: "X-Cost"}},
 		}
-		if err := cfg.Validate([]string{"t"}); err != nil {
+		if err := cfg.Validate([]string{"t"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		e := New(&cfg, nil)

@@ -47,7 +47,7 @@ func TestBudgetInputOnEveryEngine(t *testing.T) {
 		Limits: []budget.Limit{{Name: "session_calls", Per: []string{"session"}, Calls: 6, Window: time.Hour}},
 		Loops:  budget.LoopConfig{MaxRepeats: 10},
 	}
-	if err := cfg.Validate([]string{"search"}); err != nil {
+	if err := cfg.Validate([]string{"search"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	eng := budget.New(&cfg, nil)
@@ -85,7 +85,7 @@ func TestBudgetInputOnEveryEngine(t *testing.T) {
 
 	// A repeated call: repeats counts the identical calls before this one.
 	cfg2 := budget.Config{Loops: budget.LoopConfig{MaxRepeats: 10, Window: time.Minute}}
-	if err := cfg2.Validate([]string{"search"}); err != nil {
+	if err := cfg2.Validate([]string{"search"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	eng2 := budget.New(&cfg2, nil)

@@ -301,6 +301,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Approvals.Validate(dir, len(lc.Events.ClickHouse.Addr) > 0); err != nil {
 		return nil, where(section.Under("approvals", err))
 	}
+	if err := checkApprovalNames(&lc.Config, &lc.Approvals); err != nil {
+		return nil, where(section.Under("approvals", err))
+	}
 	var before *policies.Loaded
 	if prev != nil {
 		// The bundles activated so far stay in force across a reload.
@@ -316,6 +319,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if lc.BudgetEngine != nil {
 		lc.Snapshot.Budgets = lc.BudgetEngine
 	}
+	lc.Snapshot.ServerToolNames = serverToolNames(&lc.Config, &lc.Approvals)
 	if lc.Events.Sidecar == "" {
 		lc.Events.Sidecar, _ = os.Hostname()
 	}
@@ -492,7 +496,7 @@ func (lc *Loaded) bindBudgets(prev *Loaded) error {
 	for i, t := range lc.Tools {
 		names[i] = t.Name
 	}
-	if err := lc.Budgets.Validate(names); err != nil {
+	if err := lc.Budgets.Validate(names, proxy.UpstreamKey); err != nil {
 		return section.Under("budgets", err)
 	}
 	var m *budget.Metrics

@@ -302,6 +302,10 @@ type status struct {
 	// Tracing is the span exporter's counters; absent when tracing is off.
 	Tracing *tracing.Stats `json:"tracing,omitempty"`
 	Bundles []BundleStatus `json:"bundles,omitempty"`
+	// MCPUnlistedNames are configured MCP tool names the servers that
+	// listed their tools do not list (proxy.UnlistedName); absent when
+	// none.
+	MCPUnlistedNames []proxy.UnlistedName `json:"mcp_unlisted_names,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -331,6 +335,6 @@ func (sc *Sidecar) status() status {
 		Events:  sc.events.status(cfg.Events),
 		Reload:  sc.reload.status(),
 		Tracing: sc.spans.stats(),
-		Bundles: sc.bundles.status(),
+		Bundles: sc.bundles.status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 	}
 }
