@@ -88,6 +88,7 @@ func rewrite(r io.Reader, l Limits, w io.Writer) error {
 	}
 	tr, tw := tar.NewReader(in), tar.NewWriter(gw)
 	var expanded int64
+	buf := make([]byte, 32<<10) // one copy buffer for all entries
 	for n := 1; ; n++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -117,13 +118,13 @@ func rewrite(r io.Reader, l Limits, w io.Writer) error {
 		if err := tw.WriteHeader(out); err != nil {
 			return err
 		}
-		if _, err := io.Copy(tw, tr); err != nil {
+		if _, err := io.CopyBuffer(struct{ io.Writer }{tw}, tr, buf); err != nil {
 			return err
 		}
 	}
 	// Drain the end of the archive, so the compressed bound and the
 	// gzip checksum see the whole stream.
-	if _, err := io.Copy(io.Discard, in); err != nil {
+	if _, err := io.CopyBuffer(io.Discard, in, buf); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
