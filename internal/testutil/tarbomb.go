@@ -65,7 +65,7 @@ func (b Bomb) Tarball() []byte {
 		var h bytes.Buffer
 		tw := tar.NewWriter(&h)
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: 0o644})
-		member(h.Bytes()[:512])
+		member(h.Bytes()) // a PAX record comes first when size needs one
 	}
 	pad := func(size int64) {
 		if r := size % 512; r != 0 {
