@@ -302,6 +302,11 @@ type status struct {
 	// Tracing is the span exporter's counters; absent when tracing is off.
 	Tracing *tracing.Stats `json:"tracing,omitempty"`
 	Bundles []BundleStatus `json:"bundles,omitempty"`
+	// MCPUnusableSchemas lists the MCP tools whose listed inputSchema
+	// could not check their calls (too large, too complex, not
+	// compilable); their calls pass unchecked or are refused as
+	// mcp.unchecked says. Absent when there are none.
+	MCPUnusableSchemas []proxy.UnusableSchema `json:"mcp_unusable_schemas,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -332,5 +337,7 @@ func (sc *Sidecar) status() status {
 		Reload:  sc.reload.status(),
 		Tracing: sc.spans.stats(),
 		Bundles: sc.bundles.status(),
+
+		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
 	}
 }
