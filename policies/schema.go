@@ -571,6 +571,9 @@ func (l *docLoader) schemaError(err error) *SchemaError {
 	}
 	var lue *jsonschema.LoadURLError
 	if errors.As(err, &lue) {
+		if errors.Is(lue.Err, ErrSchemaTooComplex) {
+			se.Err = lue.Err // the library's error does not unwrap to it
+		}
 		se.Msg = fmt.Sprintf("$ref to %s: %v", libQuote(l.short(lue.URL)), lue.Err)
 		return se
 	}

@@ -153,7 +153,9 @@ func progSize(re *syntax.Regexp, limit int) int {
 	n := 1
 	switch re.Op {
 	case syntax.OpLiteral:
-		n = len(re.Rune) + 1
+		n = max(len(re.Rune), 1)
+	case syntax.OpConcat:
+		n = 0
 	case syntax.OpRepeat:
 		reps := max(re.Min, re.Max)
 		if reps <= 0 {
@@ -166,7 +168,7 @@ func progSize(re *syntax.Regexp, limit int) int {
 		if sub > 0 && reps > limit/sub {
 			return limit + 1
 		}
-		return sub*reps + 1
+		return sub * reps
 	}
 	for _, s := range re.Sub {
 		if n += progSize(s, limit); n > limit {
