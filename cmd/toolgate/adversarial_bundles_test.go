@@ -112,12 +112,18 @@ const bundleBounds = `      max_bytes: 4194304
 
 func startAttackRig(t *testing.T, first []byte, keys, extra string) *attackRig {
 	t.Helper()
+	return startAttackRigWith(t, first, keys, extra, func(c string) string { return c })
+}
+
+// startAttackRigWith is startAttackRig with the configuration edited.
+func startAttackRigWith(t *testing.T, first []byte, keys, extra string, edit func(string) string) *attackRig {
+	t.Helper()
 	r := &attackRig{srv: startAttackServer(t), keys: keys, logs: new(testutil.SyncBuffer)}
 	r.srv.serve(first)
 	dir := t.TempDir()
 	cfg := strings.NewReplacer("URL", "http://"+r.srv.addr+"/bundle.tar.gz", "KEY", filepath.Join(keys, "public.pem"),
 		"      max_delay: 1s\n", "      max_delay: 1s\n"+bundleBounds+extra).Replace(bundleConfig)
-	writeFile(t, filepath.Join(dir, "toolgate.yaml"), cfg)
+	writeFile(t, filepath.Join(dir, "toolgate.yaml"), edit(cfg))
 	writeFile(t, filepath.Join(dir, "pubmed_search.json"), pubmedSchema(1000))
 	lc, err := config.Load(filepath.Join(dir, "toolgate.yaml"))
 	if err != nil {
@@ -382,5 +388,28 @@ func TestAdversarialBundleRevisionOrder(t *testing.T) {
 			}
 			r.decides(t, "10 kept", 50)
 		}
+	}
+}
+
+// TestBundlePlainHTTPWarning starts a sidecar on an unsigned bundle served
+// over plain HTTP: the log warns that whoever answers the URL decides the
+// policies; with signing, it does not.
+func TestBundlePlainHTTPWarning(t *testing.T) {
+	t.Parallel()
+	keys := writeKeyPair(t)
+	b, err := os.ReadFile(buildBundle(t, bundleSrc{bound: 50}, "r1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := startAttackRigWith(t, b, keys, "", func(c string) string {
+		return strings.Replace(c, "      signing:\n        public_key: "+filepath.Join(keys, "public.pem")+"\n", "", 1)
+	})
+	waitBundle(t, unsigned.admin, unsigned.sc.AdminAddr(), "at r1", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "r1" })
+	if !strings.Contains(unsigned.logs.String(), "plain HTTP without signing") {
+		t.Errorf("no warning for an unsigned bundle over plain HTTP; log:\n%s", unsigned.logs.String())
+	}
+	signed := startAttackRig(t, b, keys, "")
+	if strings.Contains(signed.logs.String(), "plain HTTP without signing") {
+		t.Errorf("a warning for a signed bundle")
 	}
 }

@@ -164,6 +164,9 @@ type boundsPlugin struct {
 	limits  Limits
 	timeout time.Duration
 	last    *atomic.Pointer[error] // the last download's bound error, for the Source
+	// deadline is when the poll under way must have ended (Unix ns), set
+	// by Prepare.
+	deadline atomic.Int64
 }
 
 // NewClient implements rest.HTTPAuthPlugin.
@@ -181,8 +184,13 @@ func (p *boundsPlugin) NewClient(c rest.Config) (*http.Client, error) {
 	return &out, nil
 }
 
-// Prepare implements rest.HTTPAuthPlugin.
-func (p *boundsPlugin) Prepare(r *http.Request) error { return p.inner.Prepare(r) }
+// Prepare implements rest.HTTPAuthPlugin. It is called once per poll,
+// before the request and any redirect it leads to: the poll's deadline
+// starts here, so redirects share it.
+func (p *boundsPlugin) Prepare(r *http.Request) error {
+	p.deadline.Store(time.Now().Add(p.timeout).UnixNano())
+	return p.inner.Prepare(r)
+}
 
 // boundsTransport bounds each download in time and its body in size.
 type boundsTransport struct {
@@ -192,7 +200,11 @@ type boundsTransport struct {
 
 func (t *boundsTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.p.last.Store(nil)
-	ctx, cancel := context.WithTimeoutCause(r.Context(), t.p.timeout,
+	deadline := time.Now().Add(t.p.timeout)
+	if d := t.p.deadline.Load(); d != 0 && time.Unix(0, d).Before(deadline) {
+		deadline = time.Unix(0, d)
+	}
+	ctx, cancel := context.WithDeadlineCause(r.Context(), deadline,
 		fmt.Errorf("%w: the download took over %s", ErrDownloadTimeout, t.p.timeout))
 	resp, err := t.next.RoundTrip(r.WithContext(ctx))
 	if err != nil {
