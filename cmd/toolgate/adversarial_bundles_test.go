@@ -300,7 +300,10 @@ func TestAdversarialBundles(t *testing.T) {
 		{"r1 without its manifest (no revision: a new name)", serve(testutil.Bomb{Files: noManifest}.Tarball()), "download"},
 		{"drip feed, one byte a second", func() { r.srv.drip(r1b) }, "download_timeout"},
 	}
+	var tried, refused, harmed int
 	for _, a := range attacks {
+		tried++
+		failedBefore := t.Failed()
 		before := bundleStatus(t, r.admin, admin)
 		start := time.Now()
 		peak := heapWatch()
@@ -321,6 +324,12 @@ func TestAdversarialBundles(t *testing.T) {
 		}
 		t.Logf("%s: refused in %s (%s), heap +%.1f MiB", a.name, time.Since(start).Round(time.Millisecond), st.LastError, float64(grew)/mib)
 		r.decides(t, a.name, 50)
+		if st.Revision == "r1" {
+			refused++
+		}
+		if t.Failed() && !failedBefore {
+			harmed++
+		}
 	}
 	if v := metricValue(t, r.admin, admin, `toolgate_bundle_refusals_total{bundle="main",reason="bundle_too_large"}`); v < "5" || len(v) != 1 {
 		t.Errorf("toolgate_bundle_refusals_total bundle_too_large = %q, want at least 5 (one per bomb)", v)
@@ -343,6 +352,11 @@ func TestAdversarialBundles(t *testing.T) {
 		t.Errorf("after r1 served again: revision %q, reason %q; want r2 kept, rollback", st.Revision, st.LastErrorReason)
 	}
 	r.decides(t, "r2 after a rollback refused", 30)
+	tried++
+	if st.Revision == "r2" {
+		refused++
+	}
+	t.Logf("bundle attacks: %d tried, %d refused with the last good revision kept, %d changed state or let a call through (want 0)", tried, refused, harmed)
 	if v := metricValue(t, r.admin, admin, `toolgate_bundle_refusals_total{bundle="main",reason="rollback"}`); v == "0" || v == "" {
 		t.Errorf("toolgate_bundle_refusals_total rollback = %q, want above 0", v)
 	}
