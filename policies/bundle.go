@@ -44,9 +44,37 @@ type BundleConfig struct {
 	// Timeout bounds the wait for the server's response headers. Default
 	// DefaultBundleTimeout (10s).
 	Timeout time.Duration `yaml:"timeout"`
-	// MaxBytes bounds the bundle: the tarball and each file in it.
-	// Default DefaultBundleMaxBytes (32 MiB).
+	// DownloadTimeout bounds a whole download, from the request to the
+	// tarball's last byte, so a server that drips the body cannot hold a
+	// poll open (the poll then fails with download_timeout and the
+	// revision in force stays). Whole seconds, at least Timeout. Default
+	// DefaultBundleDownloadTimeout (60s).
+	DownloadTimeout time.Duration `yaml:"download_timeout"`
+	// MaxBytes bounds the bundle: the tarball as served and each file in
+	// it. Default DefaultBundleMaxBytes (32 MiB).
 	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxExpandedBytes bounds the bytes the tarball expands to (all its
+	// files together), counted while the stream is read: a gzip bomb stops
+	// at the bound with bundle_too_large before its files are expanded in
+	// memory or its signature is read. Default
+	// DefaultBundleMaxExpandedBytes (64 MiB), and at least MaxBytes.
+	MaxExpandedBytes int64 `yaml:"max_expanded_bytes"`
+	// MaxFiles bounds the number of entries in the tarball (files,
+	// folders, anything else). Default DefaultBundleMaxFiles (10,000).
+	MaxFiles int `yaml:"max_files"`
+	// AllowRollback lets a bundle whose revision is older than the one in
+	// force (by RevisionOrder) be activated. Default false: it is refused
+	// with reason rollback, and the revision in force stays.
+	AllowRollback bool `yaml:"allow_rollback"`
+	// RevisionOrder is how two revisions compare, to tell a rollback:
+	// "seen" (the default: a revision that was in force and was then
+	// replaced is older than every revision after it; revisions never
+	// seen are newer), "numeric" (revisions are integers), "semver"
+	// (semantic versions, an optional leading "v"), "timestamp" (RFC 3339
+	// times) or "lexical" (byte order). With an order other than seen, a
+	// revision that does not parse under it is refused, and a revision
+	// replaced earlier is still refused as under seen.
+	RevisionOrder string `yaml:"revision_order"`
 	// BearerTokenFile is a file holding a token sent as "Authorization:
 	// Bearer TOKEN"; relative to the configuration file. Default "": none.
 	BearerTokenFile string `yaml:"bearer_token_file"`
@@ -93,12 +121,29 @@ const (
 	PendingAllow  = "allow"
 )
 
+// How a bundle's revisions compare (BundleConfig.RevisionOrder).
+const (
+	RevisionSeen      = "seen"
+	RevisionNumeric   = "numeric"
+	RevisionSemver    = "semver"
+	RevisionTimestamp = "timestamp"
+	RevisionLexical   = "lexical"
+)
+
 // Defaults of a bundle's settings.
 const (
 	DefaultBundleMinDelay = 60 * time.Second
 	DefaultBundleMaxDelay = 120 * time.Second
 	DefaultBundleTimeout  = 10 * time.Second
 	DefaultBundleMaxBytes = 32 << 20
+	// DefaultBundleDownloadTimeout bounds a whole download.
+	DefaultBundleDownloadTimeout = 60 * time.Second
+	// DefaultBundleMaxExpandedBytes bounds a tarball's expanded files.
+	DefaultBundleMaxExpandedBytes = 64 << 20
+	// DefaultBundleMaxFiles bounds a tarball's entries.
+	DefaultBundleMaxFiles = 10000
+	// maxBundleMaxFiles bounds max_files.
+	maxBundleMaxFiles = 1000000
 	// maxBundleMaxBytes bounds max_bytes.
 	maxBundleMaxBytes = 1 << 30
 )
@@ -151,6 +196,31 @@ func (b *BundleConfig) validate(dir string) error {
 		b.MaxBytes = DefaultBundleMaxBytes
 	case b.MaxBytes < 0 || b.MaxBytes > maxBundleMaxBytes:
 		return section.Errorf("max_bytes", "must be between 1 and %d", maxBundleMaxBytes)
+	}
+	switch {
+	case b.MaxExpandedBytes == 0:
+		b.MaxExpandedBytes = max(DefaultBundleMaxExpandedBytes, b.MaxBytes)
+	case b.MaxExpandedBytes < b.MaxBytes || b.MaxExpandedBytes > maxBundleMaxBytes:
+		return section.Errorf("max_expanded_bytes", "must be between max_bytes (%d) and %d", b.MaxBytes, maxBundleMaxBytes)
+	}
+	switch {
+	case b.MaxFiles == 0:
+		b.MaxFiles = DefaultBundleMaxFiles
+	case b.MaxFiles < 0 || b.MaxFiles > maxBundleMaxFiles:
+		return section.Errorf("max_files", "must be between 1 and %d", maxBundleMaxFiles)
+	}
+	switch {
+	case b.DownloadTimeout == 0:
+		b.DownloadTimeout = max(DefaultBundleDownloadTimeout, b.Timeout)
+	case b.DownloadTimeout%time.Second != 0 || b.DownloadTimeout < b.Timeout:
+		return section.Errorf("download_timeout", "%s: whole seconds, at least timeout (%s)", b.DownloadTimeout, b.Timeout)
+	}
+	switch b.RevisionOrder {
+	case "":
+		b.RevisionOrder = RevisionSeen
+	case RevisionSeen, RevisionNumeric, RevisionSemver, RevisionTimestamp, RevisionLexical:
+	default:
+		return section.Errorf("revision_order", "unknown value %q; expected seen, numeric, semver, timestamp or lexical", b.RevisionOrder)
 	}
 	switch b.Pending {
 	case "":
@@ -417,10 +487,7 @@ func (l *Loaded) addBundles(c Config, o LoadOptions, add func(p, name, mode stri
 		if l.revisions == nil {
 			l.revisions = map[string]string{}
 		}
-		rev := b.Revision
-		if rev == "" {
-			rev = "sha256:" + bundleDigest(b)
-		}
+		rev := b.EffectiveRevision()
 		l.revisions[b.Name] = rev
 		fmt.Fprintf(h, "bundle=%s:%s;", b.Name, rev)
 		mine := map[string]bool{}
@@ -510,6 +577,15 @@ func (l *Loaded) bundleWasm(ctx context.Context, p, name string, mod []byte, c C
 
 // bundleDigest is a content hash of a bundle's files, for a bundle
 // without a revision.
+// EffectiveRevision is the bundle's revision as /status shows it: the
+// manifest's, or sha256:HASH of its files when it has none.
+func (b *Bundle) EffectiveRevision() string {
+	if b.Revision != "" {
+		return b.Revision
+	}
+	return "sha256:" + bundleDigest(b)
+}
+
 func bundleDigest(b *Bundle) string {
 	h := sha256.New()
 	for _, m := range []map[string][]byte{b.Rego, b.Wasm} {

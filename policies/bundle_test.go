@@ -29,6 +29,10 @@ func TestBundleConfigValidate(t *testing.T) {
 		got.MaxBytes != DefaultBundleMaxBytes || got.Pending != PendingRefuse || got.Signing != nil {
 		t.Errorf("defaults: %+v", got)
 	}
+	if got.MaxExpandedBytes != DefaultBundleMaxExpandedBytes || got.MaxFiles != DefaultBundleMaxFiles ||
+		got.DownloadTimeout != DefaultBundleDownloadTimeout || got.RevisionOrder != RevisionSeen || got.AllowRollback {
+		t.Errorf("defaults of the bounds and the rollback rule: %+v", got)
+	}
 	for _, tc := range []struct {
 		name    string
 		edit    func(*BundleConfig)
@@ -43,6 +47,11 @@ func TestBundleConfigValidate(t *testing.T) {
 		{"max under min", func(b *BundleConfig) { b.MinDelay, b.MaxDelay = 10*time.Second, 5*time.Second }, "bundles[0].max_delay"},
 		{"huge max_bytes", func(b *BundleConfig) { b.MaxBytes = 1 << 40 }, "bundles[0].max_bytes"},
 		{"unknown pending", func(b *BundleConfig) { b.Pending = "maybe" }, "bundles[0].pending"},
+		{"max_expanded_bytes under max_bytes", func(b *BundleConfig) { b.MaxBytes, b.MaxExpandedBytes = 1<<20, 1<<10 }, "bundles[0].max_expanded_bytes"},
+		{"negative max_files", func(b *BundleConfig) { b.MaxFiles = -1 }, "bundles[0].max_files"},
+		{"download_timeout under timeout", func(b *BundleConfig) { b.Timeout, b.DownloadTimeout = 10*time.Second, 5*time.Second }, "bundles[0].download_timeout"},
+		{"sub-second download_timeout", func(b *BundleConfig) { b.DownloadTimeout = 10500 * time.Millisecond }, "bundles[0].download_timeout"},
+		{"unknown revision_order", func(b *BundleConfig) { b.RevisionOrder = "newest" }, "bundles[0].revision_order"},
 		{"missing token file", func(b *BundleConfig) { b.BearerTokenFile = "nope" }, "bundles[0].bearer_token_file"},
 		{"signing without key", func(b *BundleConfig) { b.Signing = &BundleSigning{} }, "bundles[0].signing.public_key: required"},
 		{"missing key file", func(b *BundleConfig) { b.Signing = &BundleSigning{PublicKey: "nope.pem"} }, "bundles[0].signing.public_key"},

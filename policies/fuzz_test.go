@@ -123,6 +123,8 @@ func FuzzCompileSchema(f *testing.F) {
 		`{"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"n": {"type": "number", "maximum": 5, "exclusiveMaximum": true}}}`,
 		`{"properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/meta/applicator"}}}`,
 		`{"properties": {"f": {"format": "idn-email"}}}`,
+		`{"properties": {"p": {"pattern": "a{1000}b{999}(c|d){500}"}}, "patternProperties": {"^x{1000}$": {}}}`,
+		`{"items": {"items": {"items": {"anyOf": [{"enum": [1, 2, [3, [4]]]}, {"$ref": "#/items"}]}}}}`,
 	} {
 		f.Add([]byte(s))
 	}

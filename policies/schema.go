@@ -87,6 +87,12 @@ type SchemaOptions struct {
 	// "common.json#/$defs/Range") resolve against. Files outside Dir, and
 	// any network reference, are refused. Default "": no file references.
 	Dir string
+	// Limits bound the schema's shape (depth, values, patterns) over all
+	// its documents, checked before it is compiled; a schema past them is
+	// refused with an error matching ErrSchemaTooComplex. Zero fields take
+	// DefaultSchemaLimits (the bounds of a schema an MCP server lists);
+	// schemas from configuration files use FileSchemaLimits.
+	Limits SchemaLimits
 }
 
 // Schema is a compiled JSON Schema for one tool's arguments. It is
@@ -174,6 +180,10 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	default:
 		return nil, &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("schema must be a JSON object or boolean, got %s", jsonTypeName(root))}
 	}
+	budget := &shapeBudget{l: opts.Limits.withDefaults()}
+	if err := budget.check(root); err != nil {
+		return nil, tooComplex(opts.Tool, err)
+	}
 	if ptr, ok := hugeNumberInDoc(root, ""); ok {
 		return nil, &SchemaError{Tool: opts.Tool, Pointer: ptr, Msg: fmt.Sprintf("number outside the supported range (at most %d characters, exponent at most %d)", maxNumberLen, maxNumberExponent)}
 	}
@@ -181,6 +191,7 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	if err != nil {
 		return nil, err
 	}
+	ld.budget = budget
 	// The first pass validates the document as written (so error pointers
 	// match what the author wrote) and resolves every reference.
 	sch, err := compileDocs(rootURL, root, ld)
@@ -438,6 +449,7 @@ type docLoader struct {
 	dir     string // absolute; "" = no file references
 	rootURL string
 	docs    map[string]any
+	budget  *shapeBudget // shared by every document of the compile
 }
 
 func newDocLoader(opts SchemaOptions) (*docLoader, string, error) {
@@ -500,6 +512,11 @@ func (l *docLoader) Load(u string) (any, error) {
 	if ptr, ok := hugeNumberInDoc(d, ""); ok {
 		return nil, fmt.Errorf("number outside the supported range at %s", ptr)
 	}
+	if l.budget != nil {
+		if err := l.budget.check(d); err != nil {
+			return nil, err
+		}
+	}
 	l.docs[u] = d
 	return d, nil
 }
@@ -556,6 +573,9 @@ func (l *docLoader) schemaError(err error) *SchemaError {
 	}
 	var lue *jsonschema.LoadURLError
 	if errors.As(err, &lue) {
+		if errors.Is(lue.Err, ErrSchemaTooComplex) {
+			se.Err = lue.Err // the library's error does not unwrap to it
+		}
 		se.Msg = fmt.Sprintf("$ref to %s: %v", libQuote(l.short(lue.URL)), lue.Err)
 		return se
 	}

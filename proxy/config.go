@@ -780,7 +780,8 @@ func (c *Config) loadSchema(p, tool string, inline any, file string, o schemaOpt
 	default:
 		return nil, nil
 	}
-	s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tool, Strict: o.strict, Dir: dir, UnknownFormats: o.unknownFormats})
+	s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tool, Strict: o.strict, Dir: dir, UnknownFormats: o.unknownFormats,
+		Limits: policies.FileSchemaLimits})
 	if err != nil {
 		path := p + ".schema"
 		if file != "" {

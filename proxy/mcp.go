@@ -238,18 +238,28 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 			}
 		}
 		refuseUnchecked := m.route.cfg.Unchecked == UncheckedRefuse
+		unusable := ""
 		if why != nil {
+			unusable = unusableReason(why)
 			what := "passes unchecked"
 			if refuseUnchecked {
 				what = "is refused (mcp.unchecked: refuse)"
 			}
-			c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", tc.name, "err", why)
+			c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", tc.name, "reason", unusable, "err", why)
+			c.s.mcpUnusable.note(m.server, tc.name, unusable, why)
+			if !refuseUnchecked || rule.dryRun {
+				// The event says why the call passed without a schema.
+				c.ev.PolicyError = joinNonEmpty(c.ev.PolicyError, "schema: "+unusable)
+			}
 		}
 		if s == nil {
 			c.ev.Inspected = false
 		}
 		if s == nil && refuseUnchecked {
 			detail := fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (no usable schema), and this route refuses calls it cannot check", tc.name, m.server)
+			if unusable != "" {
+				detail = fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (its listed schema is unusable: %s), and this route refuses calls it cannot check", tc.name, m.server, unusable)
+			}
 			if !rule.dryRun {
 				return refuse(bucketing.CodePolicy, reasonUnchecked, detail,
 					[]policies.Violation{{Path: "", Reason: reasonUnchecked, Message: "no usable schema to check the arguments against"}})

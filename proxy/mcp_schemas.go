@@ -57,7 +57,8 @@ type learnedTool struct {
 	// clients check a result's structuredContent against it.
 	output   bool
 	sum      [32]byte
-	doc      []byte // nil when too large
+	doc      []byte // nil when too large or too complex
+	unusable error  // why doc is nil: errSchemaTooLarge, or the shape bound crossed
 	compiled [2]*policies.Schema
 	errs     [2]error
 }
@@ -161,10 +162,17 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 		if old := s.tools[lt.Name]; old != nil {
 			s.bytes -= len(old.doc)
 		}
-		lt2 := &learnedTool{sum: sum, hints: lt.Annotations, output: output}
+		lt2 := &learnedTool{sum: sum, hints: lt.Annotations, output: output, unusable: errSchemaTooLarge}
 		if len(doc) <= maxSchemaBytes && len(doc) > 0 && s.bytes+len(doc) <= maxServerSchemaBytes {
-			lt2.doc = append([]byte(nil), doc...)
-			s.bytes += len(doc)
+			// The shape is checked as the schema is learned, so a schema
+			// too deep or too costly to compile is refused now, and never
+			// handed to the compiler.
+			if err := policies.CheckSchemaShape(lt.Name, doc, policies.DefaultSchemaLimits); err != nil {
+				lt2.unusable = err
+			} else {
+				lt2.doc, lt2.unusable = append([]byte(nil), doc...), nil
+				s.bytes += len(doc)
+			}
 		}
 		s.tools[lt.Name] = lt2
 	}
@@ -187,7 +195,7 @@ func (s *mcpServer) lookup(name string, strict bool) (sch *policies.Schema, know
 		return nil, false, nil
 	}
 	if lt.doc == nil {
-		return nil, true, errSchemaTooLarge
+		return nil, true, lt.unusable
 	}
 	i := 0
 	if strict {

@@ -145,24 +145,25 @@ type Options struct {
 
 // Server runs the listeners and the pipeline behind them.
 type Server struct {
-	state     atomic.Pointer[state]
-	rec       Recorder
-	tracer    Tracer // nil when tracing is off
-	log       *slog.Logger
-	sidecar   string
-	transport *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
-	upstream  *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
-	metrics   *metrics
-	mcp       mcpSchemas   // tool schemas learned from MCP servers
-	tasks     refusedTasks // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
-	tlsm      *tlsMetrics
-	connm     *connMetrics
-	capLog    logLimit                                                          // one log line a second for connections over the cap
-	own       ownConns                                                          // upstream connections, for loop detection
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
-	mitm      *interceptor                                                      // nil without a CA
-	tproxy    *transparent                                                      // nil when transparent mode is off
-	approver  Approver                                                          // nil when no call needs approval
+	state       atomic.Pointer[state]
+	rec         Recorder
+	tracer      Tracer // nil when tracing is off
+	log         *slog.Logger
+	sidecar     string
+	transport   *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	upstream    *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
+	metrics     *metrics
+	mcp         mcpSchemas      // tool schemas learned from MCP servers
+	mcpUnusable unusableSchemas // listed schemas that could not check calls, for /status
+	tasks       refusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
+	tlsm        *tlsMetrics
+	connm       *connMetrics
+	capLog      logLimit                                                          // one log line a second for connections over the cap
+	own         ownConns                                                          // upstream connections, for loop detection
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
+	mitm        *interceptor                                                      // nil without a CA
+	tproxy      *transparent                                                      // nil when transparent mode is off
+	approver    Approver                                                          // nil when no call needs approval
 
 	mu        sync.Mutex
 	listeners []*listener

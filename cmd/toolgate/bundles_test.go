@@ -423,7 +423,11 @@ func TestBundleLifecycle(t *testing.T) {
 // served.
 func TestBundleRolloutAndSwitchUnderLoad(t *testing.T) {
 	t.Parallel()
-	r := startBundleRig(t, bundleSrc{bound: 50, mode: "dry_run"}, "dry")
+	// The switches go back and forth between two revisions: the operator
+	// allows rollback.
+	r := startBundleRigWith(t, bundleSrc{bound: 50, mode: "dry_run"}, "dry", func(*bundleServer) {}, func(c string) string {
+		return strings.Replace(c, "      min_delay: 1s\n", "      min_delay: 1s\n      allow_rollback: true\n", 1)
+	})
 	admin := r.sc.AdminAddr()
 	waitBundle(t, r.admin, admin, "at dry", 30*time.Second, func(st sidecar.BundleStatus) bool { return st.Revision == "dry" })
 	if got := esearch(t, r.client, r.up, 60); got != http.StatusOK {

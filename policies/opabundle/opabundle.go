@@ -53,6 +53,24 @@ type Update struct {
 type Source struct {
 	d       *download.Downloader
 	stopped atomic.Bool
+	last    atomic.Pointer[error] // the bound the poll under way crossed
+}
+
+// boundsPluginName is the name under which boundsPlugin is looked up.
+const boundsPluginName = "toolgate-bounds"
+
+// authPlugin is OPA's authentication plugin of the REST service svc (its
+// credentials, or none).
+func authPlugin(svc map[string]any) (rest.HTTPAuthPlugin, error) {
+	raw, err := json.Marshal(svc)
+	if err != nil {
+		return nil, err
+	}
+	c, err := rest.New(raw, nil, rest.Logger(logging.NewNoOpLogger()))
+	if err != nil {
+		return nil, err
+	}
+	return c.Config().AuthPlugin(nil)
 }
 
 // New returns the Source of bundle c (validated by policies.Config.Load),
@@ -68,15 +86,30 @@ func New(c policies.BundleConfig, f func(context.Context, Update) error) (*Sourc
 		resource += "?" + u.RawQuery
 	}
 	timeout := int64(c.Timeout.Seconds())
-	svc := map[string]any{"name": c.Name, "url": base, "response_header_timeout_seconds": timeout}
+	// Every download goes through boundsPlugin: the configured
+	// credentials authenticate it, a total deadline bounds it, and its
+	// body is counted and bounded as it is read (Bounded).
+	auth := map[string]any{"name": c.Name, "url": base}
 	if c.BearerTokenFile != "" {
-		svc["credentials"] = map[string]any{"bearer": map[string]any{"token_path": c.BearerTokenFile}}
+		auth["credentials"] = map[string]any{"bearer": map[string]any{"token_path": c.BearerTokenFile}}
 	}
+	inner, err := authPlugin(auth)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %q: %w", c.Name, err)
+	}
+	s := &Source{}
+	bp := &boundsPlugin{inner: inner, limits: LimitsOf(c), timeout: c.DownloadTimeout, last: &s.last}
+	if bp.timeout == 0 {
+		bp.timeout = policies.DefaultBundleDownloadTimeout
+	}
+	svc := map[string]any{"name": c.Name, "url": base, "response_header_timeout_seconds": timeout,
+		"credentials": map[string]any{"plugin": boundsPluginName}}
 	raw, err := json.Marshal(svc)
 	if err != nil {
 		return nil, err
 	}
-	client, err := rest.New(raw, nil, rest.Logger(logging.NewNoOpLogger()))
+	client, err := rest.New(raw, nil, rest.Logger(logging.NewNoOpLogger()),
+		rest.AuthPluginLookup(func(string) rest.HTTPAuthPlugin { return bp }))
 	if err != nil {
 		return nil, fmt.Errorf("bundle %q: %w", c.Name, err)
 	}
@@ -86,7 +119,6 @@ func New(c policies.BundleConfig, f func(context.Context, Update) error) (*Sourc
 	if err := dc.ValidateAndInjectDefaults(); err != nil {
 		return nil, fmt.Errorf("bundle %q: %w", c.Name, err)
 	}
-	s := &Source{}
 	s.d = download.New(dc, client, resource).
 		WithBundleName(c.Name).
 		WithSizeLimitBytes(c.MaxBytes).
@@ -101,6 +133,11 @@ func New(c policies.BundleConfig, f func(context.Context, Update) error) (*Sourc
 			return nil
 		}
 		up := Update{ETag: u.ETag, Size: u.Size, Err: u.Error}
+		if p := s.last.Swap(nil); p != nil && u.Error != nil {
+			// OPA's reader words the error its own way; the bound
+			// crossed is what the status names.
+			up.Err = *p
+		}
 		switch {
 		case u.Error != nil:
 		case u.Bundle == nil:
@@ -157,12 +194,16 @@ var ErrDelta = errors.New("a delta bundle; serve a snapshot bundle")
 
 // Read reads a bundle tarball (as opa build writes it), verifying its
 // signature when signing is not nil; name is the bundle's name in
-// errors and in the result. maxBytes bounds the tarball's files (0: no
-// bound).
-func Read(name string, r io.Reader, signing *policies.BundleSigning, maxBytes int64) (*policies.Bundle, error) {
-	rd := opabundle.NewReader(r).WithRegoVersion(ast.RegoV1).WithBundleName(name)
-	if maxBytes > 0 {
-		rd = rd.WithSizeLimitBytes(maxBytes)
+// errors and in the result. l bounds the tarball as Bounded does (the
+// zero Limits: no bound); a bundle over a bound is an error wrapping
+// ErrTooLarge.
+func Read(name string, r io.Reader, signing *policies.BundleSigning, l Limits) (*policies.Bundle, error) {
+	br := Bounded(r, l)
+	defer br.Close()
+	cr := &firstErr{r: br}
+	rd := opabundle.NewReader(cr).WithRegoVersion(ast.RegoV1).WithBundleName(name)
+	if l.Entry > 0 {
+		rd = rd.WithSizeLimitBytes(l.Entry)
 	}
 	vc, err := verification(signing)
 	if err != nil {
@@ -175,9 +216,26 @@ func Read(name string, r io.Reader, signing *policies.BundleSigning, maxBytes in
 	}
 	b, err := rd.Read()
 	if err != nil {
+		if cr.err != nil && errors.Is(cr.err, ErrTooLarge) {
+			err = cr.err
+		}
 		return nil, fmt.Errorf("bundle %q: %w", name, err)
 	}
 	return convert(name, &b)
+}
+
+// firstErr is a reader that keeps the first error its reader returned.
+type firstErr struct {
+	r   io.Reader
+	err error
+}
+
+func (f *firstErr) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && err != io.EOF && f.err == nil {
+		f.err = err
+	}
+	return n, err
 }
 
 // convert makes toolgate's Bundle from OPA's.

@@ -59,7 +59,7 @@ func build(t testing.TB, files map[string]string, rev string) []byte {
 // own section local.
 func load(t testing.TB, tarball []byte, local policies.Config) (*policies.Loaded, error) {
 	t.Helper()
-	b, err := opabundle.Read("main", bytes.NewReader(tarball), nil, 0)
+	b, err := opabundle.Read("main", bytes.NewReader(tarball), nil, opabundle.Limits{})
 	if err != nil {
 		return nil, err
 	}
@@ -175,10 +175,10 @@ func TestBundleVersion(t *testing.T) {
 // unsigned bundle when a key is configured.
 func TestReadRefuses(t *testing.T) {
 	good := build(t, map[string]string{"toolgate/bounds/bounds.rego": boundsRego}, "r1")
-	if _, err := opabundle.Read("main", bytes.NewReader(good[:len(good)/2]), nil, 0); err == nil {
+	if _, err := opabundle.Read("main", bytes.NewReader(good[:len(good)/2]), nil, opabundle.Limits{}); err == nil {
 		t.Error("a truncated tarball was read")
 	}
-	if _, err := opabundle.Read("main", bytes.NewReader(good), nil, 10); err == nil {
+	if _, err := opabundle.Read("main", bytes.NewReader(good), nil, opabundle.Limits{Compressed: 10, Entry: 10}); err == nil {
 		t.Error("a bundle over max bytes was read")
 	}
 	dir := t.TempDir()
@@ -192,7 +192,7 @@ func TestReadRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = opabundle.Read("main", bytes.NewReader(good), l.Bundles()[0].Signing, 0)
+	_, err = opabundle.Read("main", bytes.NewReader(good), l.Bundles()[0].Signing, opabundle.Limits{})
 	if err == nil || !strings.Contains(err.Error(), ".signatures.json") {
 		t.Errorf("unsigned bundle with a key configured: %v, want refused for its missing signature", err)
 	}
@@ -204,14 +204,14 @@ func TestReadRefuses(t *testing.T) {
 	if err := opabundle.Build(context.Background(), src, opabundle.BuildOptions{Revision: "s", SigningKey: "s3cret", SigningAlg: "HS256"}, &signed); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := opabundle.Read("main", bytes.NewReader(signed.Bytes()), l.Bundles()[0].Signing, 0); err != nil || b.Revision != "s" {
+	if b, err := opabundle.Read("main", bytes.NewReader(signed.Bytes()), l.Bundles()[0].Signing, opabundle.Limits{}); err != nil || b.Revision != "s" {
 		t.Errorf("signed bundle: %v, %v; want read at revision s", b, err)
 	}
 	var other bytes.Buffer
 	if err := opabundle.Build(context.Background(), src, opabundle.BuildOptions{SigningKey: "other", SigningAlg: "HS256"}, &other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := opabundle.Read("main", bytes.NewReader(other.Bytes()), l.Bundles()[0].Signing, 0); err == nil {
+	if _, err := opabundle.Read("main", bytes.NewReader(other.Bytes()), l.Bundles()[0].Signing, opabundle.Limits{}); err == nil {
 		t.Error("a bundle signed with another secret was read")
 	}
 }
@@ -228,7 +228,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b})
 	f.Add([]byte("not a tarball"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b, err := opabundle.Read("main", bytes.NewReader(data), nil, 1<<20)
+		b, err := opabundle.Read("main", bytes.NewReader(data), nil, opabundle.Limits{Compressed: 1 << 20, Expanded: 4 << 20, Entries: 1000, Entry: 1 << 20})
 		if err != nil {
 			return
 		}

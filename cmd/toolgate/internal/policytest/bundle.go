@@ -60,7 +60,7 @@ func LoadBundle(path string) (*policies.Loaded, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := opabundle.Read("bundle", f, nil, policies.DefaultBundleMaxBytes)
+	b, err := opabundle.Read("bundle", f, nil, opabundle.DefaultLimits)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,26 @@ type bundler struct {
 	sources []*opabundle.Source
 	states  map[string]*atomic.Pointer[BundleStatus] // by bundle name; values replaced whole
 	names   []string                                 // in configuration order
+	configs map[string]policies.BundleConfig         // by bundle name
+	// history is each bundle's revisions put in force, to refuse a
+	// rollback; only the bundle's own poller goroutine touches it.
+	history map[string]*policies.RevisionHistory
 	stopped atomic.Bool
 
 	once sync.Once
 
-	infoDesc, downloadsDesc, activationsDesc, activatedDesc, durationDesc, okDesc *prometheus.Desc
+	infoDesc, downloadsDesc, activationsDesc, activatedDesc, durationDesc, okDesc, refusalsDesc *prometheus.Desc
 }
+
+// Why a bundle was refused (BundleStatus.LastErrorReason, the reason
+// label of toolgate_bundle_refusals_total).
+const (
+	bundleTooLarge        = "bundle_too_large" // over max_bytes, max_expanded_bytes or max_files
+	bundleDownloadTimeout = "download_timeout" // the download took over download_timeout
+	bundleRollback        = "rollback"         // older than the revision in force
+	bundleDownloadFailed  = "download"         // the server, the network, a corrupt tarball, the signature
+	bundleActivation      = "activation"       // compile errors, failing tests
+)
 
 // BundleStatus is one bundle in /status. Values are replaced whole, never
 // changed in place.
@@ -73,6 +88,16 @@ type BundleStatus struct {
 	// when none has. LastErrorAt is when.
 	LastError   string     `json:"last_error"`
 	LastErrorAt *time.Time `json:"last_error_at"`
+	// LastErrorReason is LastError's kind: bundle_too_large (over
+	// max_bytes, max_expanded_bytes or max_files), download_timeout (over
+	// download_timeout), rollback (older than the revision in force),
+	// download (the server, the network, a corrupt tarball, a bad
+	// signature) or activation (compile errors, failing tests); "" when
+	// none has failed.
+	LastErrorReason string `json:"last_error_reason"`
+	// Refused counts bundles refused for a bound or as a rollback; each
+	// refusal is also logged and counted in toolgate_bundle_refusals_total.
+	Refused BundleRefusals `json:"refused"`
 	// Downloads counts polls by outcome: a new bundle, 304 Not Modified,
 	// failed (server, network, corrupt tarball, bad signature).
 	Downloads BundleDownloads `json:"downloads"`
@@ -87,10 +112,20 @@ type BundleDownloads struct {
 	Failed      uint64 `json:"failed"`
 }
 
+// BundleRefusals counts a bundle's refusals by reason.
+type BundleRefusals struct {
+	TooLarge        uint64 `json:"bundle_too_large"`
+	DownloadTimeout uint64 `json:"download_timeout"`
+	Rollback        uint64 `json:"rollback"`
+}
+
 // newBundler returns the bundler of the bundles the policies in force
 // were configured with; it polls nothing until start.
 func newBundler(sc *Sidecar, bundles []policies.BundleConfig) (*bundler, error) {
 	b := &bundler{sc: sc, log: sc.log.With("component", "bundles"), states: map[string]*atomic.Pointer[BundleStatus]{},
+		configs: map[string]policies.BundleConfig{}, history: map[string]*policies.RevisionHistory{},
+		refusalsDesc: prometheus.NewDesc("toolgate_bundle_refusals_total",
+			"Bundles refused by reason: bundle_too_large, download_timeout, rollback.", []string{"bundle", "reason"}, nil),
 		infoDesc: prometheus.NewDesc("toolgate_bundle_info",
 			"The revision of each policy bundle in force; always 1.", []string{"bundle", "revision"}, nil),
 		downloadsDesc: prometheus.NewDesc("toolgate_bundle_downloads_total",
@@ -109,6 +144,12 @@ func newBundler(sc *Sidecar, bundles []policies.BundleConfig) (*bundler, error) 
 		st.Store(&BundleStatus{Name: c.Name, URL: c.URL, OK: true})
 		b.states[c.Name] = st
 		b.names = append(b.names, c.Name)
+		b.configs[c.Name] = c
+		b.history[c.Name] = &policies.RevisionHistory{}
+		if strings.HasPrefix(c.URL, "http://") && c.Signing == nil {
+			b.log.Warn("bundle is fetched over plain HTTP without signing: whoever can answer its URL decides the policies; set signing or use https",
+				"bundle", c.Name, "url", c.URL)
+		}
 		name := c.Name
 		src, err := opabundle.New(c, func(ctx context.Context, u opabundle.Update) error {
 			return b.update(name, u)
@@ -168,14 +209,23 @@ func (b *bundler) update(name string, u opabundle.Update) error {
 	ptr := b.states[name]
 	st := *ptr.Load()
 	st.LastPoll = &now
-	fail := func(err error) {
-		st.OK, st.LastError, st.LastErrorAt = false, err.Error(), &now
+	fail := func(reason string, err error) {
+		st.OK, st.LastError, st.LastErrorAt, st.LastErrorReason = false, err.Error(), &now, reason
 	}
 	switch {
 	case u.Err != nil:
 		st.Downloads.Failed++
-		fail(u.Err)
-		b.log.Warn("bundle download failed; the revision in force is kept", "bundle", name, "err", u.Err, "revision", st.Revision)
+		reason := bundleDownloadFailed
+		switch {
+		case errors.Is(u.Err, opabundle.ErrTooLarge):
+			reason = bundleTooLarge
+			st.Refused.TooLarge++
+		case errors.Is(u.Err, opabundle.ErrDownloadTimeout):
+			reason = bundleDownloadTimeout
+			st.Refused.DownloadTimeout++
+		}
+		fail(reason, u.Err)
+		b.log.Warn("bundle download failed; the revision in force is kept", "bundle", name, "reason", reason, "err", u.Err, "revision", st.Revision)
 		ptr.Store(&st)
 		return nil
 	case u.NotModified:
@@ -185,10 +235,22 @@ func (b *bundler) update(name string, u opabundle.Update) error {
 		return nil
 	}
 	st.Downloads.OK++
+	c, hist := b.configs[name], b.history[name]
+	if err := hist.Check(c.RevisionOrder, u.Bundle.EffectiveRevision()); err != nil {
+		if !c.AllowRollback {
+			st.Refused.Rollback++
+			fail(bundleRollback, err)
+			b.log.Error("bundle refused as a rollback; the revision in force is kept (allow_rollback lets it in)",
+				"bundle", name, "err", err, "revision", st.Revision)
+			ptr.Store(&st)
+			return err
+		}
+		b.log.Warn("bundle rolls back to an older revision (allow_rollback)", "bundle", name, "err", err, "revision", st.Revision)
+	}
 	rev, took, err := b.activate(u.Bundle)
 	if err != nil {
 		st.Activations.Failed++
-		fail(err)
+		fail(bundleActivation, err)
 		b.log.Error("bundle activation failed; the revision in force is kept", "bundle", name, "err", err, "revision", st.Revision)
 		ptr.Store(&st)
 		return err
@@ -197,6 +259,7 @@ func (b *bundler) update(name string, u opabundle.Update) error {
 	st.Activations.OK++
 	st.OK, st.Revision, st.ETag, st.ActivatedAt = true, rev, u.ETag, &done
 	st.ActivationMS = float64(took.Microseconds()) / 1000
+	hist.Activated(rev)
 	b.log.Info("bundle activated", "bundle", name, "revision", rev, "took", took,
 		"policy_version", b.sc.cfg.Load().Snapshot.PolicyVersion)
 	ptr.Store(&st)
@@ -234,7 +297,7 @@ func (b *bundler) activate(bu *policies.Bundle) (string, time.Duration, error) {
 
 // Describe implements prometheus.Collector.
 func (b *bundler) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{b.infoDesc, b.downloadsDesc, b.activationsDesc, b.activatedDesc, b.durationDesc, b.okDesc} {
+	for _, d := range []*prometheus.Desc{b.infoDesc, b.downloadsDesc, b.activationsDesc, b.activatedDesc, b.durationDesc, b.okDesc, b.refusalsDesc} {
 		ch <- d
 	}
 }
@@ -257,6 +320,9 @@ func (b *bundler) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(b.activatedDesc, prometheus.GaugeValue, at, n)
 		ch <- prometheus.MustNewConstMetric(b.durationDesc, prometheus.GaugeValue, st.ActivationMS/1000, n)
+		ch <- prometheus.MustNewConstMetric(b.refusalsDesc, prometheus.CounterValue, float64(st.Refused.TooLarge), n, bundleTooLarge)
+		ch <- prometheus.MustNewConstMetric(b.refusalsDesc, prometheus.CounterValue, float64(st.Refused.DownloadTimeout), n, bundleDownloadTimeout)
+		ch <- prometheus.MustNewConstMetric(b.refusalsDesc, prometheus.CounterValue, float64(st.Refused.Rollback), n, bundleRollback)
 		ok := 0.0
 		if st.OK {
 			ok = 1

@@ -306,6 +306,11 @@ type status struct {
 	// listed their tools do not list (proxy.UnlistedName); absent when
 	// none.
 	MCPUnlistedNames []proxy.UnlistedName `json:"mcp_unlisted_names,omitempty"`
+	// MCPUnusableSchemas lists the MCP tools whose listed inputSchema
+	// could not check their calls (too large, too complex, not
+	// compilable); their calls pass unchecked or are refused as
+	// mcp.unchecked says. Absent when there are none.
+	MCPUnusableSchemas []proxy.UnusableSchema `json:"mcp_unusable_schemas,omitempty"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -336,5 +341,6 @@ func (sc *Sidecar) status() status {
 		Reload:  sc.reload.status(),
 		Tracing: sc.spans.stats(),
 		Bundles: sc.bundles.status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
+		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
 	}
 }
