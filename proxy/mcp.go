@@ -95,7 +95,18 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	}
 	if r.Method != http.MethodPost {
 		c.ev.MCPProtocol = boundedText(r.Header.Get(headerMCPProtocol))
-		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
+		body, ok, err := bodyless(r)
+		switch {
+		case err != nil:
+			return c.clientGone(r)
+		case !ok:
+			// The SDKs ignore such a body; a hand-written server that
+			// decodes whatever comes would run a tools/call in it that no
+			// check has seen.
+			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+				fmt.Sprintf("MCP server %s got a %s request with a body; JSON-RPC messages are read only from POST", m.server, boundedText(r.Method)), nil))
+		}
+		return c.dispatch(r, target, body, 0, 0)
 	}
 	raw, err := readBody(r, c.st.cfg.MaxBodyBytes)
 	switch {
