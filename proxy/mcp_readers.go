@@ -118,7 +118,7 @@ func hex4(b []byte, i int) (rune, bool) {
 // checkRPCReading refuses a request message (its members decoded in obj,
 // its envelope in m) that a server could read differently from toolgate.
 func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
-	if err := checkSpelling("", obj, namesMessage); err != nil {
+	if err := checkSpelling("the message's", obj, namesMessage); err != nil {
 		return err
 	}
 	if err := checkID(m.ID); err != nil {
@@ -132,7 +132,7 @@ func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
 	if e := obj["error"]; len(e) > 0 && e[0] == '{' {
 		var eo map[string]json.RawMessage
 		if json.Unmarshal(e, &eo) == nil {
-			if err := checkSpelling("error.", eo, namesError); err != nil {
+			if err := checkSpelling("error's", eo, namesError); err != nil {
 				return err
 			}
 		}
@@ -145,13 +145,13 @@ func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
 	if json.Unmarshal(params, &p) != nil {
 		return nil // parseToolCall refuses a tools/call's
 	}
-	if err := checkSpelling("params.", p, namesParams); err != nil {
+	if err := checkSpelling("params'", p, namesParams); err != nil {
 		return err
 	}
 	if meta := p["_meta"]; len(meta) > 0 && meta[0] == '{' {
 		var mm map[string]json.RawMessage
 		if json.Unmarshal(meta, &mm) == nil {
-			if err := checkSpelling("params._meta.", mm, namesMeta); err != nil {
+			if err := checkSpelling("params._meta's", mm, namesMeta); err != nil {
 				return err
 			}
 		}
@@ -159,10 +159,10 @@ func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
 	if rs := p[paramInputResponses]; len(rs) > 0 && rs[0] == '{' {
 		var responses map[string]json.RawMessage
 		if json.Unmarshal(rs, &responses) == nil {
-			for key, r := range responses {
+			for _, r := range responses {
 				var ro map[string]json.RawMessage
 				if len(r) > 0 && r[0] == '{' && json.Unmarshal(r, &ro) == nil {
-					if err := checkSpelling("params.inputResponses."+key+".", ro, namesInputResponse); err != nil {
+					if err := checkSpelling("an input response's", ro, namesInputResponse); err != nil {
 						return err
 					}
 				}
@@ -185,8 +185,8 @@ func checkSpelling(where string, obj map[string]json.RawMessage, names []string)
 		bare := strings.ReplaceAll(k, "_", "")
 		for _, n := range names {
 			if strings.EqualFold(bare, strings.ReplaceAll(n, "_", "")) {
-				return fmt.Errorf("%w: member %s%s is %s%s spelt another way, which some servers read as %s and toolgate does not",
-					errNotRPC, where, strconv.Quote(k), where, strconv.Quote(n), n)
+				return fmt.Errorf("%w: %s member %q is %q in another letter case or with underscores; some servers read it as %q, toolgate does not",
+					errNotRPC, where, k, n, n)
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -253,6 +254,24 @@ type readersAttack struct {
 	refusedBy string
 }
 
+// wantReason is the reason toolgate refuses a with: a name given twice
+// (or two folding together) is a duplicate argument, an argument in
+// another case than the schema's an unknown one, arguments toolgate reads
+// and its schema refuses a schema refusal, anything else a message toolgate
+// does not read.
+func (a readersAttack) wantReason() string {
+	switch {
+	case strings.Contains(a.name, "twice") || strings.Contains(a.name, " and ") || strings.Contains(a.name, "duplicate") || strings.HasPrefix(a.name, "method ping"):
+		return "duplicate_argument"
+	case a.name == "argument Text":
+		return "unknown_field"
+	case a.name == "schema refuses" || a.name == "lower-case post":
+		// post is POST in toolgate's canonical form, and is sent as POST.
+		return "schema"
+	}
+	return "malformed_body"
+}
+
 // Message parts the attacks are built from.
 const (
 	rpcHead  = `{"jsonrpc":"2.0","id":1,`
@@ -285,7 +304,7 @@ var readersAttacks = []readersAttack{
 	{name: "argumentſ", body: rpcHead + `"method":"tools/call","params":{"name":"note","argumentſ":` + badArgs + `}}`},
 	{name: "ID", body: `{"jsonrpc":"2.0","ID":1,"method":"tools/call","params":{"name":"note","arguments":` + badArgs + `}}`},
 	{name: "JSONRPC", body: `{"JSONRPC":"2.0","id":1,"method":"tools/call","params":{"name":"note","arguments":` + badArgs + `}}`},
-	{name: "_Meta and meta", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `,"_Meta":{},"meta":{}}}`},
+	{name: "_Meta, meta", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `,"_Meta":{},"meta":{}}}`},
 	{name: "RequestState", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `,"RequestState":"s"}}`},
 	{name: "request_state", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `,"request_state":"s"}}`},
 	{name: "InputResponses", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `,"InputResponses":{}}}`},
@@ -358,6 +377,9 @@ func TestMCPReaders(t *testing.T) {
 					if ev.Refused {
 						refused++
 					}
+					if want := a.wantReason(); ev.Refused && ev.Reason != want {
+						t.Errorf("%s: refused as %s (%s), want %s", s.name, ev.Reason, ev.Detail, want)
+					}
 				}
 				for _, e := range ran {
 					vs := schema.Validate(e.Args)
@@ -376,8 +398,18 @@ func TestMCPReaders(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("MCP readers: %d attacks tried (%d messages x %d servers), %d refused by toolgate, %d reached a server unchecked",
+	tally := fmt.Sprintf("MCP readers: %d attacks tried (%d messages x %d servers), %d refused by toolgate, %d reached a server unchecked",
 		tried, tried/len(servers), len(servers), refused, unchecked)
+	t.Log(tally)
+	if len(servers) == 3 {
+		doc, err := os.ReadFile("../../docs/security.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), "\n"+tally+"\n") {
+			t.Errorf("docs/security.md should show TestMCPReaders' tally:\n%s", tally)
+		}
+	}
 	if unchecked > 0 {
 		t.Errorf("%d calls reached a server unchecked", unchecked)
 	}
@@ -432,5 +464,57 @@ func readersSend(t *testing.T, g *gate, addr string, s readerServer, a readersAt
 			t.Fatalf("%s: no event for the call within 10s", s.name)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMCPReadersDocNamesRealTests checks that every test and row the
+// "MCP messages: one reading" table of docs/security.md names exists: a
+// test function of this package or of proxy, or a row of readersAttacks.
+func TestMCPReadersDocNamesRealTests(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src strings.Builder
+	for _, pattern := range []string{"*_test.go", "../*_test.go"} {
+		files, _ := filepath.Glob(pattern)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Write(b)
+		}
+	}
+	rows := map[string]bool{}
+	for _, a := range readersAttacks {
+		rows[a.name] = true
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## MCP messages: one reading\n")
+	if !ok {
+		t.Fatal("docs/security.md has no section \"MCP messages: one reading\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	checked := 0
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| guarantee") {
+			continue
+		}
+		cols := strings.Split(line, " | ")
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cols[len(cols)-1], -1) {
+			name := m[1]
+			checked++
+			switch {
+			case strings.HasPrefix(name, "Test") || strings.HasPrefix(name, "Fuzz"):
+				if !strings.Contains(src.String(), "func "+name+"(") {
+					t.Errorf("docs/security.md names %s, which is not a test of proxy or proxy/adversarial", name)
+				}
+			case !rows[name]:
+				t.Errorf("docs/security.md names the row %q, which is not one of readersAttacks", name)
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("found only %d names in the section's table; has its header changed?", checked)
 	}
 }
