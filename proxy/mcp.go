@@ -266,7 +266,13 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 		sch = s
 	}
 	if sch != nil {
-		if vs := sch.Validate(tc.args); len(vs) > 0 {
+		vs := sch.Validate(tc.args)
+		if len(vs) == 0 {
+			// An argument spelt in another case than a declared property
+			// is one a case-folding server reads as that property.
+			vs = sch.FoldedNames(tc.args)
+		}
+		if len(vs) > 0 {
 			if !rule.dryRun {
 				return schemaRefusal(tc.name, vs)
 			}

@@ -40,7 +40,9 @@ import (
 const readersNoteSchema = `{"type":"object","properties":{"text":{"type":"string","maxLength":8}}}`
 
 // readersConfig puts one MCP route in front of every server, each behind
-// its own reverse listener; a call toolgate cannot check is refused.
+// its own reverse listener; a call toolgate cannot check is refused. note
+// has toolgate's default strict schema, open_note the same schema left
+// open (strict: false): other arguments pass.
 func readersConfig(origins []string) string {
 	var b strings.Builder
 	b.WriteString("listen:\n  reverse:\n")
@@ -49,8 +51,12 @@ func readersConfig(origins []string) string {
 	}
 	b.WriteString("max_body_bytes: 65536\ntools:\n  - name: readers_mcp\n    protocol: mcp\n    match: {host: 127.0.0.1, path: /mcp}\n")
 	b.WriteString("    mcp:\n      unchecked: refuse\n      tools:\n        note:\n          schema: " + readersNoteSchema + "\n")
+	b.WriteString("        open_note:\n          strict: false\n          schema: " + readersNoteSchema + "\n")
 	return b.String()
 }
+
+// readersTools are the servers' tools: both keep a note.
+var readersTools = []string{"note", "open_note"}
 
 // execution is one tool call a server's handler ran.
 type execution struct {
@@ -98,11 +104,13 @@ func (e *executions) take() ([]execution, error) {
 func startGoSDKReader(t *testing.T) readerServer {
 	ex := &executions{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "readers-go", Version: "1.0.0"}, nil)
-	s.AddTool(&mcp.Tool{Name: "note", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			ex.add(req.Params.Name, req.Params.Arguments)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted"}}}, nil
-		})
+	for _, name := range readersTools {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
+			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				ex.add(req.Params.Name, req.Params.Arguments)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "noted"}}}, nil
+			})
+	}
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(srv.Close)
 	return readerServer{name: "go-sdk", origin: srv.URL, take: ex.take}
@@ -122,7 +130,8 @@ type taggedRequest struct {
 
 // startTaggedReader is a hand-written MCP server of the kind many teams
 // run: whatever the HTTP method, it decodes the body (one message or a
-// batch) with a json.Decoder into tagged structs and runs each tools/call.
+// batch) with a json.Decoder into tagged structs and runs each tools/call,
+// whose tool decodes its arguments into its own tagged struct.
 func startTaggedReader(t *testing.T) readerServer {
 	ex := &executions{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -138,10 +147,22 @@ func startTaggedReader(t *testing.T) readerServer {
 		}
 		var out []string
 		for _, q := range reqs {
-			if q.Method != "tools/call" || q.Params.Name != "note" {
+			if q.Method != "tools/call" || (q.Params.Name != "note" && q.Params.Name != "open_note") {
 				continue
 			}
-			ex.add(q.Params.Name, q.Params.Arguments)
+			// The tool reads its arguments as a Go tool does: into its
+			// own tagged struct.
+			var in struct {
+				Text *string `json:"text"`
+			}
+			args := json.RawMessage(`{"(not an object)":null}`)
+			if len(q.Params.Arguments) == 0 || json.Unmarshal(q.Params.Arguments, &in) == nil {
+				args = json.RawMessage(`{}`)
+				if in.Text != nil {
+					args, _ = json.Marshal(map[string]string{"text": *in.Text})
+				}
+			}
+			ex.add(q.Params.Name, args)
 			out = append(out, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"noted"}]}}`, orNull(q.ID)))
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -263,7 +284,7 @@ func (a readersAttack) wantReason() string {
 	switch {
 	case strings.Contains(a.name, "twice") || strings.Contains(a.name, " and ") || strings.Contains(a.name, "duplicate") || strings.HasPrefix(a.name, "method ping"):
 		return "duplicate_argument"
-	case a.name == "argument Text":
+	case a.name == "argument Text" || strings.HasPrefix(a.name, "open schema:"):
 		return "unknown_field"
 	case a.name == "schema refuses" || a.name == "lower-case post":
 		// post is POST in toolgate's canonical form, and is sent as POST.
@@ -285,6 +306,7 @@ var readersAttacks = []readersAttack{
 	{name: "control", body: goodCall, control: true},
 	{name: "control with escaped names", body: rpcHead + `"\u006dethod":"tools/call","params":{"n\u0061me":"note","\u0061rguments":{"te\u0078t":"ok"}}}`, control: true},
 	{name: "control batch", body: "[" + goodCall + "]", control: true},
+	{name: "control with an open schema", body: rpcHead + `"method":"tools/call","params":{"name":"open_note","arguments":{"text":"ok","other":"anything"}}}`, control: true},
 	{name: "control with null arguments", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":null}}`, control: true, refusedBy: "typescript-sdk"},
 	{name: "schema refuses", body: badCall},
 
@@ -311,6 +333,9 @@ var readersAttacks = []readersAttack{
 	{name: "Task", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `,"Task":{"ttl":1}}}`},
 	{name: "Tools/Call", body: rpcHead + `"method":"Tools/Call","params":{"name":"note","arguments":` + badArgs + `}}`},
 	{name: "argument Text", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":{"Text":"far too long for a note"}}}`},
+	{name: "open schema: argument Text", body: rpcHead + `"method":"tools/call","params":{"name":"open_note","arguments":{"Text":"far too long for a note"}}}`},
+	{name: "open schema: argument TEXT", body: rpcHead + `"method":"tools/call","params":{"name":"open_note","arguments":{"TEXT":"far too long for a note"}}}`},
+	{name: "open schema: argument teXt, escaped", body: rpcHead + `"method":"tools/call","params":{"name":"open_note","arguments":{"te\u0058t":"far too long for a note"}}}`},
 	{name: "argument text and Text", body: rpcHead + `"method":"tools/call","params":{"name":"note","arguments":{"text":"ok","Text":"far too long for a note"}}}`},
 
 	// Duplicates.
@@ -363,9 +388,13 @@ func TestMCPReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, err := policies.CompileSchema([]byte(readersNoteSchema), policies.SchemaOptions{Tool: "note", Strict: true})
-	if err != nil {
-		t.Fatal(err)
+	schemas := map[string]*policies.Schema{}
+	for _, name := range readersTools {
+		sch, err := policies.CompileSchema([]byte(readersNoteSchema), policies.SchemaOptions{Tool: name, Strict: name == "note"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		schemas[name] = sch
 	}
 	tried, refused, unchecked := 0, 0, 0
 	for _, a := range readersAttacks {
@@ -382,7 +411,10 @@ func TestMCPReaders(t *testing.T) {
 					}
 				}
 				for _, e := range ran {
-					vs := schema.Validate(e.Args)
+					var vs []policies.Violation
+					if sch := schemas[e.Name]; sch != nil {
+						vs = sch.Validate(e.Args)
+					}
 					if e.Name != ev.Tool || !ev.Inspected || ev.Refused || len(vs) > 0 {
 						unchecked++
 						t.Errorf("%s executed %s %v; toolgate's event: tool %q inspected %v refused %v (%s)", s.name, e.Name, e.Args, ev.Tool, ev.Inspected, ev.Refused, ev.Detail)
@@ -469,14 +501,15 @@ func readersSend(t *testing.T, g *gate, addr string, s readerServer, a readersAt
 
 // TestMCPReadersDocNamesRealTests checks that every test and row the
 // "MCP messages: one reading" table of docs/security.md names exists: a
-// test function of this package or of proxy, or a row of readersAttacks.
+// test function of this package, proxy or policies, or a row of
+// readersAttacks.
 func TestMCPReadersDocNamesRealTests(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var src strings.Builder
-	for _, pattern := range []string{"*_test.go", "../*_test.go"} {
+	for _, pattern := range []string{"*_test.go", "../*_test.go", "../../policies/*_test.go"} {
 		files, _ := filepath.Glob(pattern)
 		for _, f := range files {
 			b, err := os.ReadFile(f)
@@ -507,7 +540,7 @@ func TestMCPReadersDocNamesRealTests(t *testing.T) {
 			switch {
 			case strings.HasPrefix(name, "Test") || strings.HasPrefix(name, "Fuzz"):
 				if !strings.Contains(src.String(), "func "+name+"(") {
-					t.Errorf("docs/security.md names %s, which is not a test of proxy or proxy/adversarial", name)
+					t.Errorf("docs/security.md names %s, which is not a test of proxy, proxy/adversarial or policies", name)
 				}
 			case !rows[name]:
 				t.Errorf("docs/security.md names the row %q, which is not one of readersAttacks", name)

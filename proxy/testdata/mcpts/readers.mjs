@@ -1,9 +1,9 @@
 // readers.mjs is a reference MCP server on the TypeScript SDK v2
 // (@modelcontextprotocol/server) for toolgate's reader differential
 // (proxy/adversarial/mcpreaders_test.go), over node:http on 127.0.0.1. It
-// prints "listening <port>" once ready. Its one tool, note, records the
-// name and arguments it executed; GET /control/executed returns them (a
-// JSON array) and forgets them.
+// prints "listening <port>" once ready. Its tools, note and open_note,
+// record the name and arguments they executed; GET /control/executed
+// returns them (a JSON array) and forgets them.
 import { createServer } from 'node:http';
 import { createMcpHandler, McpServer, fromJsonSchema } from '@modelcontextprotocol/server';
 
@@ -13,13 +13,15 @@ function buildServer() {
   const server = new McpServer({ name: 'readers-ts', version: '1.0.0' }, { capabilities: { tools: {} } });
   // The schema is open, as most servers' are: toolgate's own schema for
   // note is the one that limits text.
-  server.registerTool('note', {
-    description: 'Keep a note',
-    inputSchema: fromJsonSchema({ type: 'object', properties: { text: { type: 'string' } } }),
-  }, async (args) => {
-    executed.push({ name: 'note', args: args ?? {} });
-    return { content: [{ type: 'text', text: 'noted' }] };
-  });
+  for (const name of ['note', 'open_note']) {
+    server.registerTool(name, {
+      description: 'Keep a note',
+      inputSchema: fromJsonSchema({ type: 'object', properties: { text: { type: 'string' } } }),
+    }, async (args) => {
+      executed.push({ name, args: args ?? {} });
+      return { content: [{ type: 'text', text: 'noted' }] };
+    });
+  }
   return server;
 }
 
