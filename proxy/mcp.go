@@ -79,7 +79,8 @@ type mcpCall struct {
 
 // handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
 // carry JSON-RPC messages; GET (the server's stream) and DELETE (the end
-// of a session) pass through, watched for tools/list_changed.
+// of a session) pass through without a body, watched for
+// tools/list_changed, and any method but POST with a body is refused.
 func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	t := c.t
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),

@@ -286,7 +286,7 @@ func (a readersAttack) wantReason() string {
 		return "duplicate_argument"
 	case a.name == "argument Text" || strings.HasPrefix(a.name, "open schema:"):
 		return "unknown_field"
-	case a.name == "schema refuses" || a.name == "lower-case post":
+	case a.name == "schema refuses" || a.name == "lower-case post" || a.name == "id null":
 		// post is POST in toolgate's canonical form, and is sent as POST.
 		return "schema"
 	}
@@ -358,6 +358,12 @@ var readersAttacks = []readersAttack{
 	{name: "id 1.0", body: `{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `}}`},
 	{name: "id past 2^53", body: `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"note","arguments":` + goodArgs + `}}`},
 
+	// Null where a member is expected.
+	{name: "method null", body: rpcHead + `"method":null,"params":{"name":"note","arguments":` + badArgs + `}}`},
+	{name: "params null", body: rpcHead + `"method":"tools/call","params":null}`},
+	{name: "name null", body: rpcHead + `"method":"tools/call","params":{"name":null,"arguments":` + badArgs + `}}`},
+	{name: "id null", body: `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"note","arguments":` + badArgs + `}}`},
+
 	// A body on another HTTP method.
 	{name: "PUT", method: "PUT", body: badCall},
 	{name: "PATCH", method: "PATCH", body: badCall},
@@ -396,7 +402,7 @@ func TestMCPReaders(t *testing.T) {
 		}
 		schemas[name] = sch
 	}
-	tried, refused, unchecked := 0, 0, 0
+	tried, refused, unchecked, inert := 0, 0, 0, 0
 	for _, a := range readersAttacks {
 		t.Run(a.name, func(t *testing.T) {
 			for i, s := range servers {
@@ -405,6 +411,8 @@ func TestMCPReaders(t *testing.T) {
 					tried++
 					if ev.Refused {
 						refused++
+					} else if len(ran) == 0 {
+						inert++ // forwarded, and no server ran a tool
 					}
 					if want := a.wantReason(); ev.Refused && ev.Reason != want {
 						t.Errorf("%s: refused as %s (%s), want %s", s.name, ev.Reason, ev.Detail, want)
@@ -430,8 +438,8 @@ func TestMCPReaders(t *testing.T) {
 			}
 		})
 	}
-	tally := fmt.Sprintf("MCP readers: %d attacks tried (%d messages x %d servers), %d refused by toolgate, %d reached a server unchecked",
-		tried, tried/len(servers), len(servers), refused, unchecked)
+	tally := fmt.Sprintf("MCP readers: %d attacks tried (%d messages x %d servers), %d refused by toolgate, %d forwarded with no tool run, %d reached a server unchecked",
+		tried, tried/len(servers), len(servers), refused, inert, unchecked)
 	t.Log(tally)
 	if len(servers) == 3 {
 		doc, err := os.ReadFile("../../docs/security.md")
