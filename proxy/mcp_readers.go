@@ -42,21 +42,59 @@ import (
 // Member names toolgate reads, by level of a request.
 var (
 	// namesMessage are a JSON-RPC message's members.
-	namesMessage = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+	namesMessage = newRPCNames("jsonrpc", "id", "method", "params", "result", "error")
 	// namesParams are the params members toolgate reads of any method:
 	// tools/call's, tools/list's cursor, initialize's, and the names
 	// behind the 2026-07-28 Mcp-Name header.
-	namesParams = []string{"_meta", "name", "arguments", "task", paramRequestState, paramInputResponses,
-		"cursor", "uri", "protocolVersion", "capabilities", "clientInfo"}
+	namesParams = newRPCNames("_meta", "name", "arguments", "task", paramRequestState, paramInputResponses,
+		"cursor", "uri", "protocolVersion", "capabilities", "clientInfo")
 	// namesMeta are the params._meta members toolgate reads.
-	namesMeta = []string{metaProtocolVersion, metaTraceparent, metaClientCapabilities, "progressToken"}
+	namesMeta = newRPCNames(metaProtocolVersion, metaTraceparent, metaClientCapabilities, "progressToken")
 	// namesError are a JSON-RPC error object's members.
-	namesError = []string{"code", "message", "data"}
+	namesError = newRPCNames("code", "message", "data")
 	// namesInputResponse are the members of one of params.inputResponses.
-	namesInputResponse = []string{"action", "content"}
+	namesInputResponse = newRPCNames("action", "content")
 	// readMethods are the methods toolgate reads.
 	readMethods = []string{methodToolsCall, methodToolsList, "initialize", "prompts/get", "resources/read"}
 )
+
+// rpcNames are the member names toolgate reads at one level, each with
+// its underscores dropped (bare), as a snake_case reader compares them.
+type rpcNames []struct {
+	name string
+	bare []byte
+}
+
+func newRPCNames(names ...string) rpcNames {
+	out := make(rpcNames, len(names))
+	for i, n := range names {
+		out[i].name, out[i].bare = n, []byte(strings.ReplaceAll(n, "_", ""))
+	}
+	return out
+}
+
+// variant returns the name of ns that name spells another way so that
+// some server reads it as that name: equal up to case folding
+// (encoding/json's matching, bytes.EqualFold) once underscores are dropped
+// (pydantic's snake_case field names, and "meta" for "_meta"). It returns
+// "" for a name of ns itself and for any other.
+func (ns rpcNames) variant(name []byte) string {
+	for _, n := range ns {
+		if string(name) == n.name {
+			return ""
+		}
+	}
+	bare := name
+	if bytes.IndexByte(name, '_') >= 0 {
+		bare = bytes.ReplaceAll(name, []byte("_"), nil)
+	}
+	for _, n := range ns {
+		if bytes.EqualFold(bare, n.bare) {
+			return n.name
+		}
+	}
+	return ""
+}
 
 // maxExactID is the largest integer id every reader holds exactly
 // (JavaScript's Number.MAX_SAFE_INTEGER).
@@ -117,9 +155,13 @@ func hex4(b []byte, i int) (rune, bool) {
 
 // checkRPCReading refuses a request message (its members decoded in obj,
 // its envelope in m) that a server could read differently from toolgate.
+// Below the message, names are scanned from the text (rpcMembers) rather
+// than decoded into maps: this runs on every MCP message.
 func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
-	if err := checkSpelling("the message's", obj, namesMessage); err != nil {
-		return err
+	for k := range obj {
+		if n := namesMessage.variant([]byte(k)); n != "" {
+			return spellingError("the message's", []byte(k), n)
+		}
 	}
 	if err := checkID(m.ID); err != nil {
 		return err
@@ -129,78 +171,123 @@ func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
 			return fmt.Errorf("%w: method %q is %q in another letter case", errNotRPC, m.Method, known)
 		}
 	}
-	if e := obj["error"]; len(e) > 0 && e[0] == '{' {
-		var eo map[string]json.RawMessage
-		if json.Unmarshal(e, &eo) == nil {
-			if err := checkSpelling("error's", eo, namesError); err != nil {
-				return err
-			}
-		}
-	}
-	params := bytes.TrimLeft(m.Params, " \t\r\n")
-	if len(params) == 0 || params[0] != '{' {
-		return nil
-	}
-	var p map[string]json.RawMessage
-	if json.Unmarshal(params, &p) != nil {
-		return nil // parseToolCall refuses a tools/call's
-	}
-	if err := checkSpelling("params'", p, namesParams); err != nil {
+	if err := checkSpelling("error's", obj["error"], namesError); err != nil {
 		return err
 	}
-	if meta := p["_meta"]; len(meta) > 0 && meta[0] == '{' {
-		var mm map[string]json.RawMessage
-		if json.Unmarshal(meta, &mm) == nil {
-			if err := checkSpelling("params._meta's", mm, namesMeta); err != nil {
-				return err
+	if err := checkSpelling("params'", m.Params, namesParams); err != nil {
+		return err
+	}
+	var err error
+	rpcMembers(m.Params, func(name, value []byte) bool {
+		switch string(name) {
+		case "_meta":
+			err = checkSpelling("params._meta's", value, namesMeta)
+		case paramInputResponses:
+			rpcMembers(value, func(_, response []byte) bool {
+				err = checkSpelling("an input response's", response, namesInputResponse)
+				return err == nil
+			})
+		}
+		return err == nil
+	})
+	return err
+}
+
+// checkSpelling refuses a member of the object raw (nothing when raw is
+// not an object) whose name is a variant of one of names.
+func checkSpelling(where string, raw []byte, names rpcNames) error {
+	var err error
+	rpcMembers(raw, func(name, _ []byte) bool {
+		if n := names.variant(name); n != "" {
+			err = spellingError(where, name, n)
+		}
+		return err == nil
+	})
+	return err
+}
+
+func spellingError(where string, name []byte, n string) error {
+	return fmt.Errorf("%w: %s member %q is %q in another letter case or with underscores; some servers read it as %q, toolgate does not",
+		errNotRPC, where, name, n, n)
+}
+
+// rpcMembers calls fn with each member of the JSON object raw, its name
+// decoded and its value's text, until fn returns false. raw is a value
+// json.Unmarshal accepted (its escapes and nesting are valid); one that
+// is not an object calls nothing.
+func rpcMembers(raw []byte, fn func(name, value []byte) bool) {
+	i := skipJSONSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return
+	}
+	for i++; ; {
+		i = skipJSONSpace(raw, i)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipJSONSpace(raw, i+1)
+		}
+		if i >= len(raw) || raw[i] != '"' {
+			return
+		}
+		end := jsonValueEnd(raw, i)
+		name := raw[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(raw[i:end], &s) != nil {
+				return
 			}
+			name = []byte(s)
+		}
+		i = skipJSONSpace(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return
+		}
+		start := skipJSONSpace(raw, i+1)
+		i = jsonValueEnd(raw, start)
+		if !fn(name, raw[start:i]) {
+			return
 		}
 	}
-	if rs := p[paramInputResponses]; len(rs) > 0 && rs[0] == '{' {
-		var responses map[string]json.RawMessage
-		if json.Unmarshal(rs, &responses) == nil {
-			for _, r := range responses {
-				var ro map[string]json.RawMessage
-				if len(r) > 0 && r[0] == '{' && json.Unmarshal(r, &ro) == nil {
-					if err := checkSpelling("an input response's", ro, namesInputResponse); err != nil {
-						return err
-					}
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// jsonValueEnd returns the index just past the JSON value that starts at
+// b[i] (valid JSON).
+func jsonValueEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
 				}
 			}
-		}
-	}
-	return nil
-}
-
-// checkSpelling refuses a member of obj whose name is not one of names but
-// reads as one to some server: equal up to case folding (encoding/json's
-// matching) once underscores are dropped (pydantic's snake_case field
-// names, and "meta" for "_meta"). where prefixes the member's path in the
-// error.
-func checkSpelling(where string, obj map[string]json.RawMessage, names []string) error {
-	for k := range obj {
-		if isName(k, names) {
-			continue
-		}
-		bare := strings.ReplaceAll(k, "_", "")
-		for _, n := range names {
-			if strings.EqualFold(bare, strings.ReplaceAll(n, "_", "")) {
-				return fmt.Errorf("%w: %s member %q is %q in another letter case or with underscores; some servers read it as %q, toolgate does not",
-					errNotRPC, where, k, n, n)
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\r', '\n', ':':
+			if depth == 0 {
+				return i
 			}
 		}
 	}
-	return nil
-}
-
-// isName reports whether k is exactly one of names.
-func isName(k string, names []string) bool {
-	for _, n := range names {
-		if k == n {
-			return true
-		}
-	}
-	return false
+	return i
 }
 
 // checkID refuses a numeric id that is not an integer every reader holds

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -266,6 +267,35 @@ func FuzzRPCReaders(f *testing.F) {
 		}
 		for i := range msgs {
 			sameReading(t, raws[i], &msgs[i])
+		}
+	})
+}
+
+// FuzzRPCMembers checks rpcMembers, the scanner checkRPCReading reads
+// member names with, against encoding/json: for any object json.Unmarshal
+// accepts, the scanner yields the same names (escapes decoded) with the
+// same value text, the last of a repeated name as the map keeps it.
+func FuzzRPCMembers(f *testing.F) {
+	for _, v := range readerVariants {
+		f.Add([]byte(v.body))
+	}
+	for _, c := range readerControls {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte(` { "a" : [1, {"b":"}"}] , "\u0063":"x\"y" ,"d":-1.5e3,"e":true,"f":null,"a":{}} `))
+	f.Add([]byte(`{"":"","\\":"\\\\","\ud83d\ude00":[[]]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want map[string]json.RawMessage
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &want) != nil || want == nil {
+			return // checkRPCText refuses invalid UTF-8 before
+		}
+		got := map[string]json.RawMessage{}
+		rpcMembers(raw, func(name, value []byte) bool {
+			got[string(name)] = append(json.RawMessage(nil), value...)
+			return true
+		})
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("scanned %q, encoding/json read %q", got, want)
 		}
 	})
 }
