@@ -483,7 +483,6 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 		{"altered tag", map[string]any{"amount": 10}, retry(flip(state, dot+2)), "approval_state_invalid"},
 		{"cut", map[string]any{"amount": 10}, retry(state[:dot]), "approval_state_invalid"},
 		{"too long", map[string]any{"amount": 10}, retry(state + strings.Repeat("A", approval.MaxTokenBytes)), "approval_state_invalid"},
-		{"altered, in a case variant of requestState", map[string]any{"amount": 10}, map[string]any{"RequestState": flip(state, dot+2)}, "approval_state_invalid"},
 		{"arguments changed", map[string]any{"amount": 9999}, retry(state), "approval_mismatch"},
 		{"another tool's schema-valid call", map[string]any{}, retry(state), "approval_mismatch"},
 	} {
@@ -495,9 +494,9 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 		t.Fatalf("the server got %d calls from forged, altered or mismatched state", n)
 	}
 
-	// The approved retry, with a case variant of inputResponses that a
-	// case-insensitive decoder (Go's encoding/json) would read.
-	extra := map[string]any{"requestState": state, "InputResponses": accept}
+	// The approved retry. (A case variant of requestState or
+	// inputResponses is refused before approval: TestMCPReaders.)
+	extra := map[string]any{"requestState": state, "inputResponses": accept}
 	if got := rawReason(call(map[string]any{"amount": 10}, extra)); got != "ok" {
 		t.Fatalf("approved retry: %s", got)
 	}
@@ -575,14 +574,14 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 
 	// Events: the forged and mismatched retries are refused with their
 	// approval state.
-	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 16 })
+	evs := e.waitEventsWhere(t, func(evs []sink.Event) bool { return countTool(evs, "charge") >= 15 })
 	states := map[string]int{}
 	for _, ev := range evs {
 		if ev.Tool == "charge" && ev.Refused {
 			states[ev.Approval+"/"+ev.Reason]++
 		}
 	}
-	if states["invalid/approval_state_invalid"] != 7 || states["mismatch/approval_mismatch"] != 2 {
+	if states["invalid/approval_state_invalid"] != 6 || states["mismatch/approval_mismatch"] != 2 {
 		t.Errorf("refusal events %v", states)
 	}
 }

@@ -79,7 +79,8 @@ type mcpCall struct {
 
 // handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
 // carry JSON-RPC messages; GET (the server's stream) and DELETE (the end
-// of a session) pass through, watched for tools/list_changed.
+// of a session) pass through without a body, watched for
+// tools/list_changed, and any method but POST with a body is refused.
 func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	t := c.t
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
@@ -95,7 +96,18 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	}
 	if r.Method != http.MethodPost {
 		c.ev.MCPProtocol = boundedText(r.Header.Get(headerMCPProtocol))
-		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
+		body, ok, err := bodyless(r)
+		switch {
+		case err != nil:
+			return c.clientGone(r)
+		case !ok:
+			// The SDKs ignore such a body; a hand-written server that
+			// decodes whatever comes would run a tools/call in it that no
+			// check has seen.
+			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+				fmt.Sprintf("MCP server %s got a %s request with a body; JSON-RPC messages are read only from POST", m.server, boundedText(r.Method)), nil))
+		}
+		return c.dispatch(r, target, body, 0, 0)
 	}
 	raw, err := readBody(r, c.st.cfg.MaxBodyBytes)
 	switch {
@@ -270,7 +282,13 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 		sch = s
 	}
 	if sch != nil {
-		if vs := sch.Validate(tc.args); len(vs) > 0 {
+		vs := sch.Validate(tc.args)
+		if len(vs) == 0 {
+			// An argument spelt in another case than a declared property
+			// is one a case-folding server reads as that property.
+			vs = sch.FoldedNames(tc.args)
+		}
+		if len(vs) > 0 {
 			if !rule.dryRun {
 				return schemaRefusal(tc.name, vs)
 			}

@@ -62,9 +62,13 @@ func (m *rpcMessage) isResponse() bool {
 // them. It fails for anything that is not JSON, a message that is not an
 // object, a batch that is empty or larger than maxBatch, and a message
 // without jsonrpc "2.0" or without a string method or an id of string or
-// number type when it has one.
+// number type when it has one; and for a body a server could read
+// differently from toolgate (mcp_readers.go).
 func parseRPC(body []byte) (msgs []rpcMessage, batch bool, err error) {
-	body = bytes.TrimSpace(body)
+	if err := checkRPCText(body); err != nil {
+		return nil, false, err
+	}
+	body = trimJSONSpace(body)
 	if len(body) == 0 {
 		return nil, false, errNotRPC
 	}
@@ -78,53 +82,68 @@ func parseRPC(body []byte) (msgs []rpcMessage, batch bool, err error) {
 		}
 		msgs = make([]rpcMessage, len(raws))
 		for i, raw := range raws {
-			if err := decodeRPC(raw, &msgs[i]); err != nil {
-				return nil, true, err
+			if err := decodeRequest(raw, &msgs[i]); err != nil {
+				return nil, true, fmt.Errorf("%w (message %d of the batch)", err, i+1)
 			}
 		}
 		return msgs, true, nil
 	}
 	var m rpcMessage
-	if err := decodeRPC(body, &m); err != nil {
+	if err := decodeRequest(body, &m); err != nil {
 		return nil, false, err
 	}
 	return []rpcMessage{m}, false, nil
 }
 
+// decodeRequest decodes one message of a request body, refusing one a
+// server could read differently from toolgate.
+func decodeRequest(raw []byte, m *rpcMessage) error {
+	obj, err := decodeRPCObject(raw, m)
+	if err != nil {
+		return err
+	}
+	return checkRPCReading(obj, m)
+}
+
 // decodeRPC decodes one message. Members are matched by their exact names,
-// unlike encoding/json's case-insensitive matching, so a message cannot
-// carry an "Arguments" that toolgate reads and an "arguments" a server
-// reads.
+// unlike encoding/json's case-insensitive matching; a request whose names
+// a server would match otherwise is refused by decodeRequest.
 func decodeRPC(raw []byte, m *rpcMessage) error {
-	raw = bytes.TrimSpace(raw)
+	_, err := decodeRPCObject(raw, m)
+	return err
+}
+
+// decodeRPCObject is decodeRPC, returning the message's members as well.
+func decodeRPCObject(raw []byte, m *rpcMessage) (map[string]json.RawMessage, error) {
+	raw = trimJSONSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return fmt.Errorf("%w: not an object", errNotRPC)
+		return nil, fmt.Errorf("%w: not an object", errNotRPC)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return fmt.Errorf("%w: %v", errNotRPC, err)
+		return nil, fmt.Errorf("%w: %v", errNotRPC, err)
 	}
 	*m = rpcMessage{ID: obj["id"], Params: obj["params"], Result: obj["result"]}
 	if err := unmarshalExact(obj["jsonrpc"], &m.JSONRPC); err != nil || m.JSONRPC != "2.0" {
-		return fmt.Errorf("%w: jsonrpc is not \"2.0\"", errNotRPC)
+		return nil, fmt.Errorf("%w: jsonrpc is not \"2.0\"", errNotRPC)
 	}
 	if err := unmarshalExact(obj["method"], &m.Method); err != nil {
-		return fmt.Errorf("%w: method is not a string", errNotRPC)
+		return nil, fmt.Errorf("%w: method is not a string", errNotRPC)
 	}
 	if e := obj["error"]; e != nil && !bytes.Equal(e, []byte("null")) {
 		m.Error = new(rpcError)
 		if err := json.Unmarshal(e, m.Error); err != nil {
-			return fmt.Errorf("%w: error: %v", errNotRPC, err)
+			return nil, fmt.Errorf("%w: error: %v", errNotRPC, err)
 		}
 	}
 	if len(m.ID) > 0 {
 		switch m.ID[0] {
 		case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		default:
-			return fmt.Errorf("%w: id must be a string or a number", errNotRPC)
+			return nil, fmt.Errorf("%w: id must be a string or a number", errNotRPC)
 		}
 	}
-	return nil
+	return obj, nil
 }
 
 // unmarshalExact decodes an optional string member.
