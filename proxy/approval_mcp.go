@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -48,7 +49,7 @@ type inBandAsk struct {
 // approveMCP runs the approval step for a tools/call: as approve, with the
 // in-band ask when the client can take it, and the call's own requestState
 // checked when it is toolgate's.
-func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotations map[string]any) *refusal {
+func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc toolCall, annotations map[string]any) *refusal {
 	m := c.mcp
 	state, own := ownState(tc.state)
 	fresh := len(tc.state) == 0 && len(tc.responses) == 0
@@ -56,6 +57,7 @@ func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotat
 		Tool: tc.name, Arguments: tc.args, Agent: c.ev.Agent, Session: c.ev.Session,
 		TraceID: c.ev.TraceID, Annotations: annotations, Ask: c.ask, Token: state,
 	}
+	c.bindCall(&q, r.Method, target)
 	if own && m.batch {
 		// The stateless era has no batches, and toolgate never asks in one:
 		// its state in a batch is not its own round.

@@ -31,6 +31,8 @@ const (
 	MaxNoteBytes = 1024
 	// MaxDeciderBytes bounds the recorded name of who decided.
 	MaxDeciderBytes = 256
+	// MaxDestinationBytes bounds the destination a request shows.
+	MaxDestinationBytes = 512
 	// MinStateKeyBytes is the shortest key state_key_env may hold.
 	MinStateKeyBytes = 32
 )
