@@ -103,17 +103,17 @@ func TestBindingKey(t *testing.T) {
 	base := approval.Binding{Tool: "t", Method: "GET", URL: "http://h:80/v1/rec/7", ArgsDigest: digests[0], Agent: "a", Session: "s"}
 	key := approval.BindingKey(base)
 	for name, change := range map[string]func(*approval.Binding){
-		"tool":         func(b *approval.Binding) { b.Tool = "u" },
-		"route":        func(b *approval.Binding) { b.Route = "other" },
-		"method":       func(b *approval.Binding) { b.Method = "DELETE" },
-		"port":         func(b *approval.Binding) { b.URL = "http://h:81/v1/rec/7" },
-		"scheme":       func(b *approval.Binding) { b.URL = "https://h:80/v1/rec/7" },
-		"query":        func(b *approval.Binding) { b.URL += "?force=1" },
-		"arguments":    func(b *approval.Binding) { b.ArgsDigest = approval.ArgsDigest(map[string]any{"a": 6}) },
-		"body":         func(b *approval.Binding) { b.BodyDigest = "00" },
-		"agent":        func(b *approval.Binding) { b.Agent = "b" },
-		"session":      func(b *approval.Binding) { b.Session = "t" },
-		"field shift":  func(b *approval.Binding) { b.Agent, b.Session = "as", "" },
+		"tool":          func(b *approval.Binding) { b.Tool = "u" },
+		"route":         func(b *approval.Binding) { b.Route = "other" },
+		"method":        func(b *approval.Binding) { b.Method = "DELETE" },
+		"port":          func(b *approval.Binding) { b.URL = "http://h:81/v1/rec/7" },
+		"scheme":        func(b *approval.Binding) { b.URL = "https://h:80/v1/rec/7" },
+		"query":         func(b *approval.Binding) { b.URL += "?force=1" },
+		"arguments":     func(b *approval.Binding) { b.ArgsDigest = approval.ArgsDigest(map[string]any{"a": 6}) },
+		"body":          func(b *approval.Binding) { b.BodyDigest = "00" },
+		"agent":         func(b *approval.Binding) { b.Agent = "b" },
+		"session":       func(b *approval.Binding) { b.Session = "t" },
+		"field shift":   func(b *approval.Binding) { b.Agent, b.Session = "as", "" },
 		"tool to route": func(b *approval.Binding) { b.Tool, b.Route = "", "t" },
 	} {
 		b := base
