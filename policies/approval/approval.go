@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/canonjson"
@@ -114,7 +115,8 @@ type Gate struct {
 	sidecar string
 	held    chan struct{}
 	now     func() time.Time
-	key     []byte // authenticates in-band tokens
+	key     []byte     // authenticates in-band tokens
+	useMu   sync.Mutex // orders uses on a store that is no UseStore
 }
 
 // New returns a Gate over store for a validated configuration. sidecar
@@ -303,8 +305,23 @@ func (g *Gate) use(ctx context.Context, rec *Record, uses int) (out policies.App
 		if !taken {
 			return policies.ApprovalOutcome{}, false
 		}
-	} else if err := g.store.PutDecision(ctx, d); err != nil {
-		return g.unavailable("the approval store could not be written"), true
+	} else {
+		// A store without a one-step use (ClickHouse): this sidecar's uses
+		// are decided one at a time, on the store's count read again, so
+		// one sidecar never exceeds uses; across sidecars the read and the
+		// write are two steps (docs/approvals.md).
+		g.useMu.Lock()
+		defer g.useMu.Unlock()
+		cur, found, err := g.store.Find(ctx, rec.Request.ID, "")
+		if err != nil {
+			return g.unavailable("the approval store could not be read"), true
+		}
+		if !found || cur.Uses() >= uses {
+			return policies.ApprovalOutcome{}, false
+		}
+		if err := g.store.PutDecision(ctx, d); err != nil {
+			return g.unavailable("the approval store could not be written"), true
+		}
 	}
 	return policies.ApprovalOutcome{State: policies.ApprovalApproved, ID: rec.Request.ID, URL: g.url(rec.Request.ID)}, true
 }

@@ -99,3 +99,62 @@ func TestGrantUnderOldKeyIsAskedAnew(t *testing.T) {
 		t.Fatalf("a call granted under the old key: %+v; want a new pending request", out)
 	}
 }
+
+// twoStepStore is the file store with its one-step use hidden: the gate
+// then uses a grant as it does on ClickHouse (read the uses, then write),
+// and each read's answer arrives a moment after it was read, as
+// ClickHouse's does.
+type twoStepStore struct{ approval.Store }
+
+func (s twoStepStore) Find(ctx context.Context, id, key string) (approval.Record, bool, error) {
+	rec, ok, err := s.Store.Find(ctx, id, key)
+	time.Sleep(time.Millisecond) // the answer travels back
+	return rec, ok, err
+}
+
+// TestGateUsesOnceOnTwoStepStore: on a store without a one-step use (as
+// ClickHouse is), one sidecar's gate still forwards a uses: 1 grant once
+// when 16 retries race.
+func TestGateUsesOnceOnTwoStepStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.ndjson")
+	cfg := approval.Config{}
+	if err := cfg.Validate(t.TempDir(), false); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := approval.OpenFileStore(path, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	g := approval.New(cfg, twoStepStore{fs}, "t")
+	person := gate(t, approval.Config{}, path)
+	ctx := context.Background()
+	for round := range 20 {
+		q := call(map[string]any{"round": round})
+		out := g.Approve(ctx, q)
+		if out.State != policies.ApprovalPending {
+			t.Fatalf("state %q", out.State)
+		}
+		if _, err := person.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		approved := 0
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if g.Approve(ctx, call(map[string]any{"round": round})).State == policies.ApprovalApproved {
+					mu.Lock()
+					approved++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if approved != 1 {
+			t.Fatalf("round %d: a uses: 1 grant approved %d of 16 racing calls", round, approved)
+		}
+	}
+}
