@@ -18,7 +18,8 @@ import (
 // input_required result whose one input request is a URL-mode elicitation
 // pointing at the Approvals page, and whose requestState is toolgate's
 // token (policies/approval: an HMAC-tagged, bounded string binding the
-// approval request, the tool, the argument digest, agent and session).
+// approval request and the call's binding key: tool, route, method,
+// server URL, argument digest, agent and session).
 // The client's retry echoes the token: verified, it decides the call by
 // that request; approved, the call goes upstream with the token and
 // toolgate's input response stripped, so the server sees the call as the
