@@ -44,18 +44,26 @@ func (c *call) bindCall(q *policies.ApprovalCall, method string, target *url.URL
 // escapes stay as written, because upstreams read them differently (Go
 // splits on '&' only and takes the first of a repeated name, Flask the
 // first, PHP the last; '+' is a space to a form reader and a plus to
-// others). Two queries with one canonical form read alike to every
-// upstream; two that some upstream could read differently keep two forms,
-// so a grant for one is never a grant for the other.
+// others). A query with a broken escape is bound exactly as written. Two
+// queries with one canonical form read alike to every upstream; two that
+// some upstream could read differently keep two forms, so a grant for one
+// is never a grant for the other.
 func canonQuery(raw string) string {
 	if !strings.Contains(raw, "%") {
 		return raw
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] == '%' && (i+2 >= len(raw) || !isHexDigit(raw[i+1]) || !isHexDigit(raw[i+2])) {
+			// A broken escape: decoding its neighbours could make one
+			// ("%7%30" would read "%70"), so the query is bound as written.
+			return raw
+		}
 	}
 	var b strings.Builder
 	b.Grow(len(raw))
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
-		if c != '%' || i+2 >= len(raw) || !isHexDigit(raw[i+1]) || !isHexDigit(raw[i+2]) {
+		if c != '%' {
 			b.WriteByte(c)
 			continue
 		}

@@ -58,7 +58,6 @@ func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc 
 		Tool: tc.name, Arguments: tc.args, Agent: c.ev.Agent, Session: c.ev.Session,
 		TraceID: c.ev.TraceID, Annotations: annotations, Ask: c.ask, Token: state,
 	}
-	c.bindCall(&q, r.Method, target)
 	if own && m.batch {
 		// The stateless era has no batches, and toolgate never asks in one:
 		// its state in a batch is not its own round.
@@ -74,6 +73,7 @@ func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc 
 	if m.stateless && !m.batch && msg.isRequest() && (fresh || own) && declaresURLElicitation(tc.meta) && !declined(tc.responses) {
 		q.InBand = true
 	}
+	c.bindCall(&q, r.Method, target)
 	out := c.s.approver.Approve(r.Context(), &q)
 	c.ev.Approval = out.State
 	ref := approvalRefusal(out)

@@ -424,6 +424,8 @@ var approvalAttacks = []apAttack{
 	{"query: escaped value", grantGET, withTarget(grantGET, "http://127.0.0.1:{A}/v1/rec/{n}?force=%30")},
 	{"query: escaped name", grantGET, withTarget(grantGET, "http://127.0.0.1:{A}/v1/rec/{n}?f%6Frce=0")},
 	{"query: semicolon", grantGET, withTarget(grantGET, "http://127.0.0.1:{A}/v1/rec/{n}?force=0;force=1")},
+	{"query: broken escape next to an escape", apCall{via: "forward", method: "GET", target: "http://127.0.0.1:{A}/v1/rec/{n}?q=%70"},
+		apCall{via: "forward", method: "GET", target: "http://127.0.0.1:{A}/v1/rec/{n}?q=%7%30"}},
 	{"query: plus and space", apCall{via: "forward", method: "GET", target: "http://127.0.0.1:{A}/v1/rec/{n}?q=a+b"},
 		apCall{via: "forward", method: "GET", target: "http://127.0.0.1:{A}/v1/rec/{n}?q=a%2Bb"}},
 	{"args: 5.0", grantEdit, withBody(grantEdit, `{"n":5.0,"note":"a/b","tags":{"x":1,"y":2}}`)},
