@@ -104,7 +104,9 @@ type Config struct {
 	// used, a denial or revision request answers retries, for this long
 	// after the decision. Default 10m.
 	DecisionTTL time.Duration `yaml:"decision_ttl"`
-	// Uses is how many times an approved call may go upstream. Default 1.
+	// Uses is how many times an approved call may go upstream: exactly, by
+	// any number of sidecars sharing the file store on one host; per
+	// sidecar with the ClickHouse store. Default 1.
 	Uses int `yaml:"uses"`
 	// MaxPending bounds the undecided requests; past it, calls that need
 	// approval are refused (policy/approval_unavailable). Default 1000.
