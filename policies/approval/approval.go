@@ -507,9 +507,9 @@ type Binding struct {
 }
 
 // bindingVersion starts every binding key, so that keys of an older
-// binding (tool, argument digest, agent and session only) can never
-// equal a new one: a grant stored under an old key no
-// longer matches, and the call is asked anew.
+// binding (tool, argument digest, agent and session only) can never equal
+// a new one: a grant stored under an old key no longer matches, and the
+// call is asked anew.
 const bindingVersion = "toolgate-approval-key.v2"
 
 // CallBinding is the binding of one call.
