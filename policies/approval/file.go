@@ -187,9 +187,10 @@ func (s *FileStore) append(row fileRow) error {
 // an exclusive flock on the file, which every sidecar sharing the file
 // takes for its uses, so a grant of n uses is used at most n times by any
 // number of processes on one host (where flock exists: Linux, the BSDs
-// and macOS). A request no longer in memory (past the retention) is not
-// used.
-func (s *FileStore) Use(_ context.Context, d sink.ApprovalDecision, uses int) (bool, error) {
+// and macOS). The lock is waited for at most 5s, and no longer than ctx
+// allows; then the use fails. A request no longer in memory (past the
+// retention) is not used.
+func (s *FileStore) Use(ctx context.Context, d sink.ApprovalDecision, uses int) (bool, error) {
 	b, err := json.Marshal(fileRow{Decision: &d})
 	if err != nil {
 		return false, err
@@ -200,7 +201,7 @@ func (s *FileStore) Use(_ context.Context, d sink.ApprovalDecision, uses int) (b
 	if err := s.catchUp(); err != nil { // opens the file
 		return false, err
 	}
-	unlock, err := lockFile(s.f)
+	unlock, err := lockFile(ctx, s.f)
 	if err != nil {
 		return false, fmt.Errorf("lock approvals file: %w", err)
 	}

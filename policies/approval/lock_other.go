@@ -2,11 +2,11 @@
 
 package approval
 
-import "os"
+import (
+	"context"
+	"os"
+)
 
 // lockFile does nothing where flock is not available: a use is then
 // decided in one step within one process only (docs/approvals.md).
-func lockFile(*os.File) (func(), error) { return func() {}, nil }
-
-// fileLocking says whether lockFile locks across processes here.
-const fileLocking = false
+func lockFile(context.Context, *os.File) (func(), error) { return func() {}, nil }
