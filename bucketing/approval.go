@@ -20,7 +20,8 @@ const (
 	// forged, altered, cut or lapsed. Call again without it.
 	ReasonApprovalStateInvalid = "approval_state_invalid"
 	// ReasonApprovalMismatch (policy): an MCP retry carried toolgate's
-	// approval state for another call (its tool, arguments, agent or
-	// session differ): arguments cannot be changed under an approval.
+	// approval state for another call (its tool, MCP route, method,
+	// destination, arguments, agent or session differ): a call cannot be
+	// changed, or moved to another route, under an approval.
 	ReasonApprovalMismatch = "approval_mismatch"
 )

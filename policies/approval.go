@@ -142,6 +142,26 @@ type ApprovalCall struct {
 	Arguments map[string]any
 	// Agent, Session and TraceID are the caller's, as in Input.
 	Agent, Session, TraceID string
+	// Method is the call's canonical method, as it goes upstream ("POST"
+	// for an MCP tools/call).
+	Method string
+	// URL is the canonical URL the call goes upstream to: scheme, host,
+	// port (always written), path and query, in the proxy's canonical form
+	// (an MCP route's server endpoint for a tools/call). It is bound by
+	// the grant, never stored or shown: its path and query may carry
+	// argument values.
+	URL string
+	// Destination is what the person deciding is shown of where the call
+	// goes: scheme, host and port and the tool's path template (no
+	// argument values); on MCP routes the route and its server.
+	Destination string
+	// Route is the MCP route (the configured tool that names the server)
+	// a tools/call came through; "" for plain HTTP calls, whose tool is
+	// the route.
+	Route string
+	// Body is the call's body when the tool forwards it without reading it
+	// as its arguments (nil otherwise): the grant binds its bytes.
+	Body []byte
 	// Annotations are the MCP tool's annotations (Input.ToolAnnotations);
 	// nil for plain HTTP calls.
 	Annotations map[string]any

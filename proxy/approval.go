@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -17,14 +18,19 @@ type Approver interface {
 	Approve(ctx context.Context, q *policies.ApprovalCall) policies.ApprovalOutcome
 }
 
-// approve runs the approval step for a call of tool with args, records
-// its state in the event, and returns the refusal when the call may not go
-// upstream now.
-func (c *call) approve(r *http.Request, tool string, args map[string]any, annotations map[string]any) *refusal {
+// approve runs the approval step for a call of tool with args going
+// upstream to target (canonical), records its state in the event, and
+// returns the refusal when the call may not go upstream now. unread is the
+// body when the tool forwards it without reading it as its arguments.
+func (c *call) approve(r *http.Request, target *url.URL, tool string, args map[string]any, unread []byte) *refusal {
 	q := policies.ApprovalCall{
 		Tool: tool, Arguments: args, Agent: c.ev.Agent, Session: c.ev.Session,
-		TraceID: c.ev.TraceID, Annotations: annotations, Ask: c.ask,
+		TraceID: c.ev.TraceID, Ask: c.ask, Body: unread,
 	}
+	if n, ok := c.s.approver.(approvalNeeder); ok && !n.Needs(&q) {
+		return nil // the common case costs a map lookup
+	}
+	c.bindCall(&q, r.Method, target)
 	out := c.s.approver.Approve(r.Context(), &q)
 	c.ev.Approval = out.State
 	ref := approvalRefusal(out)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -17,7 +18,8 @@ import (
 // input_required result whose one input request is a URL-mode elicitation
 // pointing at the Approvals page, and whose requestState is toolgate's
 // token (policies/approval: an HMAC-tagged, bounded string binding the
-// approval request, the tool, the argument digest, agent and session).
+// approval request and the call's binding key: tool, route, method,
+// server URL, argument digest, agent and session).
 // The client's retry echoes the token: verified, it decides the call by
 // that request; approved, the call goes upstream with the token and
 // toolgate's input response stripped, so the server sees the call as the
@@ -48,7 +50,7 @@ type inBandAsk struct {
 // approveMCP runs the approval step for a tools/call: as approve, with the
 // in-band ask when the client can take it, and the call's own requestState
 // checked when it is toolgate's.
-func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotations map[string]any) *refusal {
+func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc toolCall, annotations map[string]any) *refusal {
 	m := c.mcp
 	state, own := ownState(tc.state)
 	fresh := len(tc.state) == 0 && len(tc.responses) == 0
@@ -71,6 +73,7 @@ func (c *call) approveMCP(r *http.Request, msg *rpcMessage, tc toolCall, annotat
 	if m.stateless && !m.batch && msg.isRequest() && (fresh || own) && declaresURLElicitation(tc.meta) && !declined(tc.responses) {
 		q.InBand = true
 	}
+	c.bindCall(&q, r.Method, target)
 	out := c.s.approver.Approve(r.Context(), &q)
 	c.ev.Approval = out.State
 	ref := approvalRefusal(out)

@@ -308,7 +308,7 @@ func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) 
 		}
 	}
 	if c.s.approver != nil {
-		return c.approveMCP(r, msg, tc, m.srv.hints(tc.name).asMap())
+		return c.approveMCP(r, target, msg, tc, m.srv.hints(tc.name).asMap())
 	}
 	return nil
 }

@@ -101,10 +101,14 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 	// not parse (bodySource says which bodies it can read).
 	bodySrc, unreadable := bodySource(t, r)
 	checked := t.schema != nil || st.Checkers[t.cfg.Name] != nil
+	// A call that may need approval has its body read too: a grant binds
+	// the body it forwards, read as the arguments or, when the tool does
+	// not read it, as bytes.
+	gated := !checked && bodySrc == 0 && c.s.needsApproval(t.cfg.Name)
 	var body io.Reader = r.Body
 	size := r.ContentLength
 	var raw []byte
-	if bodySrc != 0 || checked {
+	if bodySrc != 0 || checked || gated {
 		var err error
 		raw, err = readBody(r, st.cfg.MaxBodyBytes)
 		switch {
@@ -118,7 +122,7 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 		}
 		c.ev.RequestBytes = int64(len(raw))
 		body, size = bytesBody(raw), int64(len(raw))
-		if len(raw) > 0 && bodySrc == 0 {
+		if len(raw) > 0 && bodySrc == 0 && !gated {
 			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
 				fmt.Sprintf("Tool '%s' cannot check a body it cannot read as its arguments: %s", t.cfg.Name, unreadable), nil))
 		}
@@ -131,7 +135,11 @@ func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Res
 		ref = c.check(r, target, vars, args)
 	}
 	if ref == nil && c.s.approver != nil {
-		ref = c.approve(r, t.cfg.Name, args, nil)
+		var unread []byte
+		if gated && len(raw) > 0 {
+			unread = raw
+		}
+		ref = c.approve(r, target, t.cfg.Name, args, unread)
 	}
 	if ref == nil {
 		ref = c.checkOrigin(target)

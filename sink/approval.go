@@ -12,12 +12,21 @@ type ApprovalRequest struct {
 	Time time.Time `json:"time"`
 	// ExpiresAt is when the request lapses if no one decides it, UTC.
 	ExpiresAt time.Time `json:"expires_at"`
-	// Key binds the request to one call: a digest of the tool, the
-	// argument digest, the agent and the session. The same call retried
-	// has the same key; a changed call has another.
+	// Key binds the request to one call: a digest of the tool, the MCP
+	// route, the method, the canonical upstream URL (scheme, host, port,
+	// path, query), the argument digest, an unread body's digest, the
+	// agent and the session (policies/approval.BindingKey). The same call
+	// retried has the same key; a changed call has another.
 	Key string `json:"key"`
 	// Tool is the tool's name (an MCP tool's name on MCP routes).
 	Tool string `json:"tool"`
+	// Method is the call's method, shown to the person deciding ("" in
+	// rows written before it was recorded).
+	Method string `json:"method,omitempty"`
+	// Destination is where the call goes, shown to the person deciding:
+	// scheme, host, port and the tool's path template, or the MCP route
+	// and its server ("" in rows written before it was recorded).
+	Destination string `json:"destination,omitempty"`
 	// Agent and Session are the caller's, from the configured headers.
 	Agent   string `json:"agent"`
 	Session string `json:"session"`

@@ -147,7 +147,7 @@ func printApprovals(w io.Writer, g *approval.Gate, recs []approval.Record, asJSO
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tAGE\tTOOL\tAGENT\tEFFECT\tSUMMARY\tDECIDED BY")
+	fmt.Fprintln(tw, "ID\tSTATE\tAGE\tTOOL\tCALL\tAGENT\tEFFECT\tSUMMARY\tDECIDED BY")
 	now := time.Now()
 	for i := range recs {
 		r := &recs[i]
@@ -164,8 +164,12 @@ func printApprovals(w io.Writer, g *approval.Gate, recs []approval.Record, asJSO
 		for _, k := range keys {
 			sum = append(sum, k+"="+r.Request.Summary[k])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Request.ID, g.StateOf(r),
-			now.Sub(r.Request.Time).Round(time.Second), r.Request.Tool, r.Request.Agent,
+		call := strings.TrimSpace(r.Request.Method + " " + r.Request.Destination)
+		if call == "" {
+			call = "-" // a request recorded before the call was kept
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Request.ID, g.StateOf(r),
+			now.Sub(r.Request.Time).Round(time.Second), r.Request.Tool, call, r.Request.Agent,
 			r.Request.Effect, strings.Join(sum, " "), by)
 	}
 	return tw.Flush()
@@ -185,7 +189,7 @@ func (a gateApprovals) Items(ctx context.Context, limit int) ([]dashboard.Approv
 	for i := range recs {
 		r := &recs[i]
 		it := dashboard.ApprovalItem{ID: r.Request.ID, State: a.g.StateOf(r), Time: r.Request.Time, ExpiresAt: r.Request.ExpiresAt,
-			Tool: r.Request.Tool, Agent: r.Request.Agent, Session: r.Request.Session, Effect: r.Request.Effect, Uses: r.Uses()}
+			Tool: r.Request.Tool, Method: r.Request.Method, Destination: r.Request.Destination, Agent: r.Request.Agent, Session: r.Request.Session, Effect: r.Request.Effect, Uses: r.Uses()}
 		for _, k := range slices.Sorted(maps.Keys(r.Request.Summary)) {
 			it.Summary = append(it.Summary, [2]string{k, r.Request.Summary[k]})
 		}

@@ -125,6 +125,9 @@ approvals:
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "edits document doc-7") || strings.Contains(out, "hi\"") {
 		t.Fatalf("approvals list exit %d:\n%s", code, out)
 	}
+	if want := "POST " + up.URL() + "/v1/documents/{doc_id}:batchUpdate"; !strings.Contains(out, want) {
+		t.Errorf("approvals list does not show the call's method and destination %q:\n%s", want, out)
+	}
 	if code, out := approvalsCmd(t, filepath.Join(dirA, "toolgate.yaml"), "approve", id, "--as", "dana"); code != 0 {
 		t.Fatalf("approve exit %d: %s", code, out)
 	}
@@ -141,7 +144,7 @@ approvals:
 		t.Fatalf("upstream saw %d edits, want 1", n)
 	}
 	// The tampered call's request: a revision with a note.
-	rows := ch.Query(t, "SELECT id FROM appr.approval_requests WHERE id != '"+id+"' ORDER BY time LIMIT 1")
+	rows := ch.Query(t, "SELECT id FROM appr.approval_requests WHERE id != '"+id+"' ORDER BY time, time_us LIMIT 1")
 	if len(rows) != 1 {
 		t.Fatalf("requests: %v", rows)
 	}
@@ -234,6 +237,9 @@ approvals:
 	if st != 200 || !strings.Contains(body, `id="req-`+id+`"`) || !strings.Contains(body, "edits document doc-7") ||
 		!strings.Contains(body, "<b>edits</b>: 1") || strings.Contains(body, "secret text") {
 		t.Fatalf("approvals page: %d\n%.3000s", st, body)
+	}
+	if want := "POST " + up.URL() + "/v1/documents/{doc_id}:batchUpdate"; !strings.Contains(body, want) {
+		t.Errorf("the approvals page does not show the call's method and destination %q:\n%.3000s", want, body)
 	}
 	noRedirect, csrf := pageSession(t, base)
 	post := func(form url.Values, hdr map[string]string) int {

@@ -1,7 +1,8 @@
 // Package approval is toolgate's approval step: a call that a policy (or
 // the tool's configuration) says needs a person's approval is refused, or
-// held, until a person approves it; the grant is bound to the call (tool,
-// argument digest, agent, session), used a bounded number of times, and
+// held, until a person approves it; the grant is bound to the whole call
+// (Binding: tool, MCP route, method, canonical URL, arguments by value, an
+// unread body, agent, session), used a bounded number of times, and
 // expires. Requests and decisions are audit rows in a Store: a local file
 // (FileStore) or ClickHouse (sink/clickhouse's ApprovalStore), shared by
 // every sidecar and the dashboard.
@@ -15,12 +16,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/canonjson"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -113,7 +115,8 @@ type Gate struct {
 	sidecar string
 	held    chan struct{}
 	now     func() time.Time
-	key     []byte // authenticates in-band tokens
+	key     []byte     // authenticates in-band tokens
+	useMu   sync.Mutex // orders uses on a store that is no UseStore
 }
 
 // New returns a Gate over store for a validated configuration. sidecar
@@ -173,11 +176,9 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 		return policies.ApprovalOutcome{}
 	}
 	rule := g.cfg.rule(q.Tool)
-	digest, err := ArgsDigest(q.Arguments)
-	if err != nil {
-		return g.unavailable("the arguments cannot be digested")
-	}
-	key := BindingKey(q.Tool, digest, q.Agent, q.Session)
+	bind := CallBinding(q)
+	key := BindingKey(bind)
+	var err error
 	inBand := q.InBand && rule.InBand != InBandOff && g.cfg.URL != ""
 	hold := rule.Mode == ModeHold && (!inBand || q.Token != "")
 	now := g.now()
@@ -191,7 +192,7 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 		}
 		if c.Key != key {
 			return policies.ApprovalOutcome{State: policies.ApprovalMismatch, ID: c.ID,
-				Detail: fmt.Sprintf("Tool '%s' was called with the approval state of another call (approval %s; the tool, arguments, agent or session differ); arguments cannot change under an approval: call again without the state to ask for a new one", q.Tool, c.ID)}
+				Detail: fmt.Sprintf("Tool '%s' was called with the approval state of another call (approval %s; the tool, route, method, destination, arguments, agent or session differ); arguments cannot change under an approval: call again without the state to ask for a new one", q.Tool, c.ID)}
 		}
 		rec, found, err = g.store.Find(ctx, c.ID, "")
 		if err != nil {
@@ -214,7 +215,11 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 	if found {
 		switch rec.State(now, g.cfg.DecisionTTL, rule.Uses) {
 		case policies.ApprovalApproved:
-			return g.use(ctx, &rec)
+			if out, ok := g.use(ctx, &rec, rule.Uses); ok {
+				return out
+			}
+			// Another call took the grant's last use first: the grant is
+			// used, and the call is asked anew.
 		case policies.ApprovalPending:
 			if hold {
 				return g.inBand(g.hold(ctx, rec.Request.ID, rule), key, inBand)
@@ -231,7 +236,8 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 	}
 	req := sink.ApprovalRequest{
 		ID: newID(), Time: now.UTC(), ExpiresAt: now.Add(g.cfg.PendingTTL).UTC(), Key: key,
-		Tool: q.Tool, Agent: q.Agent, Session: q.Session, ArgsDigest: digest,
+		Tool: q.Tool, Method: q.Method, Destination: cutText(q.Destination, MaxDestinationBytes),
+		Agent: q.Agent, Session: q.Session, ArgsDigest: bind.ArgsDigest,
 		Summary: map[string]string{}, Sidecar: g.sidecar, TraceID: q.TraceID,
 	}
 	if q.Ask != nil {
@@ -277,13 +283,47 @@ func (g *Gate) pendingCount(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// use records one use of an approved grant and lets the call through.
-func (g *Gate) use(ctx context.Context, rec *Record) policies.ApprovalOutcome {
+// UseStore is a Store that decides a grant's use in one step: it appends
+// the use row d only when the request has fewer than uses uses, under a
+// lock every writer of the store honours, and reports whether it did.
+// FileStore is one (flock on the file); the ClickHouse store is not, and
+// its check and use are two steps (docs/approvals.md).
+type UseStore interface {
+	Use(ctx context.Context, d sink.ApprovalDecision, uses int) (bool, error)
+}
+
+// use records one use of an approved grant and lets the call through. ok
+// is false when the store decides uses in one step and another call took
+// the last use first: the call is not let through.
+func (g *Gate) use(ctx context.Context, rec *Record, uses int) (out policies.ApprovalOutcome, ok bool) {
 	d := sink.ApprovalDecision{ID: rec.Request.ID, Time: g.now().UTC(), Verdict: sink.VerdictUsed, Decider: "sidecar:" + g.sidecar}
-	if err := g.store.PutDecision(ctx, d); err != nil {
-		return g.unavailable("the approval store could not be written")
+	if us, isUse := g.store.(UseStore); isUse {
+		taken, err := us.Use(ctx, d, uses)
+		if err != nil {
+			return g.unavailable("the approval store could not be written"), true
+		}
+		if !taken {
+			return policies.ApprovalOutcome{}, false
+		}
+	} else {
+		// A store without a one-step use (ClickHouse): this sidecar's uses
+		// are decided one at a time, on the store's count read again, so
+		// one sidecar never exceeds uses; across sidecars the read and the
+		// write are two steps (docs/approvals.md).
+		g.useMu.Lock()
+		defer g.useMu.Unlock()
+		cur, found, err := g.store.Find(ctx, rec.Request.ID, "")
+		if err != nil {
+			return g.unavailable("the approval store could not be read"), true
+		}
+		if !found || cur.Uses() >= uses {
+			return policies.ApprovalOutcome{}, false
+		}
+		if err := g.store.PutDecision(ctx, d); err != nil {
+			return g.unavailable("the approval store could not be written"), true
+		}
 	}
-	return policies.ApprovalOutcome{State: policies.ApprovalApproved, ID: rec.Request.ID, URL: g.url(rec.Request.ID)}
+	return policies.ApprovalOutcome{State: policies.ApprovalApproved, ID: rec.Request.ID, URL: g.url(rec.Request.ID)}, true
 }
 
 // hold waits for the request's decision, up to hold_timeout, polling the
@@ -309,7 +349,12 @@ func (g *Gate) hold(ctx context.Context, id string, rule ToolRule) policies.Appr
 		}
 		switch rec.State(g.now(), g.cfg.DecisionTTL, rule.Uses) {
 		case policies.ApprovalApproved:
-			return g.use(ctx, &rec)
+			if out, ok := g.use(ctx, &rec, rule.Uses); ok {
+				return out
+			}
+			out := g.pending(&rec.Request) // another call took the last use
+			out.State = policies.ApprovalHeldTimeout
+			return out
 		case policies.ApprovalDenied, policies.ApprovalRevised:
 			return g.decided(&rec)
 		case policies.ApprovalPending:
@@ -429,23 +474,60 @@ func (g *Gate) StateOf(r *Record) string {
 }
 
 // ArgsDigest is the SHA-256 (hex) of the arguments' canonical JSON
-// (object keys sorted, numbers as written).
-func ArgsDigest(args map[string]any) (string, error) {
+// (internal/canonjson: numbers by value, so 5, 5.0, 5e0 and 50e-1 are one;
+// object keys in one order; strings by their characters, whatever their
+// escapes).
+func ArgsDigest(args map[string]any) string {
 	if args == nil {
 		args = map[string]any{}
 	}
-	b, err := json.Marshal(args)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	sum := sha256.Sum256(canonjson.Append(nil, args))
+	return hex.EncodeToString(sum[:])
 }
 
-// BindingKey is the key that binds a grant to one call.
-func BindingKey(tool, digest, agent, session string) string {
+// Binding is everything a grant is bound to: what decides what the
+// upstream does, and who asked. Two calls share a grant only when every
+// field is equal.
+type Binding struct {
+	// Tool is the tool's name (the MCP tool's on MCP routes).
+	Tool string
+	// Route is the MCP route the tools/call came through ("" for HTTP).
+	Route string
+	// Method is the canonical method.
+	Method string
+	// URL is the canonical upstream URL: scheme, host, port, path, query.
+	URL string
+	// ArgsDigest is ArgsDigest of the arguments.
+	ArgsDigest string
+	// BodyDigest is the SHA-256 (hex) of a body forwarded without being
+	// read as the arguments; "" when there is none.
+	BodyDigest string
+	// Agent and Session are the caller's.
+	Agent, Session string
+}
+
+// bindingVersion starts every binding key, so that keys of an older
+// binding (tool, argument digest, agent and session only) can never equal
+// a new one: a grant stored under an old key no longer matches, and the
+// call is asked anew.
+const bindingVersion = "toolgate-approval-key.v2"
+
+// CallBinding is the binding of one call.
+func CallBinding(q *policies.ApprovalCall) Binding {
+	b := Binding{Tool: q.Tool, Route: q.Route, Method: q.Method, URL: q.URL,
+		ArgsDigest: ArgsDigest(q.Arguments), Agent: q.Agent, Session: q.Session}
+	if q.Body != nil {
+		sum := sha256.Sum256(q.Body)
+		b.BodyDigest = hex.EncodeToString(sum[:])
+	}
+	return b
+}
+
+// BindingKey is the key that binds a grant to one call: the SHA-256 (hex)
+// of the binding's fields, each length-prefixed.
+func BindingKey(b Binding) string {
 	h := sha256.New()
-	for _, s := range []string{tool, digest, agent, session} {
+	for _, s := range []string{bindingVersion, b.Tool, b.Route, b.Method, b.URL, b.ArgsDigest, b.BodyDigest, b.Agent, b.Session} {
 		fmt.Fprintf(h, "%d:%s|", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -78,22 +79,60 @@ func TestMaxPending(t *testing.T) {
 	}
 }
 
-// TestBindingKey: the grant is bound to the tool, the arguments, the
-// agent and the session; key order in the arguments does not matter.
+// TestBindingKey: the grant is bound to the tool, the MCP route, the
+// method, the canonical URL (scheme, host, port, path, query), the
+// arguments by value, an unread body, the agent and the session; key
+// order, number spelling and string escapes in the arguments do not
+// matter.
 func TestBindingKey(t *testing.T) {
-	d1, _ := approval.ArgsDigest(map[string]any{"a": 1, "b": "x"})
-	d2, _ := approval.ArgsDigest(map[string]any{"b": "x", "a": 1})
-	d3, _ := approval.ArgsDigest(map[string]any{"a": 2, "b": "x"})
-	if d1 != d2 || d1 == d3 {
-		t.Fatalf("digests %s %s %s", d1, d2, d3)
+	same := []string{`{"a":5,"b":"x"}`, `{"b":"x","a":5.0}`, `{"a":5e0,"b":"\u0078"}`, `{ "a" : 50e-1 , "b" : "x" }`}
+	var digests []string
+	for _, s := range same {
+		digests = append(digests, approval.ArgsDigest(decodeArgs(t, s)))
 	}
-	base := approval.BindingKey("t", d1, "a", "s")
-	for _, other := range []string{approval.BindingKey("u", d1, "a", "s"), approval.BindingKey("t", d3, "a", "s"),
-		approval.BindingKey("t", d1, "b", "s"), approval.BindingKey("t", d1, "a", "t"), approval.BindingKey("t", d1, "as", "")} {
-		if other == base {
-			t.Errorf("key collision with %s", other)
+	for i, d := range digests {
+		if d != digests[0] {
+			t.Errorf("%s digests differently from %s", same[i], same[0])
 		}
 	}
+	for _, s := range []string{`{"a":6,"b":"x"}`, `{"a":"5","b":"x"}`, `{"a":5,"b":"x","c":null}`, `{"a":12345678901234567891,"b":"x"}`} {
+		if approval.ArgsDigest(decodeArgs(t, s)) == digests[0] {
+			t.Errorf("%s digests like %s", s, same[0])
+		}
+	}
+	base := approval.Binding{Tool: "t", Method: "GET", URL: "http://h:80/v1/rec/7", ArgsDigest: digests[0], Agent: "a", Session: "s"}
+	key := approval.BindingKey(base)
+	for name, change := range map[string]func(*approval.Binding){
+		"tool":          func(b *approval.Binding) { b.Tool = "u" },
+		"route":         func(b *approval.Binding) { b.Route = "other" },
+		"method":        func(b *approval.Binding) { b.Method = "DELETE" },
+		"port":          func(b *approval.Binding) { b.URL = "http://h:81/v1/rec/7" },
+		"scheme":        func(b *approval.Binding) { b.URL = "https://h:80/v1/rec/7" },
+		"query":         func(b *approval.Binding) { b.URL += "?force=1" },
+		"arguments":     func(b *approval.Binding) { b.ArgsDigest = approval.ArgsDigest(map[string]any{"a": 6}) },
+		"body":          func(b *approval.Binding) { b.BodyDigest = "00" },
+		"agent":         func(b *approval.Binding) { b.Agent = "b" },
+		"session":       func(b *approval.Binding) { b.Session = "t" },
+		"field shift":   func(b *approval.Binding) { b.Agent, b.Session = "as", "" },
+		"tool to route": func(b *approval.Binding) { b.Tool, b.Route = "", "t" },
+	} {
+		b := base
+		change(&b)
+		if approval.BindingKey(b) == key {
+			t.Errorf("%s: the key does not change", name)
+		}
+	}
+}
+
+func decodeArgs(t *testing.T, s string) map[string]any {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // FuzzFileStore reads arbitrary file contents: it never panics or fails,

@@ -32,6 +32,8 @@ const (
 	MaxNoteBytes = 1024
 	// MaxDeciderBytes bounds the recorded name of who decided.
 	MaxDeciderBytes = 256
+	// MaxDestinationBytes bounds the destination a request shows.
+	MaxDestinationBytes = 512
 	// MinStateKeyBytes is the shortest key state_key_env may hold.
 	MinStateKeyBytes = 32
 )
@@ -103,7 +105,9 @@ type Config struct {
 	// used, a denial or revision request answers retries, for this long
 	// after the decision. Default 10m.
 	DecisionTTL time.Duration `yaml:"decision_ttl"`
-	// Uses is how many times an approved call may go upstream. Default 1.
+	// Uses is how many times an approved call may go upstream: exactly, by
+	// any number of sidecars sharing the file store on one host; per
+	// sidecar with the ClickHouse store. Default 1.
 	Uses int `yaml:"uses"`
 	// MaxPending bounds the undecided requests; past it, calls that need
 	// approval are refused (policy/approval_unavailable). Default 1000.

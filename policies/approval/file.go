@@ -36,7 +36,10 @@ type FileStore struct {
 	f    *os.File
 }
 
-var _ Store = (*FileStore)(nil)
+var (
+	_ Store    = (*FileStore)(nil)
+	_ UseStore = (*FileStore)(nil)
+)
 
 // fileRow is one line of the file store.
 type fileRow struct {
@@ -177,6 +180,43 @@ func (s *FileStore) append(row fileRow) error {
 		return fmt.Errorf("write approvals file: %w", err)
 	}
 	return s.catchUp()
+}
+
+// Use appends the use row d when its request has fewer than uses uses,
+// and reports whether it did. The check and the write are one step under
+// an exclusive flock on the file, which every sidecar sharing the file
+// takes for its uses, so a grant of n uses is used at most n times by any
+// number of processes on one host (where flock exists: Linux, the BSDs
+// and macOS). The lock is waited for at most 5s, and no longer than ctx
+// allows; then the use fails. A request no longer in memory (past the
+// retention) is not used.
+func (s *FileStore) Use(ctx context.Context, d sink.ApprovalDecision, uses int) (bool, error) {
+	b, err := json.Marshal(fileRow{Decision: &d})
+	if err != nil {
+		return false, err
+	}
+	b = append(b, '\n')
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(); err != nil { // opens the file
+		return false, err
+	}
+	unlock, err := lockFile(ctx, s.f)
+	if err != nil {
+		return false, fmt.Errorf("lock approvals file: %w", err)
+	}
+	defer unlock()
+	if err := s.catchUp(); err != nil {
+		return false, err
+	}
+	rec, ok := s.byID[d.ID]
+	if !ok || rec.Uses() >= uses {
+		return false, nil
+	}
+	if _, err := s.f.Write(b); err != nil {
+		return false, fmt.Errorf("write approvals file: %w", err)
+	}
+	return true, s.catchUp()
 }
 
 // PutRequest appends a request row.

@@ -23,8 +23,9 @@ const MaxTokenBytes = 512
 const tokenMACBytes = 32
 
 // tokenClaims is what a token binds: the approval request's id, the
-// binding key of the call (tool, argument digest, agent, session) and when
-// the token lapses (Unix seconds).
+// binding key of the call (BindingKey: everything a grant binds, the MCP
+// route and the server's URL included) and when the token lapses (Unix
+// seconds).
 type tokenClaims struct {
 	ID  string `json:"i"`
 	Key string `json:"k"`

@@ -12,7 +12,8 @@ import (
 )
 
 // ApprovalStore keeps approval requests and decisions in the
-// approval_requests and approval_decisions tables (migration 7), so every
+// approval_requests and approval_decisions tables (migration 7; the
+// call's method and destination since migration 10), so every
 // sidecar and the dashboard on one server share them. Rows are inserted
 // once, never changed: they are the audit trail.
 type ApprovalStore struct {
@@ -22,7 +23,7 @@ type ApprovalStore struct {
 }
 
 var requestColumns = []string{"id", "time", "time_us", "expires_at", "key", "tool", "agent", "session",
-	"args_digest", "effect", "summary", "policy", "sidecar", "trace_id"}
+	"args_digest", "effect", "summary", "policy", "sidecar", "trace_id", "method", "destination"}
 
 var decisionColumns = []string{"id", "time", "time_us", "verdict", "decider", "note"}
 
@@ -53,7 +54,8 @@ func (s *ApprovalStore) PutRequest(ctx context.Context, r sink.ApprovalRequest) 
 		clean(r.ID, maxCHShort), t, uint32(t.Nanosecond()/1000), r.ExpiresAt.UTC(), clean(r.Key, maxCHShort),
 		clean(r.Tool, maxCHShort), clean(r.Agent, maxCHShort), clean(r.Session, maxCHShort),
 		clean(r.ArgsDigest, maxCHShort), clean(r.Effect, maxCHString), clean(string(summary), maxCHString*4),
-		clean(r.Policy, maxCHShort), clean(r.Sidecar, maxCHShort), clean(r.TraceID, maxCHShort))
+		clean(r.Policy, maxCHShort), clean(r.Sidecar, maxCHShort), clean(r.TraceID, maxCHShort),
+		clean(r.Method, maxCHShort), clean(r.Destination, maxCHString))
 }
 
 // PutDecision inserts a decision row.
@@ -137,7 +139,7 @@ func (s *ApprovalStore) requestRows(ctx context.Context, tail string, args ...an
 		var us uint32
 		var summary string
 		if err := rows.Scan(&r.ID, &r.Time, &us, &r.ExpiresAt, &r.Key, &r.Tool, &r.Agent, &r.Session,
-			&r.ArgsDigest, &r.Effect, &summary, &r.Policy, &r.Sidecar, &r.TraceID); err != nil {
+			&r.ArgsDigest, &r.Effect, &summary, &r.Policy, &r.Sidecar, &r.TraceID, &r.Method, &r.Destination); err != nil {
 			return nil, fmt.Errorf("clickhouse: read approval requests: %w", err)
 		}
 		r.Time = r.Time.UTC().Add(time.Duration(us) * time.Microsecond)

@@ -73,6 +73,9 @@ var eventColumns = []string{
 //   - approval: the approval state of a call (events.approval).
 //   - budget (9): what refused a call in the budget step: a budget's name,
 //     "loops", or an upstream host (its rate limit or backoff).
+//   - method, destination (10): the approval request's call as the person
+//     deciding sees it (its method; scheme, host, port and path template,
+//     or the MCP route and server).
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -198,6 +201,10 @@ ORDER BY (id, time)`),
 		}},
 		{Version: 9, Name: "events_budget", Statements: []string{
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}budget {lc}`),
+		}},
+		{Version: 10, Name: "approval_requests_call", Statements: []string{
+			q(`ALTER TABLE {db}.approval_requests ADD COLUMN {ine}method {lc}`),
+			q(`ALTER TABLE {db}.approval_requests ADD COLUMN {ine}destination String`),
 		}},
 	}
 }

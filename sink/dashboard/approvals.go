@@ -38,6 +38,11 @@ type ApprovalItem struct {
 	Note      string
 	DecidedAt time.Time
 	Uses      int
+
+	// Method and Destination are the call's method and where it goes
+	// (scheme, host, port and the tool's path template, or the MCP route
+	// and its server); "" for requests recorded before they were kept.
+	Method, Destination string
 }
 
 // FrontVerifier authenticates the front a request came through: it
