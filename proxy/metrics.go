@@ -104,6 +104,7 @@ func (s *Server) Describe(ch chan<- *prometheus.Desc) {
 	s.metrics.upstream.Describe(ch)
 	s.tlsm.describe(ch)
 	s.connm.describe(ch)
+	s.eventsLost.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -113,6 +114,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	s.metrics.upstream.Collect(ch)
 	s.tlsm.collect(ch)
 	s.connm.collect(ch)
+	s.eventsLost.Collect(ch)
 }
 
 var _ prometheus.Collector = (*Server)(nil)

@@ -137,27 +137,34 @@ type Options struct {
 	// Approver is the approval step (approval.go); nil: no call needs
 	// approval.
 	Approver Approver
+	// Events, when set, refuses calls whose events cannot be kept
+	// (events.on_write_failure: refuse; see EventGate). Default nil: calls
+	// are answered whatever becomes of their events.
+	Events EventGate
 }
 
 // Server runs the listeners and the pipeline behind them.
 type Server struct {
-	state     atomic.Pointer[state]
-	rec       Recorder
-	tracer    Tracer // nil when tracing is off
-	log       *slog.Logger
-	sidecar   string
-	transport *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
-	upstream  *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
-	metrics   *metrics
-	mcp       mcpSchemas // tool schemas learned from MCP servers
-	tlsm      *tlsMetrics
-	connm     *connMetrics
-	capLog    logLimit                                                          // one log line a second for connections over the cap
-	own       ownConns                                                          // upstream connections, for loop detection
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
-	mitm      *interceptor                                                      // nil without a CA
-	tproxy    *transparent                                                      // nil when transparent mode is off
-	approver  Approver                                                          // nil when no call needs approval
+	state      atomic.Pointer[state]
+	rec        Recorder
+	tracer     Tracer // nil when tracing is off
+	log        *slog.Logger
+	sidecar    string
+	transport  *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	upstream   *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
+	metrics    *metrics
+	mcp        mcpSchemas // tool schemas learned from MCP servers
+	tlsm       *tlsMetrics
+	connm      *connMetrics
+	capLog     logLimit                                                          // one log line a second for connections over the cap
+	own        ownConns                                                          // upstream connections, for loop detection
+	dial       func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
+	mitm       *interceptor                                                      // nil without a CA
+	tproxy     *transparent                                                      // nil when transparent mode is off
+	approver   Approver                                                          // nil when no call needs approval
+	events     EventGate                                                         // nil under events.on_write_failure: answer
+	eventsLost *eventsCounter                                                    // toolgate_proxy_events_unavailable_total
+	eventsLog  logLimit
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -195,7 +202,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
+	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
 	s.upstream = newUpstreamTransport(s.transport, s.dial)

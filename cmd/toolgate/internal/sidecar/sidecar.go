@@ -106,6 +106,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		Sidecar:  lc.Events.Sidecar,
 		Tracer:   sc.spans.tracer(),
 		Approver: gate,
+		Events:   sc.events.gate(lc.Events),
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
