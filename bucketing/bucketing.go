@@ -124,3 +124,9 @@ func ClassOf(c Code) Class {
 		return ClassTerminal
 	}
 }
+
+// ReasonEventsUnavailable (upstream, transient): toolgate cannot write the
+// call's event (its events disk is full or failing) and
+// events.on_write_failure is refuse: the call was not sent, or, when the
+// write failed only after it was sent, its answer was withheld.
+const ReasonEventsUnavailable = "events_unavailable"

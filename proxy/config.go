@@ -164,6 +164,9 @@ type LimitsConfig struct {
 	// closed) and counted in toolgate_proxy_connections_refused_total.
 	// Default 1024.
 	MaxConns int `yaml:"max_conns"`
+	// maxConnsSet is true when the file set MaxConns (Validate then keeps
+	// it whatever the descriptor budget, Options.MaxCallerConns).
+	maxConnsSet bool
 	// ReadHeaderTimeout bounds reading a request's line and headers.
 	// Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -186,8 +189,14 @@ type LimitsConfig struct {
 	MaxCallerIDBytes int `yaml:"max_caller_id_bytes"`
 }
 
+// MaxConnsSet reports whether the configuration file set max_conns; when
+// it did not, the descriptor budget (Options.MaxCallerConns) caps the
+// listeners instead.
+func (l LimitsConfig) MaxConnsSet() bool { return l.maxConnsSet }
+
 // validate applies the defaults and rejects negative limits.
 func (l *LimitsConfig) validate() error {
+	l.maxConnsSet = l.MaxConns != 0
 	ints := []struct {
 		v    *int
 		def  int

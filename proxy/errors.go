@@ -19,6 +19,10 @@ var (
 	// call under a name that is not a tool host reached a loopback host a
 	// tool names. It becomes policy/not_allowlisted.
 	errOtherName = errors.New("the connection reached a loopback tool host under another name")
+	// errEventLost ends a raw answer's body whose call's event was not
+	// kept (events.on_write_failure: refuse): the caller's connection is
+	// cut before the last bytes.
+	errEventLost = errors.New("the call's event could not be written")
 )
 
 // ErrNotToolsList is EvaluateMCP's error for a recorded tools/list

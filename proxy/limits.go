@@ -155,6 +155,7 @@ func (b *callerBody) failed() error {
 type connMetrics struct {
 	open    *prometheus.GaugeVec
 	refused *prometheus.CounterVec
+	cut     *prometheus.CounterVec
 }
 
 func newConnMetrics() *connMetrics {
@@ -165,7 +166,11 @@ func newConnMetrics() *connMetrics {
 		}, []string{"listener"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "toolgate", Subsystem: "proxy", Name: "connections_refused_total",
-			Help: "Caller connections refused because their listener had limits.max_conns open, by listener.",
+			Help: "Caller connections refused because their listener had limits.max_conns open (or the listeners together the descriptor budget), and none of them was stalled, by listener.",
+		}, []string{"listener"}),
+		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "proxy", Name: "stalled_connections_cut_total",
+			Help: "Caller connections cut to make room for a new one at the cap: each had sent nothing for a second while its headers, its body or its next request were due, by listener.",
 		}, []string{"listener"}),
 	}
 }
@@ -173,15 +178,20 @@ func newConnMetrics() *connMetrics {
 func (m *connMetrics) describe(ch chan<- *prometheus.Desc) {
 	m.open.Describe(ch)
 	m.refused.Describe(ch)
+	m.cut.Describe(ch)
 }
 
 func (m *connMetrics) collect(ch chan<- prometheus.Metric) {
 	m.open.Collect(ch)
 	m.refused.Collect(ch)
+	m.cut.Collect(ch)
 }
 
-// capListener is a listener with at most max connections open at once. A
-// connection over the cap is accepted and refused at once: on an HTTP
+// capListener is a listener with at most max connections open at once
+// (and, with its Server's, the listeners together at most connSet.max).
+// At the cap, the connection stalled longest is cut to make room (see
+// connSet); a connection over the cap with none stalled is accepted and
+// refused at once: on an HTTP
 // listener with a 503 envelope (rate_limit/too_many_connections) and
 // Retry-After, on the transparent listener (whose first bytes may be TLS)
 // by closing it. Accept never blocks on the cap, so the kernel's backlog
@@ -190,16 +200,18 @@ type capListener struct {
 	net.Listener
 	kind  string
 	max   int64
-	http  bool // refuse with an HTTP answer
-	open  atomic.Int64
+	http  bool         // refuse with an HTTP answer
+	open  atomic.Int64 // guarded by set.mu for writes
+	set   *connSet
 	m     *connMetrics
 	onCap func() // called for each refused connection (a limited log line)
 }
 
-func newCapListener(ln net.Listener, kind string, max int, httpAnswer bool, m *connMetrics, onCap func()) *capListener {
+func newCapListener(ln net.Listener, kind string, max int, httpAnswer bool, set *connSet, m *connMetrics, onCap func()) *capListener {
 	m.open.WithLabelValues(kind).Set(0)
 	m.refused.WithLabelValues(kind).Add(0)
-	return &capListener{Listener: ln, kind: kind, max: int64(max), http: httpAnswer, m: m, onCap: onCap}
+	m.cut.WithLabelValues(kind).Add(0)
+	return &capListener{Listener: ln, kind: kind, max: int64(max), http: httpAnswer, set: set, m: m, onCap: onCap}
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -208,17 +220,25 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
+		cc := &cappedConn{Conn: rawconn.Wrap(c), l: l}
+		cc.progress.Store(time.Now().UnixNano())
+		if !l.set.admit(cc) {
 			l.m.refused.WithLabelValues(l.kind).Inc()
 			if l.onCap != nil {
 				l.onCap()
+			}
+			if l.set.refusing.Add(1) > maxRefusing {
+				// Answering takes a descriptor for up to refuseTimeout:
+				// past maxRefusing at once, a connection is closed unanswered.
+				l.set.refusing.Add(-1)
+				c.Close()
+				continue
 			}
 			go l.refuse(c)
 			continue
 		}
 		l.m.open.WithLabelValues(l.kind).Inc()
-		return &cappedConn{Conn: rawconn.Wrap(c), l: l}, nil
+		return cc, nil
 	}
 }
 
@@ -229,6 +249,10 @@ const (
 	maxRefusedHead = 64 << 10
 )
 
+// maxRefusing bounds the refused connections being answered at once, each
+// holding its descriptor for up to refuseTimeout; more are closed at once.
+const maxRefusing = 16
+
 // refuse answers a connection over the cap and closes it. The request's
 // head is read first (bounded in size and time; a client that gets an
 // answer before it has sent its request takes it for a broken connection),
@@ -236,6 +260,7 @@ const (
 // caller sent drained briefly, so the caller reads the answer rather than a
 // reset. The request itself goes nowhere.
 func (l *capListener) refuse(c net.Conn) {
+	defer l.set.refusing.Add(-1)
 	defer c.Close()
 	if !l.http {
 		return
@@ -265,15 +290,12 @@ func (l *capListener) refuse(c net.Conn) {
 // cappedConn gives its place back when closed.
 type cappedConn struct {
 	net.Conn
-	l    *capListener
-	once sync.Once
+	l *capListener
+	connProgress
 }
 
 func (c *cappedConn) Close() error {
-	c.once.Do(func() {
-		c.l.open.Add(-1)
-		c.l.m.open.WithLabelValues(c.l.kind).Dec()
-	})
+	c.l.set.remove(c)
 	return c.Conn.Close()
 }
 

@@ -469,7 +469,10 @@ func TestSlowHeadersCutOff(t *testing.T) {
 // connections: the next connection is refused with a 503 envelope and
 // counted; once one place is free, calls go through again.
 func TestConnectionCap(t *testing.T) {
-	up := newRecorder(t)
+	// The three connections that fill the cap hold calls upstream: busy,
+	// never stalled, so the newcomer is refused rather than given the
+	// place of one of them (TestConnectionCapCutsStalledFirst).
+	up := newBlockingUpstream(t)
 	g := startGate(t, strings.Replace(limitsConfig, "read_header_timeout: 500ms", "read_header_timeout: 60s", 1), up.srv.URL, nil)
 	addr := strings.TrimPrefix(g.reverse, "http://")
 	var held []net.Conn
@@ -478,6 +481,7 @@ func TestConnectionCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		io.WriteString(c, "GET /hold HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
 		held = append(held, c)
 	}
 	defer func() {
@@ -486,8 +490,13 @@ func TestConnectionCap(t *testing.T) {
 		}
 	}()
 	// The cap counts a connection once Accept returned it: wait until all
-	// three are counted.
+	// three are counted, and their calls are upstream.
 	waitMetric(t, g.srv, "toolgate_proxy_open_connections", "reverse", 3)
+	for deadline := time.Now().Add(15 * time.Second); up.held.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the held calls did not reach the upstream")
+		}
+	}
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
 	resp, err := client.Post(g.reverse+"/schema", "application/json", strings.NewReader(`{"n":1}`))
@@ -502,8 +511,8 @@ func TestConnectionCap(t *testing.T) {
 	if env := decodeEnvelope(t, b); env.Error.Reason != "too_many_connections" {
 		t.Fatalf("reason = %s", env.Error.Reason)
 	}
-	if got := up.take(); len(got) != 0 {
-		t.Fatalf("a refused connection reached the upstream: %+v", got)
+	if got := up.done.Load(); got != 0 {
+		t.Fatalf("a refused connection reached the upstream: %d calls", got)
 	}
 	waitMetric(t, g.srv, "toolgate_proxy_connections_refused_total", "reverse", 1)
 

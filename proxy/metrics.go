@@ -105,6 +105,7 @@ func (s *Server) Describe(ch chan<- *prometheus.Desc) {
 	s.tlsm.describe(ch)
 	s.connm.describe(ch)
 	ch <- unlistedDesc
+	s.eventsLost.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -115,6 +116,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	s.tlsm.collect(ch)
 	s.connm.collect(ch)
 	ch <- prometheus.MustNewConstMetric(unlistedDesc, prometheus.GaugeValue, float64(len(s.UnlistedNames())))
+	s.eventsLost.Collect(ch)
 }
 
 var _ prometheus.Collector = (*Server)(nil)

@@ -30,6 +30,7 @@ type call struct {
 	ev       sink.Event
 	envelope bool // the caller asked for (or the tool forces) the envelope
 	gone     bool // the caller went away before its answer was complete
+	lost     bool // its event was not kept, and an EventGate is set: the answer is withheld
 	client   context.Context
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
@@ -44,10 +45,27 @@ type call struct {
 }
 
 // handle runs the pipeline for one request whose upstream URL is target and
-// returns the answer for the caller. It never returns nil.
+// returns the answer for the caller. It never returns nil. A call whose
+// event was not kept while an EventGate is set gets the events_unavailable
+// refusal in place of its answer (a raw answer's body is cut instead, see
+// passBody).
 func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Response {
-	st := s.state.Load()
-	c := &call{s: s, st: st, start: time.Now(), client: r.Context()}
+	c := &call{s: s, st: s.state.Load(), start: time.Now(), client: r.Context()}
+	resp := c.handle(r, kind, target)
+	if c.lost && c.ev.Reason != bucketing.ReasonEventsUnavailable {
+		if _, passed := resp.Body.(*passBody); !passed {
+			if resp.Body != nil {
+				resp.Body.Close()
+			}
+			return c.withheld(r)
+		}
+	}
+	return resp
+}
+
+// handle is Server.handle's pipeline.
+func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Response {
+	s, st := c.s, c.st
 	cn, ref := st.cfg.canonicalize(r.Context(), r.Method, target)
 	c.ev = s.newEvent(st, kind, cn.method, target.Host, r)
 	if s.tracer != nil {
@@ -302,6 +320,9 @@ func (c *call) policyOutcome(d policies.Decision) *refusal {
 
 // dispatch sends the call upstream and shapes the answer.
 func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size int64, timeout time.Duration) *http.Response {
+	if resp := c.eventsGate(r); resp != nil {
+		return resp
+	}
 	ctx := r.Context()
 	var cancel context.CancelFunc = func() {}
 	if timeout > 0 {
@@ -463,7 +484,9 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 	} else {
 		c.s.metrics.call("", label, now.Sub(c.start))
 	}
-	c.s.rec.Record(*ev)
+	if !c.s.rec.Record(*ev) && c.s.events != nil {
+		c.lost = true
+	}
 	if c.s.tracer != nil {
 		c.s.tracer.TraceCall(ev, c.traceparent)
 	}

@@ -141,6 +141,16 @@ type Options struct {
 	// Approver is the approval step (approval.go); nil: no call needs
 	// approval.
 	Approver Approver
+	// MaxCallerConns is how many caller connections the listeners may
+	// hold together: what the process's descriptor limit leaves for them
+	// (each call in progress holds its caller's and its upstream's). When
+	// limits.max_conns is not set it caps every listener and all of them
+	// together; an explicit max_conns wins. Default 0: only max_conns.
+	MaxCallerConns int
+	// Events, when set, refuses calls whose events cannot be kept
+	// (events.on_write_failure: refuse; see EventGate). Default nil: calls
+	// are answered whatever becomes of their events.
+	Events EventGate
 }
 
 // Server runs the listeners and the pipeline behind them.
@@ -164,6 +174,10 @@ type Server struct {
 	mitm        *interceptor                                                      // nil without a CA
 	tproxy      *transparent                                                      // nil when transparent mode is off
 	approver    Approver                                                          // nil when no call needs approval
+	events      EventGate                                                         // nil under events.on_write_failure: answer
+	eventsLost  *eventsCounter                                                    // toolgate_proxy_events_unavailable_total
+	eventsLog   logLimit
+	conns       *connSet // every listener's caller connections
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -202,7 +216,11 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics()}
+	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
+	s.conns = newConnSet(0)
+	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
+		s.conns = newConnSet(opts.MaxCallerConns)
+	}
 	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
 	s.upstream = newUpstreamTransport(s.transport, s.dial)
@@ -356,7 +374,10 @@ func (s *Server) newHTTPServer(cfg *Config, h http.Handler) httpServer {
 // connection over the cap gets an HTTP 503 or is only closed.
 func (s *Server) capped(ln net.Listener, kind string, httpAnswer bool) net.Listener {
 	max := s.state.Load().cfg.Limits.MaxConns
-	return newCapListener(ln, kind, max, httpAnswer, s.connm, func() {
+	if s.conns.max > 0 {
+		max = min(max, int(s.conns.max))
+	}
+	return newCapListener(ln, kind, max, httpAnswer, s.conns, s.connm, func() {
 		s.logLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
 	})
 }

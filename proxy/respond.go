@@ -49,7 +49,7 @@ func schemaRefusal(tool string, vs []policies.Violation) *refusal {
 }
 
 // refusalStatus is the one place a refusal becomes an HTTP status: 403 for
-// policy, 408 for a body that did not arrive in time, 415 for a body
+// policy, 429 for rate_limit, 503 for events_unavailable, 408 for a body that did not arrive in time, 415 for a body
 // toolgate cannot read, 422 for every other validation refusal.
 func refusalStatus(ref *refusal) int {
 	switch {
@@ -57,6 +57,8 @@ func refusalStatus(ref *refusal) int {
 		return http.StatusForbidden
 	case ref.code == bucketing.CodeRateLimit:
 		return http.StatusTooManyRequests
+	case ref.reason == bucketing.ReasonEventsUnavailable:
+		return http.StatusServiceUnavailable
 	case ref.reason == bucketing.ReasonBodyTimeout:
 		return http.StatusRequestTimeout
 	case ref.reason == bucketing.ReasonUnsupportedMediaType:
@@ -254,6 +256,7 @@ type passBody struct {
 	stream    bool // no declared length: flush as it arrives
 	done      bool
 	recorded  bool // the call's event is finished
+	cut       bool // its event was not kept: the answer is cut (counted once)
 }
 
 func (b *passBody) Read(p []byte) (int, error) {
@@ -288,6 +291,16 @@ func (b *passBody) Read(p []byte) (int, error) {
 		// reader says on the next Read.
 		b.end(nil)
 		err = io.EOF
+	}
+	if b.c.lost {
+		// Its event was not kept (events.on_write_failure: refuse): the
+		// caller does not get the rest of the answer, and the
+		// connection is cut.
+		if !b.cut {
+			b.cut = true
+			b.c.s.eventsLost.WithLabelValues(eventsWithheld).Inc()
+		}
+		return 0, errEventLost
 	}
 	return n, err
 }

@@ -11,3 +11,8 @@ var ErrLineTooLong = errors.New("sink: line too long")
 
 // ErrNilWriter is returned by NewQueue when it is given no Writer.
 var ErrNilWriter = errors.New("sink: NewQueue with a nil Writer")
+
+// ErrEventsUnavailable is returned, wrapped with the last write's error,
+// by Queue.Durable while the Queue's writes fail: an event recorded now
+// would not be kept (the disk is full, say).
+var ErrEventsUnavailable = errors.New("sink: events cannot be written")

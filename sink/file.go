@@ -112,6 +112,9 @@ type File struct {
 	journaled   bool
 	resumeAfter string
 	skipped     uint64 // events not written again (tests read it)
+	// fault, when set, is called before each write and its error
+	// returned as the write's: tests inject a full disk (ENOSPC) with it.
+	fault func() error
 }
 
 var _ Writer = (*File)(nil)
@@ -279,13 +282,23 @@ func (fl *File) writeChunk(events []Event) error {
 			return err
 		}
 	}
-	n, err := fl.f.Write(fl.enc.buf)
+	n, err := fl.write1(fl.enc.buf)
 	if err != nil {
 		fl.rollback(n)
 		return fmt.Errorf("sink: write %s: %w", fl.cfg.Path, err)
 	}
 	fl.size += int64(n)
 	return nil
+}
+
+// write1 writes buf to the file, or fails as the test hook says.
+func (fl *File) write1(buf []byte) (int, error) {
+	if fl.fault != nil {
+		if err := fl.fault(); err != nil {
+			return 0, err
+		}
+	}
+	return fl.f.Write(buf)
 }
 
 // rollback removes the n bytes of a failed write, so that no half line is

@@ -45,6 +45,10 @@ var (
 		prometheus.BuildFQName("toolgate", "sink", "syncs_total"),
 		"Fsyncs of written events, by outcome: ok or error.",
 		[]string{"outcome"}, nil)
+	descWriteFailing = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "write_failing"),
+		"1 while the last write of events failed (a full disk, say) and none succeeded since: events recorded now are not kept, and under events.on_write_failure: refuse calls are refused.",
+		nil, nil)
 )
 
 // Queue is a prometheus.Collector; register it in the binary's registry.
@@ -63,6 +67,7 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInlineGroups
 	ch <- descWaitTimeouts
 	ch <- descSyncs
+	ch <- descWriteFailing
 }
 
 // Collect sends the queue's current metrics: toolgate_sink_queue_depth and
@@ -70,7 +75,8 @@ func (q *Queue) Describe(ch chan<- *prometheus.Desc) {
 // toolgate_sink_events_recorded_total, toolgate_sink_events_written_total,
 // toolgate_sink_events_dropped_total{reason} (every reason, zero or not),
 // toolgate_sink_write_errors_total, toolgate_sink_groups_written_total,
-// toolgate_sink_inline_groups_total, toolgate_sink_wait_timeouts_total and toolgate_sink_syncs_total{outcome}.
+// toolgate_sink_inline_groups_total, toolgate_sink_wait_timeouts_total and toolgate_sink_syncs_total{outcome},
+// and the gauge toolgate_sink_write_failing.
 func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	s := q.Stats()
 	ch <- prometheus.MustNewConstMetric(descQueueDepth, prometheus.GaugeValue, float64(s.Depth))
@@ -86,4 +92,9 @@ func (q *Queue) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWaitTimeouts, prometheus.CounterValue, float64(s.WaitTimeouts))
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Syncs), "ok")
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.SyncErrors), "error")
+	failing := 0.0
+	if s.WriteFailing {
+		failing = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descWriteFailing, prometheus.GaugeValue, failing)
 }

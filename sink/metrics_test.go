@@ -66,6 +66,9 @@ toolgate_sink_queue_depth 0
 # TYPE toolgate_sink_syncs_total counter
 toolgate_sink_syncs_total{outcome="error"} 0
 toolgate_sink_syncs_total{outcome="ok"} 0
+# HELP toolgate_sink_write_failing 1 while the last write of events failed (a full disk, say) and none succeeded since: events recorded now are not kept, and under events.on_write_failure: refuse calls are refused.
+# TYPE toolgate_sink_write_failing gauge
+toolgate_sink_write_failing 1
 # HELP toolgate_sink_wait_timeouts_total Calls answered before their event was written, because the write took longer than events.queue.max_wait.
 # TYPE toolgate_sink_wait_timeouts_total counter
 toolgate_sink_wait_timeouts_total 0
@@ -76,8 +79,8 @@ toolgate_sink_write_errors_total 3
 	if err := testutil.CollectAndCompare(q, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if got := testutil.CollectAndCount(q); got != 13 {
-		t.Errorf("CollectAndCount = %d, want 13", got)
+	if got := testutil.CollectAndCount(q); got != 14 {
+		t.Errorf("CollectAndCount = %d, want 14", got)
 	}
 	problems, err := testutil.CollectAndLint(q)
 	if err != nil {

@@ -181,6 +181,10 @@ type QueueStats struct {
 	Syncs uint64 `json:"syncs"`
 	// SyncErrors counts failed calls to the Writer's Sync.
 	SyncErrors uint64 `json:"sync_errors"`
+	// WriteFailing is true while the last write failed and no write or
+	// probe succeeded since (see Queue.Durable): events recorded now are
+	// not kept.
+	WriteFailing bool `json:"write_failing"`
 }
 
 // Queue is a bounded queue in front of a Writer that commits events in
@@ -271,6 +275,12 @@ type Queue struct {
 	syncs             atomic.Uint64
 	syncErrors        atomic.Uint64
 
+	// failing is set by a failed write and cleared by a successful one,
+	// or by a Probe of the Writer that finds room again (Durable).
+	failing   atomic.Bool
+	lastErr   atomic.Pointer[error]
+	lastProbe atomic.Int64 // unix nanoseconds of Durable's last Probe
+
 	lastDropLog  atomic.Int64  // unix nanoseconds of the last "queue full" warning
 	dropsLogged  atomic.Uint64 // droppedQueueFull at the last warning
 	lastSyncWarn atomic.Int64  // unix nanoseconds of the last sync warning
@@ -360,16 +370,22 @@ func newQueue(w Writer, cfg QueueConfig, log *slog.Logger, opts queueOptions) (*
 	return q, nil
 }
 
-// Record adds e to the pending group and reports whether it was accepted.
+// Record adds e to the pending group and reports whether it was kept.
 // Unless Async is set it then waits until the group is written, or at
 // most MaxWait. When the queue is full it first waits, within the same
 // bound, for room; an event that finds none, or that arrives once Close
 // has begun, is dropped and counted, and Record returns false. While drops
 // continue a warning with the count is logged at most once every 10
-// seconds.
+// seconds. Record also returns false when its event was not written
+// within MaxWait while the Writer's writes fail (see Durable): it is
+// retried, and dropped as write_error if every attempt fails. A Record
+// that waited MaxWait while writes succeed (a slow disk) returns true, and
+// so does one whose group's wait ended (written, or, with a MaxWait longer
+// than the retries, dropped after its last attempt).
 func (q *Queue) Record(e Event) bool {
 	q.recorded.Add(1)
 	var deadline time.Time
+	dropped := q.droppedWriteError.Load()
 	q.mu.Lock()
 	if q.held >= q.cfg.Capacity && !q.closed && !q.cfg.Async {
 		g := q.writingLocked()
@@ -398,8 +414,7 @@ func (q *Queue) Record(e Event) bool {
 		// and wait to be woken.
 		batch := q.takeLocked()
 		q.mu.Unlock()
-		q.writeInline(batch, deadline)
-		return true
+		return q.writeInline(batch, deadline, dropped)
 	}
 	var g chan struct{}
 	if !q.cfg.Async {
@@ -421,10 +436,21 @@ func (q *Queue) Record(e Event) bool {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(q.cfg.MaxWait)
 	}
+	return q.kept(g, deadline, dropped)
+}
+
+// kept waits for g until deadline and returns Record's answer: false when
+// the wait ended or timed out while writes fail and a group was dropped
+// after its last attempt since Record began (dropped is the count then),
+// or the wait timed out while writes fail. g's channel closes both when
+// its group is written and when it is dropped, so Record cannot tell
+// which group was: it says its event may be lost.
+func (q *Queue) kept(g chan struct{}, deadline time.Time, dropped uint64) bool {
 	if !q.wait(g, deadline) {
 		q.waitTimeouts.Add(1)
+		return !q.failing.Load()
 	}
-	return true
+	return !q.failing.Load() || q.droppedWriteError.Load() == dropped
 }
 
 // takeLocked makes the pending group the one being written and returns
@@ -436,7 +462,7 @@ func (q *Queue) takeLocked() []Event {
 }
 
 // writeInline writes batch, taken by Record from an idle writer, on the
-// caller's goroutine: one attempt. A failed write is handed to the writer
+// caller's goroutine: one attempt. It returns Record's answer. A failed write is handed to the writer
 // goroutine to retry, and the caller waits for it until deadline (or
 // MaxWait from now).
 //
@@ -447,7 +473,7 @@ func (q *Queue) takeLocked() []Event {
 // carries many events in one write, where each call writing its own would
 // cost a write each). The writer goroutine lets calls write again after a
 // fast write of a lone event.
-func (q *Queue) writeInline(batch []Event, deadline time.Time) {
+func (q *Queue) writeInline(batch []Event, deadline time.Time, dropped uint64) bool {
 	start := time.Now()
 	off, err := q.writeOnce(batch)
 	if time.Since(start) > slowWrite {
@@ -462,7 +488,7 @@ func (q *Queue) writeInline(batch []Event, deadline time.Time) {
 			default:
 			}
 		}
-		return
+		return true
 	}
 	q.writeErrors.Add(1)
 	q.log.Warn("sink: write failed, retrying",
@@ -479,9 +505,7 @@ func (q *Queue) writeInline(batch []Event, deadline time.Time) {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(q.cfg.MaxWait)
 	}
-	if !q.wait(g, deadline) {
-		q.waitTimeouts.Add(1)
-	}
+	return q.kept(g, deadline, dropped)
 }
 
 // writeOnce hands batch to the Writer in calls of up to BatchSize events,
@@ -493,6 +517,7 @@ func (q *Queue) writeOnce(batch []Event) (int, error) {
 		if err := q.safeWrite(chunk); err != nil {
 			return off, err
 		}
+		q.wrote()
 		q.written.Add(uint64(len(chunk)))
 	}
 	return len(batch), nil
@@ -658,6 +683,7 @@ func (q *Queue) Stats() QueueStats {
 		WaitTimeouts:      q.waitTimeouts.Load(),
 		Syncs:             q.syncs.Load(),
 		SyncErrors:        q.syncErrors.Load(),
+		WriteFailing:      q.failing.Load(),
 	}
 	s.Dropped = s.DroppedQueueFull + s.DroppedWriteError + s.DroppedShutdown
 	// Loaded last, so that Recorded >= Written + Dropped in every snapshot.
@@ -845,6 +871,7 @@ func (q *Queue) write(batch []Event, attempt int) {
 		}
 		err := q.safeWrite(batch)
 		if err == nil {
+			q.wrote()
 			q.written.Add(n)
 			return
 		}
@@ -879,14 +906,30 @@ func (q *Queue) sleep(d time.Duration) bool {
 	}
 }
 
-// safeWrite calls the Writer, turning a panic into an error.
+// safeWrite calls the Writer, turning a panic into an error. A failure
+// marks the Queue failing (see Durable) until a write succeeds.
 func (q *Queue) safeWrite(batch []Event) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("sink: writer panicked: %v", r)
 		}
+		if err != nil && q.runCtx.Err() == nil {
+			e := err
+			q.lastErr.Store(&e)
+			if !q.failing.Swap(true) {
+				q.log.Error("sink: events cannot be written; under events.on_write_failure: refuse, calls are refused until they can",
+					"error", err)
+			}
+		}
 	}()
 	return q.w.WriteEvents(q.runCtx, batch)
+}
+
+// wrote clears the failing mark after a successful write.
+func (q *Queue) wrote() {
+	if q.failing.Load() && q.failing.Swap(false) {
+		q.log.Info("sink: events are written again")
+	}
 }
 
 // backoff is the wait after failed attempt number attempt (from 1): first,

@@ -30,6 +30,9 @@ const (
 	// DefaultSpoolRetryMax is the default longest wait between two ship
 	// attempts.
 	DefaultSpoolRetryMax = 30 * time.Second
+	// DefaultSpoolMinFreeBytes is the default free-space watermark of the
+	// spool's file system: 64 MiB.
+	DefaultSpoolMinFreeBytes = 64 << 20
 )
 
 // DropBudget is the reason label of events and segments a Spool dropped to
@@ -71,6 +74,13 @@ type SpoolConfig struct {
 	// below RetryMin. Default DefaultSpoolRetryMax (30s), or RetryMin when
 	// that is larger.
 	RetryMax time.Duration `yaml:"retry_max"`
+	// MinFreeBytes is the free-space watermark of Dir's file system: below
+	// it the spool warns (log, SpoolStatus.LowSpace, the
+	// toolgate_sink_spool_low_space gauge) and sheds its slack: the open
+	// segment's preallocated, unused end is released and new segments are
+	// not preallocated, until the free space is back above it. Checked
+	// every second. Default DefaultSpoolMinFreeBytes (64 MiB).
+	MinFreeBytes int64 `yaml:"min_free_bytes"`
 }
 
 // Validate applies the defaults to zero fields and rejects a missing Dir,
@@ -94,6 +104,12 @@ func (c *SpoolConfig) Validate() error {
 	}
 	if c.RetryMax < 0 {
 		return section.Errorf("spool.retry_max", "must not be negative, got %s", c.RetryMax)
+	}
+	if c.MinFreeBytes < 0 {
+		return section.Errorf("spool.min_free_bytes", "must not be negative, got %d", c.MinFreeBytes)
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = DefaultSpoolMinFreeBytes
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultSpoolMaxBytes
@@ -175,6 +191,12 @@ type SpoolStatus struct {
 	// LastSync is when the last successful Sync began: every event written
 	// before it is durable. Zero before the first.
 	LastSync time.Time `json:"last_sync"`
+	// DiskFreeBytes is the free space of Dir's file system at the last
+	// check (every second); 0 where it cannot be read.
+	DiskFreeBytes uint64 `json:"disk_free_bytes"`
+	// LowSpace is true while DiskFreeBytes is below MinFreeBytes: the
+	// spool has shed its slack, and a full disk is near.
+	LowSpace bool `json:"low_space"`
 }
 
 // Spool is a durable FIFO of event batches on disk, between a Queue and a
@@ -292,6 +314,10 @@ type Spool struct {
 	droppedSegments uint64
 	corrupt         uint64
 	torn            uint64
+	diskFree        uint64       // at the last space check
+	lowSpace        bool         // diskFree < MinFreeBytes: new segments are not preallocated
+	nextSpaceCheck  time.Time    // the shipper's
+	minFree         atomic.Int64 // cfg.MinFreeBytes (tests move it)
 
 	wake      chan struct{} // a segment was sealed or opened
 	closeOnce sync.Once
@@ -323,6 +349,9 @@ type spoolOptions struct {
 	now           func() time.Time
 	maxEventBytes int
 	noMap         bool // append with write(2), as where the file system cannot map segments
+	// fault, when set, is called before each write and its error returned
+	// as the write's: tests inject a full disk (ENOSPC) with it.
+	fault func() error
 }
 
 var _ Writer = (*Spool)(nil)
@@ -374,6 +403,7 @@ func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions)
 		noMap:   opts.noMap,
 		fsync:   fsync.New(),
 	}
+	s.minFree.Store(cfg.MinFreeBytes)
 	log.Debug("sink: spool fsyncs", "dir", cfg.Dir, "mode", s.fsync.Mode())
 	if err := s.recoverDir(); err != nil {
 		cancel()
@@ -390,6 +420,7 @@ func openSpool(cfg SpoolConfig, dst Writer, log *slog.Logger, opts spoolOptions)
 			"dir", cfg.Dir, "segments", st.Segments, "events", st.PendingEvents, "bytes", st.Bytes,
 			"torn_records", st.TornRecords, "corrupt_segments", st.CorruptSegments)
 	}
+	s.checkSpace()
 	go s.run()
 	return s, nil
 }
@@ -419,6 +450,8 @@ func (s *Spool) statusLocked() SpoolStatus {
 		SyncedSegment:     s.syncedSeq,
 		SyncedBytes:       s.syncedBytes,
 		LastSync:          s.lastSync,
+		DiskFreeBytes:     s.diskFree,
+		LowSpace:          s.lowSpace,
 	}
 	for _, seg := range s.sealed {
 		if !seg.first.IsZero() {

@@ -49,6 +49,14 @@ var (
 		prometheus.BuildFQName("toolgate", "sink", "spool_last_ship_success_timestamp_seconds"),
 		"Unix time the destination last acknowledged a spool segment; 0 if never since start.",
 		nil, nil)
+	descSpoolDiskFree = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "spool_disk_free_bytes"),
+		"Free bytes of the spool directory's file system, read every second.",
+		nil, nil)
+	descSpoolLowSpace = prometheus.NewDesc(
+		prometheus.BuildFQName("toolgate", "sink", "spool_low_space"),
+		"1 while the spool's file system has less than events.spool.min_free_bytes free (the spool has shed its slack), else 0.",
+		nil, nil)
 )
 
 // Spool is a prometheus.Collector; register it in the binary's registry.
@@ -68,6 +76,8 @@ func (s *Spool) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSpoolShipErrors
 	ch <- descSpoolShipped
 	ch <- descSpoolLastSuccess
+	ch <- descSpoolDiskFree
+	ch <- descSpoolLowSpace
 }
 
 // Collect sends the spool's current metrics: the gauges
@@ -75,7 +85,8 @@ func (s *Spool) Describe(ch chan<- *prometheus.Desc) {
 // _oldest_pending_seconds and _last_ship_success_timestamp_seconds, and
 // the counters toolgate_sink_spool_dropped_events_total{reason},
 // _dropped_segments_total{reason}, _corrupt_segments_total,
-// _torn_records_total, _ship_errors_total and _shipped_events_total.
+// _torn_records_total, _ship_errors_total and _shipped_events_total, and
+// the gauges _disk_free_bytes and _low_space.
 func (s *Spool) Collect(ch chan<- prometheus.Metric) {
 	st := s.Status()
 	var oldest, last float64
@@ -96,4 +107,10 @@ func (s *Spool) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSpoolShipErrors, prometheus.CounterValue, float64(st.ShipErrors))
 	ch <- prometheus.MustNewConstMetric(descSpoolShipped, prometheus.CounterValue, float64(st.ShippedEvents))
 	ch <- prometheus.MustNewConstMetric(descSpoolLastSuccess, prometheus.GaugeValue, last)
+	ch <- prometheus.MustNewConstMetric(descSpoolDiskFree, prometheus.GaugeValue, float64(st.DiskFreeBytes))
+	low := 0.0
+	if st.LowSpace {
+		low = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descSpoolLowSpace, prometheus.GaugeValue, low)
 }

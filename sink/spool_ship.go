@@ -28,6 +28,9 @@ func (s *Spool) run() {
 	)
 	for {
 		s.sealAged()
+		if !s.opts.now().Before(s.nextSpaceCheck) {
+			s.checkSpace()
+		}
 		if retryAt.IsZero() || !s.opts.now().Before(retryAt) {
 			if err := s.shipAll(); err != nil {
 				if s.runCtx.Err() != nil {
@@ -48,6 +51,9 @@ func (s *Spool) run() {
 		next := retryAt
 		if d := s.openDeadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
 			next = d
+		}
+		if next.IsZero() || s.nextSpaceCheck.Before(next) {
+			next = s.nextSpaceCheck
 		}
 		if !next.IsZero() {
 			timer.Reset(max(0, next.Sub(s.opts.now())))

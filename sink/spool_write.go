@@ -56,6 +56,11 @@ func (s *Spool) WriteEvents(ctx context.Context, events []Event) error {
 		s.seal() // no room left in the mapping
 		s.mu.Unlock()
 	}
+	if s.opts.fault != nil {
+		if err := s.opts.fault(); err != nil {
+			return fmt.Errorf("sink: spool write: %w", err)
+		}
+	}
 	if s.open == nil {
 		if err := s.createOpen(len(data)); err != nil {
 			return fmt.Errorf("sink: spool: %w", err)
@@ -221,9 +226,12 @@ func (s *Spool) createOpen(need int) error {
 		seq := s.nextSeq
 		s.nextSeq++
 		s.mu.Unlock()
+		s.mu.Lock()
+		low := s.lowSpace
+		s.mu.Unlock()
 		ext := mappedExt
-		if s.noMap {
-			ext = openExt
+		if s.noMap || low {
+			ext = openExt // nothing preallocated while space is low
 		}
 		path := filepath.Join(s.cfg.Dir, segmentName(seq, ext))
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, spoolFileMode)
@@ -234,7 +242,7 @@ func (s *Spool) createOpen(need int) error {
 			return err
 		}
 		var m []byte
-		if !s.noMap {
+		if ext == mappedExt {
 			if m, err = mapSegment(f, mappedSize(max(s.cfg.SegmentBytes, int64(need)))); err != nil {
 				m = nil
 				if path, err = s.unmappable(f, path, seq, err); err != nil {

@@ -184,7 +184,21 @@ type EventsConfig struct {
 	// file.journal, in front of the NDJSON file): events are written there
 	// first and deleted only once the destination has them.
 	Spool sink.SpoolConfig `yaml:"spool"`
+	// OnWriteFailure says what happens to a call whose event cannot be
+	// written (the events disk is full or failing): OnWriteFailureRefuse
+	// refuses it before it is forwarded (events_unavailable, 503,
+	// retryable) and withholds the answer of one whose write failed after
+	// it was forwarded; OnWriteFailureAnswer forwards and answers it, and
+	// the lost event is counted. Default OnWriteFailureRefuse: events are
+	// the audit trail.
+	OnWriteFailure string `yaml:"on_write_failure"`
 }
+
+// events.on_write_failure values.
+const (
+	OnWriteFailureRefuse = "refuse"
+	OnWriteFailureAnswer = "answer"
+)
 
 // Loaded is a validated configuration and where it came from: every
 // section with its defaults applied and its relative paths resolved, the
@@ -331,6 +345,13 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 func validateEvents(ec *EventsConfig, dir string) error {
 	if err := ec.Queue.Validate(); err != nil {
 		return err
+	}
+	switch ec.OnWriteFailure {
+	case "":
+		ec.OnWriteFailure = OnWriteFailureRefuse
+	case OnWriteFailureRefuse, OnWriteFailureAnswer:
+	default:
+		return section.Errorf("on_write_failure", "must be refuse or answer, got %q", ec.OnWriteFailure)
 	}
 	if ec.File.Path == "" {
 		ec.File.Path = sink.DefaultFilePath

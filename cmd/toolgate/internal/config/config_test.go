@@ -107,3 +107,27 @@ func TestFileJournal(t *testing.T) {
 		t.Errorf("journal with ClickHouse: %v", err)
 	}
 }
+
+// events.on_write_failure: refuse by default, answer when asked, anything
+// else refused with the field and its line.
+func TestOnWriteFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolgate.yaml")
+	for _, tc := range []struct{ yaml, want string }{
+		{"", OnWriteFailureRefuse},
+		{"events:\n  on_write_failure: refuse\n", OnWriteFailureRefuse},
+		{"events:\n  on_write_failure: answer\n", OnWriteFailureAnswer},
+	} {
+		lc, err := Parse(path, []byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		lc.ClosePolicies(nil)
+		if lc.Events.OnWriteFailure != tc.want {
+			t.Errorf("%q: on_write_failure = %q, want %q", tc.yaml, lc.Events.OnWriteFailure, tc.want)
+		}
+	}
+	_, err := Parse(path, []byte("events:\n  sidecar: a\n  on_write_failure: drop\n"))
+	if err == nil || !strings.HasSuffix(err.Error(), `:3: events.on_write_failure: must be refuse or answer, got "drop"`) {
+		t.Errorf("on_write_failure: drop: %v", err)
+	}
+}

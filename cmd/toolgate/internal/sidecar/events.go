@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
@@ -78,6 +79,15 @@ func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
 	}
 	ep.queue = q
 	return ep, nil
+}
+
+// gate is the proxy's EventGate: the queue under events.on_write_failure:
+// refuse, nil under answer.
+func (ep *eventPath) gate(ec config.EventsConfig) proxy.EventGate {
+	if ec.OnWriteFailure == config.OnWriteFailureAnswer {
+		return nil
+	}
+	return ep.queue
 }
 
 // startRetention drops ClickHouse partitions older than days, at start and

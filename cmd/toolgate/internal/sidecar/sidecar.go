@@ -32,8 +32,9 @@ import (
 // ShutdownGrace bounds a graceful stop: calls under way, then the event flush.
 const ShutdownGrace = 10 * time.Second
 
-// AdminMaxConns caps the admin listener's connections open at once; more
-// wait in the kernel's queue until one closes. Its callers are probes,
+// AdminMaxConns caps the admin listener's connections open at once (or a
+// sixteenth of the descriptor limit, at least 8, when that is less; see
+// fdBudget); more wait in the kernel's queue until one closes. Its callers are probes,
 // scrapers, the dashboard and the approval commands, a few at a time; the
 // cap keeps a flood of connections to it from using up the file
 // descriptors and memory the proxy listeners serve calls with.
@@ -90,6 +91,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if sc.bundles, err = newBundler(sc, lc.LoadedPolicies.Bundles()); err != nil {
 		return nil, err
 	}
+	fds := descriptorBudget(lc, log)
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
@@ -106,6 +108,9 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		Sidecar:  lc.Events.Sidecar,
 		Tracer:   sc.spans.tracer(),
 		Approver: gate,
+		Events:   sc.events.gate(lc.Events),
+
+		MaxCallerConns: fds.Callers,
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
@@ -117,7 +122,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 			err = fmt.Errorf("listen admin on %s: %w", lc.Admin.Listen, err)
 			sc.proxy.Shutdown(context.Background())
 		} else {
-			sc.adminLn = netutil.LimitListener(ln, AdminMaxConns)
+			sc.adminLn = netutil.LimitListener(ln, fds.Admin)
 		}
 	}
 	if err != nil {
