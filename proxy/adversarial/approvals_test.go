@@ -197,7 +197,6 @@ type apWorld struct {
 	mcp              map[string]int // route path -> tools/call executed
 	mcpMu            sync.Mutex
 	mcpURL           string
-	n                int
 }
 
 func startApprovalWorld(t *testing.T) *apWorld {
