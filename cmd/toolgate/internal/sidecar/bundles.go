@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/opabundle"
 )
@@ -269,30 +270,31 @@ func (b *bundler) update(name string, u opabundle.Update) error {
 // activate puts bundle bu in force beside the configuration in force and
 // returns its revision and how long that took. It holds the reloader's
 // lock, so a reload and an activation never overlap.
-func (b *bundler) activate(bu *policies.Bundle) (string, time.Duration, error) {
-	r := b.sc.reload
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if b.stopped.Load() {
-		return "", 0, errReloadStopping
-	}
-	start := time.Now()
-	prev := b.sc.cfg.Load()
-	next, err := prev.WithBundle(bu)
+func (b *bundler) activate(bu *policies.Bundle) (rev string, took time.Duration, err error) {
+	err = b.sc.reload.Exclusive(func() (string, error) {
+		if b.stopped.Load() {
+			return "", reload.ErrStopping
+		}
+		start := time.Now()
+		prev := b.sc.cfg.Load()
+		next, err := prev.WithBundle(bu)
+		if err != nil {
+			return "", err
+		}
+		if err := b.sc.proxy.Swap(next.Snapshot); err != nil {
+			next.ClosePolicies(prev)
+			return "", err
+		}
+		b.sc.cfg.Store(next)
+		prev.ClosePolicies(next)
+		took = time.Since(start)
+		rev = next.LoadedPolicies.Revisions()[bu.Name]
+		return next.Snapshot.PolicyVersion, nil
+	})
 	if err != nil {
 		return "", 0, err
 	}
-	if err := b.sc.proxy.Swap(next.Snapshot); err != nil {
-		next.ClosePolicies(prev)
-		return "", 0, err
-	}
-	b.sc.cfg.Store(next)
-	prev.ClosePolicies(next)
-	took := time.Since(start)
-	st := *r.state.Load()
-	st.PolicyVersion = next.Snapshot.PolicyVersion
-	r.state.Store(&st)
-	return next.LoadedPolicies.Revisions()[bu.Name], took, nil
+	return rev, took, nil
 }
 
 // Describe implements prometheus.Collector.

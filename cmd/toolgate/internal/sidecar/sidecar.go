@@ -24,6 +24,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/tracing"
@@ -47,7 +48,7 @@ type Options struct {
 	// Version is the build's version, shown in /status.
 	Version string
 	// ReloadPoll is how often the configuration's files are read for
-	// changes even without a notification. Default reloadPoll (2s).
+	// changes even without a notification. Default reload.DefaultPoll (2s).
 	ReloadPoll time.Duration
 	// ReloadSettle overrides reload.settle when positive.
 	ReloadSettle time.Duration
@@ -58,7 +59,7 @@ type Options struct {
 type Sidecar struct {
 	cfg     atomic.Pointer[config.Loaded] // the configuration in force
 	version string
-	reload  *reloader
+	reload  *reload.Watcher
 	bundles *bundler
 	log     *slog.Logger
 	events  *eventPath
@@ -80,13 +81,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	log := o.Logger
 	sc := &Sidecar{log: log, version: o.Version, errc: make(chan error, 2), started: time.Now()}
 	sc.cfg.Store(lc)
-	sc.reload = newReloader(sc, lc)
-	if o.ReloadPoll > 0 {
-		sc.reload.poll = o.ReloadPoll
-	}
-	if o.ReloadSettle > 0 {
-		sc.reload.settle = o.ReloadSettle
-	}
+	sc.reload = newReloader(sc, lc, o)
 	var err error
 	if sc.bundles, err = newBundler(sc, lc.LoadedPolicies.Bundles()); err != nil {
 		return nil, err
@@ -150,7 +145,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 
 // Watch starts reloading the configuration when its files change and when
 // signals delivers a value, until the sidecar stops.
-func (sc *Sidecar) Watch(signals <-chan os.Signal) { sc.reload.start(signals) }
+func (sc *Sidecar) Watch(signals <-chan os.Signal) { sc.reload.Start(signals) }
 
 // AdminAddr is the admin listener's address; "" when it is off.
 func (sc *Sidecar) AdminAddr() string {
@@ -192,7 +187,7 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
 	sc.bundles.stop()
-	sc.reload.stop()
+	sc.reload.Stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
 		sc.admin.Shutdown(ctx)
@@ -343,7 +338,7 @@ func (sc *Sidecar) status() status {
 		},
 		Tools: tools, Policies: policiesInForce(cfg), Unmatched: cfg.Unmatched,
 		Events:  sc.events.status(cfg.Events),
-		Reload:  sc.reload.status(),
+		Reload:  sc.reload.Status(),
 		Tracing: sc.spans.stats(),
 		Bundles: sc.bundles.status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
