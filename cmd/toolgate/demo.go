@@ -25,6 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demo"
@@ -39,9 +40,15 @@ import (
 // from a real deployment's "toolgate".
 const demoDatabase = "toolgate_demo"
 
-// demoCodes are the footer's error codes, in the envelope's order; each is
-// shown, with 0 when no call got it.
-var demoCodes = []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream", "unknown"}
+// demoCodes are the footer's error codes: ok, then bucketing's codes in
+// the envelope's order; each is shown, with 0 when no call got it.
+var demoCodes = func() []string {
+	codes := []string{string(bucketing.CodeOK)}
+	for _, c := range bucketing.Codes() {
+		codes = append(codes, string(c))
+	}
+	return codes
+}()
 
 // demoPolicies is the legend printed above the demo's table: which policies
 // decide which tools, and how.

@@ -167,20 +167,19 @@ func DecodeArguments(data []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// jsonKind names a decoded JSON value's type for a sentence ("an array"),
+// numbers integral or not as "a number".
 func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number:
+	switch t := policies.JSONTypeName(v); t {
+	case "null":
+		return t
+	case "integer", "number":
 		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
+	case "array", "object":
+		return "an " + t
+	default:
+		return "a " + t
 	}
-	return "an object"
 }
 
 // PrintVerdict prints a decision for people, then, for a refusal, the
