@@ -26,8 +26,7 @@ import (
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
-	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/events"
 	"github.com/toolgate/toolgate/sink/tracing"
 )
 
@@ -39,7 +38,7 @@ type File struct {
 	// Admin is the admin listener (health, readiness, metrics, status).
 	Admin AdminConfig `yaml:"admin"`
 	// Events says where events go.
-	Events EventsConfig `yaml:"events"`
+	Events events.Config `yaml:"events"`
 	// Policies are the Rego policies tools bind by name.
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
@@ -168,37 +167,6 @@ func (r *ReloadConfig) validate() error {
 	return nil
 }
 
-// EventsConfig configures the event path.
-type EventsConfig struct {
-	// Sidecar names this instance in events. Default: the host name.
-	Sidecar string `yaml:"sidecar"`
-	// Queue bounds the in-memory queue between calls and the destination.
-	Queue sink.QueueConfig `yaml:"queue"`
-	// File is the NDJSON destination, used unless ClickHouse is configured.
-	File sink.FileConfig `yaml:"file"`
-	// ClickHouse sends events to ClickHouse, through the spool, when its
-	// addr is set.
-	ClickHouse clickhouse.Config `yaml:"clickhouse"`
-	// Spool is the disk spool in front of ClickHouse (or, with
-	// file.journal, in front of the NDJSON file): events are written there
-	// first and deleted only once the destination has them.
-	Spool sink.SpoolConfig `yaml:"spool"`
-	// OnWriteFailure says what happens to a call whose event cannot be
-	// written (the events disk is full or failing): OnWriteFailureRefuse
-	// refuses it before it is forwarded (events_unavailable, 503,
-	// retryable) and withholds the answer of one whose write failed after
-	// it was forwarded; OnWriteFailureAnswer forwards and answers it, and
-	// the lost event is counted. Default OnWriteFailureRefuse: events are
-	// the audit trail.
-	OnWriteFailure string `yaml:"on_write_failure"`
-}
-
-// events.on_write_failure values.
-const (
-	OnWriteFailureRefuse = "refuse"
-	OnWriteFailureAnswer = "answer"
-)
-
 // Loaded is a validated configuration and where it came from: every
 // section with its defaults applied and its relative paths resolved, the
 // compiled policies and the proxy's snapshot.
@@ -305,7 +273,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Reload.validate(); err != nil {
 		return nil, where(err)
 	}
-	if err := validateEvents(&lc.Events, dir); err != nil {
+	if err := lc.Events.Validate(dir); err != nil {
 		return nil, where(section.Under("events", err))
 	}
 	if err := lc.Tracing.Validate(); err != nil {
@@ -333,69 +301,8 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		lc.Snapshot.Budgets = lc.BudgetEngine
 	}
 	lc.Snapshot.ServerToolNames = serverToolNames(&lc.Config, &lc.Approvals)
-	if lc.Events.Sidecar == "" {
-		lc.Events.Sidecar, _ = os.Hostname()
-	}
 	return lc, nil
 }
-
-// validateEvents applies the events section's defaults; dir is the config
-// file's folder, where relative paths resolve.
-func validateEvents(ec *EventsConfig, dir string) error {
-	if err := ec.Queue.Validate(); err != nil {
-		return err
-	}
-	switch ec.OnWriteFailure {
-	case "":
-		ec.OnWriteFailure = OnWriteFailureRefuse
-	case OnWriteFailureRefuse, OnWriteFailureAnswer:
-	default:
-		return section.Errorf("on_write_failure", "must be refuse or answer, got %q", ec.OnWriteFailure)
-	}
-	if ec.File.Path == "" {
-		ec.File.Path = sink.DefaultFilePath
-	}
-	ec.File.Path = section.Resolve(dir, ec.File.Path)
-	if err := ec.File.Validate(); err != nil {
-		return err
-	}
-	toClickHouse := len(ec.ClickHouse.Addr) > 0
-	switch j := ec.File.Journal; {
-	case j == nil:
-		journal := !toClickHouse
-		ec.File.Journal = &journal
-	case *j && toClickHouse:
-		return section.Errorf("file.journal", "journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)")
-	}
-	switch {
-	case toClickHouse:
-		if err := ec.ClickHouse.Validate(); err != nil {
-			return err
-		}
-		if ec.Spool.Dir == "" {
-			ec.Spool.Dir = DefaultSpoolDir
-		}
-	case ec.File.Journaled():
-		if ec.Spool.Dir == "" {
-			// The journal lives with the file it feeds, which is where
-			// toolgate may write (the configuration's folder may be a
-			// read-only mount).
-			ec.Spool.Dir = ec.File.Path + JournalSuffix
-		}
-	default:
-		return nil // no spool
-	}
-	ec.Spool.Dir = section.Resolve(dir, ec.Spool.Dir)
-	return ec.Spool.Validate()
-}
-
-// DefaultSpoolDir is events.spool.dir's default with ClickHouse: the
-// spool's folder, beside the configuration file.
-const DefaultSpoolDir = "toolgate-spool"
-
-// JournalSuffix makes events.spool.dir's default for the NDJSON file's
-// journal: events.file.path with it appended, a folder beside the file.
-const JournalSuffix = ".journal"
 
 // Files returns the files the configuration file at path, holding data,
 // depends on, itself first: what each section lists (proxy.Config.Files,
@@ -422,23 +329,23 @@ func wasmCacheDir(dir, cache string) string {
 // LoadApprovals reads a configuration file as LoadEvents does and
 // validates its events and approvals sections only, for the commands that
 // decide approvals (`toolgate approvals`, the dashboard).
-func LoadApprovals(path string) (EventsConfig, approval.Config, error) {
+func LoadApprovals(path string) (events.Config, approval.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return EventsConfig{}, approval.Config{}, fmt.Errorf("read config: %w", err)
+		return events.Config{}, approval.Config{}, fmt.Errorf("read config: %w", err)
 	}
 	var f File
 	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
-		return EventsConfig{}, approval.Config{}, err
+		return events.Config{}, approval.Config{}, err
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	dir := section.Dir(path)
-	if err := validateEvents(&f.Events, dir); err != nil {
-		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("events", err))
+	if err := f.Events.Validate(dir); err != nil {
+		return events.Config{}, approval.Config{}, locate(path, &root, section.Under("events", err))
 	}
 	if err := f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0); err != nil {
-		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("approvals", err))
+		return events.Config{}, approval.Config{}, locate(path, &root, section.Under("approvals", err))
 	}
 	return f.Events, f.Approvals, nil
 }
@@ -447,19 +354,19 @@ func LoadApprovals(path string) (EventsConfig, approval.Config, error) {
 // an unknown key anywhere is an error) but validates only its events
 // section: no schema or policy is read, compiled or tested. Commands that
 // only read the events' destination (the dashboard) use it.
-func LoadEvents(path string) (EventsConfig, error) {
+func LoadEvents(path string) (events.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return EventsConfig{}, fmt.Errorf("read config: %w", err)
+		return events.Config{}, fmt.Errorf("read config: %w", err)
 	}
 	var f File
 	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
-		return EventsConfig{}, err
+		return events.Config{}, err
 	}
-	if err := validateEvents(&f.Events, section.Dir(path)); err != nil {
+	if err := f.Events.Validate(section.Dir(path)); err != nil {
 		var root yaml.Node
 		_ = yaml.Unmarshal(data, &root)
-		return EventsConfig{}, locate(path, &root, section.Under("events", err))
+		return events.Config{}, locate(path, &root, section.Under("events", err))
 	}
 	return f.Events, nil
 }
