@@ -15,10 +15,10 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/internal/yamlfile"
 	"github.com/toolgate/toolgate/policies"
@@ -42,7 +42,7 @@ type File struct {
 	// Policies are the Rego policies tools bind by name.
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
-	Reload ReloadConfig `yaml:"reload"`
+	Reload reload.Config `yaml:"reload"`
 	// Tracing exports one OpenTelemetry span per call to an OTLP
 	// collector. Default off.
 	Tracing tracing.Config `yaml:"tracing"`
@@ -53,24 +53,6 @@ type File struct {
 	// approval, where requests live, who decides). Start-only.
 	Approvals approval.Config `yaml:"approvals"`
 }
-
-// ReloadConfig configures hot reload. It takes effect at start; a reload
-// that changes it says a restart is needed.
-type ReloadConfig struct {
-	// Settle is how long the configuration file and every file it names
-	// must read the same before a reload reads them, so a file still being
-	// written is never loaded half-written. It applies to reloads asked for
-	// by a file change, SIGHUP and POST /reload alike. Default
-	// DefaultReloadSettle (250ms); at most MaxReloadSettle (1m).
-	Settle time.Duration `yaml:"settle"`
-}
-
-const (
-	// DefaultReloadSettle is reload.settle's default.
-	DefaultReloadSettle = 250 * time.Millisecond
-	// MaxReloadSettle bounds reload.settle.
-	MaxReloadSettle = time.Minute
-)
 
 // AdminConfig configures the admin listener.
 type AdminConfig struct {
@@ -154,17 +136,6 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("%s holds a token shorter than %d bytes", path, MinAdminTokenBytes)
 	}
 	return tok, nil
-}
-
-// validate applies reload's defaults and bounds.
-func (r *ReloadConfig) validate() error {
-	switch s := r.Settle; {
-	case s == 0:
-		r.Settle = DefaultReloadSettle
-	case s < 0 || s > MaxReloadSettle:
-		return section.Errorf("reload.settle", "%s is outside 0 to %s", s, MaxReloadSettle)
-	}
-	return nil
 }
 
 // Loaded is a validated configuration and where it came from: every
@@ -270,8 +241,8 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Admin.validate(&lc.Config, dir); err != nil {
 		return nil, where(err)
 	}
-	if err := lc.Reload.validate(); err != nil {
-		return nil, where(err)
+	if err := lc.Reload.Validate(); err != nil {
+		return nil, where(section.Under("reload", err))
 	}
 	if err := lc.Events.Validate(dir); err != nil {
 		return nil, where(section.Under("events", err))
