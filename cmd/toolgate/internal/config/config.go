@@ -231,9 +231,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 			}
 		}
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	where := func(err error) error { return locate(path, &root, err) }
+	where := func(err error) error { return locate(path, data, err) }
 	dir := section.Dir(path)
 	if err := lc.Config.Validate(dir); err != nil {
 		return nil, where(err)
@@ -309,14 +307,12 @@ func LoadApprovals(path string) (events.Config, approval.Config, error) {
 	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
 		return events.Config{}, approval.Config{}, err
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
 	dir := section.Dir(path)
 	if err := f.Events.Validate(dir); err != nil {
-		return events.Config{}, approval.Config{}, locate(path, &root, section.Under("events", err))
+		return events.Config{}, approval.Config{}, locate(path, data, section.Under("events", err))
 	}
 	if err := f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0); err != nil {
-		return events.Config{}, approval.Config{}, locate(path, &root, section.Under("approvals", err))
+		return events.Config{}, approval.Config{}, locate(path, data, section.Under("approvals", err))
 	}
 	return f.Events, f.Approvals, nil
 }
@@ -335,9 +331,7 @@ func LoadEvents(path string) (events.Config, error) {
 		return events.Config{}, err
 	}
 	if err := f.Events.Validate(section.Dir(path)); err != nil {
-		var root yaml.Node
-		_ = yaml.Unmarshal(data, &root)
-		return events.Config{}, locate(path, &root, section.Under("events", err))
+		return events.Config{}, locate(path, data, section.Under("events", err))
 	}
 	return f.Events, nil
 }
@@ -492,14 +486,20 @@ func failedTests(rep policies.TestReport) string {
 type fieldPather interface{ FieldPath() string }
 
 // locate prefixes err with the file and, when err names a field, the line
-// of that field: FILE:LINE: field: message.
-func locate(path string, root *yaml.Node, err error) error {
+// of that field in data, the file's content: FILE:LINE: field: message.
+// The file was decoded already; its node tree is built here, only to place
+// an error.
+func locate(path string, data []byte, err error) error {
 	field := ""
 	var fp fieldPather
 	if errors.As(err, &fp) {
 		field = fp.FieldPath()
 	}
-	if line := yamlfile.LineOf(root, field); line > 0 {
+	var root yaml.Node
+	if field != "" {
+		_ = yaml.Unmarshal(data, &root)
+	}
+	if line := yamlfile.LineOf(&root, field); line > 0 {
 		return fmt.Errorf("%s:%d: %w", path, line, err)
 	}
 	return fmt.Errorf("%s: %w", path, err)
@@ -513,7 +513,5 @@ func Locate(path string, err error) error {
 	if rerr != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	return locate(path, &root, err)
+	return locate(path, data, err)
 }
