@@ -97,3 +97,8 @@ func (s staged) Commit() (reload.Versions, []string, error) {
 
 // Discard implements reload.Staged.
 func (s staged) Discard() { s.next.ClosePolicies(s.prev) }
+
+var (
+	_ reload.Target = reloadTarget{}
+	_ reload.Staged = staged{}
+)
