@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/bundles"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/proxy"
@@ -60,7 +61,7 @@ type Sidecar struct {
 	cfg     atomic.Pointer[config.Loaded] // the configuration in force
 	version string
 	reload  *reload.Watcher
-	bundles *bundler
+	bundles *bundles.Poller
 	log     *slog.Logger
 	events  *eventPath
 	spans   *spans // nil when tracing is off
@@ -83,7 +84,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	sc.cfg.Store(lc)
 	sc.reload = newReloader(sc, lc, o)
 	var err error
-	if sc.bundles, err = newBundler(sc, lc.LoadedPolicies.Bundles()); err != nil {
+	if sc.bundles, err = bundles.New(lc.LoadedPolicies.Bundles(), bundleActivator{sc}, log.With("component", "bundles")); err != nil {
 		return nil, err
 	}
 	fds := descriptorBudget(lc, log)
@@ -139,7 +140,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		}()
 	}
 	sc.ready.Store(true)
-	sc.bundles.start()
+	sc.bundles.Start()
 	return sc, nil
 }
 
@@ -186,7 +187,7 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 // flushes events, then spans (when tracing is on).
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
-	sc.bundles.stop()
+	sc.bundles.Stop()
 	sc.reload.Stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
@@ -231,7 +232,7 @@ func (sc *Sidecar) adminHandler() http.Handler {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
-		if !sc.bundles.ready() {
+		if !sc.bundles.Ready() {
 			http.Error(w, "not ready: a policy bundle has not been activated yet", http.StatusServiceUnavailable)
 			return
 		}
@@ -340,7 +341,7 @@ func (sc *Sidecar) status() status {
 		Events:  sc.events.status(cfg.Events),
 		Reload:  sc.reload.Status(),
 		Tracing: sc.spans.stats(),
-		Bundles: sc.bundles.status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
+		Bundles: sc.bundles.Status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
 	}
 }
