@@ -72,7 +72,7 @@ func ownWants(x *jsonschema.Schema) typeMask {
 }
 
 func valueMask(v any) typeMask {
-	switch jsonTypeName(v) {
+	switch JSONTypeName(v) {
 	case "null":
 		return maskNull
 	case "boolean":
