@@ -194,8 +194,9 @@ type httpServer interface {
 // state is the snapshot in force, with per-call lookups precomputed.
 type state struct {
 	Snapshot
-	cfg   *Config
-	names *mcpNameWatch // nil: no MCP route
+	cfg    *Config
+	names  *mcpNameWatch    // nil: no MCP route
+	chains map[*tool]*chain // each tool's steps, compiled for this snapshot (chain.go)
 }
 
 type listener struct {
@@ -257,7 +258,9 @@ func (s *Server) Swap(snap Snapshot) error {
 	for _, t := range cfg.tools {
 		t.metrics = s.metrics.forTool(t.cfg.Name)
 	}
-	s.state.Store(&state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)})
+	st := &state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)}
+	st.chains = compileChains(cfg, &st.Snapshot, s.approver)
+	s.state.Store(st)
 	return nil
 }
 

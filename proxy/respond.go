@@ -25,6 +25,9 @@ type refusal struct {
 	// nil for refusals that retrying does not cure.
 	retryAfterMS *int64
 	approval     *bucketing.Approval // error.approval, for approval refusals
+	// dryRunNote, when set, is what a dry-run step records of this
+	// refusal in place of its violations' paths and messages.
+	dryRunNote string
 }
 
 func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation) *refusal {
