@@ -65,7 +65,11 @@ func (s extractStep) check(_ context.Context, c *call) *refusal {
 	return ref
 }
 
-// schemaStep validates the arguments against the tool's schema (step 3).
+// schemaStep validates the arguments against the tool's schema (step 3),
+// strictly, and refuses an argument spelt in another case than a declared
+// property even where the schema is open: a case-folding upstream (Go's
+// encoding/json into tagged structs reads "Text" as "text") would take it
+// for the property the schema never checked.
 type schemaStep struct {
 	tool   string
 	schema *policies.Schema
@@ -82,10 +86,7 @@ func buildSchema(e *chainEnv) requestStep {
 }
 
 func (s schemaStep) check(_ context.Context, c *call) *refusal {
-	if vs := s.schema.Validate(c.args); len(vs) > 0 {
-		return schemaRefusal(s.tool, vs)
-	}
-	return nil
+	return validateArgs(s.tool, s.schema, c.args)
 }
 
 // validateArgs is the schema check both protocols share: the schema's
