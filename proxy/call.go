@@ -46,6 +46,8 @@ type call struct {
 
 	// What the request steps read and write.
 
+	// ch is the tool's chain (nil when no tool matched).
+	ch *chain
 	// in is the caller's request, its method canonical and its context
 	// carrying the host it was routed as.
 	in *http.Request

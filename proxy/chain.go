@@ -80,8 +80,11 @@ type link struct {
 
 // chain is one tool's compiled steps.
 type chain struct {
-	steps   []link
-	answers []answerStep
+	steps []link
+	// answers are the answer steps (answer.go), in answerOrder; none on
+	// an MCP route. answerLimit is the most of an answer they read.
+	answers     []answerStep
+	answerLimit int64
 }
 
 // compileChain builds t's chain for a snapshot.
@@ -94,7 +97,7 @@ func compileChain(t *tool, snap *Snapshot, approver Approver) *chain {
 		}
 	}
 	if t.mcp == nil {
-		ch.answers = buildAnswerSteps(t)
+		ch.answers, ch.answerLimit = buildAnswerSteps(t)
 	}
 	return ch
 }

@@ -86,6 +86,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 		r.Header[k] = vs
 	}
 	c := &call{s: s, st: s.state.Load(), t: t, start: time.Now(), client: ctx, in: r, target: target}
+	c.ch = c.st.chains[t]
 	c.evalCaller(r)
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
 		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}

@@ -192,5 +192,5 @@ func (s mcpValidateStep) check(_ context.Context, c *call) *refusal {
 func (c *call) checkToolCall(ctx context.Context, msg *rpcMessage) *refusal {
 	c.mcp.msg = msg
 	c.ask = nil
-	return c.st.chains[c.t].run(ctx, c)
+	return c.ch.run(ctx, c)
 }

@@ -82,13 +82,14 @@ func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	c.ev.Tool = t.cfg.Name
 	c.ev.PathTemplate = t.cfg.Match.Path
 	c.envelope = t.wantsEnvelope(r)
+	c.ch = st.chains[t]
 	if t.mcp != nil {
 		return c.handleMCP(r, target)
 	}
 	c.ev.Inspected = true
 	c.in, c.target, c.vars = r, target, vars
 	c.body, c.size = r.Body, r.ContentLength
-	if ref := c.st.chains[t].run(r.Context(), c); ref != nil {
+	if ref := c.ch.run(r.Context(), c); ref != nil {
 		if ref == callerGone {
 			return c.clientGone(r)
 		}
@@ -285,7 +286,10 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		// with a length: no chunked trailers ride along.
 		out.Trailer = nil
 	}
-	cleanRequestHeaders(out.Header, c.envelope)
+	// An answer toolgate reads (to envelope it, or for the answer steps)
+	// must arrive decoded.
+	checksAnswer := c.ch != nil && len(c.ch.answers) > 0
+	cleanRequestHeaders(out.Header, c.envelope || checksAnswer)
 	// Injected headers go only to the tool's own origin (checkOrigin
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).
@@ -338,6 +342,11 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	removeOwnHeaders(resp.Header)
 	if c.bud != nil {
 		c.upHeader = resp.Header
+	}
+	if checksAnswer && answerChecked(r, resp) {
+		if a := c.runAnswers(ctx, r, resp); a != nil {
+			return a
+		}
 	}
 	if c.envelope && envelopable(r, resp) {
 		return c.envelopeAnswer(r, resp)
