@@ -41,7 +41,9 @@ type answerEntry struct {
 // answerOrder is the order of a plain HTTP tool's answer steps. A new
 // answer step is one file (its config section, its compile, its step) and
 // one entry here.
-var answerOrder = []answerEntry{}
+var answerOrder = []answerEntry{
+	{name: "answer_schema", build: buildAnswerSchema},
+}
 
 // reasonAnswerUnreadable: upstream's answer cannot be checked (not a JSON
 // object, duplicate names, nested too deep, larger than the bound).
