@@ -122,13 +122,7 @@ func (c *call) runAnswers(ctx context.Context, r *http.Request, resp *http.Respo
 // violations' paths.
 func (c *call) refuseAnswer(r *http.Request, upStatus int, ref *refusal) *http.Response {
 	body := ref.envelope()
-	paths := make([]string, len(ref.violations))
-	for i, v := range ref.violations {
-		paths[i] = v.Path
-	}
-	c.ev.Envelope = c.envelope
-	c.ev.Detail = ref.detail
-	c.ev.ViolationPaths = paths
+	c.noteRefusal(ref)
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, upStatus, int64(len(body)))
 	return envelopeResponse(r, http.StatusBadGateway, string(ref.code), nil, body)
 }

@@ -47,7 +47,7 @@ func (c *call) admitBudget() (ref *refusal, ok bool) {
 	if c.client.Err() != nil {
 		return nil, false
 	}
-	c.ev.Budget = v.Name
+	c.noteBudget(v.Name)
 	return budgetRefusal(v), true
 }
 
@@ -88,7 +88,7 @@ func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (in
 		if c.client.Err() != nil {
 			return -1, false
 		}
-		c.ev.Budget = v.Name
+		c.noteBudget(v.Name)
 		refs[i] = budgetRefusal(v)
 		return i, true
 	}

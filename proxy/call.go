@@ -86,3 +86,13 @@ func (c *call) noteApproval(state string, ref *refusal) {
 		c.ev.RetryAfterMS = *ref.retryAfterMS
 	}
 }
+
+// nameTool records the tool a call is of: an MCP message's first
+// tools/call names it.
+func (c *call) nameTool(name string) { c.ev.Tool = name }
+
+// noteUninspected records that no schema checked the call's arguments.
+func (c *call) noteUninspected() { c.ev.Inspected = false }
+
+// noteBudget records the budget or limiter that refused the call.
+func (c *call) noteBudget(name string) { c.ev.Budget = name }

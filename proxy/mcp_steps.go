@@ -25,7 +25,7 @@ func (mcpCallStep) check(_ context.Context, c *call) *refusal {
 	tc, ref := parseToolCall(m.msg.Params)
 	first := c.ev.Tool == "" && (m.callID == nil || bytes.Equal(m.callID, m.msg.ID))
 	if first && tc.name != "" {
-		c.ev.Tool = tc.name
+		c.nameTool(tc.name)
 	}
 	m.tc, c.args = tc, tc.args
 	return ref
@@ -156,7 +156,7 @@ func (s mcpUncheckedStep) check(_ context.Context, c *call) *refusal {
 	if m.sch != nil {
 		return nil
 	}
-	c.ev.Inspected = false
+	c.noteUninspected()
 	if !s.refuse {
 		return nil
 	}

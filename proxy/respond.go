@@ -74,20 +74,26 @@ func refusalStatus(ref *refusal) int {
 // error code header. Upstream is never called.
 func (c *call) refuse(r *http.Request, ref *refusal) *http.Response {
 	body := ref.envelope()
-	paths := make([]string, len(ref.violations))
-	for i, v := range ref.violations {
-		paths[i] = v.Path
-	}
 	c.ev.Refused = true
-	c.ev.Envelope = c.envelope
-	c.ev.Detail = ref.detail
-	c.ev.ViolationPaths = paths
+	c.noteRefusal(ref)
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
 	var h http.Header
 	if ref.retryAfterMS != nil {
 		h = http.Header{"Retry-After": {strconv.FormatInt((*ref.retryAfterMS+999)/1000, 10)}}
 	}
 	return envelopeResponse(r, refusalStatus(ref), string(ref.code), h, body)
+}
+
+// noteRefusal records in the event what a refusal says: its detail and
+// its violations' paths, and whether the caller asked for the envelope.
+func (c *call) noteRefusal(ref *refusal) {
+	paths := make([]string, len(ref.violations))
+	for i, v := range ref.violations {
+		paths[i] = v.Path
+	}
+	c.ev.Envelope = c.envelope
+	c.ev.Detail = ref.detail
+	c.ev.ViolationPaths = paths
 }
 
 // fail answers a call whose upstream exchange failed with no usable answer
