@@ -5,10 +5,12 @@ import (
 	"strings"
 )
 
-// A tool's chain: its request steps in order, compiled once when a
-// snapshot is put in force (Swap, Evaluate), so that a tool without a
-// schema, policies, approval or budgets has no such step and pays nothing
-// for it. The order is requestOrder below; the package doc numbers it.
+// A tool's chain: its request steps in order, and its answer steps,
+// compiled once when a snapshot is put in force (Swap; Evaluate compiles
+// the one tool it evaluates), so that a tool without a schema, policies,
+// approval, injected headers, budgets or answer checks has no such step
+// and pays nothing for it. The order is requestOrder below and answerOrder
+// (answer.go); the package doc numbers it.
 
 // requestStep is one step a call passes before it goes upstream. check lets
 // the call continue (nil) or refuses it: the refusal answers at once and
@@ -114,20 +116,6 @@ func compileChains(cfg *Config, snap *Snapshot, approver Approver) map[*tool]*ch
 // run passes c through the steps in order; the first refusal stops it.
 func (ch *chain) run(ctx context.Context, c *call) *refusal {
 	for i := range ch.steps {
-		if ref := ch.steps[i].step.check(ctx, c); ref != nil {
-			return ref
-		}
-	}
-	return nil
-}
-
-// runUntil runs the steps before the one named stop (all when none has
-// that name).
-func (ch *chain) runUntil(ctx context.Context, c *call, stop string) *refusal {
-	for i := range ch.steps {
-		if ch.steps[i].name == stop {
-			return nil
-		}
 		if ref := ch.steps[i].step.check(ctx, c); ref != nil {
 			return ref
 		}
