@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -18,25 +16,22 @@ type Approver interface {
 	Approve(ctx context.Context, q *policies.ApprovalCall) policies.ApprovalOutcome
 }
 
-// approve runs the approval step for a call of tool with args going
-// upstream to target (canonical), records its state in the event, and
-// returns the refusal when the call may not go upstream now. unread is the
-// body when the tool forwards it without reading it as its arguments.
-func (c *call) approve(r *http.Request, target *url.URL, tool string, args map[string]any, unread []byte) *refusal {
+// approve runs the approval step for a plain HTTP call going upstream to
+// its canonical target, records its state in the event, and returns the
+// refusal when the call may not go upstream now. A body the tool forwards
+// without reading it as its arguments is bound as bytes.
+func (c *call) approve(ctx context.Context, a Approver) *refusal {
 	q := policies.ApprovalCall{
-		Tool: tool, Arguments: args, Agent: c.ev.Agent, Session: c.ev.Session,
-		TraceID: c.ev.TraceID, Ask: c.ask, Body: unread,
+		Tool: c.t.cfg.Name, Arguments: c.args, Agent: c.ev.Agent, Session: c.ev.Session,
+		TraceID: c.ev.TraceID, Ask: c.ask, Body: c.unread,
 	}
-	if n, ok := c.s.approver.(approvalNeeder); ok && !n.Needs(&q) {
+	if n, ok := a.(approvalNeeder); ok && !n.Needs(&q) {
 		return nil // the common case costs a map lookup
 	}
-	c.bindCall(&q, r.Method, target)
-	out := c.s.approver.Approve(r.Context(), &q)
-	c.ev.Approval = out.State
+	c.bindCall(&q, c.in.Method, c.target)
+	out := a.Approve(ctx, &q)
 	ref := approvalRefusal(out)
-	if ref != nil && ref.retryAfterMS != nil {
-		c.ev.RetryAfterMS = *ref.retryAfterMS
-	}
+	c.noteApproval(out.State, ref)
 	return ref
 }
 

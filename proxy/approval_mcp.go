@@ -1,10 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -50,8 +50,10 @@ type inBandAsk struct {
 // approveMCP runs the approval step for a tools/call: as approve, with the
 // in-band ask when the client can take it, and the call's own requestState
 // checked when it is toolgate's.
-func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc toolCall, annotations map[string]any) *refusal {
+func (c *call) approveMCP(ctx context.Context, a Approver) *refusal {
 	m := c.mcp
+	msg, tc := m.msg, m.tc
+	annotations := m.srv.hints(tc.name).asMap()
 	state, own := ownState(tc.state)
 	fresh := len(tc.state) == 0 && len(tc.responses) == 0
 	q := policies.ApprovalCall{
@@ -61,11 +63,11 @@ func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc 
 	if own && m.batch {
 		// The stateless era has no batches, and toolgate never asks in one:
 		// its state in a batch is not its own round.
-		c.ev.Approval = policies.ApprovalInvalid
+		c.noteApproval(policies.ApprovalInvalid, nil)
 		return refuse(bucketing.CodePolicy, bucketing.ReasonApprovalStateInvalid,
 			fmt.Sprintf("Tool '%s' was called in a batch with toolgate's approval state, which is only accepted on a single request; call again without it", tc.name), nil)
 	}
-	if n, ok := c.s.approver.(approvalNeeder); ok && !n.Needs(&q) {
+	if n, ok := a.(approvalNeeder); ok && !n.Needs(&q) {
 		// The common case costs a map lookup: no _meta is read.
 		m.strip = own
 		return nil
@@ -73,13 +75,10 @@ func (c *call) approveMCP(r *http.Request, target *url.URL, msg *rpcMessage, tc 
 	if m.stateless && !m.batch && msg.isRequest() && (fresh || own) && declaresURLElicitation(tc.meta) && !declined(tc.responses) {
 		q.InBand = true
 	}
-	c.bindCall(&q, r.Method, target)
-	out := c.s.approver.Approve(r.Context(), &q)
-	c.ev.Approval = out.State
+	c.bindCall(&q, c.in.Method, c.target)
+	out := a.Approve(ctx, &q)
 	ref := approvalRefusal(out)
-	if ref != nil && ref.retryAfterMS != nil {
-		c.ev.RetryAfterMS = *ref.retryAfterMS
-	}
+	c.noteApproval(out.State, ref)
 	switch {
 	case ref != nil && out.Token != "" && out.URL != "":
 		m.ask = &inBandAsk{token: out.Token, url: out.URL, id: out.ID}

@@ -26,9 +26,9 @@ type Budgeter interface {
 
 // budgetCall fills the call's budget.Call once, from the event and the
 // arguments.
-func (c *call) budgetCall(args map[string]any) *budget.Call {
+func (c *call) budgetCall() *budget.Call {
 	if c.bud == nil {
-		c.bud = &budget.Call{Tool: c.ev.Tool, Agent: c.ev.Agent, Session: c.ev.Session, Args: args}
+		c.bud = &budget.Call{Tool: c.ev.Tool, Agent: c.ev.Agent, Session: c.ev.Session, Args: c.args}
 		setUpstream(c.bud, &c.cn)
 	}
 	return c.bud
@@ -38,16 +38,16 @@ func (c *call) budgetCall(args map[string]any) *budget.Call {
 // lets it go (after any wait its upstream's rate asked for), else the
 // refusal. A caller that went away while it waited is not refused: ok is
 // false, and the call is recorded as the caller's.
-func (c *call) admitBudget(r *http.Request, args map[string]any) (ref *refusal, ok bool) {
-	b := c.budgetCall(args)
-	v := c.st.Budgets.Admit(r.Context(), b)
+func (c *call) admitBudget() (ref *refusal, ok bool) {
+	b := c.budgetCall()
+	v := c.st.Budgets.Admit(c.in.Context(), b)
 	if !v.Refused {
 		return nil, true
 	}
 	if c.client.Err() != nil {
 		return nil, false
 	}
-	c.ev.Budget = v.Name
+	c.noteBudget(v.Name)
 	return budgetRefusal(v), true
 }
 
@@ -88,7 +88,7 @@ func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (in
 		if c.client.Err() != nil {
 			return -1, false
 		}
-		c.ev.Budget = v.Name
+		c.noteBudget(v.Name)
 		refs[i] = budgetRefusal(v)
 		return i, true
 	}
@@ -131,9 +131,9 @@ func (c *call) settleBudget(res bucketing.Result) {
 }
 
 // budgetInput is input.budget for a call's policies: nil without budgets.
-func (c *call) budgetInput(args map[string]any) map[string]any {
+func (c *call) budgetInput() map[string]any {
 	if c.st.Budgets == nil || c.t == nil || c.mcp != nil {
 		return nil
 	}
-	return c.st.Budgets.Counters(c.budgetCall(args))
+	return c.st.Budgets.Counters(c.budgetCall())
 }

@@ -46,8 +46,8 @@ func BenchmarkBudgetStep(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		c := &call{st: st, client: r.Context(), cn: canon{scheme: "http", host: "api.example.org", port: "80"}, ev: sink.Event{Tool: "bench", Agent: "agent-1", Session: sessions[i%len(sessions)], Host: "api.example.org"}}
-		if ref, ok := c.admitBudget(r, args); ref != nil || !ok {
+		c := &call{st: st, client: r.Context(), cn: canon{scheme: "http", host: "api.example.org", port: "80"}, ev: sink.Event{Tool: "bench", Agent: "agent-1", Session: sessions[i%len(sessions)], Host: "api.example.org"}, in: r, args: args}
+		if ref, ok := c.admitBudget(); ref != nil || !ok {
 			b.Fatal("refused")
 		}
 		c.settleBudget(bucketing.Result{})

@@ -285,6 +285,9 @@ type ToolConfig struct {
 	// schema and leaves that format unchecked. It applies to Schema,
 	// SchemaFile and the mcp.tools schemas.
 	UnknownFormats string `yaml:"unknown_formats"`
+	// Answer checks what upstream answers before the caller sees it
+	// (answer_schema.go). Default: answers are not checked.
+	Answer AnswerConfig `yaml:"answer"`
 	// Timeout bounds the upstream exchange, answer body included. Default 30s.
 	Timeout time.Duration `yaml:"timeout"`
 	// Envelope is when the caller gets the envelope: "on_request" (when the
@@ -750,6 +753,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	}
 	t.schema = sch
 	if err := c.compileMCP(t, p); err != nil {
+		return nil, err
+	}
+	if err := c.compileAnswer(t, p); err != nil {
 		return nil, err
 	}
 	return t, nil

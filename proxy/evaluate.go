@@ -91,10 +91,12 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 	if st.PolicyHeaders == nil {
 		st.PolicyHeaders = defaultPolicyHeaders
 	}
-	c := &call{st: st, t: t, start: time.Now(), client: ctx}
+	c := &call{st: st, t: t, start: time.Now(), client: ctx, in: r, target: target, vars: vars, args: args}
 	c.evalCaller(r)
 	v := Verdict{Allowed: true}
-	if ref := c.check(r, target, vars, args); ref != nil {
+	// The tool's chain without dispatch: its argument steps (schema,
+	// policies) on the arguments given, as a call's run them.
+	if ref := compileChain(t, &st.Snapshot, nil).runArgs(ctx, c); ref != nil {
 		v = refusedVerdict(ref)
 	} else {
 		v.Inject = c.injected()

@@ -61,6 +61,16 @@ type mcpCall struct {
 	// fetched again.
 	listedOnly bool
 
+	// The tools/call the chain is checking (checkToolCall): its message,
+	// its params, and what mcpLookupStep found for it: the listed schema
+	// (nil: none usable), why a listed one cannot be used, and whether
+	// the server's whole list lacks the tool.
+	msg     *rpcMessage
+	tc      toolCall
+	sch     *policies.Schema
+	why     error
+	unknown bool
+
 	callID     json.RawMessage // the tools/call whose outcome is recorded
 	listID     json.RawMessage // a tools/list whose answer is learned
 	listCursor bool            // that tools/list asked for a later page
@@ -88,6 +98,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	m.privKey = m.key + "|auth:" + authContext(r)
 	m.srv = c.s.mcp.resolve(m.key, m.privKey)
 	c.mcp = m
+	c.in, c.target = r, target
 	c.ev.Tool = ""
 	c.ev.MCPServer = m.server
 	c.ev.Inspected = true
@@ -163,7 +174,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 				c.ev.RPCID = idText(msg.ID)
 				c.ev.Outcome = sink.OutcomeNoAnswer
 			}
-			refs[i] = c.checkToolCall(r, target, msg)
+			refs[i] = c.checkToolCall(r.Context(), msg)
 			if refs[i] != nil && refused < 0 {
 				refused = i
 			}
@@ -205,112 +216,6 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.plainResult(c.ev.Tool)))
 	}
 	return resp
-}
-
-// checkToolCall runs the checks of one tools/call: its params, the schema
-// (configured, else learned, else fetched), then the route's policies. It
-// records the tool name and whether the call was inspected.
-func (c *call) checkToolCall(r *http.Request, target *url.URL, msg *rpcMessage) *refusal {
-	m := c.mcp
-	tc, ref := parseToolCall(msg.Params)
-	first := c.ev.Tool == "" && (m.callID == nil || bytes.Equal(m.callID, msg.ID))
-	if first && tc.name != "" {
-		c.ev.Tool = tc.name
-	}
-	if ref != nil {
-		return ref
-	}
-	rule := m.route.rule(tc.name)
-	sch := rule.schema
-	if sch == nil {
-		s, known, why := m.srv.lookup(tc.name, rule.strict)
-		if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.isCut()) || m.srv.stale()) {
-			if !m.listedOnly {
-				if err := c.fetchTools(r, target, tc.meta); err != nil {
-					// A stale list is still used when listing fails (2026-07-28
-					// server/utilities/caching allows serving stale on errors).
-					c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", tc.name, "err", err)
-				}
-				m.srv = c.s.mcp.resolve(m.key, m.privKey)
-				s, known, why = m.srv.lookup(tc.name, rule.strict)
-			}
-			if !known && m.srv.isListed() {
-				names := m.srv.names()
-				offers := strings.Join(names, ", ")
-				if len(names) == 0 {
-					offers = "(no tools)"
-				}
-				if !rule.dryRun {
-					return refuse(bucketing.CodeValidation, reasonUnknownTool,
-						fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", tc.name, m.server, offers),
-						[]policies.Violation{{Path: "", Reason: reasonUnknownTool, Message: "unknown tool", Expected: "one of: " + offers}})
-				}
-				c.ev.DryRunDenied = true
-				c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: (arguments): unknown tool")
-			}
-		}
-		refuseUnchecked := m.route.cfg.Unchecked == UncheckedRefuse
-		unusable := ""
-		if why != nil {
-			unusable = unusableReason(why)
-			what := "passes unchecked"
-			if refuseUnchecked {
-				what = "is refused (mcp.unchecked: refuse)"
-			}
-			c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", tc.name, "reason", unusable, "err", why)
-			c.s.mcpUnusable.note(m.server, tc.name, unusable, why)
-			if !refuseUnchecked || rule.dryRun {
-				// The event says why the call passed without a schema.
-				c.ev.PolicyError = joinNonEmpty(c.ev.PolicyError, "schema: "+unusable)
-			}
-		}
-		if s == nil {
-			c.ev.Inspected = false
-		}
-		if s == nil && refuseUnchecked {
-			detail := fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (no usable schema), and this route refuses calls it cannot check", tc.name, m.server)
-			if unusable != "" {
-				detail = fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (its listed schema is unusable: %s), and this route refuses calls it cannot check", tc.name, m.server, unusable)
-			}
-			if !rule.dryRun {
-				return refuse(bucketing.CodePolicy, reasonUnchecked, detail,
-					[]policies.Violation{{Path: "", Reason: reasonUnchecked, Message: "no usable schema to check the arguments against"}})
-			}
-			c.ev.DryRunDenied = true
-			c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: (arguments): no usable schema")
-		}
-		sch = s
-	}
-	if sch != nil {
-		vs := sch.Validate(tc.args)
-		if len(vs) == 0 {
-			// An argument spelt in another case than a declared property
-			// is one a case-folding server reads as that property.
-			vs = sch.FoldedNames(tc.args)
-		}
-		if len(vs) > 0 {
-			if !rule.dryRun {
-				return schemaRefusal(tc.name, vs)
-			}
-			c.ev.DryRunDenied = true
-			for _, v := range vs {
-				c.ev.DryRunViolations = append(c.ev.DryRunViolations, "schema: "+pathOrArgs(v.Path)+": "+v.Message)
-			}
-		}
-	}
-	c.ask = nil
-	if chk := c.st.Checkers[c.t.cfg.Name]; chk != nil {
-		in := c.input(r, target, nil, tc.args)
-		in.Tool, in.Protocol, in.Server = tc.name, ProtocolMCP, m.server
-		in.ToolAnnotations = m.srv.hints(tc.name).asMap()
-		if ref := c.policyOutcome(chk.Check(r.Context(), in)); ref != nil {
-			return ref
-		}
-	}
-	if c.s.approver != nil {
-		return c.approveMCP(r, target, msg, tc, m.srv.hints(tc.name).asMap())
-	}
-	return nil
 }
 
 func pathOrArgs(p string) string {

@@ -85,7 +85,8 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	for k, vs := range headers {
 		r.Header[k] = vs
 	}
-	c := &call{s: s, st: s.state.Load(), t: t, start: time.Now(), client: ctx}
+	c := &call{s: s, st: s.state.Load(), t: t, start: time.Now(), client: ctx, in: r, target: target}
+	c.ch = c.st.chains[t]
 	c.evalCaller(r)
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
 		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
@@ -123,7 +124,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	msg := &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: methodToolsCall, Params: params}
 	c.ev.Inspected = true
 	v := Verdict{Allowed: true}
-	if ref := c.checkToolCall(r, target, msg); ref != nil {
+	if ref := c.checkToolCall(ctx, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
 		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.plainResult(toolName))

@@ -16,33 +16,8 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/sink"
 )
-
-// call is one call's state from arrival to the end of its answer's body.
-type call struct {
-	s        *Server
-	st       *state
-	t        *tool // nil when no tool matched
-	start    time.Time
-	upStart  time.Time
-	ev       sink.Event
-	envelope bool // the caller asked for (or the tool forces) the envelope
-	gone     bool // the caller went away before its answer was complete
-	lost     bool // its event was not kept, and an EventGate is set: the answer is withheld
-	client   context.Context
-	inject   map[string]string // headers the policies asked for
-	cancel   context.CancelFunc
-	cn       canon              // the call's canonical form (zero when refused before it had one)
-	mcp      *mcpCall           // nil unless the tool's protocol is mcp
-	ask      *policies.Approval // the policies' approval request, if any
-	bud      *budget.Call       // nil unless the snapshot has budgets and the call met them
-	upHeader http.Header        // upstream's answer's header, kept for the budget step
-	// traceparent is the caller's W3C trace context, kept for the Tracer
-	// only when there is one.
-	traceparent string
-}
 
 // handle runs the pipeline for one request whose upstream URL is target and
 // returns the answer for the caller. It never returns nil. A call whose
@@ -96,9 +71,7 @@ func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Respo
 			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 				fmt.Sprintf("Call %s %s%s matches no tool, and tools name this host, so its other calls are refused (hosts[].unmatched opens it)", cn.method, c.ev.Host, target.EscapedPath()), nil))
 		case mode == UnmatchedDryRun:
-			c.ev.DryRunDenied = true
-			c.ev.DryRunViolations = append(c.ev.DryRunViolations,
-				fmt.Sprintf("call %s %s matches no tool on a host tools name (hosts[].unmatched: dry_run)", cn.method, target.EscapedPath()))
+			c.noteWouldRefuse(fmt.Sprintf("call %s %s matches no tool on a host tools name (hosts[].unmatched: dry_run)", cn.method, target.EscapedPath()))
 		case mode == "" && st.cfg.Unmatched == UnmatchedDeny:
 			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 				fmt.Sprintf("Call %s %s matches no tool and unmatched calls are denied", cn.method, c.ev.Host), nil))
@@ -109,69 +82,20 @@ func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	c.ev.Tool = t.cfg.Name
 	c.ev.PathTemplate = t.cfg.Match.Path
 	c.envelope = t.wantsEnvelope(r)
+	c.ch = st.chains[t]
 	if t.mcp != nil {
 		return c.handleMCP(r, target)
 	}
 	c.ev.Inspected = true
-
-	// The body is read when arguments come from it, and always when the
-	// tool's calls are checked: a checked tool never forwards a body it did
-	// not parse (bodySource says which bodies it can read).
-	bodySrc, unreadable := bodySource(t, r)
-	checked := t.schema != nil || st.Checkers[t.cfg.Name] != nil
-	// A call that may need approval has its body read too: a grant binds
-	// the body it forwards, read as the arguments or, when the tool does
-	// not read it, as bytes.
-	gated := !checked && bodySrc == 0 && c.s.needsApproval(t.cfg.Name)
-	var body io.Reader = r.Body
-	size := r.ContentLength
-	var raw []byte
-	if bodySrc != 0 || checked || gated {
-		var err error
-		raw, err = readBody(r, st.cfg.MaxBodyBytes)
-		switch {
-		case errors.Is(err, errBodyTooLarge):
-			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonBodyTooLarge,
-				fmt.Sprintf("Tool '%s' got a body larger than the %d-byte limit", t.cfg.Name, st.cfg.MaxBodyBytes), nil))
-		case errors.Is(err, errBodyTimeout):
-			return c.refuse(r, bodyTimeoutRefusal(c.subject(), st.cfg.Limits.BodyTimeout))
-		case err != nil:
+	c.in, c.target, c.vars = r, target, vars
+	c.body, c.size = r.Body, r.ContentLength
+	if ref := c.ch.run(r.Context(), c); ref != nil {
+		if ref == callerGone {
 			return c.clientGone(r)
 		}
-		c.ev.RequestBytes = int64(len(raw))
-		body, size = bytesBody(raw), int64(len(raw))
-		if len(raw) > 0 && bodySrc == 0 && !gated {
-			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
-				fmt.Sprintf("Tool '%s' cannot check a body it cannot read as its arguments: %s", t.cfg.Name, unreadable), nil))
-		}
-	}
-	if checked && t.sources != 0 && t.sources&bitQuery == 0 && r.URL.RawQuery != "" {
-		return c.refuse(r, unreadQuery(t.cfg.Name, r.URL.RawQuery))
-	}
-	args, ref := extractArgs(t, r, vars, raw, bodySrc, st.cfg.Limits.MaxJSONDepth)
-	if ref == nil {
-		ref = c.check(r, target, vars, args)
-	}
-	if ref == nil && c.s.approver != nil {
-		var unread []byte
-		if gated && len(raw) > 0 {
-			unread = raw
-		}
-		ref = c.approve(r, target, t.cfg.Name, args, unread)
-	}
-	if ref == nil {
-		ref = c.checkOrigin(target)
-	}
-	if ref == nil && st.Budgets != nil {
-		var ok bool
-		if ref, ok = c.admitBudget(r, args); !ok {
-			return c.clientGone(r)
-		}
-	}
-	if ref != nil {
 		return c.refuse(r, ref)
 	}
-	return c.dispatch(r, target, body, size, t.cfg.Timeout)
+	return c.dispatch(r, target, c.body, c.size, t.cfg.Timeout)
 }
 
 // checkOrigin refuses a call whose tool injects headers (its own, or its
@@ -259,23 +183,9 @@ func (c *Config) landsOnLoopbackTool(host, port string, remote net.Addr) bool {
 	return false
 }
 
-// check runs the steps that decide extracted arguments: the schema, then
-// the tool's policies. Evaluate runs exactly this too.
-func (c *call) check(r *http.Request, target *url.URL, vars map[string]string, args map[string]any) *refusal {
-	t := c.t
-	if t.schema != nil {
-		if vs := t.schema.Validate(args); len(vs) > 0 {
-			return schemaRefusal(t.cfg.Name, vs)
-		}
-	}
-	if chk := c.st.Checkers[t.cfg.Name]; chk != nil {
-		return c.policyOutcome(chk.Check(r.Context(), c.input(r, target, vars, args)))
-	}
-	return nil
-}
-
 // input builds the document policies see.
-func (c *call) input(r *http.Request, target *url.URL, vars map[string]string, args map[string]any) *policies.Input {
+func (c *call) input() *policies.Input {
+	r, target := c.in, c.target
 	h := make(map[string]string, len(c.st.PolicyHeaders))
 	for _, name := range c.st.PolicyHeaders {
 		if vs := r.Header.Values(name); len(vs) > 0 {
@@ -286,26 +196,30 @@ func (c *call) input(r *http.Request, target *url.URL, vars map[string]string, a
 	if target.RawQuery != "" {
 		q, _ = url.ParseQuery(target.RawQuery)
 	}
-	return &policies.Input{
+	in := &policies.Input{
 		Tool:      c.t.cfg.Name,
-		Arguments: args,
+		Arguments: c.args,
 		Request: policies.Request{
 			Method: r.Method, Host: target.Host, Path: target.EscapedPath(),
-			PathVars: vars, Query: q, Headers: h,
+			PathVars: c.vars, Query: q, Headers: h,
 		},
 		Caller:   policies.Caller{Agent: c.ev.Agent, Session: c.ev.Session},
 		TraceID:  c.ev.TraceID,
 		Protocol: ProtocolHTTP,
-		Budget:   c.budgetInput(args),
+		Budget:   c.budgetInput(),
 	}
+	if m := c.mcp; m != nil {
+		in.Tool, in.Protocol, in.Server = m.tc.name, ProtocolMCP, m.server
+		in.ToolAnnotations = m.srv.hints(m.tc.name).asMap()
+	}
+	return in
 }
 
 // policyOutcome records what the policies said in the event and returns
 // the refusal, if they refused.
 func (c *call) policyOutcome(d policies.Decision) *refusal {
 	for _, v := range d.DryRun {
-		c.ev.DryRunDenied = true
-		c.ev.DryRunViolations = append(c.ev.DryRunViolations, v.Message)
+		c.noteWouldRefuse(v.Message)
 	}
 	if len(d.FailedOpen) > 0 {
 		c.ev.PolicyError = strings.Join(d.FailedOpen, "; ")
@@ -372,7 +286,10 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		// with a length: no chunked trailers ride along.
 		out.Trailer = nil
 	}
-	cleanRequestHeaders(out.Header, c.envelope)
+	// An answer toolgate reads (to envelope it, or for the answer steps)
+	// must arrive decoded.
+	checksAnswer := c.ch != nil && len(c.ch.answers) > 0
+	cleanRequestHeaders(out.Header, c.envelope || checksAnswer)
 	// Injected headers go only to the tool's own origin (checkOrigin
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).
@@ -425,6 +342,11 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	removeOwnHeaders(resp.Header)
 	if c.bud != nil {
 		c.upHeader = resp.Header
+	}
+	if checksAnswer && answerChecked(r, resp) {
+		if a := c.runAnswers(ctx, r, resp); a != nil {
+			return a
+		}
 	}
 	if c.envelope && envelopable(r, resp) {
 		return c.envelopeAnswer(r, resp)

@@ -42,7 +42,19 @@
 //     (rate_limit/local_rate_limit); only calls that passed every check
 //     are counted;
 //  7. dispatch: the call goes upstream with the tool's timeout, and the
-//     answer is bucketed, enveloped when the caller asked, and recorded.
+//     answer is bucketed, enveloped when the caller asked, and recorded;
+//  8. answer steps (answer.go, a plain HTTP tool with an answer section
+//     only): a 2xx answer is read whole and checked before the caller sees
+//     it (answer_schema.go); a refused answer becomes a 502 envelope
+//     (upstream/answer_schema, answer_unreadable).
+//
+// The code holds this list: requestOrder (chain.go) names steps 2 to 6,
+// and answerOrder (answer.go) step 8. Each tool's chain is compiled from
+// them once, when a snapshot is put in force (Swap), so a tool without a
+// schema, policies, approval, injected headers, budgets or answer checks
+// has no such step. An MCP route runs the same order for each tools/call
+// of a message (mcp_steps.go). Evaluate and EvaluateMCP run a tool's chain
+// without dispatch. docs/architecture.md draws it.
 //
 // Every call, refused or forwarded, hands exactly one event to the Recorder.
 //
@@ -194,8 +206,9 @@ type httpServer interface {
 // state is the snapshot in force, with per-call lookups precomputed.
 type state struct {
 	Snapshot
-	cfg   *Config
-	names *mcpNameWatch // nil: no MCP route
+	cfg    *Config
+	names  *mcpNameWatch    // nil: no MCP route
+	chains map[*tool]*chain // each tool's steps, compiled for this snapshot (chain.go)
 }
 
 type listener struct {
@@ -257,7 +270,9 @@ func (s *Server) Swap(snap Snapshot) error {
 	for _, t := range cfg.tools {
 		t.metrics = s.metrics.forTool(t.cfg.Name)
 	}
-	s.state.Store(&state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)})
+	st := &state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)}
+	st.chains = compileChains(cfg, &st.Snapshot, s.approver)
+	s.state.Store(st)
 	return nil
 }
 

@@ -25,6 +25,9 @@ type refusal struct {
 	// nil for refusals that retrying does not cure.
 	retryAfterMS *int64
 	approval     *bucketing.Approval // error.approval, for approval refusals
+	// dryRunNote, when set, is what a dry-run step records of this
+	// refusal in place of its violations' paths and messages.
+	dryRunNote string
 }
 
 func refuse(code bucketing.Code, reason, detail string, vs []policies.Violation) *refusal {
@@ -71,20 +74,26 @@ func refusalStatus(ref *refusal) int {
 // error code header. Upstream is never called.
 func (c *call) refuse(r *http.Request, ref *refusal) *http.Response {
 	body := ref.envelope()
-	paths := make([]string, len(ref.violations))
-	for i, v := range ref.violations {
-		paths[i] = v.Path
-	}
 	c.ev.Refused = true
-	c.ev.Envelope = c.envelope
-	c.ev.Detail = ref.detail
-	c.ev.ViolationPaths = paths
+	c.noteRefusal(ref)
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
 	var h http.Header
 	if ref.retryAfterMS != nil {
 		h = http.Header{"Retry-After": {strconv.FormatInt((*ref.retryAfterMS+999)/1000, 10)}}
 	}
 	return envelopeResponse(r, refusalStatus(ref), string(ref.code), h, body)
+}
+
+// noteRefusal records in the event what a refusal says: its detail and
+// its violations' paths, and whether the caller asked for the envelope.
+func (c *call) noteRefusal(ref *refusal) {
+	paths := make([]string, len(ref.violations))
+	for i, v := range ref.violations {
+		paths[i] = v.Path
+	}
+	c.ev.Envelope = c.envelope
+	c.ev.Detail = ref.detail
+	c.ev.ViolationPaths = paths
 }
 
 // fail answers a call whose upstream exchange failed with no usable answer

@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/budget"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// call is one call's state from arrival to the end of its answer's body:
+// what the caller sent (in), where it goes (target, the canonical upstream
+// URL; out is built from both at dispatch), the tool and its arguments, the
+// event being built, and what the steps decided so far. Steps read and
+// write it through its methods (setBody, policyOutcome, noteDryRun,
+// approve, admitBudget, refuse).
+//
+// It stays unexported: the steps live in this package, and a call's
+// fields (an http.Request, sink.Event) are not a contract others should
+// build against before the package is split.
+type call struct {
+	s        *Server // nil in Evaluate, which dispatches nothing
+	st       *state
+	t        *tool // nil when no tool matched
+	start    time.Time
+	upStart  time.Time
+	ev       sink.Event
+	envelope bool // the caller asked for (or the tool forces) the envelope
+	gone     bool // the caller went away before its answer was complete
+	lost     bool // its event was not kept, and an EventGate is set: the answer is withheld
+	client   context.Context
+	inject   map[string]string // headers the policies asked for
+	cancel   context.CancelFunc
+	cn       canon              // the call's canonical form (zero when refused before it had one)
+	mcp      *mcpCall           // nil unless the tool's protocol is mcp
+	ask      *policies.Approval // the policies' approval request, if any
+	bud      *budget.Call       // nil unless the snapshot has budgets and the call met them
+	upHeader http.Header        // upstream's answer's header, kept for the budget step
+	// traceparent is the caller's W3C trace context, kept for the Tracer
+	// only when there is one.
+	traceparent string
+
+	// What the request steps read and write.
+
+	// ch is the tool's chain (nil when no tool matched).
+	ch *chain
+	// in is the caller's request, its method canonical and its context
+	// carrying the host it was routed as.
+	in *http.Request
+	// target is the canonical URL the call goes upstream to.
+	target *url.URL
+	// vars are the path template's variables.
+	vars map[string]string
+	// args are the call's arguments, once extracted (an MCP tools/call's
+	// params.arguments).
+	args map[string]any
+	// body and size are what goes upstream as the body: the caller's
+	// body unread, or the bytes toolgate read (setBody).
+	body io.Reader
+	size int64
+	// unread is a body the tool forwards without reading it as its
+	// arguments, read only for an approval to bind.
+	unread []byte
+}
+
+// setBody records that the body was read: raw is what goes upstream.
+func (c *call) setBody(raw []byte) {
+	c.ev.RequestBytes = int64(len(raw))
+	c.body, c.size = bytesBody(raw), int64(len(raw))
+}
+
+// notePolicyError records a check that failed open (a policy that
+// failed, a listed schema that cannot be used), for the event.
+func (c *call) notePolicyError(what string) {
+	c.ev.PolicyError = joinNonEmpty(c.ev.PolicyError, what)
+}
+
+// noteApproval records the approval step's state.
+func (c *call) noteApproval(state string, ref *refusal) {
+	c.ev.Approval = state
+	if ref != nil && ref.retryAfterMS != nil {
+		c.ev.RetryAfterMS = *ref.retryAfterMS
+	}
+}
+
+// nameTool records the tool a call is of: an MCP message's first
+// tools/call names it.
+func (c *call) nameTool(name string) { c.ev.Tool = name }
+
+// noteUninspected records that no schema checked the call's arguments.
+func (c *call) noteUninspected() { c.ev.Inspected = false }
+
+// noteBudget records the budget or limiter that refused the call.
+func (c *call) noteBudget(name string) { c.ev.Budget = name }

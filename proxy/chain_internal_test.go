@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/budget"
+)
+
+// allowAll is a policy step that allows every call.
+type allowAll struct{}
+
+func (allowAll) Check(context.Context, *policies.Input) policies.Decision {
+	return policies.Decision{Allow: true}
+}
+
+// noApproval is an approval step no call needs.
+type noApproval struct{}
+
+func (noApproval) Approve(context.Context, *policies.ApprovalCall) policies.ApprovalOutcome {
+	return policies.ApprovalOutcome{}
+}
+
+// TestCompileChain checks that each tool's chain holds the steps its
+// configuration asks for, in requestOrder, and no others: a tool without
+// a schema has no schema step, one without policies no policy step.
+func TestCompileChain(t *testing.T) {
+	const cfgYAML = `
+tools:
+  - name: bare
+    match: {path: /bare}
+  - name: schema_only
+    match: {path: /schema}
+    schema: {type: object}
+  - name: with_policies
+    match: {path: /policies}
+    schema: {type: object}
+  - name: injects
+    match: {host: api.example.org, path: /inject}
+    inject_headers: {X-Key: k}
+  - name: answers
+    match: {path: /answers}
+    answer: {schema: {type: object}}
+  - name: mcp_route
+    protocol: mcp
+    match: {path: /mcp}
+    mcp:
+      tools:
+        dry: {dry_run: true}
+`
+	var cfg Config
+	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	bcfg := budget.Config{Limits: []budget.Limit{{Name: "all", Calls: 10, Window: time.Hour}}}
+	if err := bcfg.Validate([]string{"bare"}, UpstreamKey); err != nil {
+		t.Fatal(err)
+	}
+	checkers := map[string]Checker{"with_policies": allowAll{}, "mcp_route": allowAll{}}
+	tests := []struct {
+		name     string
+		snap     Snapshot
+		approver Approver
+		want     map[string]string // tool -> its steps
+	}{
+		{
+			name: "schemas and policies",
+			snap: Snapshot{Config: &cfg, Checkers: checkers},
+			want: map[string]string{
+				"bare":          "extract",
+				"schema_only":   "extract → schema",
+				"with_policies": "extract → schema → policies → origin",
+				"injects":       "extract → origin",
+				"answers":       "extract",
+				"mcp_route":     "extract → schema → policies",
+			},
+		},
+		{
+			name:     "approvals and budgets",
+			snap:     Snapshot{Config: &cfg, Budgets: budget.New(&bcfg, nil)},
+			approver: noApproval{},
+			want: map[string]string{
+				"bare":          "extract → approval → budget",
+				"schema_only":   "extract → schema → approval → budget",
+				"with_policies": "extract → schema → approval → budget",
+				"mcp_route":     "extract → schema → approval",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chains := compileChains(&cfg, &tt.snap, tt.approver)
+			for _, tl := range cfg.tools {
+				want, ok := tt.want[tl.cfg.Name]
+				if !ok {
+					continue
+				}
+				if got := chains[tl].names(); got != want {
+					t.Errorf("%s: chain %q; want %q", tl.cfg.Name, got, want)
+				}
+				if n := len(chains[tl].answers); (tl.cfg.Name == "answers") != (n == 1) {
+					t.Errorf("%s: %d answer steps", tl.cfg.Name, n)
+				}
+			}
+		})
+	}
+	// The MCP route's dry-run tool has its schema steps wrapped in dryRun;
+	// the route's default steps are not.
+	for _, tl := range cfg.tools {
+		if tl.mcp == nil {
+			continue
+		}
+		s := buildSchema(&chainEnv{t: tl, snap: &Snapshot{Config: &cfg}}).(*mcpSchemaStep)
+		wrapped := func(steps []requestStep) (n int) {
+			for _, st := range steps {
+				if _, ok := st.(dryRun); ok {
+					n++
+				}
+			}
+			return n
+		}
+		if n := wrapped(s.byTool["dry"]); n != 3 {
+			t.Errorf("dry-run tool: %d of its schema steps wrapped in dryRun; want 3 (known, unchecked, validate)", n)
+		}
+		if n := wrapped(s.def); n != 0 {
+			t.Errorf("default rule: %d steps wrapped in dryRun; want none", n)
+		}
+	}
+}

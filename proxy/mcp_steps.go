@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+)
+
+// An MCP route's chain runs once per tools/call of a message
+// (checkToolCall), in requestOrder's order: mcpCallStep reads the call's
+// params (extraction), mcpSchemaStep checks the arguments against the
+// schema the route configures for the tool or the server listed (learned,
+// else fetched), then the policies and approval steps every tool shares.
+
+// mcpCallStep reads a tools/call's params: the tool's name and its
+// arguments. The first tools/call of a message names the event's tool.
+type mcpCallStep struct{}
+
+func (mcpCallStep) check(_ context.Context, c *call) *refusal {
+	m := c.mcp
+	tc, ref := parseToolCall(m.msg.Params)
+	first := c.ev.Tool == "" && (m.callID == nil || bytes.Equal(m.callID, m.msg.ID))
+	if first && tc.name != "" {
+		c.nameTool(tc.name)
+	}
+	m.tc, c.args = tc, tc.args
+	return ref
+}
+
+// mcpSchemaStep checks a tools/call's arguments against its tool's schema.
+// Each tool with an override under mcp.tools has its own steps, compiled
+// once; the others share the route's. A dry-run tool's steps are wrapped
+// in dryRun.
+type mcpSchemaStep struct {
+	route  *mcpRoute
+	def    []requestStep
+	byTool map[string][]requestStep
+}
+
+func newMCPSchemaStep(route *mcpRoute) requestStep {
+	s := &mcpSchemaStep{route: route, def: mcpRuleSteps(route, route.rule("")), byTool: map[string][]requestStep{}}
+	for name, rule := range route.tools {
+		s.byTool[name] = mcpRuleSteps(route, rule)
+	}
+	return s
+}
+
+// mcpRuleSteps compiles the schema steps of one tool rule: a configured
+// schema is all there is; else the listed schema is looked up, and the
+// tool must be one the server offers and have a usable schema.
+func mcpRuleSteps(route *mcpRoute, rule *mcpToolRule) []requestStep {
+	wrap := func(s requestStep) requestStep {
+		if rule.dryRun {
+			return dryRun{step: s, label: "schema: "}
+		}
+		return s
+	}
+	if rule.schema != nil {
+		return []requestStep{wrap(mcpValidateStep{fixed: rule.schema})}
+	}
+	return []requestStep{
+		mcpLookupStep{rule: rule},
+		wrap(mcpKnownStep{}),
+		wrap(mcpUncheckedStep{refuse: route.cfg.Unchecked == UncheckedRefuse, dry: rule.dryRun}),
+		wrap(mcpValidateStep{}),
+	}
+}
+
+func (s *mcpSchemaStep) check(ctx context.Context, c *call) *refusal {
+	steps := s.def
+	if ts, ok := s.byTool[c.mcp.tc.name]; ok {
+		steps = ts
+	}
+	for _, st := range steps {
+		if ref := st.check(ctx, c); ref != nil {
+			return ref
+		}
+	}
+	return nil
+}
+
+// mcpLookupStep finds the schema the server listed for the tool: learned
+// before, else (mcp.unknown_tool: fetch) listed now with toolgate's own
+// tools/list. It never refuses; the steps after it judge what it found.
+type mcpLookupStep struct{ rule *mcpToolRule }
+
+func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
+	m := c.mcp
+	name := m.tc.name
+	m.unknown = false
+	sch, known, why := m.srv.lookup(name, s.rule.strict)
+	if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.isCut()) || m.srv.stale()) {
+		if !m.listedOnly {
+			if err := c.fetchTools(c.in, c.target, m.tc.meta); err != nil {
+				// A stale list is still used when listing fails (2026-07-28
+				// server/utilities/caching allows serving stale on errors).
+				c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", name, "err", err)
+			}
+			m.srv = c.s.mcp.resolve(m.key, m.privKey)
+			sch, known, why = m.srv.lookup(name, s.rule.strict)
+		}
+		m.unknown = !known && m.srv.isListed()
+	}
+	m.sch, m.why = sch, why
+	return nil
+}
+
+// mcpKnownStep refuses a call of a tool the server's whole list lacks.
+type mcpKnownStep struct{}
+
+func (mcpKnownStep) check(_ context.Context, c *call) *refusal {
+	m := c.mcp
+	if !m.unknown {
+		return nil
+	}
+	names := m.srv.names()
+	offers := strings.Join(names, ", ")
+	if len(names) == 0 {
+		offers = "(no tools)"
+	}
+	return refuse(bucketing.CodeValidation, reasonUnknownTool,
+		fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", m.tc.name, m.server, offers),
+		[]policies.Violation{{Path: "", Reason: reasonUnknownTool, Message: "unknown tool", Expected: "one of: " + offers}})
+}
+
+// mcpUncheckedStep handles a call no schema can check: the call passes
+// uninspected, or (mcp.unchecked: refuse) is refused. A listed schema that
+// cannot be used is logged, noted for /status and, when the call passes,
+// in the event.
+type mcpUncheckedStep struct {
+	refuse bool // mcp.unchecked: refuse
+	dry    bool // the tool's rule is dry run
+}
+
+func (s mcpUncheckedStep) check(_ context.Context, c *call) *refusal {
+	m := c.mcp
+	name := m.tc.name
+	unusable := ""
+	if m.why != nil {
+		unusable = unusableReason(m.why)
+		what := "passes unchecked"
+		if s.refuse {
+			what = "is refused (mcp.unchecked: refuse)"
+		}
+		c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", name, "reason", unusable, "err", m.why)
+		c.s.mcpUnusable.note(m.server, name, unusable, m.why)
+		if !s.refuse || s.dry {
+			// The event says why the call passed without a schema.
+			c.notePolicyError("schema: " + unusable)
+		}
+	}
+	if m.sch != nil {
+		return nil
+	}
+	c.noteUninspected()
+	if !s.refuse {
+		return nil
+	}
+	detail := fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (no usable schema), and this route refuses calls it cannot check", name, m.server)
+	if unusable != "" {
+		detail = fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked (its listed schema is unusable: %s), and this route refuses calls it cannot check", name, m.server, unusable)
+	}
+	ref := refuse(bucketing.CodePolicy, reasonUnchecked, detail,
+		[]policies.Violation{{Path: "", Reason: reasonUnchecked, Message: "no usable schema to check the arguments against"}})
+	ref.dryRunNote = "(arguments): no usable schema"
+	return ref
+}
+
+// mcpValidateStep validates the arguments against the tool's schema: the
+// configured one (fixed), else the one looked up. It is the schema step
+// plain tools run (validateArgs), case variants of declared names included.
+type mcpValidateStep struct{ fixed *policies.Schema }
+
+func (s mcpValidateStep) check(_ context.Context, c *call) *refusal {
+	sch := s.fixed
+	if sch == nil {
+		sch = c.mcp.sch
+	}
+	if sch == nil {
+		return nil
+	}
+	return validateArgs(c.mcp.tc.name, sch, c.args)
+}
+
+// checkToolCall runs the route's chain on one tools/call of the message:
+// its params, the schema, the policies, then approval. It records the tool
+// name and whether the call was inspected.
+func (c *call) checkToolCall(ctx context.Context, msg *rpcMessage) *refusal {
+	c.mcp.msg = msg
+	c.ask = nil
+	return c.ch.run(ctx, c)
+}
