@@ -1,0 +1,245 @@
+package budget
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/redisstate"
+	"github.com/toolgate/toolgate/internal/redistest"
+)
+
+// fleetEngines returns n engines (as n sidecars would build them from one
+// configuration) sharing the Redis at addrs.
+func fleetEngines(t *testing.T, n int, cfg Config, rc redisstate.Config, tools ...string) ([]*Engine, []*redisstate.Client) {
+	t.Helper()
+	if err := rc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var es []*Engine
+	var cs []*redisstate.Client
+	for range n {
+		c := cfg
+		c.Limits = append([]Limit(nil), cfg.Limits...)
+		c.Upstreams = append([]Upstream(nil), cfg.Upstreams...)
+		if err := c.Validate(tools, nil); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		e := New(&c, nil)
+		cl := redisstate.New(rc)
+		t.Cleanup(func() { _ = cl.Close() })
+		e.UseFleet(cl)
+		es = append(es, e)
+		cs = append(cs, cl)
+	}
+	return es, cs
+}
+
+func TestFleetBudgetExactAcrossEngines(t *testing.T) {
+	srv := redistest.Start(t)
+	const n = 50
+	es, _ := fleetEngines(t, 3, Config{Limits: []Limit{{Name: "per-session", Per: []string{"session"}, Calls: n, Window: time.Minute}}},
+		redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}, "search")
+	var passed, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				v := es[(w+i)%3].Admit(context.Background(), &Call{Tool: "search", Session: "s1"})
+				if v.Scope != ScopeFleet {
+					t.Errorf("scope %q, want fleet", v.Scope)
+				}
+				if v.Refused {
+					if v.Reason != bucketing.ReasonBudgetExhausted {
+						t.Errorf("refused as %s: %s", v.Reason, v.Detail)
+					}
+					refused.Add(1)
+				} else {
+					passed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if passed.Load() != n || refused.Load() != 240-n {
+		t.Fatalf("passed %d, refused %d; want exactly %d of 240 through across three engines", passed.Load(), refused.Load(), n)
+	}
+	// Another session has its own budget.
+	if v := es[1].Admit(context.Background(), &Call{Tool: "search", Session: "s2"}); v.Refused {
+		t.Fatalf("session s2 refused: %+v", v)
+	}
+	// A refund gives the call back to the fleet.
+	c := &Call{Tool: "search", Session: "s3"}
+	for i := range n {
+		if v := es[i%3].Admit(context.Background(), c); v.Refused {
+			t.Fatalf("s3 call %d refused", i)
+		}
+		if i == n-1 {
+			es[0].Refund(c)
+		}
+		c = &Call{Tool: "search", Session: "s3"}
+	}
+	if v := es[2].Admit(context.Background(), c); v.Refused {
+		t.Fatalf("the refunded call's place was not given back: %+v", v)
+	}
+	if v := es[2].Admit(context.Background(), &Call{Tool: "search", Session: "s3"}); !v.Refused {
+		t.Fatal("call past the budget after the refund let through")
+	}
+}
+
+func TestFleetLoopAndCountersAcrossEngines(t *testing.T) {
+	srv := redistest.Start(t)
+	es, _ := fleetEngines(t, 3, Config{Loops: LoopConfig{MaxRepeats: 3, Window: time.Minute}},
+		redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}, "search")
+	args := map[string]any{"q": "same", "n": 5.0}
+	for i := range 3 {
+		// The arguments spelled another way on each engine are one call.
+		a := map[string]any{"n": []any{5.0, int64(5), 5.0}[i], "q": "same"}
+		if v := es[i].Admit(context.Background(), &Call{Tool: "search", Session: "s", Args: a}); v.Refused {
+			t.Fatalf("repeat %d refused: %+v", i+1, v)
+		}
+	}
+	v := es[0].Admit(context.Background(), &Call{Tool: "search", Session: "s", Args: args})
+	if !v.Refused || v.Reason != bucketing.ReasonLoopDetected || v.Scope != ScopeFleet {
+		t.Fatalf("4th identical call across engines: %+v; want loop_detected by the fleet", v)
+	}
+	if got := es[2].Counters(&Call{Tool: "search", Session: "s", Args: args})["repeats"]; got != int64(3) {
+		t.Fatalf("input.budget.repeats = %v, want 3 (the fleet's)", got)
+	}
+	if v := es[1].Admit(context.Background(), &Call{Tool: "search", Session: "s", Args: map[string]any{"q": "other"}}); v.Refused {
+		t.Fatalf("a changed call refused: %+v", v)
+	}
+}
+
+func TestFleetRateAcrossEngines(t *testing.T) {
+	srv := redistest.Start(t)
+	const rate = 40.0
+	es, _ := fleetEngines(t, 3, Config{Upstreams: []Upstream{{Host: "api.test", Rate: rate, Burst: 1}}},
+		redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}, "search")
+	var passed atomic.Int64
+	start := time.Now()
+	stop := start.Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for w := range 9 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				v := es[(w+i)%3].Admit(context.Background(), &Call{Tool: "search", Upstream: "api.test", UpstreamPort: "443", UpstreamDefaultPort: true})
+				if !v.Refused {
+					passed.Add(1)
+				} else if v.Reason != bucketing.ReasonLocalRateLimit {
+					t.Errorf("refused as %s", v.Reason)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	want := rate*el + 1
+	got := float64(passed.Load())
+	if got > want*1.05+1 || got < want*0.95-1 {
+		t.Fatalf("%v calls passed in %.2fs across three engines; want %.0f ±5%% (rate %v/s in total)", got, el, want, rate)
+	}
+}
+
+func TestFleetUnavailableModes(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 200 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: 100 * time.Millisecond}
+	for _, mode := range []string{UnavailableLocal, UnavailableDeny, UnavailableAllow} {
+		t.Run(mode, func(t *testing.T) {
+			srv.Restart(t)
+			es, cs := fleetEngines(t, 1, Config{Limits: []Limit{{Name: "b", Per: []string{"session"}, Calls: 3, Window: time.Minute, OnUnavailable: mode}}}, rc, "search")
+			e := es[0]
+			admit := func() Verdict { return e.Admit(context.Background(), &Call{Tool: "search", Session: "s-" + mode}) }
+			for i := range 2 {
+				if v := admit(); v.Refused || v.Scope != ScopeFleet {
+					t.Fatalf("call %d: %+v", i, v)
+				}
+			}
+			srv.Kill()
+			var got []Verdict
+			for range 5 {
+				got = append(got, admit())
+			}
+			for i, v := range got {
+				if v.Scope != ScopeLocal {
+					t.Fatalf("call %d while Redis is away: scope %q, want local", i, v.Scope)
+				}
+				switch mode {
+				case UnavailableLocal: // this engine's own counter: 3 pass, then refused
+					if v.Refused != (i >= 3) {
+						t.Fatalf("local mode call %d: refused=%v (%s)", i, v.Refused, v.Detail)
+					}
+				case UnavailableDeny:
+					if !v.Refused || v.Reason != bucketing.ReasonLimitUnavailable || v.RetryAfter <= 0 {
+						t.Fatalf("deny mode call %d: %+v", i, v)
+					}
+				case UnavailableAllow:
+					if v.Refused {
+						t.Fatalf("allow mode call %d refused: %+v", i, v)
+					}
+				}
+			}
+			if !cs[0].Degraded() {
+				t.Fatal("client not degraded while Redis is away")
+			}
+			srv.Restart(t) // empty: the fleet's counter starts over
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				v := admit()
+				if v.Scope == ScopeFleet {
+					if v.Refused {
+						t.Fatalf("first fleet call after recovery refused: %+v", v)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no reconnection within 10s")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if cs[0].Degraded() {
+				t.Fatal("client still degraded after recovery")
+			}
+		})
+	}
+}
+
+func TestFleetKeysAreBoundedAndHashed(t *testing.T) {
+	srv := redistest.Start(t)
+	es, cs := fleetEngines(t, 1, Config{Limits: []Limit{{Name: "b", Per: []string{"agent", "session"}, Calls: 1, Window: time.Minute}}},
+		redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}, "search")
+	huge := strings.Repeat("x", 1<<20)
+	// Two calls whose agent and session concatenate alike must not share
+	// a counter.
+	for _, c := range []Call{{Agent: "ab", Session: "c"}, {Agent: "a", Session: "bc"}, {Agent: huge, Session: huge + "}{\x00*"}} {
+		c.Tool = "search"
+		if v := es[0].Admit(context.Background(), &c); v.Refused {
+			t.Fatalf("call %.20q/%.20q refused: another caller's counter was used (%s)", c.Agent, c.Session, v.Detail)
+		}
+	}
+	k := cs[0].Key(fleetTag, "b", "b", "a", huge, "s", huge)
+	if len(k) > 64 || strings.Contains(k, "xxxx") {
+		t.Fatalf("key %q is not bounded", k)
+	}
+	mem, err := srv.Do("INFO", "memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.Index(mem, "used_memory:"); i >= 0 {
+		var used int64
+		_, _ = fmt.Sscan(mem[i+len("used_memory:"):], &used)
+		if used > 16<<20 {
+			t.Fatalf("Redis uses %d bytes after a 1 MiB id; keys hold raw ids", used)
+		}
+	}
+}
