@@ -204,9 +204,9 @@ func New(cfg Config) *Client {
 		Addrs: cfg.Addrs, MasterName: cfg.MasterName, Username: cfg.Username, DB: cfg.DB,
 		DialTimeout: max(cfg.Timeout, 100*time.Millisecond) * 4, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
 		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: cfg.PoolSize,
-		MaxRedirects:          3,
-		DisableIdentity:       true,
-		IsClusterMode:         cfg.Mode == ModeCluster,
+		MaxRedirects:    3,
+		DisableIdentity: true,
+		IsClusterMode:   cfg.Mode == ModeCluster,
 	}
 	if cfg.PasswordEnv != "" {
 		o.Password = os.Getenv(cfg.PasswordEnv)

@@ -21,14 +21,14 @@ type Metrics struct {
 	// fleetDecided and fleetUnavailable count the calls Redis decided and
 	// those it could not (state.redis).
 	fleetDecided, fleetUnavailable prometheus.Counter
-	loops        prometheus.Counter
-	evictExpired prometheus.Counter
-	evictLive    prometheus.Counter
+	loops                          prometheus.Counter
+	evictExpired                   prometheus.Counter
+	evictLive                      prometheus.Counter
 
 	mu       sync.Mutex
 	budgets  map[string]*budgetMetrics
 	limiters map[string]*limiterMetrics
-	keys     func() int // the engine in force's key count
+	keys     func() int  // the engine in force's key count
 	degraded func() bool // the fleet's Redis is unavailable (nil: no state.redis)
 }
 
@@ -67,9 +67,9 @@ func NewMetrics() *Metrics {
 			Help: "Calls whose limits were kept in the fleet's Redis (state.redis), by result (fleet: Redis decided; unavailable: it could not answer and each limit's on_unavailable decided).",
 		}, []string{"result"}),
 		degradedDesc: prometheus.NewDesc("toolgate_budget_fleet_degraded", "1 while the fleet's Redis (state.redis) cannot be reached and limits fall back to on_unavailable; 0 when it answers. Absent without state.redis.", nil, nil),
-		keysDesc: prometheus.NewDesc("toolgate_budget_keys", "Counters held (budgets and loop breaking), at most max_keys.", nil, nil),
-		budgets:  map[string]*budgetMetrics{},
-		limiters: map[string]*limiterMetrics{},
+		keysDesc:     prometheus.NewDesc("toolgate_budget_keys", "Counters held (budgets and loop breaking), at most max_keys.", nil, nil),
+		budgets:      map[string]*budgetMetrics{},
+		limiters:     map[string]*limiterMetrics{},
 	}
 	m.loops = m.loopsVec.WithLabelValues()
 	m.evictExpired = m.evictions.WithLabelValues("expired")
