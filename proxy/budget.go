@@ -41,6 +41,7 @@ func (c *call) budgetCall(args map[string]any) *budget.Call {
 func (c *call) admitBudget(r *http.Request, args map[string]any) (ref *refusal, ok bool) {
 	b := c.budgetCall(args)
 	v := c.st.Budgets.Admit(r.Context(), b)
+	c.ev.LimitScope = v.Scope
 	if !v.Refused {
 		return nil, true
 	}
@@ -78,6 +79,9 @@ func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (in
 		b := &budget.Call{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Args: tc.args}
 		setUpstream(b, &c.cn)
 		v := c.st.Budgets.Admit(r.Context(), b)
+		if v.Scope != "" {
+			c.ev.LimitScope = v.Scope
+		}
 		if !v.Refused {
 			admitted = append(admitted, b)
 			continue
