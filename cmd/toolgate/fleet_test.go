@@ -212,7 +212,8 @@ budgets:
 
 // TestFleetRateAcrossThreeSidecars: an upstream rate of 25 calls a second
 // holds, within 5%, in total across three sidecars under load from this
-// process, by what the upstream executed.
+// process, by what the upstream executed. Calls over the rate wait for
+// their turn (max_wait), so the offered load never falls short of it.
 func TestFleetRateAcrossThreeSidecars(t *testing.T) {
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
@@ -224,7 +225,7 @@ tools:
     match: {host: 127.0.0.1, method: POST, path: "/v1/search"}
 budgets:
   upstreams:
-    - {host: "%s", rate: %v, burst: 1, on_unavailable: deny}
+    - {host: "%s", rate: %v, burst: 1, max_wait: 1s, on_unavailable: deny}
 `, host, rate))
 	start := time.Now()
 	stop := start.Add(4 * time.Second)
