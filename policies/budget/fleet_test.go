@@ -243,3 +243,42 @@ func TestFleetKeysAreBoundedAndHashed(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetOnCluster runs the budget, loop and rate scripts on a 3-node
+// Redis Cluster: a call's keys share one hash tag, so each call is one
+// script on one slot, and three engines count as one.
+func TestFleetOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	const n = 30
+	es, cs := fleetEngines(t, 3, Config{
+		Limits:    []Limit{{Name: "per-session", Per: []string{"session"}, Calls: n, Window: time.Minute}, {Name: "all", Calls: 1000, Window: time.Minute}},
+		Loops:     LoopConfig{MaxRepeats: 1000, Window: time.Minute},
+		Upstreams: []Upstream{{Host: "api.test", Rate: 10000, Burst: 10000}},
+	}, redisstate.Config{Addrs: cl.Addrs(), Mode: redisstate.ModeCluster, Timeout: 2 * time.Second}, "search")
+	var passed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				v := es[(w+i)%3].Admit(context.Background(), &Call{Tool: "search", Session: "s1", Upstream: "api.test", UpstreamPort: "443", UpstreamDefaultPort: true, Args: map[string]any{"i": float64(i)}})
+				if v.Scope != ScopeFleet {
+					t.Errorf("scope %q (%s)", v.Scope, v.Detail)
+				}
+				if !v.Refused {
+					passed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if passed.Load() != n {
+		t.Fatalf("%d of 120 passed on the cluster; want exactly %d", passed.Load(), n)
+	}
+	for _, c := range cs {
+		if c.Degraded() {
+			t.Fatal("a client is degraded on a healthy cluster")
+		}
+	}
+}
