@@ -200,6 +200,7 @@ type Client struct {
 // connect: the first call does, and a server that is away only makes calls
 // fail (ErrUnavailable).
 func New(cfg Config) *Client {
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	o := &redis.UniversalOptions{
 		Addrs: cfg.Addrs, MasterName: cfg.MasterName, Username: cfg.Username, DB: cfg.DB,
 		DialTimeout: max(cfg.Timeout, 100*time.Millisecond) * 4, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
@@ -225,6 +226,16 @@ func New(cfg Config) *Client {
 	}
 	return &Client{cfg: cfg, rdb: rdb, now: time.Now}
 }
+
+// quiet drops go-redis's own log lines (a dial that failed, a pool that
+// could not fill): a Redis that is away is counted (Errors), shown in
+// /status and the metrics, and decided by on_unavailable, not logged per
+// connection attempt.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
 
 // Config is the client's configuration.
 func (c *Client) Config() Config { return c.cfg }
