@@ -119,6 +119,9 @@ func budgetViolation(v budget.Verdict) policies.Violation {
 	case bucketing.ReasonUpstreamBackoff:
 		msg = fmt.Sprintf("upstream %s backing off", v.Name)
 		limit = "no calls until its Retry-After ends"
+	case bucketing.ReasonLimitUnavailable:
+		msg = fmt.Sprintf("the fleet's counter for %s could not be reached (state.redis)", v.Name)
+		limit = "on_unavailable: deny"
 	default:
 		msg = fmt.Sprintf("rate limit of upstream %s", v.Name)
 	}
