@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,5 +281,35 @@ func TestFleetOnCluster(t *testing.T) {
 		if c.Degraded() {
 			t.Fatal("a client is degraded on a healthy cluster")
 		}
+	}
+}
+
+// TestFleetCostFromHeader: a cost read from the answer's header replaces
+// the charged cost in the fleet's counter, and the cost budget refuses
+// on the fleet's sum.
+func TestFleetCostFromHeader(t *testing.T) {
+	srv := redistest.Start(t)
+	one := 1.0
+	es, _ := fleetEngines(t, 2, Config{
+		Limits: []Limit{{Name: "spend", Per: []string{"agent"}, Cost: 10, Window: time.Minute}},
+		Costs:  map[string]Cost{"search": {Cost: &one, Header: "X-Cost"}},
+	}, redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}, "search")
+	for i, cost := range []string{"4", "4.5"} {
+		c := &Call{Tool: "search", Agent: "a"}
+		if v := es[i].Admit(context.Background(), c); v.Refused {
+			t.Fatalf("call %d refused: %+v", i, v)
+		}
+		es[i].Settle(c, Outcome{Header: http.Header{"X-Cost": {cost}}})
+	}
+	lim := es[0].Counters(&Call{Tool: "search", Agent: "a"})["limits"].(map[string]any)["spend"].(map[string]any)
+	if lim["cost"] != 8.5 {
+		t.Fatalf("fleet cost %v; want 8.5 (4 + 4.5 from the headers)", lim["cost"])
+	}
+	if v := es[1].Admit(context.Background(), &Call{Tool: "search", Agent: "a"}); v.Refused {
+		t.Fatalf("9.5 of 10 refused: %+v", v)
+	}
+	v := es[0].Admit(context.Background(), &Call{Tool: "search", Agent: "a"})
+	if !v.Refused || v.Unit != "cost" || v.Scope != ScopeFleet {
+		t.Fatalf("10.5 of 10: %+v; want refused on cost by the fleet", v)
 	}
 }
