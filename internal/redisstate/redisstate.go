@@ -324,6 +324,12 @@ func (c *Client) allow() bool {
 }
 
 func (c *Client) fail() {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		// A master that died: ask the nodes again which holds the slots,
+		// so a promoted replica is found (go-redis otherwise reloads its
+		// map only every minute, or on MOVED).
+		cc.ReloadState(context.Background())
+	}
 	c.errs.Add(1)
 	c.degraded.Store(true)
 	c.mu.Lock()

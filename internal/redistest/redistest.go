@@ -227,8 +227,8 @@ func (s *Server) Do(args ...string) (string, error) {
 func (s *Server) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
 	}
 	return strings.Join(lines, "\n")
 }
@@ -242,7 +242,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Cluster is a Redis Cluster of three masters on loopback, no replicas.
+// Cluster is a Redis Cluster of three masters on loopback, with or
+// without a replica each.
 type Cluster struct {
 	Nodes []*Server
 }
@@ -252,6 +253,19 @@ type Cluster struct {
 // until every node reports cluster_state:ok, and kills them in t.Cleanup.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return startCluster(t, 0)
+}
+
+// StartClusterWithReplicas is StartCluster with one replica per master
+// (six servers): killing a master lets its replica take over (failover
+// after the node timeout, 2s).
+func StartClusterWithReplicas(t testing.TB) *Cluster {
+	t.Helper()
+	return startCluster(t, 1)
+}
+
+func startCluster(t testing.TB, replicas int) *Cluster {
+	t.Helper()
 	bin, cli := bins(t)
 	if cli == "" {
 		if os.Getenv("CI") != "" {
@@ -260,6 +274,10 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Skip("redistest: redis-cli is not installed (package redis-tools); the cluster tests need it")
 	}
 	c := &Cluster{}
+	dirs := make([]string, 3*(1+replicas))
+	for i := range dirs {
+		dirs[i] = t.TempDir() // before the cleanup below, which runs first
+	}
 	t.Cleanup(func() {
 		for _, n := range c.Nodes {
 			if t.Failed() {
@@ -269,16 +287,16 @@ func StartCluster(t testing.TB) *Cluster {
 		}
 	})
 	var addrs []string
-	for i := 0; i < 3; i++ {
-		s := &Server{dir: t.TempDir(), bin: bin}
-		if err := s.startFresh([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}); err != nil {
+	for i := range dirs {
+		s := &Server{dir: dirs[i], bin: bin}
+		if err := s.startFresh([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"}); err != nil {
 			t.Fatalf("redistest: cluster node: %v", err)
 		}
 		c.Nodes = append(c.Nodes, s)
 		addrs = append(addrs, s.Addr())
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -291,6 +309,19 @@ func StartCluster(t testing.TB) *Cluster {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("redistest: cluster node %s not ok within 30s: %q %v", n.Addr(), info, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// A replica can take over only once it has synced with its master.
+	for _, n := range c.Nodes {
+		for {
+			info, err := n.Do("INFO", "replication")
+			if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: cluster node %s not in sync within 30s: %q %v", n.Addr(), info, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/internal/redistest"
@@ -122,7 +124,7 @@ func TestFleetLoopAndCountersAcrossEngines(t *testing.T) {
 func TestFleetRateAcrossEngines(t *testing.T) {
 	srv := redistest.Start(t)
 	const rate = 40.0
-	es, _ := fleetEngines(t, 3, Config{Upstreams: []Upstream{{Host: "api.test", Rate: rate, Burst: 1}}},
+	es, _ := fleetEngines(t, 3, Config{Upstreams: []Upstream{{Host: "api.test", Rate: rate, Burst: 1, MaxWait: time.Second}}},
 		redisstate.Config{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}, "search")
 	var passed atomic.Int64
 	start := time.Now()
@@ -312,4 +314,84 @@ func TestFleetCostFromHeader(t *testing.T) {
 	if !v.Refused || v.Unit != "cost" || v.Scope != ScopeFleet {
 		t.Fatalf("10.5 of 10: %+v; want refused on cost by the fleet", v)
 	}
+}
+
+// TestFleetClusterFailover kills the Cluster master that holds the
+// budgets' slot while calls go on: while its replica takes over, each
+// call is decided by on_unavailable (deny: refused, never let through);
+// once it has, the fleet counts again, on the counters the replica had,
+// and no more calls pass in total than the budget allows.
+func TestFleetClusterFailover(t *testing.T) {
+	cl := redistest.StartClusterWithReplicas(t)
+	const n = 40
+	es, cs := fleetEngines(t, 3, Config{
+		Limits: []Limit{{Name: "per-session", Per: []string{"session"}, Calls: n, Window: time.Minute, OnUnavailable: UnavailableDeny}},
+	}, redisstate.Config{Addrs: cl.Addrs(), Mode: redisstate.ModeCluster, Timeout: 300 * time.Millisecond, BreakerFailures: 3, BreakerCooldown: 200 * time.Millisecond}, "search")
+	admit := func(i int) Verdict {
+		return es[i%3].Admit(context.Background(), &Call{Tool: "search", Session: "s1"})
+	}
+	passed := 0
+	for i := range n / 2 {
+		if v := admit(i); v.Refused || v.Scope != ScopeFleet {
+			t.Fatalf("call %d before the failover: %+v", i, v)
+		}
+		passed++
+	}
+	// The master of the budgets' slot (hash tag {b}).
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer rdb.Close()
+	m, err := rdb.MasterForKey(context.Background(), "{b}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := m.Options().Addr
+	var master *redistest.Server
+	for _, s := range cl.Nodes {
+		if s.Addr() == addr {
+			master = s
+		}
+	}
+	if master == nil {
+		t.Fatalf("no node at %s", addr)
+	}
+	time.Sleep(200 * time.Millisecond) // let the replica catch up
+	master.Kill()
+	refusedAway, fleetAgain := 0, false
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		v := admit(i)
+		if v.Scope == ScopeFleet {
+			fleetAgain = true
+			if !v.Refused {
+				passed++
+			}
+			break
+		}
+		if !v.Refused || v.Reason != bucketing.ReasonLimitUnavailable {
+			t.Fatalf("call during the failover: %+v; want limit_unavailable (deny)", v)
+		}
+		refusedAway++
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !fleetAgain {
+		t.Fatal("the fleet did not count again within 30s of the master's death")
+	}
+	for i := range 2 * n {
+		v := admit(i)
+		if v.Scope != ScopeFleet {
+			// A sidecar whose breaker was still open: deny refuses.
+			if !v.Refused {
+				t.Fatalf("call after the failover let through locally: %+v", v)
+			}
+			continue
+		}
+		if !v.Refused {
+			passed++
+		}
+	}
+	if passed != n {
+		t.Fatalf("%d calls passed in total across the failover; want exactly the budget's %d", passed, n)
+	}
+	t.Logf("failover: %d calls refused while the slot had no master; %d passed in total (budget %d); client errors %d %d %d",
+		refusedAway, passed, n, cs[0].Errors(), cs[1].Errors(), cs[2].Errors())
 }

@@ -10,14 +10,8 @@ import (
 	"github.com/toolgate/toolgate/sink"
 )
 
-// TestDocumentedLimitScopeQuery runs docs/queries.md's limit_scope, as
-// written, on seeded events of two sidecars (one of which fell back to
-// its local counters for a while), a replayed batch among them, and
-// checks what an operator reads off it; it also shows the limit_scope
-// column (migration 11) round-trips.
-func TestDocumentedLimitScopeQuery(t *testing.T) {
-	srv := chtest.Shared(t)
-	ch, db := openCH(t, srv)
+// limitScopeEvents are the events TestDocumentedLimitScopeQuery seeds.
+func limitScopeEvents() []sink.Event {
 	at := docTo.Add(-30 * time.Minute)
 	var evs []sink.Event
 	add := func(n int, sidecar, scope, reason string, when time.Time) {
@@ -36,6 +30,18 @@ func TestDocumentedLimitScopeQuery(t *testing.T) {
 	add(1, "sc-b", "local", "limit_unavailable", at.Add(5*time.Minute))
 	add(6, "sc-b", "", "", at)                          // no limit applied
 	add(2, "sc-a", "fleet", "", docTo.Add(time.Minute)) // outside the range
+	return evs
+}
+
+// TestDocumentedLimitScopeQuery runs docs/queries.md's limit_scope, as
+// written, on seeded events of two sidecars (one of which fell back to
+// its local counters for a while), a replayed batch among them, and
+// checks what an operator reads off it; it also shows the limit_scope
+// column (migration 11) round-trips.
+func TestDocumentedLimitScopeQuery(t *testing.T) {
+	srv := chtest.Shared(t)
+	ch, db := openCH(t, srv)
+	evs := limitScopeEvents()
 	ctx := context.Background()
 	if err := ch.WriteEvents(ctx, evs); err != nil {
 		t.Fatal(err)
