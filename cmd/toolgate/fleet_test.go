@@ -335,6 +335,13 @@ budgets:
 	if ok["/v1/local"] != 12 { // 4 per sidecar, under each sidecar's own 6
 		t.Fatalf("local mode: %d of 12 passed while Redis was away; want 4 per sidecar's own counter", ok["/v1/local"])
 	}
+	// The degraded mode shows in /status and the metrics.
+	if st := fleetStatus(t, fleet[1]); st == nil || !st.Degraded {
+		t.Fatalf("/status state %+v while Redis is away; want degraded", st)
+	}
+	if m := fleetMetrics(t, fleet[1]); !strings.Contains(m, "toolgate_budget_fleet_degraded 1") || !strings.Contains(m, `toolgate_budget_fleet_calls_total{result="unavailable"}`) {
+		t.Fatalf("metrics while Redis is away:\n%s", grepLines(m, "toolgate_budget_fleet"))
+	}
 	if ok := round("s-local", 21); ok["/v1/local"] != 3*per { // 7 per sidecar: 6 each pass
 		t.Fatalf("local mode: %d of 21 passed; want %d (each sidecar's own budget of %d)", ok["/v1/local"], 3*per, per)
 	}
@@ -364,6 +371,18 @@ budgets:
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Every sidecar uses the fleet again: a new session's budget is exact.
+	for i := range 3 {
+		fleet[i].call(t, http.MethodPost, up.URL+"/v1/allow", "s-probe", `{}`) // one call through each after recovery
+		sent++
+	}
+	time.Sleep(300 * time.Millisecond) // past the breaker's cooldown
+	for i := range 3 {
+		fleet[i].call(t, http.MethodPost, up.URL+"/v1/allow", "s-probe", `{}`)
+		sent++
+	}
+	if m := fleetMetrics(t, fleet[1]); !strings.Contains(m, "toolgate_budget_fleet_degraded 0") {
+		t.Fatalf("metrics after recovery:\n%s", grepLines(m, "toolgate_budget_fleet"))
+	}
 	exec0 := up.count("/v1/deny")
 	for i := range 3 * per {
 		fleet[i%3].call(t, http.MethodPost, up.URL+"/v1/deny", "s2", fmt.Sprintf(`{"i":%d}`, i))
@@ -527,3 +546,41 @@ approvals:
 		t.Fatalf("upstream executed the call %d times; want 1", n)
 	}
 }
+
+// fleetStatus is the state object of a sidecar's /status.
+func fleetStatus(t *testing.T, s *fleetSidecar) *struct {
+	Backend  string `json:"backend"`
+	Degraded bool   `json:"degraded"`
+	Errors   int64  `json:"errors"`
+} {
+	t.Helper()
+	var st struct {
+		State *struct {
+			Backend  string `json:"backend"`
+			Degraded bool   `json:"degraded"`
+			Errors   int64  `json:"errors"`
+		} `json:"state"`
+	}
+	resp, err := http.Get("http://" + s.admin + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.State
+}
+
+// fleetMetrics is a sidecar's /metrics.
+func fleetMetrics(t *testing.T, s *fleetSidecar) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
