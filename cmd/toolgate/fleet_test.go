@@ -583,4 +583,3 @@ func fleetMetrics(t *testing.T, s *fleetSidecar) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
-
