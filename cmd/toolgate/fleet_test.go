@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -60,20 +63,31 @@ type fleetSidecar struct {
 // each with body (tools, budgets, approvals) added to its configuration.
 func startFleet(t *testing.T, n int, redis string, body string) []*fleetSidecar {
 	t.Helper()
+	return startFleetEvents(t, n, redis, "", body)
+}
+
+// startFleetEvents is startFleet with an events section of its own (""
+// for a file per sidecar).
+func startFleetEvents(t *testing.T, n int, redis, eventsSection, body string) []*fleetSidecar {
+	t.Helper()
 	dir := t.TempDir()
 	bin := toolgateBinary(t)
 	var out []*fleetSidecar
 	for i := range n {
 		cfg := filepath.Join(dir, fmt.Sprintf("sidecar%d.yaml", i))
 		events := filepath.Join(dir, fmt.Sprintf("events%d.ndjson", i))
+		ev := fmt.Sprintf("events: {file: {path: %s}, sidecar: fleet-%d}", events, i)
+		if eventsSection != "" {
+			ev = strings.ReplaceAll(eventsSection, "SPOOL", filepath.Join(dir, fmt.Sprintf("spool%d", i)))
+		}
 		writeFile(t, cfg, fmt.Sprintf(`
 listen: {forward: 127.0.0.1:0}
 admin: {listen: 127.0.0.1:0}
-events: {file: {path: %s}, sidecar: fleet-%d}
+%s
 state:
   redis: %s
-%s`, events, i, redis, body))
-		p := startProcess(t, bin, cfg)
+%s`, ev, redis, body))
+		p := startFleetProcess(t, bin, cfg)
 		proxy := &url.URL{Scheme: "http", Host: p.line.Forward}
 		out = append(out, &fleetSidecar{events: events, admin: p.line.Admin, client: &http.Client{Timeout: 60 * time.Second,
 			Transport: &http.Transport{Proxy: http.ProxyURL(proxy), MaxIdleConnsPerHost: 16}}})
@@ -582,4 +596,87 @@ func fleetMetrics(t *testing.T, s *fleetSidecar) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestFleetApprovalSingleUseClickHouseRedis is the deployment the Redis
+// use counter is for: three sidecar processes whose approvals audit is
+// one ClickHouse (which alone decides uses only per sidecar), with
+// state.redis. In 100 trials of six parallel retries of a uses: 1 grant
+// across the three, the real upstream executes each call exactly once,
+// and ClickHouse records exactly one use of each grant.
+func TestFleetApprovalSingleUseClickHouseRedis(t *testing.T) {
+	ch := chtest.Start(t)
+	srv := redistest.Start(t)
+	up := newFleetUpstream(t)
+	fleet := startFleetEvents(t, 3, fmt.Sprintf("{addrs: [%s], timeout: 2s}", srv.Addr()), `events:
+  queue: {flush_interval: 20ms}
+  spool: {dir: SPOOL}
+  clickhouse: {addr: [`+ch.Addr()+`], database: fleetappr}`, `
+tools:
+  - name: rec_delete
+    match: {host: 127.0.0.1, method: DELETE, path: "/v1/rec/{id}"}
+approvals:
+  store: clickhouse
+  pending_ttl: 1m
+  decision_ttl: 1m
+  max_pending: 100000
+  tools:
+    rec_delete: {require: always}
+`)
+	const trials = 100
+	for trial := range trials {
+		target := fmt.Sprintf("%s/v1/rec/%d", up.URL, trial)
+		status, env := fleet[trial%3].call(t, http.MethodDelete, target, "sess-1", "")
+		if status != http.StatusForbidden || env.Error == nil || env.Error.Reason != "approval_pending" || env.Error.Approval == nil {
+			t.Fatalf("trial %d: first call %d %+v; want approval_pending", trial, status, env.Error)
+		}
+		id := env.Error.Approval.ID
+		ch.Exec(t, "INSERT INTO fleetappr.approval_decisions (id, time, time_us, verdict, decider, note) VALUES ('"+id+"', now(), 0, 'approved', 'test:dana', '')")
+		var wg sync.WaitGroup
+		var oks atomic.Int64
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if status, env := fleet[i%3].call(t, http.MethodDelete, target, "sess-1", ""); status == http.StatusOK {
+					oks.Add(1)
+				} else if env.Error == nil || env.Error.Reason != "approval_pending" {
+					t.Errorf("trial %d: retry answered %d %+v; want 200 or approval_pending", trial, status, env.Error)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := up.count(fmt.Sprintf("/v1/rec/%d", trial)); n != 1 || oks.Load() != 1 {
+			t.Fatalf("trial %d: the upstream executed the one-use call %d times and %d callers got it; want 1 and 1", trial, n, oks.Load())
+		}
+	}
+	uses := ch.Query(t, "SELECT count(), uniqExact(id) FROM fleetappr.approval_decisions WHERE verdict = 'used'")
+	if uses[0][0] != fmt.Sprint(trials) || uses[0][1] != fmt.Sprint(trials) {
+		t.Fatalf("ClickHouse records %s uses of %s grants; want one use of each of %d", uses[0][0], uses[0][1], trials)
+	}
+}
+
+// startFleetProcess is startProcess with runningWithin to start: a
+// sidecar on ClickHouse migrates its schema first, which a loaded machine
+// can take longer than 15s to do.
+func startFleetProcess(t *testing.T, bin, cfg string) *process {
+	t.Helper()
+	p := &process{stderr: new(testutil.SyncBuffer)}
+	p.cmd = exec.Command(bin, "run", "--config", cfg)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	deadline := time.Now().Add(runningWithin)
+	for {
+		if l, ok := findRunning(p.stderr.String()); ok {
+			p.line = l
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running line within %s; stderr:\n%s", runningWithin, p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
