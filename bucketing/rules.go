@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -69,8 +70,8 @@ func (rs Rules) Validate() error {
 }
 
 // knownCodes lists the codes a Rule may name, in the order error messages
-// give them.
-var knownCodes = []Code{CodeOK, CodeValidation, CodePolicy, CodeRateLimit, CodeAuth, CodeUpstream, CodeUnknown}
+// give them: ok, then Codes.
+var knownCodes = append([]Code{CodeOK}, Codes()...)
 
 var knownClasses = []Class{ClassUser, ClassPolicy, ClassTransient, ClassTerminal}
 
@@ -107,13 +108,7 @@ func (r Rule) problems() []string {
 	return ps
 }
 
-func isKnownCode(c Code) bool {
-	switch c {
-	case CodeOK, CodeValidation, CodePolicy, CodeRateLimit, CodeAuth, CodeUpstream, CodeUnknown:
-		return true
-	}
-	return false
-}
+func isKnownCode(c Code) bool { return slices.Contains(knownCodes, c) }
 
 func isKnownClass(c Class) bool {
 	switch c {

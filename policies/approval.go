@@ -69,14 +69,14 @@ func decodeApproval(raw any) (*Approval, error) {
 		if e, ok := x["effect"]; ok {
 			s, isStr := e.(string)
 			if !isStr {
-				return nil, fmt.Errorf("approval.effect must be a string, got %s", jsonTypeName(e))
+				return nil, fmt.Errorf("approval.effect must be a string, got %s", JSONTypeName(e))
 			}
 			a.Effect = cut(oneLine(s), MaxApprovalEffectBytes)
 		}
 		if sm, ok := x["summary"]; ok {
 			m, isObj := sm.(map[string]any)
 			if !isObj {
-				return nil, fmt.Errorf("approval.summary must be an object of field names to values, got %s", jsonTypeName(sm))
+				return nil, fmt.Errorf("approval.summary must be an object of field names to values, got %s", JSONTypeName(sm))
 			}
 			if len(m) > MaxApprovalSummaryFields {
 				return nil, fmt.Errorf("approval.summary has %d fields; at most %d are shown", len(m), MaxApprovalSummaryFields)
@@ -90,7 +90,7 @@ func decodeApproval(raw any) (*Approval, error) {
 		}
 		return a, nil
 	}
-	return nil, fmt.Errorf("approval must be a boolean or an object {effect, summary}, got %s", jsonTypeName(raw))
+	return nil, fmt.Errorf("approval must be a boolean or an object {effect, summary}, got %s", JSONTypeName(raw))
 }
 
 // summaryText is a summary value as text: a string as it is, anything

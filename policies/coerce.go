@@ -72,7 +72,7 @@ func ownWants(x *jsonschema.Schema) typeMask {
 }
 
 func valueMask(v any) typeMask {
-	switch jsonTypeName(v) {
+	switch JSONTypeName(v) {
 	case "null":
 		return maskNull
 	case "boolean":
@@ -164,24 +164,7 @@ func (s *Schema) coerceObject(obj map[string]any, alts []alt) {
 		default:
 			continue
 		}
-		var next []alt
-		for _, a := range alts {
-			c, dead := propSchemas(a, k)
-			if dead {
-				continue
-			}
-			ex, ok := s.expand(c)
-			if !ok {
-				next = nil
-				break
-			}
-			next = append(next, ex...)
-			if len(next) > maxCoerceAlternatives {
-				next = nil
-				break
-			}
-		}
-		if len(next) > 0 {
+		if next := s.propAlts(alts, k); len(next) > 0 {
 			obj[k] = s.coerceValue(v, next, true)
 		}
 	}
@@ -199,10 +182,23 @@ func (s *Schema) coerceArray(arr []any, alts []alt) {
 	}
 }
 
+// propAlts returns the alternatives that apply to property k's value under
+// alts, expanded; nil when none does or there are too many to follow.
+func (s *Schema) propAlts(alts []alt, k string) []alt {
+	return s.childAlts(alts, func(a alt) (alt, bool) { return propSchemas(a, k) })
+}
+
+// itemAlts is propAlts for the item at index i of an array.
 func (s *Schema) itemAlts(alts []alt, i int) []alt {
+	return s.childAlts(alts, func(a alt) (alt, bool) { return itemSchemas(a, i) })
+}
+
+// childAlts expands the schemas that of gives for a child under each
+// alternative of alts.
+func (s *Schema) childAlts(alts []alt, of func(alt) (alt, bool)) []alt {
 	var next []alt
 	for _, a := range alts {
-		c, dead := itemSchemas(a, i)
+		c, dead := of(a)
 		if dead {
 			continue
 		}

@@ -224,14 +224,14 @@ func DecodeDecision(doc map[string]any) (Result, error) {
 	if a, ok := doc["allow"]; ok {
 		b, isBool := a.(bool)
 		if !isBool {
-			return res, fmt.Errorf("allow must be a boolean, got %s", jsonTypeName(a))
+			return res, fmt.Errorf("allow must be a boolean, got %s", JSONTypeName(a))
 		}
 		res.Allowed = b
 	}
 	if raw, ok := doc["deny"]; ok {
 		items, isArr := raw.([]any)
 		if !isArr {
-			return res, fmt.Errorf("deny must be a set, got %s", jsonTypeName(raw))
+			return res, fmt.Errorf("deny must be a set, got %s", JSONTypeName(raw))
 		}
 		for _, it := range items {
 			v, err := denyViolation(it)
@@ -257,7 +257,7 @@ func DecodeDecision(doc map[string]any) (Result, error) {
 	if raw, ok := doc["inject"]; ok {
 		m, isObj := raw.(map[string]any)
 		if !isObj {
-			return res, fmt.Errorf("inject must be an object of header names to strings, got %s", jsonTypeName(raw))
+			return res, fmt.Errorf("inject must be an object of header names to strings, got %s", JSONTypeName(raw))
 		}
 		res.Inject = make(map[string]string, len(m))
 		for _, k := range slices.Sorted(maps.Keys(m)) { // the first bad header, always the same
@@ -313,7 +313,7 @@ func denyViolation(it any) (Violation, error) {
 		}
 		return v, nil
 	}
-	return Violation{}, fmt.Errorf("deny members must be strings or objects, got %s", jsonTypeName(it))
+	return Violation{}, fmt.Errorf("deny members must be strings or objects, got %s", JSONTypeName(it))
 }
 
 func validHeaderName(k string) bool {

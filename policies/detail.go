@@ -386,7 +386,7 @@ func (c *collector) gotAt(loc []string) string {
 			return ""
 		}
 	}
-	return jsonTypeName(v)
+	return JSONTypeName(v)
 }
 
 func child(loc []string, tok string) []string {
@@ -739,8 +739,11 @@ func nextToken(p string) (tok, rest string) {
 	return p, ""
 }
 
-// jsonTypeName names a value's JSON type; integral numbers are "integer".
-func jsonTypeName(v any) string {
+// JSONTypeName names the JSON type of a value decoded from JSON (null,
+// boolean, string, array, object, number), as JSON Schema's type keyword
+// does: an integral number is "integer". A value JSON does not produce is
+// "unsupported". Every message that names what a value is uses it.
+func JSONTypeName(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "null"
@@ -767,7 +770,7 @@ func jsonTypeName(v any) string {
 		}
 		return "number"
 	case float32:
-		return jsonTypeName(float64(x))
+		return JSONTypeName(float64(x))
 	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		return "integer"
 	}

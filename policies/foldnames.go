@@ -62,24 +62,7 @@ func (s *Schema) foldObject(obj map[string]any, alts []alt, path []string, vs *[
 		default:
 			continue
 		}
-		var next []alt
-		for _, a := range alts {
-			c, dead := propSchemas(a, k)
-			if dead {
-				continue
-			}
-			ex, ok := s.expand(c)
-			if !ok {
-				next = nil
-				break
-			}
-			next = append(next, ex...)
-			if len(next) > maxCoerceAlternatives {
-				next = nil
-				break
-			}
-		}
-		if len(next) > 0 {
+		if next := s.propAlts(alts, k); len(next) > 0 {
 			s.foldValue(v, next, append(path[:len(path):len(path)], k), vs)
 		}
 	}

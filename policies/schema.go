@@ -178,7 +178,7 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	switch root.(type) {
 	case map[string]any, bool:
 	default:
-		return nil, &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("schema must be a JSON object or boolean, got %s", jsonTypeName(root))}
+		return nil, &SchemaError{Tool: opts.Tool, Msg: fmt.Sprintf("schema must be a JSON object or boolean, got %s", JSONTypeName(root))}
 	}
 	budget := &shapeBudget{l: opts.Limits.withDefaults()}
 	if err := budget.check(root); err != nil {

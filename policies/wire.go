@@ -37,7 +37,7 @@ func DecodeResult(data []byte) (Result, error) {
 	}
 	m, ok := doc.(map[string]any)
 	if !ok {
-		return Result{}, fmt.Errorf("decision must be an object, got %s", jsonTypeName(doc))
+		return Result{}, fmt.Errorf("decision must be an object, got %s", JSONTypeName(doc))
 	}
 	return DecodeDecision(m)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
@@ -184,7 +185,7 @@ func TestApprovalRetryFlow(t *testing.T) {
 		t.Errorf("request bound to %s/%s/%s", rec.Request.Tool, rec.Request.Agent, rec.Request.Session)
 	}
 
-	if _, err := gate.Decide(ctx, p.id, sink.VerdictApproved, "dana", ""); err != nil {
+	if _, err := gate.Decide(ctx, p.id, audit.VerdictApproved, "dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	// Tampering: changed arguments are a different call, refused pending.
@@ -207,11 +208,11 @@ func TestApprovalRetryFlow(t *testing.T) {
 	}
 
 	// Denied, then revision requested with a note.
-	if _, err := gate.Decide(ctx, next.id, sink.VerdictDenied, "dana", "not today"); err != nil {
+	if _, err := gate.Decide(ctx, next.id, audit.VerdictDenied, "dana", "not today"); err != nil {
 		t.Fatal(err)
 	}
 	wantRefusal(t, editCall(t, e, "hello"), 403, "policy", "approval_denied")
-	if _, err := gate.Decide(ctx, tampered.id, sink.VerdictRevised, "erin", "insert at index 2 instead"); err != nil {
+	if _, err := gate.Decide(ctx, tampered.id, audit.VerdictRevised, "erin", "insert at index 2 instead"); err != nil {
 		t.Fatal(err)
 	}
 	a = editCall(t, e, "hello, with more")
@@ -220,7 +221,7 @@ func TestApprovalRetryFlow(t *testing.T) {
 		string(a.env.Error.Class) != "user" {
 		t.Errorf("revision: class %s note %q detail %q", a.env.Error.Class, rv.note, a.env.Error.Detail)
 	}
-	if _, err := gate.Decide(ctx, p.id, sink.VerdictDenied, "mallory", ""); err == nil {
+	if _, err := gate.Decide(ctx, p.id, audit.VerdictDenied, "mallory", ""); err == nil {
 		t.Error("a decided request was decided again")
 	}
 
@@ -250,7 +251,7 @@ func TestApprovalRequiredByConfig(t *testing.T) {
 		return do(t, e.viaHTTP, "POST", e.up.URL()+"/echo", "application/json", `{"q":"x","n":1}`, map[string]string{"X-Toolgate-Envelope": "1"})
 	}
 	p := wantRefusal(t, call(), 403, "policy", "approval_pending")
-	if _, err := gate.Decide(context.Background(), p.id, sink.VerdictApproved, "dana", ""); err != nil {
+	if _, err := gate.Decide(context.Background(), p.id, audit.VerdictApproved, "dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -270,7 +271,7 @@ func TestApprovalExpiry(t *testing.T) {
 	e, gate := newApprovalEnv(t, approval.Config{PendingTTL: 300 * time.Millisecond})
 	p := wantRefusal(t, editCall(t, e, "x"), 403, "policy", "approval_pending")
 	time.Sleep(400 * time.Millisecond)
-	if _, err := gate.Decide(context.Background(), p.id, sink.VerdictApproved, "dana", ""); err == nil {
+	if _, err := gate.Decide(context.Background(), p.id, audit.VerdictApproved, "dana", ""); err == nil {
 		t.Fatal("an expired request was approved")
 	}
 	if again := wantRefusal(t, editCall(t, e, "x"), 403, "policy", "approval_pending"); again.id == p.id {
@@ -306,7 +307,7 @@ func TestApprovalHold(t *testing.T) {
 		t.Fatal("no request was made")
 	}
 	decided := time.Now()
-	if _, err := gate.Decide(context.Background(), id, sink.VerdictApproved, "dana", ""); err != nil {
+	if _, err := gate.Decide(context.Background(), id, audit.VerdictApproved, "dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()

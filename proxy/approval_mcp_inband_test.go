@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -233,7 +234,7 @@ func TestApprovalMCPInBand(t *testing.T) {
 		if id != firstID {
 			t.Errorf("round %d named approval %s, want the pending %s", n, id, firstID)
 		}
-		if _, err := cli.Decide(ctx, id, sink.VerdictApproved, "cli:dana", ""); err != nil {
+		if _, err := cli.Decide(ctx, id, audit.VerdictApproved, "cli:dana", ""); err != nil {
 			t.Errorf("approve: %v", err)
 		}
 		return "accept", nil
@@ -268,7 +269,7 @@ func TestApprovalMCPInBand(t *testing.T) {
 		if id == firstID {
 			t.Errorf("a used grant was offered again")
 		}
-		_, err := cli.Decide(ctx, id, sink.VerdictDenied, "cli:dana", "not today")
+		_, err := cli.Decide(ctx, id, audit.VerdictDenied, "cli:dana", "not today")
 		return "accept", err
 	}
 	res, err = cs.CallTool(ctx, charge)
@@ -277,7 +278,7 @@ func TestApprovalMCPInBand(t *testing.T) {
 	}
 	// Revision requested, with its note.
 	decide = func(r round) (string, error) {
-		_, err := cli.Decide(ctx, idFromURL(t, r.url), sink.VerdictRevised, "cli:dana", "charge 200 at most")
+		_, err := cli.Decide(ctx, idFromURL(t, r.url), audit.VerdictRevised, "cli:dana", "charge 200 at most")
 		return "accept", err
 	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 900}})
@@ -314,7 +315,7 @@ func TestApprovalMCPInBand(t *testing.T) {
 
 	// Approval and the server's own round on one call (uses: 2).
 	decide = func(r round) (string, error) {
-		_, err := cli.Decide(ctx, idFromURL(t, r.url), sink.VerdictApproved, "cli:dana", "")
+		_, err := cli.Decide(ctx, idFromURL(t, r.url), audit.VerdictApproved, "cli:dana", "")
 		return "accept", err
 	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "transfer", Arguments: map[string]any{"ticket": "T-2"}})
@@ -463,7 +464,7 @@ func TestApprovalMCPInBandAttacks(t *testing.T) {
 	}
 
 	id, state := rawAsk(t, call(map[string]any{"amount": 10}, nil))
-	if _, err := cli.Decide(ctx, id, sink.VerdictApproved, "cli:dana", ""); err != nil {
+	if _, err := cli.Decide(ctx, id, audit.VerdictApproved, "cli:dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	dot := strings.LastIndexByte(state, '.')

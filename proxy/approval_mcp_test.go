@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // TestApprovalMCPDestructive checks approvals on an MCP route: a
@@ -74,7 +74,7 @@ func TestApprovalMCPDestructive(t *testing.T) {
 	if charged.Load() != 0 {
 		t.Fatal("the server was charged before approval")
 	}
-	if _, err := gate.Decide(ctx, env.Error.Approval.ID, sink.VerdictApproved, "dana", ""); err != nil {
+	if _, err := gate.Decide(ctx, env.Error.Approval.ID, audit.VerdictApproved, "dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := cs.CallTool(ctx, charge); err != nil || res.IsError {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // TestApprovalMCPInBandTypeScriptSDK drives the official TypeScript SDK
@@ -65,9 +65,9 @@ func TestApprovalMCPInBandTypeScriptSDK(t *testing.T) {
 
 	// The person's decisions, one per ask, in order.
 	decisions := []struct{ verdict, action string }{
-		{sink.VerdictApproved, "accept"}, // create_issue
-		{sink.VerdictDenied, "accept"},   // the second create_issue
-		{sink.VerdictApproved, "accept"}, // confirm
+		{audit.VerdictApproved, "accept"}, // create_issue
+		{audit.VerdictDenied, "accept"},   // the second create_issue
+		{audit.VerdictApproved, "accept"}, // confirm
 	}
 	steps := map[string]tsStep{}
 	var asks []string

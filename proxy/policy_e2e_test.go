@@ -12,9 +12,9 @@ import (
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // policyConfig binds policies to pubmed_search (query args) and
@@ -251,7 +251,7 @@ func TestCallerSetApprovalGrantsNothing(t *testing.T) {
 		t.Fatalf("insertion: status %d, want 200; body %s", a.status, a.body)
 	}
 
-	if _, err := gate.Decide(context.Background(), id, sink.VerdictApproved, "test:person", ""); err != nil {
+	if _, err := gate.Decide(context.Background(), id, audit.VerdictApproved, "test:person", ""); err != nil {
 		t.Fatal(err)
 	}
 	other := maps.Clone(claims)

@@ -23,7 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/frontjwt"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies/approval"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 	"github.com/toolgate/toolgate/sink/dashboard"
 )
@@ -69,16 +69,16 @@ records --as (default: the login name, as "cli:NAME"). See docs/approvals.md.`,
 	list.Flags().IntVar(&fl.limit, "limit", 100, "at most this many requests")
 	c.AddCommand(list)
 	for _, v := range []struct{ use, verdict, short string }{
-		{"approve", sink.VerdictApproved, "Approve a request: the same call, retried, goes upstream (approvals.uses times)"},
-		{"deny", sink.VerdictDenied, "Deny a request: the caller gets policy/approval_denied"},
-		{"revise", sink.VerdictRevised, "Ask for changed arguments: the caller gets validation/revision_requested with --note"},
+		{"approve", audit.VerdictApproved, "Approve a request: the same call, retried, goes upstream (approvals.uses times)"},
+		{"deny", audit.VerdictDenied, "Deny a request: the caller gets policy/approval_denied"},
+		{"revise", audit.VerdictRevised, "Ask for changed arguments: the caller gets validation/revision_requested with --note"},
 	} {
 		cmd := &cobra.Command{
 			Use:   v.use + " ID",
 			Short: v.short,
 			Args:  exactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
-				if v.verdict == sink.VerdictRevised && strings.TrimSpace(fl.note) == "" {
+				if v.verdict == audit.VerdictRevised && strings.TrimSpace(fl.note) == "" {
 					return usageError{errors.New("revise needs --note saying what to change")}
 				}
 				who := fl.as

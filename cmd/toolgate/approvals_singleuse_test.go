@@ -15,7 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies/approval"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // singleUseTrials is how many one-use grants TestApprovalSingleUseAcross
@@ -109,7 +109,7 @@ approvals:
 			t.Fatalf("trial %d: first call %d %+v; want approval_pending", trial, status, env.Error)
 		}
 		ids[trial] = env.Error.Approval.ID
-		if _, err := person.Decide(ctx, ids[trial], sink.VerdictApproved, "test:dana", ""); err != nil {
+		if _, err := person.Decide(ctx, ids[trial], audit.VerdictApproved, "test:dana", ""); err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
 		var wg sync.WaitGroup

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 )
 
 // marker ends the line a configuration error must point at, in the YAML
@@ -717,7 +718,7 @@ func TestExampleConfig(t *testing.T) {
 				{"unmatched", lc.Unmatched, "pass"},
 				{"events.sidecar", lc.Events.Sidecar, host},
 				{"events.queue.capacity", lc.Events.Queue.Capacity, 65536},
-				{"reload.settle", lc.Reload.Settle, config.DefaultReloadSettle},
+				{"reload.settle", lc.Reload.Settle, reload.DefaultSettle},
 				{"events.file.path", lc.Events.File.Path, filepath.Join(filepath.Dir(examplePath), "toolgate-events.ndjson")},
 				{"version length", len(lc.Version), 12},
 			}

@@ -3,28 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 	"github.com/toolgate/toolgate/internal/demo"
@@ -39,9 +29,15 @@ import (
 // from a real deployment's "toolgate".
 const demoDatabase = "toolgate_demo"
 
-// demoCodes are the footer's error codes, in the envelope's order; each is
-// shown, with 0 when no call got it.
-var demoCodes = []string{"ok", "validation", "policy", "rate_limit", "auth", "upstream", "unknown"}
+// demoCodes are the footer's error codes: ok, then bucketing's codes in
+// the envelope's order; each is shown, with 0 when no call got it.
+var demoCodes = func() []string {
+	codes := []string{string(bucketing.CodeOK)}
+	for _, c := range bucketing.Codes() {
+		codes = append(codes, string(c))
+	}
+	return codes
+}()
 
 // demoPolicies is the legend printed above the demo's table: which policies
 // decide which tools, and how.
@@ -277,76 +273,12 @@ tls.upstream_ca.`,
 			if err := proxy.CheckListenAddr(listen, false); err != nil {
 				return usageError{fmt.Errorf("--listen: %w", err)}
 			}
-			return serveDemoUpstream(c.Context(), c.OutOrStdout(), listen, tlsCert)
+			return demotools.Serve(c.Context(), c.OutOrStdout(), listen, tlsCert)
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "address to serve on (loopback)")
 	c.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS, writing the self-signed certificate to this file")
 	return c
-}
-
-// serveDemoUpstream serves the demo upstream on listen until ctx ends.
-func serveDemoUpstream(ctx context.Context, out io.Writer, listen, certFile string) error {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("demo upstream: %w", err)
-	}
-	scheme := "http"
-	if certFile != "" {
-		cert, err := selfSignedCert(certFile)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		scheme = "https"
-	}
-	srv := &http.Server{Handler: demotools.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(out, "demo upstream %s://%s (Ctrl-C stops it)\n", scheme, ln.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("demo upstream: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), sidecar.ShutdownGrace)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	return nil
-}
-
-// selfSignedCert makes a certificate for 127.0.0.1 and localhost, valid for
-// 30 days, and writes it to file as PEM (the key stays in memory).
-func selfSignedCert(file string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "toolgate demo upstream"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return tls.Certificate{}, fmt.Errorf("demo upstream: write --tls-cert: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // demoApprover approves an approval request as a person would, with

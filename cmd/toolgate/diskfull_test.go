@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/events"
 )
 
 // mountTmpfs mounts a tmpfs of size at dir, unmounted in cleanup, or skips
@@ -339,7 +339,7 @@ func droppedAtStop(stderr string) uint64 {
 // calls are answered and every lost event is counted. Both recover when
 // the space returns, with nothing duplicated.
 func TestEventsOnFullDisk(t *testing.T) {
-	for _, mode := range []string{config.OnWriteFailureRefuse, config.OnWriteFailureAnswer} {
+	for _, mode := range []string{events.OnWriteFailureRefuse, events.OnWriteFailureAnswer} {
 		t.Run(mode, func(t *testing.T) {
 			res := runDiskFull(t, mode, nil)
 			t.Logf("%s: %s", mode, res)
@@ -353,7 +353,7 @@ func TestEventsOnFullDisk(t *testing.T) {
 // again when the space returns.
 func TestSpoolOnFullDiskClickHouseAway(t *testing.T) {
 	ch := chtest.Start(t)
-	for _, mode := range []string{config.OnWriteFailureRefuse, config.OnWriteFailureAnswer} {
+	for _, mode := range []string{events.OnWriteFailureRefuse, events.OnWriteFailureAnswer} {
 		t.Run(mode, func(t *testing.T) {
 			res := runDiskFull(t, mode, ch)
 			t.Logf("%s, ClickHouse away: %s", mode, res)
@@ -371,7 +371,7 @@ func checkDiskFull(t *testing.T, mode string, res diskFullResult) {
 		t.Error("/status events.spool.low_space was false on a full disk")
 	}
 	switch mode {
-	case config.OnWriteFailureRefuse:
+	case events.OnWriteFailureRefuse:
 		if res.missing != 0 {
 			t.Errorf("%d calls answered without their event under refuse", res.missing)
 		}
@@ -382,7 +382,7 @@ func checkDiskFull(t *testing.T, mode string, res diskFullResult) {
 		if res.upstreamHits > res.answered+res.withheld || res.upstreamHits < res.answered {
 			t.Errorf("upstream saw %d calls; answered %d, withheld %d: a refused call reached it", res.upstreamHits, res.answered, res.withheld)
 		}
-	case config.OnWriteFailureAnswer:
+	case events.OnWriteFailureAnswer:
 		if res.refused != 0 || res.withheld != 0 {
 			t.Errorf("%d calls refused and %d withheld under answer", res.refused, res.withheld)
 		}

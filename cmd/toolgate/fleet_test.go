@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -464,7 +465,7 @@ approvals:
 			t.Fatalf("trial %d: first call %d %+v; want approval_pending", trial, status, env.Error)
 		}
 		id := env.Error.Approval.ID
-		if _, err := person.Decide(ctx, id, sink.VerdictApproved, "test:dana", ""); err != nil {
+		if _, err := person.Decide(ctx, id, audit.VerdictApproved, "test:dana", ""); err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
 		var wg sync.WaitGroup
@@ -524,7 +525,7 @@ approvals:
 	if env.Error == nil || env.Error.Approval == nil {
 		t.Fatalf("first call: %+v; want approval_pending", env.Error)
 	}
-	if _, err := person.Decide(context.Background(), env.Error.Approval.ID, sink.VerdictApproved, "test:dana", ""); err != nil {
+	if _, err := person.Decide(context.Background(), env.Error.Approval.ID, audit.VerdictApproved, "test:dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	srv.Kill()

@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/policies/policytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 

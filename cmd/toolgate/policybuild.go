@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/policytest"
 	"github.com/toolgate/toolgate/policies/opabundle"
+	"github.com/toolgate/toolgate/policies/policytest"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/wasm"
 )

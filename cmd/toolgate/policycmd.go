@@ -12,7 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/policytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -203,7 +204,7 @@ func runPolicyEvalMCP(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs
 	if err != nil {
 		return err
 	}
-	policytest.PrintVerdict(out, tool, v)
+	policytest.PrintVerdict(out, tool, policytest.Verdict(v))
 	if !v.Allowed {
 		return exitStatus(exitRefused)
 	}
@@ -297,7 +298,7 @@ func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs st
 	if err != nil {
 		return err
 	}
-	policytest.PrintVerdict(out, tool, v)
+	policytest.PrintVerdict(out, tool, policytest.Verdict(v))
 	if !v.Allowed && v.Reason == "wrong_type" && readsStrings(lc, tool) {
 		fmt.Fprintln(out, "\nnote: this tool reads arguments from the path, the query string or a form, where the sidecar turns \"5\" into 5 as the schema asks; --args is read as a JSON body is, without that coercion: write numbers and booleans as JSON")
 	}
@@ -316,7 +317,7 @@ func runPolicyTest(ctx context.Context, out io.Writer, dir, cfgPath string) erro
 	if policytest.IsBundle(dir) {
 		rep, err = policytest.RunBundle(ctx, out, dir)
 	} else {
-		rep, err = policytest.Run(ctx, out, dir, cfgPath)
+		rep, err = policytest.Run(ctx, out, dir, cfgPath, loadCaseConfig)
 	}
 	switch {
 	case errors.Is(err, policytest.ErrNotPolicyPath):
@@ -330,6 +331,34 @@ func runPolicyTest(ctx context.Context, out io.Writer, dir, cfgPath string) erro
 	}
 	return nil
 }
+
+// loadCaseConfig loads a case file's configuration as policy eval does
+// (offline), for policytest.
+func loadCaseConfig(path string) (policytest.Config, error) {
+	lc, err := config.LoadOffline(path)
+	if err != nil {
+		return nil, err
+	}
+	return caseConfig{lc}, nil
+}
+
+// caseConfig is a configuration as policytest sees it: the proxy's
+// evaluation of its snapshot.
+type caseConfig struct{ lc *config.Loaded }
+
+func (c caseConfig) Evaluate(ctx context.Context, tool string, args map[string]any, h http.Header) (policytest.Verdict, error) {
+	v, err := proxy.Evaluate(ctx, c.lc.Snapshot, tool, args, h)
+	return policytest.Verdict(v), err
+}
+
+func (c caseConfig) EvaluateMCP(ctx context.Context, t policytest.MCPTools, tool string, args map[string]any, h http.Header) (policytest.Verdict, error) {
+	v, err := proxy.EvaluateMCP(ctx, c.lc.Snapshot, proxy.MCPTools{Route: t.Route, List: t.List}, tool, args, h)
+	return policytest.Verdict(v), err
+}
+
+func (c caseConfig) PolicySection() (string, *policies.Config) { return c.lc.Path, &c.lc.Policies }
+
+var _ policytest.Config = caseConfig{}
 
 // readsStrings reports whether the named tool takes arguments from a
 // string-only source (path, query, form; path and query by default),

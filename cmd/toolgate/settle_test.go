@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 )
 
 // settleConfig is a sidecar whose search tool a Rego policy file guards;
@@ -101,7 +101,7 @@ func TestReloadWaitsForWholeFiles(t *testing.T) {
 		// Pauses longer than the 100ms toolgate waited before it had a
 		// settle time, which loaded this file half-written.
 		{"settle time of 1s", "reload: {settle: 1s}", time.Second, 10, 150 * time.Millisecond},
-		{"default settle time", "", config.DefaultReloadSettle, 25, 60 * time.Millisecond},
+		{"default settle time", "", reload.DefaultSettle, 25, 60 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

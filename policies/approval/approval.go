@@ -26,7 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/canonjson"
 	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // Store keeps approval requests and decisions. Rows are appended, never
@@ -34,9 +34,9 @@ import (
 // by several processes.
 type Store interface {
 	// PutRequest appends a request row.
-	PutRequest(ctx context.Context, r sink.ApprovalRequest) error
+	PutRequest(ctx context.Context, r audit.ApprovalRequest) error
 	// PutDecision appends a decision row.
-	PutDecision(ctx context.Context, d sink.ApprovalDecision) error
+	PutDecision(ctx context.Context, d audit.ApprovalDecision) error
 	// Find returns the request with id (when id is not ""), else the
 	// newest request with key, with its decisions in time order; false
 	// when there is none.
@@ -49,17 +49,17 @@ type Store interface {
 // Record is one request and its decisions.
 type Record struct {
 	// Request is the request row.
-	Request sink.ApprovalRequest `json:"request"`
+	Request audit.ApprovalRequest `json:"request"`
 	// Decisions are the decision rows for it, in time order (uses
 	// included).
-	Decisions []sink.ApprovalDecision `json:"decisions"`
+	Decisions []audit.ApprovalDecision `json:"decisions"`
 }
 
 // Verdict is the person's decision on the record (the first decision
 // that is not a use); nil while undecided.
-func (r *Record) Verdict() *sink.ApprovalDecision {
+func (r *Record) Verdict() *audit.ApprovalDecision {
 	for i := range r.Decisions {
-		if r.Decisions[i].Verdict != sink.VerdictUsed {
+		if r.Decisions[i].Verdict != audit.VerdictUsed {
 			return &r.Decisions[i]
 		}
 	}
@@ -70,7 +70,7 @@ func (r *Record) Verdict() *sink.ApprovalDecision {
 func (r *Record) Uses() int {
 	n := 0
 	for _, d := range r.Decisions {
-		if d.Verdict == sink.VerdictUsed {
+		if d.Verdict == audit.VerdictUsed {
 			n++
 		}
 	}
@@ -92,12 +92,12 @@ func (r *Record) State(now time.Time, decisionTTL time.Duration, uses int) strin
 		return StateExpired
 	}
 	switch v.Verdict {
-	case sink.VerdictApproved:
+	case audit.VerdictApproved:
 		if r.Uses() >= uses {
 			return StateUsed
 		}
 		return policies.ApprovalApproved
-	case sink.VerdictDenied:
+	case audit.VerdictDenied:
 		return policies.ApprovalDenied
 	}
 	return policies.ApprovalRevised
@@ -236,7 +236,7 @@ func (g *Gate) Approve(ctx context.Context, q *policies.ApprovalCall) policies.A
 	} else if n >= g.cfg.MaxPending {
 		return g.unavailable(fmt.Sprintf("%d approval requests are pending, the most approvals.max_pending allows", n))
 	}
-	req := sink.ApprovalRequest{
+	req := audit.ApprovalRequest{
 		ID: newID(), Time: now.UTC(), ExpiresAt: now.Add(g.cfg.PendingTTL).UTC(), Key: key,
 		Tool: q.Tool, Method: q.Method, Destination: cutText(q.Destination, MaxDestinationBytes),
 		Agent: q.Agent, Session: q.Session, ArgsDigest: bind.ArgsDigest,
@@ -291,14 +291,14 @@ func (g *Gate) pendingCount(ctx context.Context, now time.Time) (int, error) {
 // FileStore is one (flock on the file); the ClickHouse store is not, and
 // its check and use are two steps (docs/approvals.md).
 type UseStore interface {
-	Use(ctx context.Context, d sink.ApprovalDecision, uses int) (bool, error)
+	Use(ctx context.Context, d audit.ApprovalDecision, uses int) (bool, error)
 }
 
 // use records one use of an approved grant and lets the call through. ok
 // is false when the store decides uses in one step and another call took
 // the last use first: the call is not let through.
 func (g *Gate) use(ctx context.Context, rec *Record, uses int) (out policies.ApprovalOutcome, ok bool) {
-	d := sink.ApprovalDecision{ID: rec.Request.ID, Time: g.now().UTC(), Verdict: sink.VerdictUsed, Decider: "sidecar:" + g.sidecar}
+	d := audit.ApprovalDecision{ID: rec.Request.ID, Time: g.now().UTC(), Verdict: audit.VerdictUsed, Decider: "sidecar:" + g.sidecar}
 	if us, isUse := g.store.(UseStore); isUse {
 		taken, err := us.Use(ctx, d, uses)
 		if errors.Is(err, redisstate.ErrUnavailable) {
@@ -383,7 +383,7 @@ func (g *Gate) hold(ctx context.Context, id string, rule ToolRule) policies.Appr
 	}
 }
 
-func (g *Gate) pending(r *sink.ApprovalRequest) policies.ApprovalOutcome {
+func (g *Gate) pending(r *audit.ApprovalRequest) policies.ApprovalOutcome {
 	return policies.ApprovalOutcome{
 		State: policies.ApprovalPending, ID: r.ID, URL: g.url(r.ID), ExpiresAt: r.ExpiresAt,
 		RetryAfter: g.cfg.RetryAfter,
@@ -394,7 +394,7 @@ func (g *Gate) pending(r *sink.ApprovalRequest) policies.ApprovalOutcome {
 func (g *Gate) decided(rec *Record) policies.ApprovalOutcome {
 	v := rec.Verdict()
 	out := policies.ApprovalOutcome{ID: rec.Request.ID, URL: g.url(rec.Request.ID), Note: v.Note}
-	if v.Verdict == sink.VerdictDenied {
+	if v.Verdict == audit.VerdictDenied {
 		out.State = policies.ApprovalDenied
 		out.Detail = fmt.Sprintf("Tool '%s': a person denied this call (approval %s)", rec.Request.Tool, rec.Request.ID)
 	} else {
@@ -427,13 +427,13 @@ func (g *Gate) url(id string) string {
 	return u.String()
 }
 
-// Decide records a person's decision (sink.VerdictApproved, VerdictDenied
+// Decide records a person's decision (audit.VerdictApproved, VerdictDenied
 // or VerdictRevised) on a pending request. who is recorded as the
 // decider; note is shown to the caller on a revision or denial. It fails
 // with ErrNotFound, ErrDecided or ErrExpired.
 func (g *Gate) Decide(ctx context.Context, id, verdict, who, note string) (Record, error) {
 	switch verdict {
-	case sink.VerdictApproved, sink.VerdictDenied, sink.VerdictRevised:
+	case audit.VerdictApproved, audit.VerdictDenied, audit.VerdictRevised:
 	default:
 		return Record{}, fmt.Errorf("%w: %q; want approved, denied or revised", ErrVerdict, verdict)
 	}
@@ -458,7 +458,7 @@ func (g *Gate) Decide(ctx context.Context, id, verdict, who, note string) (Recor
 	if !now.Before(rec.Request.ExpiresAt) {
 		return rec, ErrExpired
 	}
-	d := sink.ApprovalDecision{ID: id, Time: now.UTC(), Verdict: verdict,
+	d := audit.ApprovalDecision{ID: id, Time: now.UTC(), Verdict: verdict,
 		Decider: cutText(who, MaxDeciderBytes), Note: cutText(note, MaxNoteBytes)}
 	if err := g.store.PutDecision(ctx, d); err != nil {
 		return rec, fmt.Errorf("record decision on %s: %w", id, err)
@@ -576,10 +576,10 @@ func cutText(s string, n int) string {
 // RowStore is a store that hands over rows (sink/clickhouse's
 // ApprovalStore); RowsStore makes a Store of it.
 type RowStore interface {
-	PutRequest(ctx context.Context, r sink.ApprovalRequest) error
-	PutDecision(ctx context.Context, d sink.ApprovalDecision) error
-	FindRows(ctx context.Context, id, key string) (sink.ApprovalRequest, []sink.ApprovalDecision, bool, error)
-	RecentRows(ctx context.Context, since time.Time, limit int) ([]sink.ApprovalRequest, map[string][]sink.ApprovalDecision, error)
+	PutRequest(ctx context.Context, r audit.ApprovalRequest) error
+	PutDecision(ctx context.Context, d audit.ApprovalDecision) error
+	FindRows(ctx context.Context, id, key string) (audit.ApprovalRequest, []audit.ApprovalDecision, bool, error)
+	RecentRows(ctx context.Context, since time.Time, limit int) ([]audit.ApprovalRequest, map[string][]audit.ApprovalDecision, error)
 }
 
 // RowsStore is the Store over a RowStore.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 func gate(t *testing.T, cfg approval.Config, path string) *approval.Gate {
@@ -43,16 +43,16 @@ func TestFileStoreSharedByTwoProcesses(t *testing.T) {
 	if out.State != policies.ApprovalPending {
 		t.Fatalf("state %q", out.State)
 	}
-	if _, err := cli.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+	if _, err := cli.Decide(ctx, out.ID, audit.VerdictApproved, "cli:dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := side.Approve(ctx, call(map[string]any{"x": 1})); got.State != policies.ApprovalApproved || got.ID != out.ID {
 		t.Fatalf("after approval: %+v", got)
 	}
-	if _, err := cli.Decide(ctx, out.ID, sink.VerdictDenied, "cli:x", ""); !errors.Is(err, approval.ErrDecided) {
+	if _, err := cli.Decide(ctx, out.ID, audit.VerdictDenied, "cli:x", ""); !errors.Is(err, approval.ErrDecided) {
 		t.Errorf("second decision: %v", err)
 	}
-	if _, err := cli.Decide(ctx, "../../etc/passwd", sink.VerdictDenied, "cli:x", ""); !errors.Is(err, approval.ErrNotFound) {
+	if _, err := cli.Decide(ctx, "../../etc/passwd", audit.VerdictDenied, "cli:x", ""); !errors.Is(err, approval.ErrNotFound) {
 		t.Errorf("bad id: %v", err)
 	}
 	if _, err := cli.Decide(ctx, out.ID, "maybe", "cli:x", ""); !errors.Is(err, approval.ErrVerdict) {
@@ -180,7 +180,7 @@ func TestInBandAcrossSidecars(t *testing.T) {
 	if out.State != policies.ApprovalPending || !approval.IsToken(out.Token) {
 		t.Fatalf("in-band ask: %+v", out)
 	}
-	if _, err := b.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+	if _, err := b.Decide(ctx, out.ID, audit.VerdictApproved, "cli:dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	withToken := func(args map[string]any) *policies.ApprovalCall {
@@ -224,7 +224,7 @@ func TestInBandHold(t *testing.T) {
 		t.Fatalf("the retry was not held: %+v", got)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if _, err := g.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+	if _, err := g.Decide(ctx, out.ID, audit.VerdictApproved, "cli:dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	select {

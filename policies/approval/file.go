@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // maxFileLine bounds one line of the file store; a longer line (which
@@ -43,8 +43,8 @@ var (
 
 // fileRow is one line of the file store.
 type fileRow struct {
-	Request  *sink.ApprovalRequest  `json:"request,omitempty"`
-	Decision *sink.ApprovalDecision `json:"decision,omitempty"`
+	Request  *audit.ApprovalRequest  `json:"request,omitempty"`
+	Decision *audit.ApprovalDecision `json:"decision,omitempty"`
 }
 
 // NewFileStore returns the file store at path; the file is opened
@@ -190,7 +190,7 @@ func (s *FileStore) append(row fileRow) error {
 // and macOS). The lock is waited for at most 5s, and no longer than ctx
 // allows; then the use fails. A request no longer in memory (past the
 // retention) is not used.
-func (s *FileStore) Use(ctx context.Context, d sink.ApprovalDecision, uses int) (bool, error) {
+func (s *FileStore) Use(ctx context.Context, d audit.ApprovalDecision, uses int) (bool, error) {
 	b, err := json.Marshal(fileRow{Decision: &d})
 	if err != nil {
 		return false, err
@@ -220,12 +220,12 @@ func (s *FileStore) Use(ctx context.Context, d sink.ApprovalDecision, uses int) 
 }
 
 // PutRequest appends a request row.
-func (s *FileStore) PutRequest(_ context.Context, r sink.ApprovalRequest) error {
+func (s *FileStore) PutRequest(_ context.Context, r audit.ApprovalRequest) error {
 	return s.append(fileRow{Request: &r})
 }
 
 // PutDecision appends a decision row.
-func (s *FileStore) PutDecision(_ context.Context, d sink.ApprovalDecision) error {
+func (s *FileStore) PutDecision(_ context.Context, d audit.ApprovalDecision) error {
 	return s.append(fileRow{Decision: &d})
 }
 
@@ -268,6 +268,6 @@ func (s *FileStore) Recent(_ context.Context, since time.Time, limit int) ([]Rec
 
 func copyRecord(r *Record) Record {
 	c := *r
-	c.Decisions = append([]sink.ApprovalDecision(nil), r.Decisions...)
+	c.Decisions = append([]audit.ApprovalDecision(nil), r.Decisions...)
 	return c
 }

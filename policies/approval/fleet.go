@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/redisstate"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // useScript takes one use of a grant when it has fewer than uses: one
@@ -48,7 +48,7 @@ func NewFleetStore(audit Store, rc *redisstate.Client, ttl time.Duration) *Fleet
 // uses, then appends the use row d to the audit store, and reports
 // whether it took it. An error (Redis away or slow, or the audit row not
 // written) means the call must not go upstream.
-func (s *FleetStore) Use(ctx context.Context, d sink.ApprovalDecision, uses int) (bool, error) {
+func (s *FleetStore) Use(ctx context.Context, d audit.ApprovalDecision, uses int) (bool, error) {
 	if !validID(d.ID) {
 		return false, nil
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/policies/approval"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // fleetStores returns three FleetStores (three sidecars) over their own
@@ -42,10 +42,10 @@ func raceUses(t *testing.T, stores []*approval.FleetStore, rounds, uses int) {
 	for round := range rounds {
 		id := fmt.Sprintf("%032x", round+1)
 		now := time.Now().UTC()
-		if err := stores[0].PutRequest(ctx, sink.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: id}); err != nil {
+		if err := stores[0].PutRequest(ctx, audit.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: id}); err != nil {
 			t.Fatal(err)
 		}
-		if err := stores[1].PutDecision(ctx, sink.ApprovalDecision{ID: id, Time: now, Verdict: sink.VerdictApproved, Decider: "t"}); err != nil {
+		if err := stores[1].PutDecision(ctx, audit.ApprovalDecision{ID: id, Time: now, Verdict: audit.VerdictApproved, Decider: "t"}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -54,7 +54,7 @@ func raceUses(t *testing.T, stores []*approval.FleetStore, rounds, uses int) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ok, err := stores[i%3].Use(ctx, sink.ApprovalDecision{ID: id, Time: time.Now().UTC(), Verdict: sink.VerdictUsed, Decider: "sidecar:x"}, uses)
+				ok, err := stores[i%3].Use(ctx, audit.ApprovalDecision{ID: id, Time: time.Now().UTC(), Verdict: audit.VerdictUsed, Decider: "sidecar:x"}, uses)
 				if err != nil {
 					t.Error(err)
 				}
@@ -93,10 +93,10 @@ func TestFleetStoreUseNeverLocal(t *testing.T) {
 	ctx := context.Background()
 	id := fmt.Sprintf("%032x", 7)
 	now := time.Now().UTC()
-	stores[0].PutRequest(ctx, sink.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: id})
-	stores[0].PutDecision(ctx, sink.ApprovalDecision{ID: id, Time: now, Verdict: sink.VerdictApproved, Decider: "t"})
+	stores[0].PutRequest(ctx, audit.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: id})
+	stores[0].PutDecision(ctx, audit.ApprovalDecision{ID: id, Time: now, Verdict: audit.VerdictApproved, Decider: "t"})
 	use := func(s *approval.FleetStore) (bool, error) {
-		return s.Use(ctx, sink.ApprovalDecision{ID: id, Time: time.Now().UTC(), Verdict: sink.VerdictUsed, Decider: "sidecar:x"}, 1)
+		return s.Use(ctx, audit.ApprovalDecision{ID: id, Time: time.Now().UTC(), Verdict: audit.VerdictUsed, Decider: "sidecar:x"}, 1)
 	}
 	srv.Kill()
 	if ok, err := use(stores[0]); ok || !errors.Is(err, redisstate.ErrUnavailable) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies/approval"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // TestFileStoreUseWaitsForTheLock: while another process holds the file's
@@ -28,7 +28,7 @@ func TestFileStoreUseWaitsForTheLock(t *testing.T) {
 	ctx := context.Background()
 	const id = "0123456789abcdef0123456789abcdef"
 	now := time.Now().UTC()
-	if err := s.PutRequest(ctx, sink.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: "k"}); err != nil {
+	if err := s.PutRequest(ctx, audit.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -39,7 +39,7 @@ func TestFileStoreUseWaitsForTheLock(t *testing.T) {
 	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	use := sink.ApprovalDecision{ID: id, Time: now, Verdict: sink.VerdictUsed, Decider: "sidecar:t"}
+	use := audit.ApprovalDecision{ID: id, Time: now, Verdict: audit.VerdictUsed, Decider: "sidecar:t"}
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if ok, err := s.Use(short, use, 1); ok || err == nil {

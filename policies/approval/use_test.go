@@ -14,7 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval"
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // TestFileStoreUseIsOneStep: many goroutines on several stores sharing
@@ -35,10 +35,10 @@ func TestFileStoreUseIsOneStep(t *testing.T) {
 	for round := range 500 {
 		id := fmt.Sprintf("%032x", round+1)
 		now := time.Now().UTC()
-		if err := stores[0].PutRequest(ctx, sink.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: id}); err != nil {
+		if err := stores[0].PutRequest(ctx, audit.ApprovalRequest{ID: id, Time: now, ExpiresAt: now.Add(time.Hour), Key: id}); err != nil {
 			t.Fatal(err)
 		}
-		if err := stores[1].PutDecision(ctx, sink.ApprovalDecision{ID: id, Time: now, Verdict: sink.VerdictApproved, Decider: "t"}); err != nil {
+		if err := stores[1].PutDecision(ctx, audit.ApprovalDecision{ID: id, Time: now, Verdict: audit.VerdictApproved, Decider: "t"}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -48,7 +48,7 @@ func TestFileStoreUseIsOneStep(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ok, err := stores[i%3].Use(ctx, sink.ApprovalDecision{ID: id, Time: time.Now().UTC(), Verdict: sink.VerdictUsed, Decider: "sidecar:x"}, 1)
+				ok, err := stores[i%3].Use(ctx, audit.ApprovalDecision{ID: id, Time: time.Now().UTC(), Verdict: audit.VerdictUsed, Decider: "sidecar:x"}, 1)
 				if err != nil {
 					t.Error(err)
 				}
@@ -88,8 +88,8 @@ func TestGrantUnderOldKeyIsAskedAnew(t *testing.T) {
 	oldKey := hex.EncodeToString(h.Sum(nil))
 	now := time.Now().UTC()
 	const oldID = "0123456789abcdef0123456789abcdef"
-	req, _ := json.Marshal(map[string]any{"request": sink.ApprovalRequest{ID: oldID, Time: now, ExpiresAt: now.Add(time.Hour), Key: oldKey, Tool: q.Tool, Agent: q.Agent, Session: q.Session, ArgsDigest: digest}})
-	dec, _ := json.Marshal(map[string]any{"decision": sink.ApprovalDecision{ID: oldID, Time: now, Verdict: sink.VerdictApproved, Decider: "cli:dana"}})
+	req, _ := json.Marshal(map[string]any{"request": audit.ApprovalRequest{ID: oldID, Time: now, ExpiresAt: now.Add(time.Hour), Key: oldKey, Tool: q.Tool, Agent: q.Agent, Session: q.Session, ArgsDigest: digest}})
+	dec, _ := json.Marshal(map[string]any{"decision": audit.ApprovalDecision{ID: oldID, Time: now, Verdict: audit.VerdictApproved, Decider: "cli:dana"}})
 	if err := os.WriteFile(path, append(append(req, '\n'), append(dec, '\n')...), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestGateUsesOnceOnTwoStepStore(t *testing.T) {
 		if out.State != policies.ApprovalPending {
 			t.Fatalf("state %q", out.State)
 		}
-		if _, err := person.Decide(ctx, out.ID, sink.VerdictApproved, "cli:dana", ""); err != nil {
+		if _, err := person.Decide(ctx, out.ID, audit.VerdictApproved, "cli:dana", ""); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup

@@ -27,6 +27,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -197,7 +198,6 @@ type apWorld struct {
 	mcp              map[string]int // route path -> tools/call executed
 	mcpMu            sync.Mutex
 	mcpURL           string
-	n                int
 }
 
 func startApprovalWorld(t *testing.T) *apWorld {
@@ -472,7 +472,7 @@ func TestAdversarialApprovals(t *testing.T) {
 			if got := w.up.take(a.name + "/grant"); len(got) != 0 {
 				t.Fatalf("the call went upstream before approval")
 			}
-			if _, err := w.person.Decide(context.Background(), env.Error.Approval.ID, sink.VerdictApproved, "test:dana", ""); err != nil {
+			if _, err := w.person.Decide(context.Background(), env.Error.Approval.ID, audit.VerdictApproved, "test:dana", ""); err != nil {
 				t.Fatal(err)
 			}
 			status, env = w.send(t, try, n, a.name+"/try", false)
@@ -513,7 +513,7 @@ func TestAdversarialApprovalSingleUseParallel(t *testing.T) {
 		if status != http.StatusForbidden || env.Error == nil || env.Error.Approval == nil {
 			t.Fatalf("the call to approve: %d %+v", status, env.Error)
 		}
-		if _, err := w.person.Decide(context.Background(), env.Error.Approval.ID, sink.VerdictApproved, "test:dana", ""); err != nil {
+		if _, err := w.person.Decide(context.Background(), env.Error.Approval.ID, audit.VerdictApproved, "test:dana", ""); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -592,7 +592,7 @@ func TestAdversarialApprovalInBandOtherRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.person.Decide(context.Background(), u.Query().Get("id"), sink.VerdictApproved, "test:dana", ""); err != nil {
+	if _, err := w.person.Decide(context.Background(), u.Query().Get("id"), audit.VerdictApproved, "test:dana", ""); err != nil {
 		t.Fatal(err)
 	}
 	accept := map[string]any{"toolgate.approval": map[string]any{"action": "accept"}}

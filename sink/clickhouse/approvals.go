@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/policies/approval/audit"
 )
 
 // ApprovalStore keeps approval requests and decisions in the
@@ -41,7 +41,7 @@ func (s *ApprovalStore) ready(ctx context.Context) error {
 }
 
 // PutRequest inserts a request row.
-func (s *ApprovalStore) PutRequest(ctx context.Context, r sink.ApprovalRequest) error {
+func (s *ApprovalStore) PutRequest(ctx context.Context, r audit.ApprovalRequest) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (s *ApprovalStore) PutRequest(ctx context.Context, r sink.ApprovalRequest) 
 }
 
 // PutDecision inserts a decision row.
-func (s *ApprovalStore) PutDecision(ctx context.Context, d sink.ApprovalDecision) error {
+func (s *ApprovalStore) PutDecision(ctx context.Context, d audit.ApprovalDecision) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -88,9 +88,9 @@ func (s *ApprovalStore) insert(ctx context.Context, table string, cols []string,
 
 // FindRows returns the request with id (when id is not ""), else the
 // newest request with key, and its decisions in time order.
-func (s *ApprovalStore) FindRows(ctx context.Context, id, key string) (sink.ApprovalRequest, []sink.ApprovalDecision, bool, error) {
+func (s *ApprovalStore) FindRows(ctx context.Context, id, key string) (audit.ApprovalRequest, []audit.ApprovalDecision, bool, error) {
 	if err := s.ready(ctx); err != nil {
-		return sink.ApprovalRequest{}, nil, false, err
+		return audit.ApprovalRequest{}, nil, false, err
 	}
 	where, arg := "key = ?", key
 	if id != "" {
@@ -98,18 +98,18 @@ func (s *ApprovalStore) FindRows(ctx context.Context, id, key string) (sink.Appr
 	}
 	reqs, err := s.requestRows(ctx, "WHERE "+where+" ORDER BY time DESC, time_us DESC LIMIT 1", arg)
 	if err != nil || len(reqs) == 0 {
-		return sink.ApprovalRequest{}, nil, false, err
+		return audit.ApprovalRequest{}, nil, false, err
 	}
 	decs, err := s.decisionRows(ctx, []string{reqs[0].ID})
 	if err != nil {
-		return sink.ApprovalRequest{}, nil, false, err
+		return audit.ApprovalRequest{}, nil, false, err
 	}
 	return reqs[0], decs[reqs[0].ID], true, nil
 }
 
 // RecentRows returns requests made at or after since, newest first, at
 // most limit, and their decisions by request id.
-func (s *ApprovalStore) RecentRows(ctx context.Context, since time.Time, limit int) ([]sink.ApprovalRequest, map[string][]sink.ApprovalDecision, error) {
+func (s *ApprovalStore) RecentRows(ctx context.Context, since time.Time, limit int) ([]audit.ApprovalRequest, map[string][]audit.ApprovalDecision, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +125,7 @@ func (s *ApprovalStore) RecentRows(ctx context.Context, since time.Time, limit i
 	return reqs, decs, err
 }
 
-func (s *ApprovalStore) requestRows(ctx context.Context, tail string, args ...any) ([]sink.ApprovalRequest, error) {
+func (s *ApprovalStore) requestRows(ctx context.Context, tail string, args ...any) ([]audit.ApprovalRequest, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.w.cfg.WriteTimeout)
 	defer cancel()
 	rows, err := s.w.conn.Query(ctx, "SELECT "+strings.Join(requestColumns, ", ")+" FROM "+s.requests+" "+tail, args...)
@@ -133,9 +133,9 @@ func (s *ApprovalStore) requestRows(ctx context.Context, tail string, args ...an
 		return nil, fmt.Errorf("clickhouse: read approval requests: %w", err)
 	}
 	defer rows.Close()
-	var out []sink.ApprovalRequest
+	var out []audit.ApprovalRequest
 	for rows.Next() {
-		var r sink.ApprovalRequest
+		var r audit.ApprovalRequest
 		var us uint32
 		var summary string
 		if err := rows.Scan(&r.ID, &r.Time, &us, &r.ExpiresAt, &r.Key, &r.Tool, &r.Agent, &r.Session,
@@ -150,8 +150,8 @@ func (s *ApprovalStore) requestRows(ctx context.Context, tail string, args ...an
 	return out, rows.Err()
 }
 
-func (s *ApprovalStore) decisionRows(ctx context.Context, ids []string) (map[string][]sink.ApprovalDecision, error) {
-	out := map[string][]sink.ApprovalDecision{}
+func (s *ApprovalStore) decisionRows(ctx context.Context, ids []string) (map[string][]audit.ApprovalDecision, error) {
+	out := map[string][]audit.ApprovalDecision{}
 	// The ids are toolgate's own (hex), written into the query as a
 	// literal list: 18.16 cannot take a bound array after IN.
 	var list []string
@@ -171,7 +171,7 @@ func (s *ApprovalStore) decisionRows(ctx context.Context, ids []string) (map[str
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var d sink.ApprovalDecision
+		var d audit.ApprovalDecision
 		var us uint32
 		if err := rows.Scan(&d.ID, &d.Time, &us, &d.Verdict, &d.Decider, &d.Note); err != nil {
 			return nil, fmt.Errorf("clickhouse: read approval decisions: %w", err)

@@ -6,7 +6,6 @@
 package config
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,21 +14,20 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/internal/section"
+	"github.com/toolgate/toolgate/internal/yamlfile"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
-	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/events"
 	"github.com/toolgate/toolgate/sink/tracing"
 )
 
@@ -41,11 +39,11 @@ type File struct {
 	// Admin is the admin listener (health, readiness, metrics, status).
 	Admin AdminConfig `yaml:"admin"`
 	// Events says where events go.
-	Events EventsConfig `yaml:"events"`
+	Events events.Config `yaml:"events"`
 	// Policies are the Rego policies tools bind by name.
 	Policies policies.Config `yaml:"policies"`
 	// Reload configures hot reload.
-	Reload ReloadConfig `yaml:"reload"`
+	Reload reload.Config `yaml:"reload"`
 	// Tracing exports one OpenTelemetry span per call to an OTLP
 	// collector. Default off.
 	Tracing tracing.Config `yaml:"tracing"`
@@ -68,24 +66,6 @@ type StateConfig struct {
 	// none.
 	Redis redisstate.Config `yaml:"redis"`
 }
-
-// ReloadConfig configures hot reload. It takes effect at start; a reload
-// that changes it says a restart is needed.
-type ReloadConfig struct {
-	// Settle is how long the configuration file and every file it names
-	// must read the same before a reload reads them, so a file still being
-	// written is never loaded half-written. It applies to reloads asked for
-	// by a file change, SIGHUP and POST /reload alike. Default
-	// DefaultReloadSettle (250ms); at most MaxReloadSettle (1m).
-	Settle time.Duration `yaml:"settle"`
-}
-
-const (
-	// DefaultReloadSettle is reload.settle's default.
-	DefaultReloadSettle = 250 * time.Millisecond
-	// MaxReloadSettle bounds reload.settle.
-	MaxReloadSettle = time.Minute
-)
 
 // AdminConfig configures the admin listener.
 type AdminConfig struct {
@@ -171,48 +151,6 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
-// validate applies reload's defaults and bounds.
-func (r *ReloadConfig) validate() error {
-	switch s := r.Settle; {
-	case s == 0:
-		r.Settle = DefaultReloadSettle
-	case s < 0 || s > MaxReloadSettle:
-		return section.Errorf("reload.settle", "%s is outside 0 to %s", s, MaxReloadSettle)
-	}
-	return nil
-}
-
-// EventsConfig configures the event path.
-type EventsConfig struct {
-	// Sidecar names this instance in events. Default: the host name.
-	Sidecar string `yaml:"sidecar"`
-	// Queue bounds the in-memory queue between calls and the destination.
-	Queue sink.QueueConfig `yaml:"queue"`
-	// File is the NDJSON destination, used unless ClickHouse is configured.
-	File sink.FileConfig `yaml:"file"`
-	// ClickHouse sends events to ClickHouse, through the spool, when its
-	// addr is set.
-	ClickHouse clickhouse.Config `yaml:"clickhouse"`
-	// Spool is the disk spool in front of ClickHouse (or, with
-	// file.journal, in front of the NDJSON file): events are written there
-	// first and deleted only once the destination has them.
-	Spool sink.SpoolConfig `yaml:"spool"`
-	// OnWriteFailure says what happens to a call whose event cannot be
-	// written (the events disk is full or failing): OnWriteFailureRefuse
-	// refuses it before it is forwarded (events_unavailable, 503,
-	// retryable) and withholds the answer of one whose write failed after
-	// it was forwarded; OnWriteFailureAnswer forwards and answers it, and
-	// the lost event is counted. Default OnWriteFailureRefuse: events are
-	// the audit trail.
-	OnWriteFailure string `yaml:"on_write_failure"`
-}
-
-// events.on_write_failure values.
-const (
-	OnWriteFailureRefuse = "refuse"
-	OnWriteFailureAnswer = "answer"
-)
-
 // Loaded is a validated configuration and where it came from: every
 // section with its defaults applied and its relative paths resolved, the
 // compiled policies and the proxy's snapshot.
@@ -294,7 +232,7 @@ func ParseAfter(path string, data []byte, prev *Loaded) (*Loaded, error) {
 // parseWith is ParseAfter; offline is LoadOffline's.
 func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded, err error) {
 	lc = &Loaded{Path: path, Version: section.Version(data), data: data, offline: offline}
-	if err := DecodeYAML(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
+	if err := yamlfile.Decode(path, data, &lc.File); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	if offline {
@@ -309,9 +247,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 			}
 		}
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	where := func(err error) error { return locate(path, &root, err) }
+	where := func(err error) error { return locate(path, data, err) }
 	dir := section.Dir(path)
 	if err := lc.Config.Validate(dir); err != nil {
 		return nil, where(err)
@@ -319,10 +255,10 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	if err := lc.Admin.validate(&lc.Config, dir); err != nil {
 		return nil, where(err)
 	}
-	if err := lc.Reload.validate(); err != nil {
-		return nil, where(err)
+	if err := lc.Reload.Validate(); err != nil {
+		return nil, where(section.Under("reload", err))
 	}
-	if err := validateEvents(&lc.Events, dir); err != nil {
+	if err := lc.Events.Validate(dir); err != nil {
 		return nil, where(section.Under("events", err))
 	}
 	if err := lc.Tracing.Validate(); err != nil {
@@ -353,69 +289,8 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		lc.Snapshot.Budgets = lc.BudgetEngine
 	}
 	lc.Snapshot.ServerToolNames = serverToolNames(&lc.Config, &lc.Approvals)
-	if lc.Events.Sidecar == "" {
-		lc.Events.Sidecar, _ = os.Hostname()
-	}
 	return lc, nil
 }
-
-// validateEvents applies the events section's defaults; dir is the config
-// file's folder, where relative paths resolve.
-func validateEvents(ec *EventsConfig, dir string) error {
-	if err := ec.Queue.Validate(); err != nil {
-		return err
-	}
-	switch ec.OnWriteFailure {
-	case "":
-		ec.OnWriteFailure = OnWriteFailureRefuse
-	case OnWriteFailureRefuse, OnWriteFailureAnswer:
-	default:
-		return section.Errorf("on_write_failure", "must be refuse or answer, got %q", ec.OnWriteFailure)
-	}
-	if ec.File.Path == "" {
-		ec.File.Path = sink.DefaultFilePath
-	}
-	ec.File.Path = section.Resolve(dir, ec.File.Path)
-	if err := ec.File.Validate(); err != nil {
-		return err
-	}
-	toClickHouse := len(ec.ClickHouse.Addr) > 0
-	switch j := ec.File.Journal; {
-	case j == nil:
-		journal := !toClickHouse
-		ec.File.Journal = &journal
-	case *j && toClickHouse:
-		return section.Errorf("file.journal", "journals the NDJSON file, which is not used when events.clickhouse.addr is set (events go through the spool to ClickHouse)")
-	}
-	switch {
-	case toClickHouse:
-		if err := ec.ClickHouse.Validate(); err != nil {
-			return err
-		}
-		if ec.Spool.Dir == "" {
-			ec.Spool.Dir = DefaultSpoolDir
-		}
-	case ec.File.Journaled():
-		if ec.Spool.Dir == "" {
-			// The journal lives with the file it feeds, which is where
-			// toolgate may write (the configuration's folder may be a
-			// read-only mount).
-			ec.Spool.Dir = ec.File.Path + JournalSuffix
-		}
-	default:
-		return nil // no spool
-	}
-	ec.Spool.Dir = section.Resolve(dir, ec.Spool.Dir)
-	return ec.Spool.Validate()
-}
-
-// DefaultSpoolDir is events.spool.dir's default with ClickHouse: the
-// spool's folder, beside the configuration file.
-const DefaultSpoolDir = "toolgate-spool"
-
-// JournalSuffix makes events.spool.dir's default for the NDJSON file's
-// journal: events.file.path with it appended, a folder beside the file.
-const JournalSuffix = ".journal"
 
 // Files returns the files the configuration file at path, holding data,
 // depends on, itself first: what each section lists (proxy.Config.Files,
@@ -442,23 +317,21 @@ func wasmCacheDir(dir, cache string) string {
 // LoadApprovals reads a configuration file as LoadEvents does and
 // validates its events and approvals sections only, for the commands that
 // decide approvals (`toolgate approvals`, the dashboard).
-func LoadApprovals(path string) (EventsConfig, approval.Config, error) {
+func LoadApprovals(path string) (events.Config, approval.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return EventsConfig{}, approval.Config{}, fmt.Errorf("read config: %w", err)
+		return events.Config{}, approval.Config{}, fmt.Errorf("read config: %w", err)
 	}
 	var f File
-	if err := DecodeYAML(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
-		return EventsConfig{}, approval.Config{}, err
+	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
+		return events.Config{}, approval.Config{}, err
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
 	dir := section.Dir(path)
-	if err := validateEvents(&f.Events, dir); err != nil {
-		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("events", err))
+	if err := f.Events.Validate(dir); err != nil {
+		return events.Config{}, approval.Config{}, locate(path, data, section.Under("events", err))
 	}
 	if err := f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0); err != nil {
-		return EventsConfig{}, approval.Config{}, locate(path, &root, section.Under("approvals", err))
+		return events.Config{}, approval.Config{}, locate(path, data, section.Under("approvals", err))
 	}
 	return f.Events, f.Approvals, nil
 }
@@ -467,19 +340,17 @@ func LoadApprovals(path string) (EventsConfig, approval.Config, error) {
 // an unknown key anywhere is an error) but validates only its events
 // section: no schema or policy is read, compiled or tested. Commands that
 // only read the events' destination (the dashboard) use it.
-func LoadEvents(path string) (EventsConfig, error) {
+func LoadEvents(path string) (events.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return EventsConfig{}, fmt.Errorf("read config: %w", err)
+		return events.Config{}, fmt.Errorf("read config: %w", err)
 	}
 	var f File
-	if err := DecodeYAML(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
-		return EventsConfig{}, err
+	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
+		return events.Config{}, err
 	}
-	if err := validateEvents(&f.Events, section.Dir(path)); err != nil {
-		var root yaml.Node
-		_ = yaml.Unmarshal(data, &root)
-		return EventsConfig{}, locate(path, &root, section.Under("events", err))
+	if err := f.Events.Validate(section.Dir(path)); err != nil {
+		return events.Config{}, locate(path, data, section.Under("events", err))
 	}
 	return f.Events, nil
 }
@@ -658,14 +529,20 @@ func failedTests(rep policies.TestReport) string {
 type fieldPather interface{ FieldPath() string }
 
 // locate prefixes err with the file and, when err names a field, the line
-// of that field: FILE:LINE: field: message.
-func locate(path string, root *yaml.Node, err error) error {
+// of that field in data, the file's content: FILE:LINE: field: message.
+// The file was decoded already; its node tree is built here, only to place
+// an error.
+func locate(path string, data []byte, err error) error {
 	field := ""
 	var fp fieldPather
 	if errors.As(err, &fp) {
 		field = fp.FieldPath()
 	}
-	if line := LineOf(root, field); line > 0 {
+	var root yaml.Node
+	if field != "" {
+		_ = yaml.Unmarshal(data, &root)
+	}
+	if line := yamlfile.LineOf(&root, field); line > 0 {
 		return fmt.Errorf("%s:%d: %w", path, line, err)
 	}
 	return fmt.Errorf("%s: %w", path, err)
@@ -679,184 +556,5 @@ func Locate(path string, err error) error {
 	if rerr != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	return locate(path, &root, err)
-}
-
-// DecodeYAML decodes the one YAML document of a file strictly (unknown keys
-// are errors) into v. Errors name the file and line; an empty file returns
-// io.EOF.
-func DecodeYAML(path string, data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return err
-		}
-		return yamlError(path, data, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if extra.Line > 0 {
-			return fmt.Errorf("%s:%d: the file holds more than one YAML document", path, extra.Line)
-		}
-		return fmt.Errorf("%s: the file holds more than one YAML document", path)
-	}
-	return nil
-}
-
-// yamlError rewrites a decoding error as FILE:LINE: message lines.
-func yamlError(path string, data []byte, err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		var root yaml.Node
-		_ = yaml.Unmarshal(data, &root)
-		msgs := make([]string, len(te.Errors))
-		for i, m := range te.Errors {
-			msgs[i] = path + ":" + typeErrorText(&root, m)
-		}
-		return errors.New(strings.Join(msgs, "\n"))
-	}
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s: %s", path, m[1], msg[len(m[0]):])
-	}
-	return fmt.Errorf("%s: %s", path, msg)
-}
-
-var (
-	yamlLine      = regexp.MustCompile(`^line (\d+): `)
-	unknownField  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
-	wrongType     = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+) .* into (\S+)$`)
-	yamlTypeNames = map[string]string{"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
-		"map": "a mapping", "seq": "a list", "null": "null", "timestamp": "a timestamp"}
-)
-
-// typeErrorText rewrites one of yaml.v3's decoding errors ("line 7: field
-// pth not found in type proxy.MatchConfig") as "7: tools[0].match.pth:
-// unknown field", naming the field by its path and leaving Go types out.
-func typeErrorText(root *yaml.Node, m string) string {
-	if g := unknownField.FindStringSubmatch(m); g != nil {
-		line, _ := strconv.Atoi(g[1])
-		return g[1] + ": " + fieldAt(root, line, g[2]) + ": unknown field"
-	}
-	if g := wrongType.FindStringSubmatch(m); g != nil {
-		line, _ := strconv.Atoi(g[1])
-		got := yamlTypeNames[g[2]]
-		if got == "" {
-			got = g[2]
-		}
-		return g[1] + ": " + fieldAt(root, line, "") + ": expected " + goTypeWords(g[3]) + ", got " + got
-	}
-	return strings.TrimPrefix(m, "line ")
-}
-
-// goTypeWords names a Go type the way a configuration author thinks of it.
-func goTypeWords(t string) string {
-	switch {
-	case t == "time.Duration":
-		return "a duration such as 30s or 250ms"
-	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
-		return "an integer"
-	case strings.HasPrefix(t, "float"):
-		return "a number"
-	case t == "bool":
-		return "true or false"
-	case t == "string":
-		return "a string"
-	case strings.HasPrefix(t, "[]"):
-		return "a list"
-	}
-	return "a mapping"
-}
-
-// fieldAt finds the dotted path of the key (or value) at line; name, when
-// given, is the key expected there. It falls back to name alone.
-func fieldAt(root *yaml.Node, line int, name string) string {
-	var found string
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		if found != "" || n == nil {
-			return
-		}
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := k.Value
-				if path != "" {
-					p = path + "." + k.Value
-				}
-				if k.Line == line && (name == "" || k.Value == name) {
-					found = p
-					return
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if c.Line == line && c.Kind == yaml.ScalarNode && name == "" {
-					found = p
-					return
-				}
-				walk(c, p)
-			}
-		}
-	}
-	walk(root, "")
-	if found == "" {
-		return name
-	}
-	return found
-}
-
-// LineOf finds the line of a field path such as "tools[2].match.path" in a
-// decoded YAML document, falling back to the deepest ancestor found.
-func LineOf(root *yaml.Node, field string) int {
-	if root == nil || len(root.Content) == 0 {
-		return 0
-	}
-	n := root.Content[0]
-	line := n.Line
-	if field == "" {
-		return 0
-	}
-	for _, part := range splitField(field) {
-		if idx, err := strconv.Atoi(part); err == nil && n.Kind == yaml.SequenceNode {
-			if idx < 0 || idx >= len(n.Content) {
-				return line
-			}
-			n = n.Content[idx]
-			line = n.Line
-			continue
-		}
-		if n.Kind != yaml.MappingNode {
-			return line
-		}
-		found := false
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == part {
-				line = n.Content[i].Line
-				n = n.Content[i+1]
-				found = true
-				break
-			}
-		}
-		if !found {
-			return line
-		}
-	}
-	return line
-}
-
-// splitField splits "tools[2].match.path" into tools, 2, match, path.
-func splitField(field string) []string {
-	field = strings.NewReplacer("[", ".", "]", "").Replace(field)
-	return strings.Split(field, ".")
+	return locate(path, data, err)
 }

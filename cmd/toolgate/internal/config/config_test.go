@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/sink/events"
 )
 
 // TestFiles checks that the files reload watches are what the sections
@@ -84,7 +86,7 @@ func TestFileJournal(t *testing.T) {
 		{"no events section", "", true, filepath.Join(dir, "toolgate-events.ndjson.journal")},
 		{"journal: true, own folder", "events:\n  file: {path: ev.ndjson, journal: true}\n  spool: {dir: j}\n", true, filepath.Join(dir, "j")},
 		{"journal: false", "events:\n  file: {path: ev.ndjson, journal: false}\n", false, ""},
-		{"ClickHouse", "events:\n  clickhouse: {addr: [127.0.0.1:9000]}\n", false, filepath.Join(dir, DefaultSpoolDir)},
+		{"ClickHouse", "events:\n  clickhouse: {addr: [127.0.0.1:9000]}\n", false, filepath.Join(dir, events.DefaultSpoolDir)},
 	} {
 		lc, err := Parse(path, []byte(tc.yaml))
 		if err != nil {
@@ -113,9 +115,9 @@ func TestFileJournal(t *testing.T) {
 func TestOnWriteFailure(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "toolgate.yaml")
 	for _, tc := range []struct{ yaml, want string }{
-		{"", OnWriteFailureRefuse},
-		{"events:\n  on_write_failure: refuse\n", OnWriteFailureRefuse},
-		{"events:\n  on_write_failure: answer\n", OnWriteFailureAnswer},
+		{"", events.OnWriteFailureRefuse},
+		{"events:\n  on_write_failure: refuse\n", events.OnWriteFailureRefuse},
+		{"events:\n  on_write_failure: answer\n", events.OnWriteFailureAnswer},
 	} {
 		lc, err := Parse(path, []byte(tc.yaml))
 		if err != nil {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
+	"github.com/toolgate/toolgate/sink/events"
 )
 
 // retentionEvery is how often old ClickHouse partitions are looked for.
@@ -32,7 +32,7 @@ type eventPath struct {
 }
 
 // openEvents opens the destination and starts the queue in front of it.
-func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
+func openEvents(ec events.Config, log *slog.Logger) (*eventPath, error) {
 	// The queue's configuration is checked before the destination opens,
 	// so a bad one leaves nothing to close. config.Load checked it already.
 	qc := ec.Queue
@@ -83,8 +83,8 @@ func openEvents(ec config.EventsConfig, log *slog.Logger) (*eventPath, error) {
 
 // gate is the proxy's EventGate: the queue under events.on_write_failure:
 // refuse, nil under answer.
-func (ep *eventPath) gate(ec config.EventsConfig) proxy.EventGate {
-	if ec.OnWriteFailure == config.OnWriteFailureAnswer {
+func (ep *eventPath) gate(ec events.Config) proxy.EventGate {
+	if ec.OnWriteFailure == events.OnWriteFailureAnswer {
 		return nil
 	}
 	return ep.queue
@@ -114,7 +114,7 @@ func (ep *eventPath) startRetention(days int, log *slog.Logger) {
 }
 
 // where names the destination for the log and /status.
-func (ep *eventPath) where(ec config.EventsConfig) string {
+func (ep *eventPath) where(ec events.Config) string {
 	if ep.ch != nil {
 		return fmt.Sprintf("clickhouse %v database %s (spool %s)", ec.ClickHouse.Addr, ec.ClickHouse.Database, ec.Spool.Dir)
 	}
@@ -142,7 +142,7 @@ type eventsStatus struct {
 	Rejected uint64 `json:"clickhouse_rejected,omitempty"`
 }
 
-func (ep *eventPath) status(ec config.EventsConfig) eventsStatus {
+func (ep *eventPath) status(ec events.Config) eventsStatus {
 	st := eventsStatus{Queue: ep.queue.Stats(), Destination: ep.where(ec)}
 	if ep.spool != nil {
 		s := ep.spool.Status()

@@ -20,7 +20,7 @@ func TestReloaderIgnoresOwnFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := &Sidecar{log: slog.New(slog.DiscardHandler)}
-	r := newReloader(sc, lc)
+	r := newReloader(sc, lc, Options{})
 	for _, c := range []struct {
 		name string
 		own  bool
@@ -32,7 +32,7 @@ func TestReloaderIgnoresOwnFiles(t *testing.T) {
 		{filepath.Join(dir, "schemas"), false},
 		{filepath.Join(dir, "..data"), false},
 	} {
-		if got := r.isOwn(c.name); got != c.own {
+		if got := r.IsOwn(c.name); got != c.own {
 			t.Errorf("isOwn(%s) = %v, want %v", c.name, got, c.own)
 		}
 	}

@@ -133,7 +133,7 @@ func TestReloadReadsAgainAfterTornRead(t *testing.T) {
 	if n := loads(); n != 2 {
 		t.Errorf("the files were read %d times, want 2: the torn read and one after it", n)
 	}
-	st := sc.reload.status()
+	st := sc.reload.Status()
 	if st.Reloads.Failed != 0 || st.Reloads.OK != 1 {
 		t.Errorf("reloads %+v, want 1 ok and none failed", st.Reloads)
 	}
@@ -161,7 +161,7 @@ func TestWatchReadsAgainAfterTornRead(t *testing.T) {
 	want := ""
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st := sc.reload.status()
+		st := sc.reload.Status()
 		if st.Reloads.OK > 0 || st.Reloads.Failed > 0 {
 			if want == "" {
 				want = policyVersion(t, policy)

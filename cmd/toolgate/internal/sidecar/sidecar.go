@@ -23,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/bundles"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/tracing"
@@ -47,7 +49,7 @@ type Options struct {
 	// Version is the build's version, shown in /status.
 	Version string
 	// ReloadPoll is how often the configuration's files are read for
-	// changes even without a notification. Default reloadPoll (2s).
+	// changes even without a notification. Default reload.DefaultPoll (2s).
 	ReloadPoll time.Duration
 	// ReloadSettle overrides reload.settle when positive.
 	ReloadSettle time.Duration
@@ -58,8 +60,8 @@ type Options struct {
 type Sidecar struct {
 	cfg     atomic.Pointer[config.Loaded] // the configuration in force
 	version string
-	reload  *reloader
-	bundles *bundler
+	reload  *reload.Watcher
+	bundles *bundles.Poller
 	log     *slog.Logger
 	events  *eventPath
 	spans   *spans // nil when tracing is off
@@ -80,15 +82,9 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	log := o.Logger
 	sc := &Sidecar{log: log, version: o.Version, errc: make(chan error, 2), started: time.Now()}
 	sc.cfg.Store(lc)
-	sc.reload = newReloader(sc, lc)
-	if o.ReloadPoll > 0 {
-		sc.reload.poll = o.ReloadPoll
-	}
-	if o.ReloadSettle > 0 {
-		sc.reload.settle = o.ReloadSettle
-	}
+	sc.reload = newReloader(sc, lc, o)
 	var err error
-	if sc.bundles, err = newBundler(sc, lc.LoadedPolicies.Bundles()); err != nil {
+	if sc.bundles, err = bundles.New(lc.LoadedPolicies.Bundles(), bundleActivator{sc}, log.With("component", "bundles")); err != nil {
 		return nil, err
 	}
 	fds := descriptorBudget(lc, log)
@@ -146,13 +142,13 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		}()
 	}
 	sc.ready.Store(true)
-	sc.bundles.start()
+	sc.bundles.Start()
 	return sc, nil
 }
 
 // Watch starts reloading the configuration when its files change and when
 // signals delivers a value, until the sidecar stops.
-func (sc *Sidecar) Watch(signals <-chan os.Signal) { sc.reload.start(signals) }
+func (sc *Sidecar) Watch(signals <-chan os.Signal) { sc.reload.Start(signals) }
 
 // AdminAddr is the admin listener's address; "" when it is off.
 func (sc *Sidecar) AdminAddr() string {
@@ -193,8 +189,8 @@ func (sc *Sidecar) Wait(ctx context.Context) error {
 // flushes events, then spans (when tracing is on).
 func (sc *Sidecar) Stop(ctx context.Context) error {
 	sc.ready.Store(false)
-	sc.bundles.stop()
-	sc.reload.stop()
+	sc.bundles.Stop()
+	sc.reload.Stop()
 	err := sc.proxy.Shutdown(ctx)
 	if sc.admin != nil {
 		sc.admin.Shutdown(ctx)
@@ -238,7 +234,7 @@ func (sc *Sidecar) adminHandler() http.Handler {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
-		if !sc.bundles.ready() {
+		if !sc.bundles.Ready() {
 			http.Error(w, "not ready: a policy bundle has not been activated yet", http.StatusServiceUnavailable)
 			return
 		}
@@ -363,9 +359,9 @@ func (sc *Sidecar) status() status {
 		},
 		Tools: tools, Policies: policiesInForce(cfg), Unmatched: cfg.Unmatched,
 		Events:  sc.events.status(cfg.Events),
-		Reload:  sc.reload.status(),
+		Reload:  sc.reload.Status(),
 		Tracing: sc.spans.stats(),
-		Bundles: sc.bundles.status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
+		Bundles: sc.bundles.Status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
 		State:              stateStatus(cfg),
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sidecar
+package reload
 
 import "github.com/fsnotify/fsnotify"
 

@@ -1,4 +1,4 @@
-package sidecar
+package reload
 
 // folderWatcher tells that something in a watched folder changed: the
 // loop reads Events (the changed entry's path; a folder's own path when the

@@ -3,7 +3,9 @@
 // list calls and what the checks (the tool's schema, then its policies, in
 // their configured modes) must decide for each. A case runs the checks the
 // sidecar runs for a call, through a configuration loaded as `toolgate run`
-// loads it, without sending anything. Run prints one PASS or FAIL line per
+// loads it, without sending anything. The package does not link the proxy:
+// it declares what it needs from a loaded configuration (Config) and the
+// command wires the proxy's evaluation in. Run prints one PASS or FAIL line per
 // test and returns a Report; the command maps it to an exit code.
 //
 // A case file (decoding is strict: an unknown or misspelt key is an error
@@ -74,12 +76,70 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/bucketing"
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/section"
+	"github.com/toolgate/toolgate/internal/yamlfile"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/rego"
-	"github.com/toolgate/toolgate/proxy"
 )
+
+// Verdict is what the checks decide for a call, as the sidecar's evaluation
+// (proxy.Evaluate) reports it; its fields are proxy.Verdict's, so the
+// command converts one into the other.
+type Verdict struct {
+	// Allowed is true when the call would go upstream.
+	Allowed bool
+	// Status is the HTTP status of the refusal; 0 when allowed.
+	Status int
+	// Envelope is the exact body a refused caller gets; nil when allowed.
+	Envelope []byte
+	// Code, Reason and Detail are the refusal's; empty when allowed.
+	Code, Reason, Detail string
+	// Paths are the violations' JSON pointers.
+	Paths []string
+	// Messages are the violations' messages.
+	Messages []string
+	// Inject are the headers that would be added upstream; secrets from
+	// the environment are shown as "(set)".
+	Inject map[string]string
+	// DryRun are the messages of dry-run policies that would have denied.
+	DryRun []string
+	// PolicyError names policies that failed while the tool fails open.
+	PolicyError string
+	// Answer is, for a refused MCP tools/call, the JSON-RPC response the
+	// caller gets over HTTP 200. Nil otherwise.
+	Answer []byte
+	// Approval is, for an allowed call, a policy's request that a person
+	// approve it; nil when no policy asks.
+	Approval *policies.Approval
+	// Unchecked is true for an MCP tools/call no schema checked.
+	Unchecked bool
+}
+
+// MCPTools names the tools of an MCP route for a case: a recorded
+// tools/list answer.
+type MCPTools struct {
+	// Route is the MCP route's name; "" for the configuration's only one.
+	Route string
+	// List is the recorded tools/list answer.
+	List []byte
+}
+
+// Config is a configuration loaded for the cases, as `toolgate run` loads
+// it (offline: secrets the environment lacks are not required). Read-only.
+type Config interface {
+	// Evaluate runs a tool's checks on arguments exactly as the sidecar
+	// does for a call, without sending anything.
+	Evaluate(ctx context.Context, tool string, args map[string]any, header http.Header) (Verdict, error)
+	// EvaluateMCP does the same for a tools/call of an MCP route whose
+	// tools are those of a recorded tools/list answer.
+	EvaluateMCP(ctx context.Context, tools MCPTools, tool string, args map[string]any, header http.Header) (Verdict, error)
+	// PolicySection returns the configuration file's path and its
+	// validated policies section.
+	PolicySection() (path string, pc *policies.Config)
+}
+
+// Loader loads the configuration file at path for a run.
+type Loader func(path string) (Config, error)
 
 // DecodeArguments decodes a call's arguments as the sidecar decodes a JSON
 // body: one object, numbers as json.Number, nothing after it.
@@ -107,25 +167,24 @@ func DecodeArguments(data []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// jsonKind names a decoded JSON value's type for a sentence ("an array"),
+// numbers integral or not as "a number".
 func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number:
+	switch t := policies.JSONTypeName(v); t {
+	case "null":
+		return t
+	case "integer", "number":
 		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
+	case "array", "object":
+		return "an " + t
+	default:
+		return "a " + t
 	}
-	return "an object"
 }
 
 // PrintVerdict prints a decision for people, then, for a refusal, the
 // envelope exactly as a caller gets it (indented).
-func PrintVerdict(out io.Writer, tool string, v proxy.Verdict) {
+func PrintVerdict(out io.Writer, tool string, v Verdict) {
 	row := func(k, format string, a ...any) {
 		fmt.Fprintf(out, "%-12s %s\n", k, fmt.Sprintf(format, a...))
 	}
@@ -296,12 +355,13 @@ type policyTest struct {
 	out       io.Writer
 	root      string // DIR as given
 	configArg string // --config; "" when each case file names its own
+	load      Loader
 	Report
 	configs map[string]loadResult // by absolute path
 }
 
 type loadResult struct {
-	lc  *config.Loaded
+	cfg Config
 	err error
 }
 
@@ -313,9 +373,9 @@ var ErrNotPolicyPath = errors.New("not a folder, a .rego file or a " + CaseFileS
 // stands for its policy, the folder holding it),
 // printing one PASS or FAIL line per test on out, then "N passed, M
 // failed". configArg, when not "", is the configuration of every case file
-// instead of each file's config key. The error is about the run itself: a
-// dir that cannot be read, or ErrNotPolicyPath.
-func Run(ctx context.Context, out io.Writer, dir, configArg string) (Report, error) {
+// instead of each file's config key; load loads configurations. The error
+// is about the run itself: a dir that cannot be read, or ErrNotPolicyPath.
+func Run(ctx context.Context, out io.Writer, dir, configArg string, load Loader) (Report, error) {
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() && strings.HasSuffix(dir, ".rego") {
 		// A policy is a folder of .rego files: one of them stands for it.
 		dir = filepath.Dir(dir)
@@ -324,7 +384,7 @@ func Run(ctx context.Context, out io.Writer, dir, configArg string) (Report, err
 	if err != nil {
 		return Report{}, err
 	}
-	pt := &policyTest{out: out, root: dir, configArg: configArg, configs: map[string]loadResult{}}
+	pt := &policyTest{out: out, root: dir, configArg: configArg, load: load, configs: map[string]loadResult{}}
 	for _, d := range regoDirs {
 		pt.regoTests(ctx, d)
 	}
@@ -468,7 +528,7 @@ func (pt *policyTest) engineFor(path string) string {
 	if pt.configArg == "" {
 		return policies.EngineCompiled
 	}
-	lc, err := pt.config(pt.configArg)
+	cfg, err := pt.config(pt.configArg)
 	if err != nil {
 		return policies.EngineCompiled
 	}
@@ -476,13 +536,14 @@ func (pt *policyTest) engineFor(path string) string {
 	if err != nil {
 		return policies.EngineCompiled
 	}
-	dir := section.Dir(lc.Path)
-	for _, rc := range lc.Policies.Rego {
+	cfgPath, pc := cfg.PolicySection()
+	dir := section.Dir(cfgPath)
+	for _, rc := range pc.Rego {
 		p, err := filepath.Abs(section.Resolve(dir, rc.Path))
 		if err != nil || p != abs {
 			continue
 		}
-		for _, e := range []string{rc.Engine, lc.Policies.Engine} {
+		for _, e := range []string{rc.Engine, pc.Engine} {
 			if e != "" {
 				return e
 			}
@@ -541,23 +602,23 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 			cfgPath = filepath.Join(filepath.Dir(path), cfgPath)
 		}
 	}
-	lc, err := pt.config(cfgPath)
+	cfg, err := pt.config(cfgPath)
 	if err != nil {
 		pt.fail(label, "config: "+err.Error())
 		return
 	}
 	for _, c := range cf.Cases {
 		start := time.Now()
-		var v proxy.Verdict
+		var v Verdict
 		for try := 1; ; try++ {
 			if c.ToolsList != "" {
-				var src proxy.MCPTools
+				var src MCPTools
 				src, err = mcpSource(path, c)
 				if err == nil {
-					v, err = proxy.EvaluateMCP(ctx, lc.Snapshot, src, c.Tool, c.JSONArguments, c.header())
+					v, err = cfg.EvaluateMCP(ctx, src, c.Tool, c.JSONArguments, c.header())
 				}
 			} else {
-				v, err = proxy.Evaluate(ctx, lc.Snapshot, c.Tool, c.JSONArguments, c.header())
+				v, err = cfg.Evaluate(ctx, c.Tool, c.JSONArguments, c.header())
 			}
 			if err != nil || v.Reason != bucketing.ReasonPolicyTimeout || try == timeoutTries || c.Expect.Reason == bucketing.ReasonPolicyTimeout {
 				break
@@ -583,16 +644,16 @@ func (pt *policyTest) caseFile(ctx context.Context, path string) {
 const timeoutTries = 3
 
 // mcpSource reads the tools list of an MCP case of the case file at path.
-func mcpSource(path string, c Case) (proxy.MCPTools, error) {
+func mcpSource(path string, c Case) (MCPTools, error) {
 	lp := c.ToolsList
 	if !filepath.IsAbs(lp) {
 		lp = filepath.Join(filepath.Dir(path), lp)
 	}
 	list, err := ReadToolsList(lp)
 	if err != nil {
-		return proxy.MCPTools{}, fmt.Errorf("tools_list: %w", err)
+		return MCPTools{}, fmt.Errorf("tools_list: %w", err)
 	}
-	return proxy.MCPTools{Route: c.Route, List: list}, nil
+	return MCPTools{Route: c.Route, List: list}, nil
 }
 
 // maxToolsListBytes bounds a recorded tools/list file; the route's
@@ -618,17 +679,17 @@ func ReadToolsList(path string) ([]byte, error) {
 }
 
 // config loads a configuration once per run.
-func (pt *policyTest) config(path string) (*config.Loaded, error) {
+func (pt *policyTest) config(path string) (Config, error) {
 	key, err := filepath.Abs(path)
 	if err != nil {
 		key = path
 	}
 	if r, ok := pt.configs[key]; ok {
-		return r.lc, r.err
+		return r.cfg, r.err
 	}
-	lc, err := config.LoadOffline(path)
-	pt.configs[key] = loadResult{lc, err}
-	return lc, err
+	cfg, err := pt.load(path)
+	pt.configs[key] = loadResult{cfg, err}
+	return cfg, err
 }
 
 // Case is a case with its arguments as a JSON body would give them.
@@ -667,7 +728,7 @@ func ReadCaseFile(path string) (*CaseFile, error) {
 // file in errors, each of which names the line too.
 func ParseCaseFile(path string, data []byte) (*CaseFile, error) {
 	var cf caseFile
-	if err := config.DecodeYAML(path, data, &cf); err != nil {
+	if err := yamlfile.Decode(path, data, &cf); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: no cases", path)
 		}
@@ -676,7 +737,7 @@ func ParseCaseFile(path string, data []byte) (*CaseFile, error) {
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	at := func(field, format string, a ...any) error {
-		return fmt.Errorf("%s:%d: %s: %s", path, config.LineOf(&root, field), field, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%s:%d: %s: %s", path, yamlfile.LineOf(&root, field), field, fmt.Sprintf(format, a...))
 	}
 	if len(cf.Cases) == 0 {
 		return nil, at("cases", "no cases")
@@ -752,7 +813,7 @@ func jsonArguments(args map[string]any) (map[string]any, error) {
 
 // diff compares what a case wanted with what the checks decided, one line
 // per mismatch; nil when everything matches.
-func (e caseExpect) diff(v proxy.Verdict) []string {
+func (e caseExpect) diff(v Verdict) []string {
 	type row struct{ field, want, got string }
 	var rows []row
 	outcome := outcomeAllowed

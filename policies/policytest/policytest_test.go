@@ -1,12 +1,19 @@
 package policytest
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // TestCaseArgumentsAsJSON checks that a case's YAML arguments reach the
@@ -48,9 +55,9 @@ func TestCaseArgumentsAsJSON(t *testing.T) {
 // a tool, a known outcome and JSON-shaped arguments.
 func FuzzParseCaseFile(f *testing.F) {
 	for _, p := range []string{
-		filepath.Join("..", "..", "..", "..", "examples", "policies", "cases", "examples.cases.yaml"),
-		filepath.Join("..", "..", "..", "..", "examples", "policies", "cases", "policies-only.cases.yaml"),
-		filepath.Join("..", "..", "testdata", "wrong.cases.yaml"),
+		filepath.Join("..", "..", "examples", "policies", "cases", "examples.cases.yaml"),
+		filepath.Join("..", "..", "examples", "policies", "cases", "policies-only.cases.yaml"),
+		filepath.Join("..", "..", "cmd", "toolgate", "testdata", "wrong.cases.yaml"),
 	} {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -119,10 +126,43 @@ func TestEngineFor(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pt := &policyTest{configArg: tc.configArg, configs: map[string]loadResult{}}
+			pt := &policyTest{configArg: tc.configArg, load: loadPolicySection, configs: map[string]loadResult{}}
 			if got := pt.engineFor(tc.policy); got != tc.want {
 				t.Errorf("engineFor(%s) = %q, want %q", tc.policy, got, tc.want)
 			}
 		})
 	}
 }
+
+// loadPolicySection loads a configuration file's policies section only:
+// the part engineFor reads (the command's loader, which validates the whole
+// file, lives in cmd/toolgate, which this package may not import).
+func loadPolicySection(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Policies policies.Config `yaml:"policies"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return nil, err
+	}
+	return policySection{path, &f.Policies}, nil
+}
+
+// policySection is a Config that evaluates nothing.
+type policySection struct {
+	path string
+	pc   *policies.Config
+}
+
+func (p policySection) Evaluate(context.Context, string, map[string]any, http.Header) (Verdict, error) {
+	return Verdict{}, errors.New("not evaluated")
+}
+
+func (p policySection) EvaluateMCP(context.Context, MCPTools, string, map[string]any, http.Header) (Verdict, error) {
+	return Verdict{}, errors.New("not evaluated")
+}
+
+func (p policySection) PolicySection() (string, *policies.Config) { return p.path, p.pc }

@@ -1,4 +1,8 @@
-package sink
+// Package audit holds the approval audit rows: the contract between the
+// approval step (policies/approval), which writes and reads them through
+// the store interface it declares, and the stores that keep them (its own
+// file store, sink/clickhouse's ApprovalStore). Standard library only.
+package audit
 
 import "time"
 
