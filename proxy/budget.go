@@ -41,6 +41,7 @@ func (c *call) budgetCall() *budget.Call {
 func (c *call) admitBudget() (ref *refusal, ok bool) {
 	b := c.budgetCall()
 	v := c.st.Budgets.Admit(c.in.Context(), b)
+	c.noteLimitScope(v.Scope)
 	if !v.Refused {
 		return nil, true
 	}
@@ -78,6 +79,7 @@ func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (in
 		b := &budget.Call{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Args: tc.args}
 		setUpstream(b, &c.cn)
 		v := c.st.Budgets.Admit(r.Context(), b)
+		c.noteLimitScope(v.Scope)
 		if !v.Refused {
 			admitted = append(admitted, b)
 			continue
@@ -115,6 +117,9 @@ func budgetViolation(v budget.Verdict) policies.Violation {
 	case bucketing.ReasonUpstreamBackoff:
 		msg = fmt.Sprintf("upstream %s backing off", v.Name)
 		limit = "no calls until its Retry-After ends"
+	case bucketing.ReasonLimitUnavailable:
+		msg = fmt.Sprintf("the fleet's counter for %s could not be reached (state.redis)", v.Name)
+		limit = "on_unavailable: deny"
 	default:
 		msg = fmt.Sprintf("rate limit of upstream %s", v.Name)
 	}

@@ -96,3 +96,11 @@ func (c *call) noteUninspected() { c.ev.Inspected = false }
 
 // noteBudget records the budget or limiter that refused the call.
 func (c *call) noteBudget(name string) { c.ev.Budget = name }
+
+// noteLimitScope records which scope's counters decided the call's
+// budgets: fleet (the shared store) or local; "" keeps what is there.
+func (c *call) noteLimitScope(scope string) {
+	if scope != "" {
+		c.ev.LimitScope = scope
+	}
+}

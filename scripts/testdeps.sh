@@ -5,6 +5,7 @@
 #
 #   clickhouse-server, clickhouse-client  events tests (private servers, scripts/clickhouse.sh)
 #   zookeeper                             the ClickHouse cluster tests (internal/chtest StartCluster)
+#   redis-server, redis-tools             the fleet state tests (private servers and a 3-node cluster, internal/redistest)
 #   chromium                              the dashboard's browser test
 #   wabt                                  wat2wasm, for `make wasm-fixtures`
 #   iproute2, iptables, curl, python3-requests
@@ -37,6 +38,8 @@ WANTED=(
 	clickhouse-server:/usr/sbin/clickhouse-server
 	clickhouse-client:/usr/bin/clickhouse-client
 	zookeeper:/usr/share/java/zookeeper.jar
+	redis-server:/usr/bin/redis-server
+	redis-tools:/usr/bin/redis-cli
 	chromium:/usr/bin/chromium
 	wabt:/usr/bin/wat2wasm
 	iproute2:/usr/sbin/ip
@@ -96,7 +99,7 @@ quiet() {
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
 	die "apt-get update failed; see its output above"
 # The tests start private servers; the packages' own services (ClickHouse,
-# nginx) must not start now nor at boot. A policy-rc.d that exits 101 keeps
+# nginx, Redis) must not start now nor at boot. A policy-rc.d that exits 101 keeps
 # them from starting during the install (unless one is already in place).
 own_policy=false
 if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -115,7 +118,7 @@ for w in "${WANTED[@]}"; do
 	[[ -e ${w#*:} ]] || die "apt-get finished but ${w#*:} (package ${w%%:*}) is still missing"
 done
 # Keep the services the packages ship off at boot.
-for svc in clickhouse-server nginx; do
+for svc in clickhouse-server nginx redis-server; do
 	[[ " ${missing[*]} " == *" $svc "* ]] || continue
 	if command -v systemctl >/dev/null; then # edits the unit links even when systemd is not running
 		now=()

@@ -176,6 +176,8 @@ func (d *eventDecoder) field(key []byte, e *Event) bool {
 		return d.str(&e.Approval)
 	case "budget":
 		return d.str(&e.Budget)
+	case "limit_scope":
+		return d.str(&e.LimitScope)
 	}
 	return false
 }

@@ -67,6 +67,7 @@ func appendEvent(b []byte, ev *Event, omitZero bool) ([]byte, error) {
 	w.str(`,"mcp_protocol":`, ev.MCPProtocol)
 	w.str(`,"approval":`, ev.Approval)
 	w.str(`,"budget":`, ev.Budget)
+	w.str(`,"limit_scope":`, ev.LimitScope)
 	return append(w.b, '}', '\n'), nil
 }
 

@@ -131,6 +131,12 @@ type Event struct {
 	// host whose rate limit or backoff refused it (local_rate_limit,
 	// upstream_backoff). "" otherwise.
 	Budget string `json:"budget"`
+	// LimitScope says which counters decided the budget step: "fleet"
+	// (the fleet's shared Redis, state.redis) or "local" (this sidecar's
+	// own: no state.redis, or Redis could not answer and the limits fell
+	// back as on_unavailable says). "" when no budget, loop rule or rate
+	// applied to the call.
+	LimitScope string `json:"limit_scope"`
 }
 
 // The outcomes of an MCP tools/call (Event.Outcome).

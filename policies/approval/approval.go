@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/canonjson"
+	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/approval/audit"
 )
@@ -299,6 +301,9 @@ func (g *Gate) use(ctx context.Context, rec *Record, uses int) (out policies.App
 	d := audit.ApprovalDecision{ID: rec.Request.ID, Time: g.now().UTC(), Verdict: audit.VerdictUsed, Decider: "sidecar:" + g.sidecar}
 	if us, isUse := g.store.(UseStore); isUse {
 		taken, err := us.Use(ctx, d, uses)
+		if errors.Is(err, redisstate.ErrUnavailable) {
+			return g.unavailable("the fleet's use counter (state.redis) could not confirm this use of the grant"), true
+		}
 		if err != nil {
 			return g.unavailable("the approval store could not be written"), true
 		}

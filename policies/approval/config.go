@@ -106,8 +106,9 @@ type Config struct {
 	// after the decision. Default 10m.
 	DecisionTTL time.Duration `yaml:"decision_ttl"`
 	// Uses is how many times an approved call may go upstream: exactly, by
-	// any number of sidecars sharing the file store on one host; per
-	// sidecar with the ClickHouse store. Default 1.
+	// any number of sidecars sharing the file store on one host, or by any
+	// number anywhere with state.redis (FleetStore); per sidecar with the
+	// ClickHouse store alone. Default 1.
 	Uses int `yaml:"uses"`
 	// MaxPending bounds the undecided requests; past it, calls that need
 	// approval are refused (policy/approval_unavailable). Default 1000.

@@ -4,9 +4,12 @@
 // session; and outbound rate limits per upstream, with backoff after an
 // upstream's 429.
 //
-// The state is local to one process: each sidecar counts the calls it
-// sees. Memory is bounded by Config.MaxKeys; counters expire with their
-// window. An Engine is built once per configuration and is safe for
+// By default the state is local to one process: each sidecar counts the
+// calls it sees. Memory is bounded by Config.MaxKeys; counters expire with
+// their window. With state.redis (UseFleet) the budgets, loop counters and
+// upstream rates are kept in Redis instead, each call decided by one
+// atomic script, so a fleet of sidecars counts as one (fleet.go); when
+// Redis cannot answer, each limit does what its on_unavailable says. An Engine is built once per configuration and is safe for
 // concurrent use; its counters are sharded, so calls for different keys
 // rarely share a lock.
 //
@@ -31,6 +34,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/redisstate"
 )
 
 // Call is what the engine needs of one call. The proxy fills it once per
@@ -60,9 +64,12 @@ type Call struct {
 	// Args are the call's arguments, whose digest loop breaking compares.
 	Args map[string]any
 
-	admitted bool    // Admit let it through and charged it
-	charged  float64 // the cost Admit charged
-	start    int64   // the unix nanoseconds Admit saw
+	admitted bool         // Admit let it through and charged it
+	charged  float64      // the cost Admit charged
+	start    int64        // the unix nanoseconds Admit saw
+	fleet    *fleetCharge // what Admit charged in Redis (nil: local)
+	skip     uint64       // limits (bit i; skipLoop) not counted locally
+	skipRate bool         // the upstream's rate not applied locally
 }
 
 // Verdict is the engine's answer to one call. The zero value lets the call
@@ -91,6 +98,10 @@ type Verdict struct {
 	// Waited is how long the call waited for its turn under an upstream's
 	// rate before it was let through.
 	Waited time.Duration
+	// Scope is which counters decided the call: ScopeFleet (Redis),
+	// ScopeLocal (this sidecar's), or "" when no budget, loop rule or rate
+	// applied to it.
+	Scope string
 }
 
 // Outcome is how an admitted call ended, for Settle.
@@ -115,6 +126,7 @@ type Engine struct {
 	metrics   *Metrics
 	limitM    []*budgetMetrics // by index in cfg.Limits
 	now       func() time.Time
+	fleet     atomic.Pointer[redisstate.Client]
 }
 
 type toolCost struct {
@@ -226,8 +238,32 @@ func inTools(set map[string]bool, c *Call) bool {
 // upstream's rate (which may wait up to its max_wait, or until ctx ends).
 // A refused call is not charged.
 func (e *Engine) Admit(ctx context.Context, c *Call) Verdict {
+	v := e.admit(ctx, c)
+	if v.Scope == "" && e.applies(c) {
+		v.Scope = ScopeLocal
+	}
+	return v
+}
+
+// applies reports whether a budget, the loop rule or an upstream's rate
+// applies to c.
+func (e *Engine) applies(c *Call) bool {
+	for i := range e.cfg.Limits {
+		if _, ok := e.limitKey(i, &e.cfg.Limits[i], c); ok {
+			return true
+		}
+	}
+	if lp := &e.cfg.Loops; lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
+		return true
+	}
+	up := e.upstreamOf(c)
+	return up != nil && up.limiter != nil
+}
+
+func (e *Engine) admit(ctx context.Context, c *Call) Verdict {
 	now := e.now()
 	c.start = now.UnixNano()
+	c.fleet, c.skip, c.skipRate = nil, 0, false
 	up := e.upstreamOf(c)
 	if up != nil && *up.cfg.Backoff {
 		if until := up.until.Load(); until > c.start {
@@ -239,11 +275,17 @@ func (e *Engine) Admit(ctx context.Context, c *Call) Verdict {
 		}
 	}
 	tc := e.costOf(c)
+	if f := e.fleet.Load(); f != nil {
+		if v, handled := e.admitFleet(ctx, f, c, up, tc.cost); handled {
+			return v
+		}
+		now = e.now() // the fallback goes on locally, after the timeout
+	}
 	if v := e.charge(c, tc.cost, c.start); v.Refused {
 		return v
 	}
 	c.admitted, c.charged = true, tc.cost
-	if up == nil || up.limiter == nil {
+	if up == nil || up.limiter == nil || c.skipRate {
 		return Verdict{}
 	}
 	r := up.limiter.ReserveN(now, 1)
@@ -317,7 +359,7 @@ func (e *Engine) charge(c *Call, cost float64, now int64) Verdict {
 	for i := range e.cfg.Limits {
 		l := &e.cfg.Limits[i]
 		key, ok := e.limitKey(i, l, c)
-		if !ok {
+		if !ok || c.skip&(1<<uint(i)) != 0 {
 			continue
 		}
 		cc := cost
@@ -342,7 +384,7 @@ func (e *Engine) charge(c *Call, cost float64, now int64) Verdict {
 		e.limitM[i].admitted.Inc()
 	}
 	lp := &e.cfg.Loops
-	if lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
+	if lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) && c.skip&skipLoop == 0 {
 		key := e.loopKey(c)
 		n, _, until, ok := e.store.add(key, now, int64(lp.Window), 1, 0, lp.MaxRepeats, 0)
 		if !ok {
@@ -366,8 +408,12 @@ func (e *Engine) refund(c *Call) {
 	if !c.admitted {
 		return
 	}
-	e.refundUpTo(c, len(e.cfg.Limits)+1, c.charged)
 	c.admitted = false
+	if c.fleet != nil {
+		e.undoFleet(c.fleet, true, 0)
+		return
+	}
+	e.refundUpTo(c, len(e.cfg.Limits)+1, c.charged)
 }
 
 // refundUpTo takes back one call and cost from the budgets before index n
@@ -375,7 +421,7 @@ func (e *Engine) refund(c *Call) {
 func (e *Engine) refundUpTo(c *Call, n int, cost float64) {
 	for i := 0; i < n && i < len(e.cfg.Limits); i++ {
 		l := &e.cfg.Limits[i]
-		if key, ok := e.limitKey(i, l, c); ok {
+		if key, ok := e.limitKey(i, l, c); ok && c.skip&(1<<uint(i)) == 0 {
 			cc := cost
 			if l.Cost == 0 {
 				cc = 0
@@ -384,7 +430,7 @@ func (e *Engine) refundUpTo(c *Call, n int, cost float64) {
 		}
 	}
 	lp := &e.cfg.Loops
-	if n > len(e.cfg.Limits) && lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) {
+	if n > len(e.cfg.Limits) && lp.MaxRepeats > 0 && c.Session != "" && inTools(lp.tools, c) && c.skip&skipLoop == 0 {
 		e.store.undo(e.loopKey(c), c.start, -1, 0)
 	}
 }
@@ -394,12 +440,16 @@ func (e *Engine) adjustCost(c *Call, delta float64) {
 	if delta == 0 {
 		return
 	}
+	if c.fleet != nil {
+		e.undoFleet(c.fleet, false, delta)
+		return
+	}
 	for i := range e.cfg.Limits {
 		l := &e.cfg.Limits[i]
 		if l.Cost == 0 {
 			continue
 		}
-		if key, ok := e.limitKey(i, l, c); ok {
+		if key, ok := e.limitKey(i, l, c); ok && c.skip&(1<<uint(i)) == 0 {
 			e.store.undo(key, c.start, 0, delta)
 		}
 	}
@@ -454,7 +504,15 @@ func (e *Engine) loopKey(c *Call) uint64 {
 // applies to c, its counter in the current window (calls, cost, limits,
 // window_ms, resets_in_ms), and the number of identical calls in the loop
 // window (repeats). It reads without charging.
+//
+// With state.redis the counters are the fleet's, read in one round trip
+// (the local ones when Redis cannot answer).
 func (e *Engine) Counters(c *Call) map[string]any {
+	if f := e.fleet.Load(); f != nil {
+		if out, ok := e.countersFleet(f, c); ok {
+			return out
+		}
+	}
 	now := e.now().UnixNano()
 	limits := make(map[string]any, len(e.cfg.Limits))
 	for i := range e.cfg.Limits {

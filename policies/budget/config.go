@@ -57,6 +57,12 @@ type Limit struct {
 	// counter sees and the counter starts over after it. Required; from
 	// 1ms to MaxWindow (31 days).
 	Window time.Duration `yaml:"window"`
+	// OnUnavailable is what the budget does with state.redis when Redis
+	// cannot answer in time (or its circuit breaker is open): "local"
+	// counts the call in this sidecar's own counters, "deny" refuses it
+	// (rate_limit/limit_unavailable, retryable), "allow" lets it through
+	// uncounted. Default local. Without state.redis it has no effect.
+	OnUnavailable string `yaml:"on_unavailable"`
 
 	tools map[string]bool // nil: every tool
 	per   dims
@@ -85,6 +91,9 @@ type LoopConfig struct {
 	Window time.Duration `yaml:"window"`
 	// Tools limits loop breaking to these tools. Default: every tool.
 	Tools []string `yaml:"tools"`
+	// OnUnavailable is what loop breaking does when state.redis cannot
+	// answer: local, deny or allow, as a budget's. Default local.
+	OnUnavailable string `yaml:"on_unavailable"`
 
 	tools map[string]bool
 }
@@ -118,6 +127,11 @@ type Upstream struct {
 	// MaxBackoff bounds the wait taken from a Retry-After. Default
 	// DefaultMaxBackoff (5m).
 	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// OnUnavailable is what the rate limit does when state.redis cannot
+	// answer: local (this sidecar's own token bucket), deny or allow, as a
+	// budget's. Default local. The 429 backoff is this sidecar's in every
+	// mode.
+	OnUnavailable string `yaml:"on_unavailable"`
 
 	key              string // Host's key (HostKey)
 	keyHost, keyPort string // key split: IPv6 without brackets; "" for no port
@@ -225,6 +239,9 @@ func (c *Config) Validate(tools []string, key HostKey) error {
 		if l.Window < time.Millisecond || l.Window > MaxWindow {
 			return section.Errorf(at("window"), "%s is outside 1ms to %s", l.Window, MaxWindow)
 		}
+		if err := checkUnavailable(&l.OnUnavailable, at("on_unavailable")); err != nil {
+			return err
+		}
 	}
 	for name, cost := range c.Costs {
 		at := "costs." + name
@@ -250,6 +267,9 @@ func (c *Config) Validate(tools []string, key HostKey) error {
 	}
 	var err error
 	if lp.tools, err = toolSet(lp.Tools, known, "loops.tools"); err != nil {
+		return err
+	}
+	if err := checkUnavailable(&lp.OnUnavailable, "loops.on_unavailable"); err != nil {
 		return err
 	}
 	hosts := map[string]int{}
@@ -294,6 +314,9 @@ func (c *Config) Validate(tools []string, key HostKey) error {
 		}
 		if u.MaxBackoff < 0 || u.MaxBackoff > MaxWindow {
 			return section.Errorf(at("max_backoff"), "%s is outside 0 to %s", u.MaxBackoff, MaxWindow)
+		}
+		if err := checkUnavailable(&u.OnUnavailable, at("on_unavailable")); err != nil {
+			return err
 		}
 		if u.Rate == 0 && !*u.Backoff {
 			return section.Errorf(at("rate"), "upstream %q sets no rate and no backoff", u.Host)
@@ -372,4 +395,16 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
+}
+
+// checkUnavailable defaults an on_unavailable to local and checks it.
+func checkUnavailable(v *string, at string) error {
+	switch *v {
+	case "":
+		*v = UnavailableLocal
+	case UnavailableLocal, UnavailableDeny, UnavailableAllow:
+	default:
+		return section.Errorf(at, "%q is not local, deny or allow", *v)
+	}
+	return nil
 }

@@ -15,15 +15,21 @@ type Metrics struct {
 	limiterVec   *prometheus.CounterVec
 	waitSeconds  *prometheus.CounterVec
 	evictions    *prometheus.CounterVec
+	fleetVec     *prometheus.CounterVec
 	keysDesc     *prometheus.Desc
-	loops        prometheus.Counter
-	evictExpired prometheus.Counter
-	evictLive    prometheus.Counter
+	degradedDesc *prometheus.Desc
+	// fleetDecided and fleetUnavailable count the calls Redis decided and
+	// those it could not (state.redis).
+	fleetDecided, fleetUnavailable prometheus.Counter
+	loops                          prometheus.Counter
+	evictExpired                   prometheus.Counter
+	evictLive                      prometheus.Counter
 
 	mu       sync.Mutex
 	budgets  map[string]*budgetMetrics
 	limiters map[string]*limiterMetrics
-	keys     func() int // the engine in force's key count
+	keys     func() int  // the engine in force's key count
+	degraded func() bool // the fleet's Redis is unavailable (nil: no state.redis)
 }
 
 type budgetMetrics struct{ admitted, refused prometheus.Counter }
@@ -56,13 +62,20 @@ func NewMetrics() *Metrics {
 			Namespace: "toolgate", Subsystem: "budget", Name: "evictions_total",
 			Help: "Counters dropped to stay under max_keys, by kind (expired: its window had ended; live: it had not, and its key starts over).",
 		}, []string{"kind"}),
-		keysDesc: prometheus.NewDesc("toolgate_budget_keys", "Counters held (budgets and loop breaking), at most max_keys.", nil, nil),
-		budgets:  map[string]*budgetMetrics{},
-		limiters: map[string]*limiterMetrics{},
+		fleetVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "toolgate", Subsystem: "budget", Name: "fleet_calls_total",
+			Help: "Calls whose limits were kept in the fleet's Redis (state.redis), by result (fleet: Redis decided; unavailable: it could not answer and each limit's on_unavailable decided).",
+		}, []string{"result"}),
+		degradedDesc: prometheus.NewDesc("toolgate_budget_fleet_degraded", "1 while the fleet's Redis (state.redis) cannot be reached and limits fall back to on_unavailable; 0 when it answers. Absent without state.redis.", nil, nil),
+		keysDesc:     prometheus.NewDesc("toolgate_budget_keys", "Counters held (budgets and loop breaking), at most max_keys.", nil, nil),
+		budgets:      map[string]*budgetMetrics{},
+		limiters:     map[string]*limiterMetrics{},
 	}
 	m.loops = m.loopsVec.WithLabelValues()
 	m.evictExpired = m.evictions.WithLabelValues("expired")
 	m.evictLive = m.evictions.WithLabelValues("live")
+	m.fleetDecided = m.fleetVec.WithLabelValues("fleet")
+	m.fleetUnavailable = m.fleetVec.WithLabelValues("unavailable")
 	return m
 }
 
@@ -100,7 +113,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.limiterVec.Describe(ch)
 	m.waitSeconds.Describe(ch)
 	m.evictions.Describe(ch)
+	m.fleetVec.Describe(ch)
 	ch <- m.keysDesc
+	ch <- m.degradedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -110,9 +125,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.limiterVec.Collect(ch)
 	m.waitSeconds.Collect(ch)
 	m.evictions.Collect(ch)
+	m.fleetVec.Collect(ch)
 	m.mu.Lock()
-	keys := m.keys
+	keys, degraded := m.keys, m.degraded
 	m.mu.Unlock()
+	if degraded != nil {
+		d := 0.0
+		if degraded() {
+			d = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.degradedDesc, prometheus.GaugeValue, d)
+	}
 	n := 0
 	if keys != nil {
 		n = keys()

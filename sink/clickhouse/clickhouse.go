@@ -638,6 +638,7 @@ func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 			b2u(e.Inspected), clean(e.Outcome, maxCHShort), clean(e.MCPProtocol, maxCHShort),
 			clean(e.Approval, maxCHShort),
 			clean(e.Budget, maxCHShort),
+			clean(e.LimitScope, maxCHShort),
 		)
 		if err != nil {
 			b.Abort()

@@ -12,7 +12,7 @@ import (
 
 // otherQueryTests names the queries of docs/queries.md that tests other
 // than TestDocumentedQueries run on their own seeded events.
-var otherQueryTests = []string{"mcp_outcomes"}
+var otherQueryTests = []string{"mcp_outcomes", "limit_scope"}
 
 // mcpEvents are the MCP events TestDocumentedMCPQuery seeds.
 func mcpEvents() []sink.Event {

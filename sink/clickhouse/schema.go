@@ -46,7 +46,7 @@ var eventColumns = []string{
 	"detail", "violation_paths", "envelope", "refused", "retry_after_ms", "total_us", "upstream_us",
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
 	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
-	"mcp_protocol", "approval", "budget",
+	"mcp_protocol", "approval", "budget", "limit_scope",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -76,6 +76,8 @@ var eventColumns = []string{
 //   - method, destination (10): the approval request's call as the person
 //     deciding sees it (its method; scheme, host, port and path template,
 //     or the MCP route and server).
+//   - limit_scope (11): which counters decided the budget step: fleet
+//     (state.redis) or local.
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -205,6 +207,9 @@ ORDER BY (id, time)`),
 		{Version: 10, Name: "approval_requests_call", Statements: []string{
 			q(`ALTER TABLE {db}.approval_requests ADD COLUMN {ine}method {lc}`),
 			q(`ALTER TABLE {db}.approval_requests ADD COLUMN {ine}destination String`),
+		}},
+		{Version: 11, Name: "events_limit_scope", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}limit_scope {lc}`),
 		}},
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
+	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/internal/yamlfile"
 	"github.com/toolgate/toolgate/policies"
@@ -52,6 +53,18 @@ type File struct {
 	// Approvals configures the approval step (which calls need a person's
 	// approval, where requests live, who decides). Start-only.
 	Approvals approval.Config `yaml:"approvals"`
+	// State is where limits shared by a fleet of sidecars are kept: with
+	// state.redis, budgets, loop counters, upstream rates and approval
+	// grant uses are counted in Redis, once for every sidecar. Default:
+	// none (each sidecar counts alone). Start-only.
+	State StateConfig `yaml:"state"`
+}
+
+// StateConfig is the state section.
+type StateConfig struct {
+	// Redis is the Redis the fleet shares (internal/redisstate). Default:
+	// none.
+	Redis redisstate.Config `yaml:"redis"`
 }
 
 // AdminConfig configures the admin listener.
@@ -164,6 +177,9 @@ type Loaded struct {
 	// section configures nothing. A reload whose budgets section is
 	// unchanged takes the previous engine over, counters and all.
 	BudgetEngine *budget.Engine
+	// Fleet is the client of state.redis, which the sidecar opens at start
+	// (OpenFleet) and every reload takes over; nil without state.redis.
+	Fleet *redisstate.Client
 
 	// Bundles are the activated policy bundles (policies.bundles) whose
 	// policies LoadedPolicies holds; nil before any is activated.
@@ -253,6 +269,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 	}
 	if err := checkApprovalNames(&lc.Config, &lc.Approvals); err != nil {
 		return nil, where(section.Under("approvals", err))
+	}
+	if err := lc.State.Redis.Validate(); err != nil {
+		return nil, where(section.Under("state.redis", err))
 	}
 	var before *policies.Loaded
 	if prev != nil {
@@ -401,7 +420,27 @@ func (lc *Loaded) bindBudgets(prev *Loaded) error {
 	if lc.BudgetEngine == nil {
 		lc.BudgetEngine = budget.New(&lc.Budgets, m)
 	}
+	if prev != nil && prev.Fleet != nil {
+		lc.Fleet = prev.Fleet
+		if lc.BudgetEngine != nil {
+			lc.BudgetEngine.UseFleet(lc.Fleet)
+		}
+	}
 	return nil
+}
+
+// OpenFleet opens the client of state.redis (when configured) and puts
+// the budget engine's counters in it. The sidecar calls it once, at
+// start; reloads take the client over. close releases it.
+func (lc *Loaded) OpenFleet() (close func() error) {
+	if !lc.State.Redis.Enabled() {
+		return func() error { return nil }
+	}
+	lc.Fleet = redisstate.New(lc.State.Redis)
+	if lc.BudgetEngine != nil {
+		lc.BudgetEngine.UseFleet(lc.Fleet)
+	}
+	return lc.Fleet.Close
 }
 
 // WithBundle returns lc with bundle b activated: a new Loaded, parsed
@@ -452,8 +491,12 @@ func (lc *Loaded) KeepStartSections(inForce *Loaded) (*Loaded, []string) {
 	if !reflect.DeepEqual(lc.Approvals, inForce.Approvals) {
 		changed = append(changed, "approvals")
 	}
+	if !reflect.DeepEqual(lc.State, inForce.State) {
+		changed = append(changed, "state")
+	}
 	next := *lc
 	next.Admin, next.Events, next.Reload, next.Tracing, next.Approvals = inForce.Admin, inForce.Events, inForce.Reload, inForce.Tracing, inForce.Approvals
+	next.State, next.Fleet = inForce.State, inForce.Fleet
 	return &next, changed
 }
 

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
@@ -29,16 +30,29 @@ func openApprovals(lc *config.Loaded, ch *clickhouse.Writer, log *slog.Logger) (
 	if a.Store == approval.StoreClickHouse && a.URL != "" && a.StateKeyEnv == "" {
 		log.Warn("approvals: in-band MCP approvals are authenticated with a random key of this process; set approvals.state_key_env when several sidecars share the store, so a retry reaching another sidecar is honoured")
 	}
-	return NewGate(a, ch, lc.Events.Sidecar)
+	return newGate(a, ch, lc.Events.Sidecar, lc.Fleet)
 }
 
 // NewGate builds the approval gate for cfg: over ch's tables when the
 // store is clickhouse (ch must then be open), else over cfg's file. The
 // dashboard and `toolgate approvals` use it too.
 func NewGate(cfg approval.Config, ch *clickhouse.Writer, name string) (*approval.Gate, func() error) {
+	return newGate(cfg, ch, name, nil)
+}
+
+// newGate is NewGate whose grant uses are decided in the fleet's Redis
+// when fleet is not nil (state.redis): the audit rows stay in the store.
+func newGate(cfg approval.Config, ch *clickhouse.Writer, name string, fleet *redisstate.Client) (*approval.Gate, func() error) {
+	var store approval.Store
+	closeStore := func() error { return nil }
 	if cfg.Store == approval.StoreClickHouse && ch != nil {
-		return approval.New(cfg, approval.RowsStore(ch.Approvals()), name), func() error { return nil }
+		store = approval.RowsStore(ch.Approvals())
+	} else {
+		fs := approval.NewFileStore(cfg.FilePath(), cfg.PendingTTL+cfg.DecisionTTL)
+		store, closeStore = fs, fs.Close
 	}
-	fs := approval.NewFileStore(cfg.FilePath(), cfg.PendingTTL+cfg.DecisionTTL)
-	return approval.New(cfg, fs, name), fs.Close
+	if fleet != nil {
+		store = approval.NewFleetStore(store, fleet, cfg.PendingTTL+cfg.DecisionTTL)
+	}
+	return approval.New(cfg, store, name), closeStore
 }

@@ -91,7 +91,9 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 	if sc.events, err = openEvents(lc.Events, log); err != nil {
 		return nil, err
 	}
-	gate, closeGate := openApprovals(lc, sc.events.ch, log)
+	closeFleet := lc.OpenFleet()
+	gate, closeApprovals := openApprovals(lc, sc.events.ch, log)
+	closeGate := func() error { err := closeApprovals(); _ = closeFleet(); return err }
 	sc.closeApprovals = closeGate
 	if sc.spans, err = openTracing(lc, o.Version, log); err != nil {
 		closeGate()
@@ -312,6 +314,24 @@ type status struct {
 	// compilable); their calls pass unchecked or are refused as
 	// mcp.unchecked says. Absent when there are none.
 	MCPUnusableSchemas []proxy.UnusableSchema `json:"mcp_unusable_schemas,omitempty"`
+	// State is the fleet's shared state (state.redis); absent without it.
+	State *StateStatus `json:"state,omitempty"`
+}
+
+// StateStatus is the "state" object of /status: the fleet's Redis and
+// whether limits are falling back to on_unavailable (degraded).
+type StateStatus struct {
+	// Backend is "redis".
+	Backend string `json:"backend"`
+	// Mode is standalone, sentinel or cluster (as configured; "" auto).
+	Mode string `json:"mode"`
+	// Degraded is true while Redis cannot answer in time: budgets, loops
+	// and rates are decided by their on_unavailable, grant uses refused.
+	Degraded bool `json:"degraded"`
+	// Errors counts the calls Redis did not answer in time.
+	Errors int64 `json:"errors"`
+	// BreakerOpens counts the times the circuit breaker opened.
+	BreakerOpens int64 `json:"breaker_opens"`
 }
 
 // PolicyStatus is one policy in force, as /status shows it.
@@ -343,5 +363,15 @@ func (sc *Sidecar) status() status {
 		Tracing: sc.spans.stats(),
 		Bundles: sc.bundles.Status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
+		State:              stateStatus(cfg),
 	}
+}
+
+// stateStatus is /status's state object, nil without state.redis.
+func stateStatus(cfg *config.Loaded) *StateStatus {
+	if cfg.Fleet == nil {
+		return nil
+	}
+	return &StateStatus{Backend: "redis", Mode: cfg.State.Redis.Mode, Degraded: cfg.Fleet.Degraded(),
+		Errors: cfg.Fleet.Errors(), BreakerOpens: cfg.Fleet.BreakerOpens()}
 }
