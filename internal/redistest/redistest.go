@@ -338,3 +338,146 @@ func (c *Cluster) Addrs() []string {
 	}
 	return out
 }
+
+// Sentinel is a Redis master with one replica, watched by one Sentinel
+// (quorum 1) whose down-after-milliseconds is 500: killing the master
+// makes the Sentinel promote the replica within a few seconds.
+type Sentinel struct {
+	Master, Replica *Server
+	// Sentinel is the Sentinel process (redis-server --sentinel).
+	Sentinel *Server
+	// MasterName is the name the Sentinel knows the master by.
+	MasterName string
+}
+
+// StartSentinel starts a master, its replica (synced) and a Sentinel
+// monitoring them, each on a free port on 127.0.0.1 with its files in its
+// own t.TempDir(); it waits until the Sentinel knows the replica, and kills
+// all three in t.Cleanup. The Sentinel is Debian's redis-server run with
+// --sentinel (no redis-sentinel package needed).
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	bin, _ := bins(t)
+	sn := &Sentinel{MasterName: "toolgate-test"}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()} // before the cleanup below, which runs first
+	t.Cleanup(func() {
+		for _, s := range []*Server{sn.Sentinel, sn.Replica, sn.Master} {
+			if s == nil {
+				continue
+			}
+			if t.Failed() {
+				t.Logf("redistest: %s log tail:\n%s", s.Addr(), s.logTail())
+			}
+			s.Kill()
+		}
+	})
+	sn.Master = &Server{dir: dirs[0], bin: bin}
+	if err := sn.Master.startFresh([]string{"--repl-diskless-sync-delay", "0"}); err != nil {
+		t.Fatalf("redistest: sentinel's master: %v", err)
+	}
+	sn.Replica = &Server{dir: dirs[1], bin: bin}
+	if err := sn.Replica.startFresh([]string{"--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", strconv.Itoa(sn.Master.port)}); err != nil {
+		t.Fatalf("redistest: sentinel's replica: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := sn.Replica.Do("INFO", "replication")
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: replica %s not in sync within 30s: %q %v", sn.Replica.Addr(), info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sn.Sentinel = &Server{dir: dirs[2], bin: bin}
+	if err := sn.Sentinel.startSentinel(sn.MasterName, sn.Master.Addr()); err != nil {
+		t.Fatalf("redistest: sentinel: %v", err)
+	}
+	for {
+		info, err := sn.Sentinel.Do("INFO", "sentinel")
+		if err == nil && strings.Contains(info, "status=ok") && strings.Contains(info, "slaves=1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: sentinel %s does not see the master and its replica within 30s: %q %v", sn.Sentinel.Addr(), info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("redistest: master %s, replica %s, sentinel %s (master name %s)", sn.Master.Addr(), sn.Replica.Addr(), sn.Sentinel.Addr(), sn.MasterName)
+	return sn
+}
+
+// startSentinel writes a sentinel.conf monitoring master (the Sentinel
+// rewrites it as it learns) and starts the Sentinel on a free port.
+func (s *Server) startSentinel(name, master string) error {
+	host, port, _ := net.SplitHostPort(master)
+	conf := filepath.Join(s.dir, "sentinel.conf")
+	body := fmt.Sprintf("sentinel monitor %[1]s %[2]s %[3]s 1\n"+
+		"sentinel down-after-milliseconds %[1]s 500\n"+
+		"sentinel failover-timeout %[1]s 10000\n"+
+		"sentinel parallel-syncs %[1]s 1\n", name, host, port)
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			return err
+		}
+		if s.port, err = freePort(); err != nil {
+			return err
+		}
+		s.args = []string{conf, "--sentinel",
+			"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+			"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no"}
+		if err = s.launch(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// InSync waits until the replica has every write the master acknowledged
+// (their replication offsets agree), so that a failover loses nothing.
+func (sn *Sentinel) InSync(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err1 := sn.Master.Do("INFO", "replication")
+		r, err2 := sn.Replica.Do("INFO", "replication")
+		mo, ro := infoField(m, "master_repl_offset"), infoField(r, "slave_repl_offset")
+		if err1 == nil && err2 == nil && mo != "" && mo == ro {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: replica not in sync within 30s: master offset %q, replica offset %q (%v, %v)", mo, ro, err1, err2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Failover kills the master and waits until the Sentinel names the
+// replica as the master (+switch-master), at most 60s.
+func (sn *Sentinel) Failover(t testing.TB) {
+	t.Helper()
+	sn.Master.Kill()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		info, err := sn.Sentinel.Do("INFO", "sentinel")
+		if err == nil && strings.Contains(info, "address="+sn.Replica.Addr()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the sentinel did not promote the replica %s within 60s: %q %v", sn.Replica.Addr(), info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// infoField returns field's value in an INFO answer ("" when absent).
+func infoField(info, field string) string {
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -23,3 +23,18 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("CLUSTER INFO = %q, %v", info, err)
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	sn := StartSentinel(t)
+	if _, err := sn.Master.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	sn.InSync(t)
+	sn.Failover(t)
+	if v, err := sn.Replica.Do("GET", "k"); err != nil || v != "v" {
+		t.Fatalf("promoted replica GET k = %q, %v; want the master's write", v, err)
+	}
+	if info, err := sn.Replica.Do("INFO", "replication"); err != nil || !strings.Contains(info, "role:master") {
+		t.Fatalf("replica after the failover: %q, %v; want role:master", info, err)
+	}
+}
