@@ -1,10 +1,12 @@
 // Package redistest starts private Redis servers for tests: Debian's
 // redis-server (scripts/testdeps.sh installs it), each on a free port on
-// 127.0.0.1 with its data in t.TempDir(), killed in t.Cleanup; and a
-// Redis Cluster of three such servers, its slots spread over them.
+// 127.0.0.1 with its data in t.TempDir(), killed in t.Cleanup; a Redis
+// Cluster of three such servers, its slots spread over them; and a master
+// with one replica watched by one Sentinel (redis-server --sentinel).
 //
-// When redis-server is not installed, Start and StartCluster skip the test
-// saying so, unless CI is set: under CI a missing server fails the test.
+// When redis-server is not installed, Start, StartCluster and
+// StartSentinel skip the test saying so, unless CI is set: under CI a
+// missing server fails the test.
 package redistest
 
 import (
