@@ -35,7 +35,7 @@ demo: ## Run the sidecar in front of the bundled demo tools and play scripted ca
 demo-dashboard: ## The demo, then its events in a private ClickHouse and the failure dashboard until Ctrl-C (needs clickhouse-server)
 	$(GO) run ./cmd/toolgate demo --clickhouse local
 
-bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHouse costs; prints the comparison table
+bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHouse costs; the fleet state's (Redis) cost per call; prints the comparison table
 	bash scripts/testdeps.sh --bench
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy|BenchmarkSinkOverhead' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./proxy/ | tee bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkEventPath' -benchtime 1x ./proxy/ | tee -a bench.out
@@ -46,6 +46,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkTracing' -benchtime 2000x -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkWASMDecision' -benchmem -count $(BENCHCOUNT) ./wasm/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkDashboard' -benchtime 3x -count 3 ./sink/dashboard/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkAdmitFleet' -benchtime 20000x -count $(BENCHCOUNT) ./policies/budget/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
 bench-external: ## toolgate against direct, nginx, squid, a bare goproxy and a bare Go TCP relay from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 14 minutes)

@@ -5,7 +5,8 @@
 #
 #   clickhouse-server, clickhouse-client  events tests (private servers, scripts/clickhouse.sh)
 #   zookeeper                             the ClickHouse cluster tests (internal/chtest StartCluster)
-#   redis-server, redis-tools             the fleet state tests (private servers and a 3-node cluster, internal/redistest)
+#   redis-server, redis-tools             the fleet state tests (private servers, a 3-node cluster, a Sentinel run as
+#                                         redis-server --sentinel, internal/redistest) and make bench's BenchmarkAdmitFleet
 #   chromium                              the dashboard's browser test
 #   wabt                                  wat2wasm, for `make wasm-fixtures`
 #   iproute2, iptables, curl, python3-requests

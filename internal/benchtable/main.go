@@ -1,8 +1,9 @@
 // Command benchtable turns `go test -bench 'BenchmarkProxy|BenchmarkPolicyOverhead'`
 // output into the comparison table of docs/performance.md: medians over
-// -count runs, each route as a ratio to calling upstream directly, and the
+// -count runs, each route as a ratio to calling upstream directly; the
 // budgets' verdicts (the policy budget from BenchmarkPolicyOverhead's paired
-// bursts when its lines are there, the event path's from BenchmarkEventPath's).
+// bursts when its lines are there, the event path's from BenchmarkEventPath's);
+// and the fleet state's added cost per call from BenchmarkAdmitFleet's.
 // A benchmark that failed anywhere in the input fails it too: its figures
 // are missing or wrong.
 //
@@ -40,6 +41,9 @@ var (
 	overhead = regexp.MustCompile(`^BenchmarkPolicyOverhead/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
 	// eventPath is BenchmarkEventPath's line for the durable queue.
 	eventPath = regexp.MustCompile(`^BenchmarkEventPath/(serial|parallel32)/durable(-\d+)?\s+\d+\s+(.*)$`)
+	// admitFleet is BenchmarkAdmitFleet's line: the budget engine with its
+	// counters local or in Redis (state.redis).
+	admitFleet = regexp.MustCompile(`^BenchmarkAdmitFleet/(local|redis)(-\d+)?\s+\d+\s+(.*)$`)
 	// failed is go test's line for a benchmark (or test) that failed.
 	failed = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 )
@@ -78,8 +82,14 @@ func run(in io.Reader, out io.Writer) int {
 	var engines []string
 	// events[serial|parallel32][unit], from BenchmarkEventPath
 	events := map[string]map[string][]float64{"serial": {}, "parallel32": {}}
+	// fleet[local|redis][unit], from BenchmarkAdmitFleet
+	fleet := map[string]map[string][]float64{"local": {}, "redis": {}}
 	var failures []string
 	for sc.Scan() {
+		if m := admitFleet.FindStringSubmatch(sc.Text()); m != nil {
+			addMetrics(fleet[m[1]], m[3])
+			continue
+		}
 		if m := failed.FindStringSubmatch(sc.Text()); m != nil {
 			failures = append(failures, m[1])
 			continue
@@ -186,6 +196,11 @@ func run(in io.Reader, out io.Writer) int {
 			fmt.Fprintf(out, "; at 32 connections added CPU %.1f us, throughput %.3fx", median(p["added-cpu-us"]), median(p["throughput-x"]))
 		}
 		fmt.Fprintln(out)
+	}
+	// The fleet state's cost has no target: it is shown for docs/budgets.md.
+	if l, r := fleet["local"], fleet["redis"]; len(l["p50-ns"]) > 0 && len(r["p50-ns"]) > 0 {
+		fmt.Fprintf(out, "\nbudgets with state.redis vs local counters (BenchmarkAdmitFleet, one call at a time, Redis on loopback): p50 %.1f us vs %.1f us; CPU per call %.1f us in the sidecar (local %.1f us) plus %.1f us in Redis; %d runs\n",
+			median(r["p50-ns"])/1e3, median(l["p50-ns"])/1e3, median(r["cpu-ns/op"])/1e3, median(l["cpu-ns/op"])/1e3, median(r["redis-cpu-ns/op"])/1e3, len(r["p50-ns"]))
 	}
 	if len(failures) > 0 {
 		slices.Sort(failures)
