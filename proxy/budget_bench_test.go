@@ -54,7 +54,7 @@ func budgetBenchSidecar(b *testing.B, withBudgets bool) (string, *http.Client) {
 	b.Cleanup(func() { up.Close() })
 	snap := proxy.Snapshot{Version: "v-bench"}
 	if withBudgets {
-		snap.Budgets = benchBudgets(b, up.Addr())
+		snap.Budgets = proxy.EngineBudgeter(benchBudgets(b, up.Addr()))
 	}
 	srv, _, _ := serveConfig(b, budgetBenchConfig, schemaDir(b), snap, nil, 100*time.Millisecond)
 	c := benchClient(b, &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)

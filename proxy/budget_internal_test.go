@@ -32,7 +32,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 	if err := cfg.Validate([]string{"bench"}, UpstreamKey); err != nil {
 		b.Fatal(err)
 	}
-	st := &state{Snapshot: Snapshot{Budgets: budget.New(&cfg, nil)}}
+	st := &state{Snapshot: Snapshot{Budgets: EngineBudgeter(budget.New(&cfg, nil))}}
 	sessions := make([]string, 1000)
 	for i := range sessions {
 		sessions[i] = fmt.Sprintf("session-%d", i)

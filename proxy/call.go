@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -38,7 +37,7 @@ type call struct {
 	cn       canon              // the call's canonical form (zero when refused before it had one)
 	mcp      *mcpCall           // nil unless the tool's protocol is mcp
 	ask      *policies.Approval // the policies' approval request, if any
-	bud      *budget.Call       // nil unless the snapshot has budgets and the call met them
+	bud      BudgetTicket       // nil unless the snapshot has budgets and the call met them
 	upHeader http.Header        // upstream's answer's header, kept for the budget step
 	// traceparent is the caller's W3C trace context, kept for the Tracer
 	// only when there is one.

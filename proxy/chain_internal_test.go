@@ -87,7 +87,7 @@ tools:
 		},
 		{
 			name:     "approvals and budgets",
-			snap:     Snapshot{Config: &cfg, Budgets: budget.New(&bcfg, nil)},
+			snap:     Snapshot{Config: &cfg, Budgets: EngineBudgeter(budget.New(&bcfg, nil))},
 			approver: noApproval{},
 			want: map[string]string{
 				"bare":          "extract → approval → budget",

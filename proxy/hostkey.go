@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-
-	"github.com/toolgate/toolgate/policies/budget"
 )
 
 // Upstream keys. Limits that count calls per upstream (budgets.upstreams)
@@ -78,6 +76,6 @@ func upstreamHost(host string) string {
 // setUpstream fills a budget call's upstream from the call's canonical
 // form: the host part of its key (IPv6 without brackets), its port, and
 // whether that port is its scheme's default. It allocates nothing.
-func setUpstream(b *budget.Call, cn *canon) {
+func setUpstream(b *BudgetCall, cn *canon) {
 	b.Upstream, b.UpstreamPort, b.UpstreamDefaultPort = upstreamHost(cn.host), cn.port, cn.port == defaultPort(cn.scheme)
 }

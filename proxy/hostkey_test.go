@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/url"
 	"testing"
-
-	"github.com/toolgate/toolgate/policies/budget"
 )
 
 // TestUpstreamKeySpellings checks that a configured upstream and the calls
@@ -59,7 +57,7 @@ func TestUpstreamKeySpellings(t *testing.T) {
 				if ref != nil {
 					t.Fatalf("%s: refused: %s", s, ref.detail)
 				}
-				var b budget.Call
+				var b BudgetCall
 				setUpstream(&b, &cn)
 				key := upstreamKey(b.Upstream, b.UpstreamPort)
 				if tc.portless {

@@ -61,7 +61,8 @@
 // proxy declares what it consumes (Checker, Recorder, Budgeter, Tracer) and imports only
 // the light packages: policies for the decision contract and the schema,
 // bucketing for the vocabulary, sink for the Event. It links neither OPA
-// nor clickhouse-go; cmd wires the implementations in.
+// nor clickhouse-go, nor the budget engine and its Redis client; cmd wires
+// the implementations in.
 package proxy
 
 import (

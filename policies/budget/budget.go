@@ -37,8 +37,9 @@ import (
 	"github.com/toolgate/toolgate/internal/redisstate"
 )
 
-// Call is what the engine needs of one call. The proxy fills it once per
-// call; Args are read, never changed.
+// Call is what the engine needs of one call. The binary fills it from
+// proxy's BudgetCall (the same fields), once per admitted call; Args are
+// read, never changed.
 type Call struct {
 	// Tool is the matched tool's name; for a tools/call on an MCP route,
 	// the MCP tool's name (params.name).

@@ -286,7 +286,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		return nil, where(err)
 	}
 	if lc.BudgetEngine != nil {
-		lc.Snapshot.Budgets = lc.BudgetEngine
+		lc.Snapshot.Budgets = engineBudgeter{lc.BudgetEngine}
 	}
 	lc.Snapshot.ServerToolNames = serverToolNames(&lc.Config, &lc.Approvals)
 	return lc, nil
