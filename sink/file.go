@@ -213,11 +213,15 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 	}
 	batch := events
 	if fl.resumeAfter != "" {
+		// The resume point stays set until write moves or clears it: an
+		// attempt that fails before its first chunk is written leaves it
+		// for the next attempt, which must skip the same events again.
 		if i := slices.IndexFunc(events, func(e Event) bool { return e.EventID == fl.resumeAfter }); i >= 0 {
 			fl.skipped += uint64(i + 1)
 			events = events[i+1:]
+		} else {
+			fl.resumeAfter = ""
 		}
-		fl.resumeAfter = ""
 	}
 	if len(events) > 0 {
 		if err := fl.write(events); err != nil {
@@ -231,6 +235,7 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 			return fmt.Errorf("sink: sync %s: %w", fl.cfg.Path, err)
 		}
 	}
+	fl.resumeAfter = ""
 	return nil
 }
 

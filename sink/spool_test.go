@@ -1002,17 +1002,43 @@ func TestSpoolCrashSnapshot(t *testing.T) {
 
 // copySpoolNewestFirst copies the segment files of dir to dst, newest
 // first; a segment sealed in between is read under its new name.
+//
+// Every segment from the first to the newest is copied, listed or not:
+// the test's spool starts at segment 1 and its destination is down, so
+// none is deleted, and a listing of a directory in which files are
+// renamed meanwhile (sealed, .map to .seg) may leave a renamed one out
+// altogether (ext4 reads its entries in hash order, in several calls),
+// which a crash, freezing the directory, never does.
 func copySpoolNewestFirst(t *testing.T, dir, dst string) {
 	t.Helper()
 	names := segmentFiles(t, dir)
-	slices.Reverse(names)
-	for _, name := range names {
-		seq, _, _ := parseSegmentName(name)
-		var data []byte
-		var err error
-		for _, try := range []string{name, segmentName(seq, segmentExt)} {
-			if data, err = os.ReadFile(filepath.Join(dir, try)); err == nil {
-				name = try
+	if len(names) == 0 {
+		return
+	}
+	// Open names first: a segment sealed in between is then found
+	// under its new name.
+	exts := []string{mappedExt, openExt, segmentExt}
+	exists := func(seq uint64) bool {
+		for _, ext := range exts {
+			if _, err := os.Stat(filepath.Join(dir, segmentName(seq, ext))); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	last, _, _ := parseSegmentName(names[len(names)-1])
+	for exists(last + 1) {
+		last++
+	}
+	for seq := last; seq >= 1; seq-- {
+		var (
+			data []byte
+			err  error
+			name string
+		)
+		for _, ext := range exts {
+			name = segmentName(seq, ext)
+			if data, err = os.ReadFile(filepath.Join(dir, name)); err == nil {
 				break
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -264,7 +265,8 @@ tools:
 	// Everything written ships (into the file, or ClickHouse); then stop.
 	for deadline := time.Now().Add(60 * time.Second); getDiskStatus(t, admin, l.Admin).Events.Spool.PendingEvents > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("spool still holds events 60 s after space returned; stderr:\n%s", r.stderr)
+			t.Fatalf("spool still holds events 60 s after space returned; /status events:\n%s\nspool directory:\n%s\nstderr:\n%s",
+				do(t, admin, "GET", "http://"+l.Admin+"/status", nil).body, listDir(filepath.Join(evdir, "journal")), r.stderr)
 		}
 	}
 	withheld := metricValue(t, admin, l.Admin, `toolgate_proxy_events_unavailable_total{outcome="withheld"}`)
@@ -316,6 +318,23 @@ tools:
 	// /status before the stop: recorded = written + dropped once closed.
 	res.dropped = droppedAtStop(st)
 	return res
+}
+
+// listDir lists the files in dir with their sizes, for a failure's message.
+func listDir(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		size := int64(-1)
+		if fi, err := e.Info(); err == nil {
+			size = fi.Size()
+		}
+		fmt.Fprintf(&b, "%s %d\n", e.Name(), size)
+	}
+	return b.String()
 }
 
 // droppedAtStop reads the queue's dropped count from the sidecar's log
