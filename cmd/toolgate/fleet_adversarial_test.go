@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,34 +187,6 @@ func redisKeys(t *testing.T, srv *redistest.Server) []string {
 // TestSecurityDocFleetRows checks that every test docs/security.md's
 // "Limits hold across a fleet" table names exists.
 func TestSecurityDocFleetRows(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(doc), "## Limits hold across a fleet (state.redis)\n")
-	if !ok {
-		t.Fatal("docs/security.md has no section \"Limits hold across a fleet (state.redis)\"")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
-	var src strings.Builder
-	for _, dir := range []string{".", "../../policies/budget", "../../policies/approval", "../../internal/redisstate"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src.Write(b)
-		}
-	}
-	n := 0
-	for _, m := range regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Za-z]+)`").FindAllStringSubmatch(sec, -1) {
-		n++
-		if !strings.Contains(src.String(), "func "+m[1]+"(") {
-			t.Errorf("docs/security.md names %s, which is no test", m[1])
-		}
-	}
-	if n < 6 {
-		t.Errorf("found %d test names in the section; has its table changed?", n)
-	}
+	checkSecurityDocSection(t, "Limits hold across a fleet (state.redis)", "`((?:Test|Fuzz|Benchmark)[A-Za-z]+)`", 6,
+		".", "../../policies/budget", "../../policies/approval", "../../internal/redisstate")
 }

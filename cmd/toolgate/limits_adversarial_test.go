@@ -324,17 +324,26 @@ func TestAdversarialSessionSpellings(t *testing.T) {
 // "Limits read meaning, not spelling" table names exists in the package
 // the table says.
 func TestSecurityDocLimitsRows(t *testing.T) {
+	checkSecurityDocSection(t, "Limits read meaning, not spelling", "`((?:Test|Fuzz)[A-Za-z]+)`", 8,
+		".", "internal/config", "../../policies/budget", "../../proxy")
+}
+
+// checkSecurityDocSection checks that every test name that pattern finds
+// in docs/security.md's section under heading is a test function of one
+// of dirs, and that at least min names were found.
+func checkSecurityDocSection(t *testing.T, heading, pattern string, min int, dirs ...string) {
+	t.Helper()
 	doc, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(doc), "## Limits read meaning, not spelling\n")
+	_, sec, ok := strings.Cut(string(doc), "## "+heading+"\n")
 	if !ok {
-		t.Fatal("docs/security.md has no section \"Limits read meaning, not spelling\"")
+		t.Fatalf("docs/security.md has no section %q", heading)
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	var src strings.Builder
-	for _, dir := range []string{".", "internal/config", "../../policies/budget", "../../proxy"} {
+	for _, dir := range dirs {
 		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
 		for _, f := range files {
 			b, err := os.ReadFile(f)
@@ -345,13 +354,13 @@ func TestSecurityDocLimitsRows(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, m := range regexp.MustCompile("`((?:Test|Fuzz)[A-Za-z]+)`").FindAllStringSubmatch(sec, -1) {
+	for _, m := range regexp.MustCompile(pattern).FindAllStringSubmatch(sec, -1) {
 		n++
 		if !strings.Contains(src.String(), "func "+m[1]+"(") {
 			t.Errorf("docs/security.md names %s, which is no test", m[1])
 		}
 	}
-	if n < 8 {
+	if n < min {
 		t.Errorf("found %d test names in the section; has its table changed?", n)
 	}
 }
