@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,26 +113,12 @@ approvals:
 		if _, err := person.Decide(ctx, ids[trial], audit.VerdictApproved, "test:dana", ""); err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
-		var wg sync.WaitGroup
-		oks := make(chan int, 6)
-		for i := range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if status, env := del(sidecars[i%3], trial); status == http.StatusOK {
-					oks <- 1
-				} else if env.Error == nil || env.Error.Reason != "approval_pending" {
-					t.Errorf("trial %d: retry answered %d %+v; want 200 or approval_pending", trial, status, env.Error)
-				}
-			}()
-		}
-		wg.Wait()
-		close(oks)
+		oks := raceRetries(t, trial, 6, func(i int) (int, bucketing.Envelope) { return del(sidecars[i%3], trial) })
 		mu.Lock()
 		n := executed[fmt.Sprintf("/v1/rec/%d", trial)]
 		mu.Unlock()
-		if n != 1 || len(oks) != 1 {
-			t.Fatalf("trial %d: the upstream executed the one-use call %d times and %d callers got it; want 1 and 1", trial, n, len(oks))
+		if n != 1 || oks != 1 {
+			t.Fatalf("trial %d: the upstream executed the one-use call %d times and %d callers got it; want 1 and 1", trial, n, oks)
 		}
 	}
 	elapsed := time.Since(start)
@@ -142,4 +129,26 @@ approvals:
 		}
 	}
 	t.Logf("%d trials of 6 parallel retries of a uses: 1 grant across 3 sidecar processes: each executed once upstream (%s)", singleUseTrials, elapsed.Round(time.Millisecond))
+}
+
+// raceRetries sends n retries of an approved call at once, retry i by
+// call(i), and returns how many went upstream (200); every other answer
+// must be approval_pending.
+func raceRetries(t *testing.T, trial, n int, call func(i int) (int, bucketing.Envelope)) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var oks atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if status, env := call(i); status == http.StatusOK {
+				oks.Add(1)
+			} else if env.Error == nil || env.Error.Reason != "approval_pending" {
+				t.Errorf("trial %d: retry answered %d %+v; want 200 or approval_pending", trial, status, env.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(oks.Load())
 }
