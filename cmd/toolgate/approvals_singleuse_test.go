@@ -71,16 +71,7 @@ approvals:
 		sidecars = append(sidecars, &http.Client{Timeout: 60 * time.Second,
 			Transport: &http.Transport{Proxy: http.ProxyURL(proxy), MaxIdleConnsPerHost: 8}})
 	}
-	acfg := approval.Config{File: store}
-	if err := acfg.Validate(dir, false); err != nil {
-		t.Fatal(err)
-	}
-	fs, err := approval.OpenFileStore(store, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
-	person := approval.New(acfg, fs, "test")
+	person, fs := filePerson(t, dir, store)
 	ctx := context.Background()
 
 	del := func(c *http.Client, trial int) (int, bucketing.Envelope) {
@@ -151,4 +142,20 @@ func raceRetries(t *testing.T, trial, n int, call func(i int) (int, bucketing.En
 	}
 	wg.Wait()
 	return int(oks.Load())
+}
+
+// filePerson opens the approvals file store a test's sidecars share and
+// the gate a person decides through; the store closes with the test.
+func filePerson(t *testing.T, dir, store string) (*approval.Gate, *approval.FileStore) {
+	t.Helper()
+	acfg := approval.Config{File: store}
+	if err := acfg.Validate(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := approval.OpenFileStore(store, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return approval.New(acfg, fs, "test"), fs
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/testutil"
-	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -446,16 +445,7 @@ approvals:
   tools:
     rec_delete: {require: always}
 `, store))
-	acfg := approval.Config{File: store}
-	if err := acfg.Validate(dir, false); err != nil {
-		t.Fatal(err)
-	}
-	fs, err := approval.OpenFileStore(store, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
-	person := approval.New(acfg, fs, "test")
+	person, fs := filePerson(t, dir, store)
 	ctx := context.Background()
 	start := time.Now()
 	for trial := range singleUseTrials {
@@ -499,16 +489,7 @@ approvals:
   tools:
     rec_delete: {require: always}
 `, store))
-	acfg := approval.Config{File: store}
-	if err := acfg.Validate(dir, false); err != nil {
-		t.Fatal(err)
-	}
-	fs, err := approval.OpenFileStore(store, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
-	person := approval.New(acfg, fs, "test")
+	person, _ := filePerson(t, dir, store)
 	target := up.URL + "/v1/rec/1"
 	_, env := fleet[0].call(t, http.MethodDelete, target, "s", "")
 	if env.Error == nil || env.Error.Approval == nil {
