@@ -178,6 +178,14 @@ func (d *eventDecoder) field(key []byte, e *Event) bool {
 		return d.str(&e.Budget)
 	case "limit_scope":
 		return d.str(&e.LimitScope)
+	case "answer":
+		return d.str(&e.Answer)
+	case "answer_findings":
+		return d.strs(&e.AnswerFindings)
+	case "redactions":
+		return d.int64(&e.Redactions)
+	case "definition_changes":
+		return d.strs(&e.DefinitionChanges)
 	}
 	return false
 }

@@ -68,6 +68,10 @@ func appendEvent(b []byte, ev *Event, omitZero bool) ([]byte, error) {
 	w.str(`,"approval":`, ev.Approval)
 	w.str(`,"budget":`, ev.Budget)
 	w.str(`,"limit_scope":`, ev.LimitScope)
+	w.str(`,"answer":`, ev.Answer)
+	w.strs(`,"answer_findings":`, ev.AnswerFindings)
+	w.int(`,"redactions":`, ev.Redactions)
+	w.strs(`,"definition_changes":`, ev.DefinitionChanges)
 	return append(w.b, '}', '\n'), nil
 }
 

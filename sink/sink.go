@@ -137,7 +137,35 @@ type Event struct {
 	// back as on_unavailable says). "" when no budget, loop rule or rate
 	// applied to the call.
 	LimitScope string `json:"limit_scope"`
+	// Answer is what the answer checks (a tool's or MCP route's answer:
+	// section) did with upstream's answer, one of the Answer* constants;
+	// "" when the call has no answer checks or upstream never answered.
+	Answer string `json:"answer"`
+	// AnswerFindings are the kinds of what the answer checks found in the
+	// answer (a detector's kind such as secret.github_token or pii.email,
+	// "schema" for an answer that broke its schema, a policy's name), each
+	// at most once, never the values found.
+	AnswerFindings []string `json:"answer_findings"`
+	// Redactions is how many values in the answer were replaced before the
+	// caller saw it (0 when none, and when only a dry run would have).
+	Redactions int64 `json:"redactions"`
+	// DefinitionChanges lists the MCP tool definitions that differed from
+	// their pins in the tools/list answer (or the tools/call) this event is
+	// about, each as "tool: field,field" with the names of the fields that
+	// changed (description, inputSchema, ...), never their values; empty
+	// when every definition matched its pin.
+	DefinitionChanges []string `json:"definition_changes"`
 }
+
+// The verdicts of the answer checks (Event.Answer).
+const (
+	AnswerPassed        = "passed"         // checked, and passed unchanged
+	AnswerRedacted      = "redacted"       // checked, and passed with values replaced
+	AnswerWithheld      = "withheld"       // checked, and refused: the caller never saw it
+	AnswerWouldRedact   = "would_redact"   // dry run: passed unchanged, enforcing would have redacted
+	AnswerWouldWithhold = "would_withhold" // dry run: passed, enforcing would have withheld
+	AnswerUninspected   = "uninspected"    // passed unchecked: larger than the bound, or a stream declared uninspected
+)
 
 // The outcomes of an MCP tools/call (Event.Outcome).
 const (

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -639,6 +640,8 @@ func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 			clean(e.Approval, maxCHShort),
 			clean(e.Budget, maxCHShort),
 			clean(e.LimitScope, maxCHShort),
+			clean(e.Answer, maxCHShort), cleanAll(e.AnswerFindings),
+			uint32(min(max(e.Redactions, 0), math.MaxUint32)), cleanAll(e.DefinitionChanges),
 		)
 		if err != nil {
 			b.Abort()

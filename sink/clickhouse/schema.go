@@ -47,6 +47,7 @@ var eventColumns = []string{
 	"request_bytes", "response_bytes", "config_version", "policy_version", "dry_run_denied",
 	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
 	"mcp_protocol", "approval", "budget", "limit_scope",
+	"answer", "answer_findings", "redactions", "definition_changes",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -78,6 +79,10 @@ var eventColumns = []string{
 //     or the MCP route and server).
 //   - limit_scope (11): which counters decided the budget step: fleet
 //     (state.redis) or local.
+//   - answer, answer_findings, redactions, definition_changes (12): what
+//     the answer checks did with upstream's answer, the kinds they found,
+//     how many values they replaced; the MCP tool definitions that
+//     differed from their pins.
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -210,6 +215,12 @@ ORDER BY (id, time)`),
 		}},
 		{Version: 11, Name: "events_limit_scope", Statements: []string{
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}limit_scope {lc}`),
+		}},
+		{Version: 12, Name: "events_answer", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}answer {lc}`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}answer_findings Array(String)`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}redactions UInt32`),
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}definition_changes Array(String)`),
 		}},
 	}
 }
