@@ -11,7 +11,42 @@ import (
 type cue struct {
 	name   string
 	weight int
-	re     *regexp.Regexp
+	// kw are lower-case strings one of which every match contains: the
+	// regexp runs only when the paragraph has one (Go's regexp is linear
+	// but slow on these patterns; the prefilter keeps prose cheap).
+	kw []string
+	re *regexp.Regexp
+}
+
+// has reports whether the lower-cased paragraph holds one of c's keywords.
+func (c cue) has(lower string) bool {
+	for _, k := range c.kw {
+		if strings.Contains(lower, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// b64Blob is the weight of a run of 60 or more base64 characters (an
+// encoded payload): 1.
+const b64Blob = 1
+
+// hasB64Run reports whether p holds a run of 60 or more base64 characters.
+func hasB64Run(p string) bool {
+	run := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if alnum(c) || c == '+' || c == '/' {
+			run++
+			if run >= 60 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
 }
 
 // cues are the instruction heuristic's signs, with their weights. The
@@ -19,29 +54,28 @@ type cue struct {
 // labelled sample in testdata/instructions.
 var cues = []cue{
 	// Strong (4): each alone makes a finding at the default threshold.
-	{"override", 4, regexp.MustCompile(`(?i)\b(?:previous|prior|earlier|original|above) (?:instructions|rules|directions|prompt)s? (?:are|is|were|have been) (?:now )?(?:outdated|void|cancelled|canceled|obsolete|revoked|invalid|no longer valid)\b|\b(?:ignore|disregard|forget|override|bypass|abandon)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier|preceding|all|any|your|system|original|initial)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|directions?|directives?|rules|guidelines|guardrails|commands?|orders|tasks?|context)\b|\b(?:ignore|disregard)\b (?:what(?:ever)?|anything) the user\b|\b(?:ignore|disregard)\b (?:the )?user'?s? (?:request|question|instructions?)\b`)},
-	{"role_marker", 4, regexp.MustCompile(`(?i)<\|(?:im_start|im_end|system|assistant|user|endoftext|start_header_id|end_header_id|eot_id)\|>|\[/?INST\]|<</?SYS>>`)},
-	{"tool_frame", 4, regexp.MustCompile(`(?i)</?(?:tool_result|tool_response|tool_output|function_results?|function_calls?|system_prompt|system-reminder|system)>`)},
-	{"new_instructions", 3, regexp.MustCompile(`(?i)\b(?:system prompt|instructions?|policy) (?:override|update)\s*[:\-]|\b(?:new|updated|real|actual|additional|revised|hidden|secret|important|urgent) (?:system )?(?:instructions?|directives?|task)\s*[:\-]`)},
-	{"bracket_role", 3, regexp.MustCompile(`(?i)\[(?:system|admin|administrator|developer|assistant)(?: (?:message|note|override|instruction|prompt))?\]|\(#(?:system|instruction)\)`)},
-	{"addressed_model", 4, regexp.MustCompile(`(?i)\b(?:note|message|instructions?|attention|reminder|memo|directive)s? (?:to|for) (?:the |all |any )?(?:AI|LLM|assistant|agent|model|chatbot|language model|GPT|Claude)s?\b|\bif you are an? (?:AI|LLM|language model|assistant|agent|bot|chatbot)\b`)},
-	{"secrecy", 3, regexp.MustCompile(`(?i)\b(?:do not|don't|never|without) (?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|notify(?:ing)?|alert(?:ing)?|warn(?:ing)?|ask(?:ing)?|let(?:ting)?)\b[^.\n]{0,30}?\b(?:the )?(?:user|human|operator)s?\b`)},
-	{"exfil_prompt", 3, regexp.MustCompile(`(?i)\b(?:reveal|print|output|repeat|show|leak|disclose|dump)\b[^.\n]{0,30}?\b(?:system prompt|your instructions|initial prompt|hidden prompt|the prompt above)`)},
-	{"shape_reply", 4, regexp.MustCompile(`(?i)(?:^|[.!?:]\s+|\n)\s*(?:please |also |then |now |first )?(?:encode|translate|reverse|write|add|include|insert|integrate|incorporate|embed|use|render|apply|respond|reply|answer|start|end|begin|append|prepend|output|print|say|mention|make sure|ensure|employ|blend|introduce|validate|feature|let|take|develop|upgrade|shift|provide|encrypt|substitute|replace|convert|transform)\b[^.\n]{0,80}?\b(?:your (?:response|reply|answer|output|code|solution|implementation|codebase|algorithm|summary)|the (?:code|solution|implementation|codebase|algorithm))s?\b`)},
-	{"task_hijack", 2, regexp.MustCompile(`(?i)\b(?:the task (?:that )?I (?:gave|asked|assigned) you|before (?:you )?(?:can )?(?:solve|answer|complete|finish|do|continue|proceed with|respond to) (?:the|my|your|this) (?:task|question|request))\b`)},
-	{"you_are_now", 2, regexp.MustCompile(`(?i)\byou are now (?:a|an|in|no longer|acting|operating|going to|my|DAN|free|unrestricted|jailbroken)\b|\b(?:pretend|imagine) (?:to be|you are|that you are)\b|\byour new (?:role|task|goal|objective|instructions?|purpose)\b`)},
-	{"call_tool", 2, regexp.MustCompile("(?i)\\b(?:call|invoke|use|run|execute|trigger)\\b (?:the )?[`'\"]?[A-Za-z_][A-Za-z0-9_.-]*[`'\"]? (?:tool|function|action|api)\\b")},
-	{"transfer", 2, regexp.MustCompile(`(?i)\b(?:transfer|send|wire|forward|e-?mail|upload|post|pay|share|leak)\b[^.\n]{0,80}?\bto\b[^.\n]{0,20}?(?:\b[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}\b|[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z.]+|https?://|\b(?:account|IBAN|wallet|attacker)\b)`)},
-	{"message_from", 2, regexp.MustCompile(`(?i)\b(?:an? )?(?:important )?(?:message|instructions?|request) from (?:me|the user|your (?:user|owner|developer|admin|creator)|the (?:developer|administrator|system))\b|</?information>`)},
-	{"urgent", 2, regexp.MustCompile(`(?i)\b(?:important|urgent|attention|warning)\s*!{2,}|\bIMPORTANT(?: NOTE)?:`)},
-	{"role_line", 2, regexp.MustCompile(`(?im)(?:^|[(\[])\s*(?:#{1,3}\s*)?(?:system|assistant|developer|AI)\s*:\s*\S`)},
-	{"jailbreak", 2, regexp.MustCompile(`(?i)\b(?:DAN|do anything now|jailbreak(?:ed)?|developer mode enabled|no (?:ethical|moral) (?:guidelines|restrictions)|unrestricted mode|without (?:any )?safety (?:checks|filters|guidelines))\b`)},
-	{"decode_run", 3, regexp.MustCompile(`(?i)\b(?:decode|base64|rot13|hex)\b[^\n]{0,60}?\b(?:follow|execute|obey|run|perform|carry out)\b|\b(?:follow|execute|obey|run|perform|carry out)\b[^\n]{0,40}?\b(?:decoded|base64|encoded)\b`)},
-	{"you_must", 1, regexp.MustCompile(`(?i)\byou (?:must|need to|have to|should|are required to|are instructed to) (?:now|immediately|first|always|only|also)\b|\bfrom now on\b|\bimmediately\b`)},
-	{"reply_with", 1, regexp.MustCompile(`(?i)\b(?:respond|reply|answer)(?: only| solely)? (?:with|in|using)\b|\b(?:your|the assistant'?s?) (?:response|reply|answer|output)\b`)},
-	{"as_ai", 1, regexp.MustCompile(`(?i)\bas an? (?:AI|large language model|language model|assistant)\b|\b(?:dear|hey|hi|hello) (?:AI|assistant|agent|model|LLM|ChatGPT|Claude|GPT|Gemini)\b`)},
-	{"system_prompt", 1, regexp.MustCompile(`(?i)\bsystem (?:prompt|message|instructions?)\b`)},
-	{"b64_blob", 1, regexp.MustCompile(`[A-Za-z0-9+/]{60,}={0,2}`)},
+	{"override", 4, []string{"ignore", "disregard", "forget", "override", "bypass", "abandon", "outdated", "void", "cancel", "obsolete", "revoked", "invalid", "no longer valid"}, regexp.MustCompile(`(?i)\b(?:previous|prior|earlier|original|above) (?:instructions|rules|directions|prompt)s? (?:are|is|were|have been) (?:now )?(?:outdated|void|cancelled|canceled|obsolete|revoked|invalid|no longer valid)\b|\b(?:ignore|disregard|forget|override|bypass|abandon)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier|preceding|all|any|your|system|original|initial)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|directions?|directives?|rules|guidelines|guardrails|commands?|orders|tasks?|context)\b|\b(?:ignore|disregard)\b (?:what(?:ever)?|anything) the user\b|\b(?:ignore|disregard)\b (?:the )?user'?s? (?:request|question|instructions?)\b`)},
+	{"role_marker", 4, []string{"<|", "inst]", "<<sys", "<</sys"}, regexp.MustCompile(`(?i)<\|(?:im_start|im_end|system|assistant|user|endoftext|start_header_id|end_header_id|eot_id)\|>|\[/?INST\]|<</?SYS>>`)},
+	{"tool_frame", 4, []string{"<tool_", "</tool_", "<function_", "</function_", "<system", "</system"}, regexp.MustCompile(`(?i)</?(?:tool_result|tool_response|tool_output|function_results?|function_calls?|system_prompt|system-reminder|system)>`)},
+	{"new_instructions", 3, []string{"instruction", "directive", "task", "override", "update"}, regexp.MustCompile(`(?i)\b(?:system prompt|instructions?|policy) (?:override|update)\s*[:\-]|\b(?:new|updated|real|actual|additional|revised|hidden|secret|important|urgent) (?:system )?(?:instructions?|directives?|task)\s*[:\-]`)},
+	{"bracket_role", 3, []string{"[system", "[admin", "[developer", "[assistant", "(#"}, regexp.MustCompile(`(?i)\[(?:system|admin|administrator|developer|assistant)(?: (?:message|note|override|instruction|prompt))?\]|\(#(?:system|instruction)\)`)},
+	{"addressed_model", 4, []string{" ai", "(ai", "[ai", "llm", "assistant", "agent", "model", "chatbot", "gpt", "claude", " bot"}, regexp.MustCompile(`(?i)\b(?:note|message|instructions?|attention|reminder|memo|directive)s? (?:to|for) (?:the |all |any )?(?:AI|LLM|assistant|agent|model|chatbot|language model|GPT|Claude)s?\b|\bif you are an? (?:AI|LLM|language model|assistant|agent|bot|chatbot)\b`)},
+	{"secrecy", 3, []string{"user", "human", "operator"}, regexp.MustCompile(`(?i)\b(?:do not|don't|never|without) (?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|notify(?:ing)?|alert(?:ing)?|warn(?:ing)?|ask(?:ing)?|let(?:ting)?)\b[^.\n]{0,30}?\b(?:the )?(?:user|human|operator)s?\b`)},
+	{"exfil_prompt", 3, []string{"system prompt", "your instructions", "initial prompt", "hidden prompt", "prompt above"}, regexp.MustCompile(`(?i)\b(?:reveal|print|output|repeat|show|leak|disclose|dump)\b[^.\n]{0,30}?\b(?:system prompt|your instructions|initial prompt|hidden prompt|the prompt above)`)},
+	{"shape_reply", 4, []string{"your response", "your reply", "your answer", "your output", "your code", "your solution", "your implementation", "your codebase", "your algorithm", "your summary", "the code", "the solution", "the implementation", "the codebase", "the algorithm"}, regexp.MustCompile(`(?i)(?:^|[.!?:]\s+|\n)\s*(?:please |also |then |now |first )?(?:encode|translate|reverse|write|add|include|insert|integrate|incorporate|embed|use|render|apply|respond|reply|answer|start|end|begin|append|prepend|output|print|say|mention|make sure|ensure|employ|blend|introduce|validate|feature|let|take|develop|upgrade|shift|provide|encrypt|substitute|replace|convert|transform)\b[^.\n]{0,80}?\b(?:your (?:response|reply|answer|output|code|solution|implementation|codebase|algorithm|summary)|the (?:code|solution|implementation|codebase|algorithm))s?\b`)},
+	{"task_hijack", 2, []string{"i gave you", "i asked you", "i assigned you", "before"}, regexp.MustCompile(`(?i)\b(?:the task (?:that )?I (?:gave|asked|assigned) you|before (?:you )?(?:can )?(?:solve|answer|complete|finish|do|continue|proceed with|respond to) (?:the|my|your|this) (?:task|question|request))\b`)},
+	{"you_are_now", 2, []string{"you are now", "pretend", "imagine", "your new"}, regexp.MustCompile(`(?i)\byou are now (?:a|an|in|no longer|acting|operating|going to|my|DAN|free|unrestricted|jailbroken)\b|\b(?:pretend|imagine) (?:to be|you are|that you are)\b|\byour new (?:role|task|goal|objective|instructions?|purpose)\b`)},
+	{"call_tool", 2, []string{" tool", " function", " action", " api"}, regexp.MustCompile("(?i)\\b(?:call|invoke|use|run|execute|trigger)\\b (?:the )?[`'\"]?[A-Za-z_][A-Za-z0-9_.-]*[`'\"]? (?:tool|function|action|api)\\b")},
+	{"transfer", 2, []string{"@", "http", "account", "iban", "wallet", "attacker"}, regexp.MustCompile(`(?i)\b(?:transfer|send|wire|forward|e-?mail|upload|post|pay|share|leak)\b[^.\n]{0,80}?\bto\b[^.\n]{0,20}?(?:\b[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}\b|[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z.]+|https?://|\b(?:account|IBAN|wallet|attacker)\b)`)},
+	{"message_from", 2, []string{"message from", "instruction from", "instructions from", "request from", "information>"}, regexp.MustCompile(`(?i)\b(?:an? )?(?:important )?(?:message|instructions?|request) from (?:me|the user|your (?:user|owner|developer|admin|creator)|the (?:developer|administrator|system))\b|</?information>`)},
+	{"urgent", 2, []string{"!!", "important:", "important note:"}, regexp.MustCompile(`(?i)\b(?:important|urgent|attention|warning)\s*!{2,}|\bIMPORTANT(?: NOTE)?:`)},
+	{"role_line", 2, []string{"system", "assistant", "developer", "ai:", "ai :"}, regexp.MustCompile(`(?im)(?:^|[(\[])\s*(?:#{1,3}\s*)?(?:system|assistant|developer|AI)\s*:\s*\S`)},
+	{"jailbreak", 2, []string{"dan", "do anything now", "jailbreak", "developer mode", "ethical", "moral", "unrestricted", "safety"}, regexp.MustCompile(`(?i)\b(?:DAN|do anything now|jailbreak(?:ed)?|developer mode enabled|no (?:ethical|moral) (?:guidelines|restrictions)|unrestricted mode|without (?:any )?safety (?:checks|filters|guidelines))\b`)},
+	{"decode_run", 3, []string{"decode", "base64", "rot13", "hex"}, regexp.MustCompile(`(?i)\b(?:decode|base64|rot13|hex)\b[^\n]{0,60}?\b(?:follow|execute|obey|run|perform|carry out)\b|\b(?:follow|execute|obey|run|perform|carry out)\b[^\n]{0,40}?\b(?:decoded|base64|encoded)\b`)},
+	{"you_must", 1, []string{"you must", "you need to", "you have to", "you should", "you are required", "you are instructed", "from now on", "immediately"}, regexp.MustCompile(`(?i)\byou (?:must|need to|have to|should|are required to|are instructed to) (?:now|immediately|first|always|only|also)\b|\bfrom now on\b|\bimmediately\b`)},
+	{"reply_with", 1, []string{"respond", "reply", "answer", "response", "output"}, regexp.MustCompile(`(?i)\b(?:respond|reply|answer)(?: only| solely)? (?:with|in|using)\b|\b(?:your|the assistant'?s?) (?:response|reply|answer|output)\b`)},
+	{"as_ai", 1, []string{"as an ai", "as a large language", "as a language model", "as an assistant", "dear ", "hey ", "hi ", "hello "}, regexp.MustCompile(`(?i)\bas an? (?:AI|large language model|language model|assistant)\b|\b(?:dear|hey|hi|hello) (?:AI|assistant|agent|model|LLM|ChatGPT|Claude|GPT|Gemini)\b`)},
+	{"system_prompt", 1, []string{"system prompt", "system message", "system instruction"}, regexp.MustCompile(`(?i)\bsystem (?:prompt|message|instructions?)\b`)},
 }
 
 // hiddenWeight is the weight of hidden characters: Unicode tag
@@ -134,28 +168,36 @@ func trimSpace(s string, a, b int) (int, int) {
 
 // score sums the weights of the cues present in p (each once).
 func score(p string) int {
-	sc, _, _ := hiddenWeight(p)
-	for _, c := range cues {
-		if c.re.MatchString(p) {
-			sc += c.weight
-		}
-	}
+	_, sc := cuesOf(p, false)
 	return sc
 }
 
-// Cues names the instruction cues present in text and its score (for
-// tuning and explaining a finding; the names are those in the package
-// doc).
-func Cues(text string) (names []string, score int) {
-	if w, _, _ := hiddenWeight(text); w > 0 {
-		names = append(names, "hidden_chars")
-		score += w
+// cuesOf returns p's score and, when names, the names of its cues.
+func cuesOf(p string, names bool) ([]string, int) {
+	var out []string
+	sc, _, _ := hiddenWeight(p)
+	if sc > 0 && names {
+		out = append(out, "hidden_chars")
 	}
+	lower := " " + strings.ToLower(p)
 	for _, c := range cues {
-		if c.re.MatchString(text) {
-			names = append(names, c.name)
-			score += c.weight
+		if c.has(lower) && c.re.MatchString(p) {
+			sc += c.weight
+			if names {
+				out = append(out, c.name)
+			}
 		}
 	}
-	return names, score
+	if hasB64Run(p) {
+		sc += b64Blob
+		if names {
+			out = append(out, "b64_blob")
+		}
+	}
+	return out, sc
 }
+
+// Cues names the instruction cues present in text and its score, as one
+// paragraph (for tuning and explaining a finding; the names are those in
+// the package doc).
+func Cues(text string) (names []string, score int) { return cuesOf(text, true) }

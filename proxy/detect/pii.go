@@ -42,6 +42,15 @@ func findEmails(s string, emit emitFunc) {
 // findPhones emits pii.phone for each number in s that has 8 to 15
 // digits (7 to 15 after a "+") and is not one digit repeated.
 func findPhones(s string, emit emitFunc) {
+	digits := 0
+	for i := 0; i < len(s) && digits < 7; i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			digits++
+		}
+	}
+	if digits < 7 {
+		return
+	}
 	for _, m := range phoneRE.FindAllStringIndex(s, -1) {
 		p := strings.TrimRight(s[m[0]:m[1]], " .-")
 		end := m[0] + len(p)

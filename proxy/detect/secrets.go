@@ -193,7 +193,7 @@ func findGeneric(s, key string, emit emitFunc) {
 		emit(KindSecretGeneric, 0, len(s), 0)
 		return
 	}
-	if !strings.ContainsAny(s, ":=") {
+	if !strings.ContainsAny(s, ":=") || !hasSecretWord(s) {
 		return
 	}
 	for _, m := range genericAssign.FindAllStringSubmatchIndex(s, -1) {
@@ -256,4 +256,16 @@ func entropy(s string) float64 {
 		}
 	}
 	return h
+}
+
+// hasSecretWord reports whether s holds a word secretName starts with
+// (a prefilter: the assignment regexp is slow on long text).
+func hasSecretWord(s string) bool {
+	l := strings.ToLower(s)
+	for _, w := range []string{"pass", "pwd", "secret", "key", "token"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
 }
