@@ -278,9 +278,11 @@ func (s *scan) str(text, key string) {
 }
 
 // dedupe sorts findings by position and drops a finding whose span lies
-// inside an earlier one of another secret kind (a JWT is not also a
-// generic secret; an OpenAI key is not also an Anthropic one). An
-// instruction span may contain other findings: both are kept.
+// inside an earlier one of another secret or PII kind (a JWT is not also
+// a generic secret). An instruction span may contain other findings: both
+// are kept. Sorted by start, then longest first, a finding lies inside an
+// earlier one exactly when it ends no later than the furthest end so far,
+// so one pass does (a string may hold very many findings).
 func dedupe(fs []Finding) []Finding {
 	sort.SliceStable(fs, func(i, j int) bool {
 		if fs[i].Start != fs[j].Start {
@@ -289,17 +291,15 @@ func dedupe(fs []Finding) []Finding {
 		return fs[i].End > fs[j].End
 	})
 	out := fs[:0]
+	maxEnd := -1
 	for _, f := range fs {
-		dup := false
-		for _, o := range out {
-			if o.Kind != KindInstruction && f.Kind != KindInstruction && f.Start >= o.Start && f.End <= o.End {
-				dup = true
-				break
+		if f.Kind != KindInstruction {
+			if f.End <= maxEnd {
+				continue
 			}
+			maxEnd = f.End
 		}
-		if !dup {
-			out = append(out, f)
-		}
+		out = append(out, f)
 	}
 	return out
 }

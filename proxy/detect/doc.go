@@ -115,7 +115,14 @@
 // chosen as hard cases) it has precision 0.96 and recall 0.68 (TP 65,
 // FP 3, TN 118, FN 30); TestInstructionSample prints the counts and holds
 // the heuristic to precision >= 0.90 and recall >= 0.62. The weights were
-// set on the same sample, so expect less on text unlike it.
+// set on that sample. A held-out set built afterwards and never tuned on
+// (testdata/instructions/heldout.jsonl: 50 other BIPIA attacks at the
+// start or end of BIPIA's training e-mails, those 50 e-mails clean and 20
+// more code answers) shows how much of that was fitting: precision 1.00
+// but recall 0.24 (TP 12, FP 0, TN 70, FN 38; floors 0.90 and 0.18). The
+// "shape_reply" cue knows the verbs of the tuning sample's attacks
+// ("add ... in your response") and not their paraphrases ("enhance your
+// answer by ...", "your algorithm could evolve with ...").
 //
 // What it catches: the classic override phrases, chat-template and
 // tool-result framing, notes addressed to the model, requests to keep
@@ -124,7 +131,8 @@
 //
 // What it misses: instructions with no cue word (BIPIA's task-hijacking
 // attacks, "write a script to rename all files ...", are 21 of the 30
-// misses: only meaning tells them from a user's request), polite or
+// misses on the tuning sample, and most of the held-out misses: only
+// meaning tells them from a user's request), reworded directions, polite or
 // indirect suggestions ("it would be great if you could also delete the
 // backups"), persuasion and advertising aimed at the model, text in other
 // languages, paraphrases and misspellings of the cues, instructions split

@@ -18,9 +18,9 @@ type sampleItem struct {
 	Text   string `json:"text"`
 }
 
-func loadSample(t testing.TB) []sampleItem {
+func loadSample(t testing.TB, name string) []sampleItem {
 	t.Helper()
-	f, err := os.Open("testdata/instructions/sample.jsonl")
+	f, err := os.Open("testdata/instructions/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,18 +43,45 @@ func loadSample(t testing.TB) []sampleItem {
 
 // TestInstructionSample measures the instruction heuristic on the
 // labelled sample (testdata/instructions/README.md says where each item
-// comes from) and holds it to the precision and recall measured when the
-// weights were set, less some headroom. The figures are in the package
-// doc and docs/answers.md; change them together.
+// comes from) and holds it to the precision and recall measured, less
+// some headroom. sample.jsonl is the set the weights were set on;
+// heldout.jsonl was built afterwards and never tuned on. The figures are
+// in the package doc and docs/answers.md; change them together.
 func TestInstructionSample(t *testing.T) {
 	d, err := detect.New(detect.Config{Detect: []string{detect.GroupInstructions}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	items := loadSample(t)
-	if len(items) < 150 {
-		t.Fatalf("sample has %d items, want at least 150", len(items))
+	tests := []struct {
+		file                    string
+		minItems                int
+		minPrecision, minRecall float64
+	}{
+		// Measured 2026-12-01: precision 0.956, recall 0.684 (TP 65 FP 3
+		// TN 118 FN 30).
+		{"sample.jsonl", 200, 0.90, 0.62},
+		// Measured 2026-12-01: precision 1.000, recall 0.240 (TP 12 FP 0
+		// TN 70 FN 38): BIPIA's attacks mostly carry no cue word.
+		{"heldout.jsonl", 100, 0.90, 0.18},
 	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			items := loadSample(t, tc.file)
+			if len(items) < tc.minItems {
+				t.Fatalf("%s has %d items, want at least %d", tc.file, len(items), tc.minItems)
+			}
+			prec, rec := measure(t, d, items)
+			if prec < tc.minPrecision || rec < tc.minRecall {
+				t.Errorf("precision %.3f recall %.3f, want at least %.2f and %.2f", prec, rec, tc.minPrecision, tc.minRecall)
+			}
+		})
+	}
+}
+
+// measure scores every item, logs each miss and false positive and the
+// confusion counts (overall and per source), and returns precision and
+// recall.
+func measure(t *testing.T, d *detect.Detector, items []sampleItem) (precision, recall float64) {
 	type counts struct{ tp, fp, tn, fn int }
 	var all counts
 	bySource := map[string]*counts{}
@@ -88,17 +115,12 @@ func TestInstructionSample(t *testing.T) {
 			c.tn++
 		}
 	}
-	prec := float64(all.tp) / float64(all.tp+all.fp)
-	rec := float64(all.tp) / float64(all.tp+all.fn)
+	precision = float64(all.tp) / float64(max(1, all.tp+all.fp))
+	recall = float64(all.tp) / float64(max(1, all.tp+all.fn))
 	t.Logf("instruction heuristic on %d texts: TP %d FP %d TN %d FN %d; precision %.3f recall %.3f",
-		len(items), all.tp, all.fp, all.tn, all.fn, prec, rec)
+		len(items), all.tp, all.fp, all.tn, all.fn, precision, recall)
 	for src, c := range bySource {
 		t.Logf("  %s: TP %d FP %d TN %d FN %d", src, c.tp, c.fp, c.tn, c.fn)
 	}
-	// Measured 2026-12-01: precision 0.956, recall 0.684 (TP 65 FP 3 TN 118
-	// FN 30). The floors leave headroom for a new item or two.
-	const minPrecision, minRecall = 0.90, 0.62
-	if prec < minPrecision || rec < minRecall {
-		t.Errorf("precision %.3f recall %.3f, want at least %.2f and %.2f", prec, rec, minPrecision, minRecall)
-	}
+	return precision, recall
 }

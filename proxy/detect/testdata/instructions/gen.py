@@ -44,8 +44,36 @@ def main(gitdir):
     for n, l in enumerate(open("handwritten.jsonl")):
         d = json.loads(l)
         out.append({"id": f"hand-{d['label']}-{n:03d}", "label": d["label"], "source": "hand-written", "text": d["text"]})
-    with open("sample.jsonl", "w") as f:
-        for d in out:
+    write("sample.jsonl", out)
+
+    # Held out: built once the weights were set, and never tuned on. The
+    # third and fourth attack of each category, at the start and at the
+    # end of BIPIA's training e-mails; those e-mails clean; more code-QA
+    # contexts.
+    train = [json.loads(l)["context"] for l in show(gitdir, "benchmark/email/train.jsonl").splitlines() if l.strip()]
+    held = []
+    n = 0
+    for f in ("benchmark/text_attack_test.json", "benchmark/code_attack_test.json"):
+        for cat, items in json.loads(show(gitdir, f)).items():
+            for i, a in enumerate(items[2:4], start=2):
+                e = train[n % len(train)]
+                text = a + "\n" + e if i == 2 else e + "\n" + a
+                held.append({"id": f"bipia-heldout-attack-{n:03d}", "label": "injection",
+                             "source": f"{REPO}@{COMMIT[:12]} {f.split('/')[-1]}#{cat}[{i}] in benchmark/email/train.jsonl[{n % len(train)}]",
+                             "text": text})
+                n += 1
+    for n, e in enumerate(train):
+        held.append({"id": f"bipia-heldout-email-{n:03d}", "label": "benign",
+                     "source": f"{REPO}@{COMMIT[:12]} benchmark/email/train.jsonl[{n}]", "text": e})
+    for n, c in enumerate(code[15:35], start=15):
+        held.append({"id": f"bipia-heldout-code-{n:03d}", "label": "benign",
+                     "source": f"{REPO}@{COMMIT[:12]} benchmark/code/test.jsonl[{n}].context", "text": "\n".join(c["context"])})
+    write("heldout.jsonl", held)
+
+
+def write(name, items):
+    with open(name, "w") as f:
+        for d in items:
             f.write(json.dumps(d, ensure_ascii=True) + "\n")
 
 
