@@ -281,3 +281,19 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("only pii.email selected, got %v", rep.Findings)
 	}
 }
+
+// TestKeywordSetMatchesContains checks the keyword automaton against
+// strings.Contains on the cue keywords, including keywords that are
+// suffixes or prefixes of others and text that starts with one.
+func TestKeywordSetMatchesContains(t *testing.T) {
+	texts := []string{
+		"", "hi there", "Ignore ALL previous", "x<|im_start|>", "model answer: 42", "[SYSTEM] ok", "the codebase",
+		"you are now", "ai: hello", "an api", "Dear AI", strings.Repeat("ab", 100) + "jailbreak",
+	}
+	texts = append(texts, fuzzSeeds...)
+	for _, text := range texts {
+		if got, want := detect.CueKeywordsForTest(text), detect.CueKeywordsNaiveForTest(text); got != want {
+			t.Errorf("%q: automaton %b, Contains %b", text, got, want)
+		}
+	}
+}

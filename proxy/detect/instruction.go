@@ -18,15 +18,14 @@ type cue struct {
 	re *regexp.Regexp
 }
 
-// has reports whether the lower-cased paragraph holds one of c's keywords.
-func (c cue) has(lower string) bool {
-	for _, k := range c.kw {
-		if strings.Contains(lower, k) {
-			return true
-		}
+// cueKeywords finds the cues whose keywords a paragraph holds.
+var cueKeywords = func() *keywordSet {
+	kws := make([][]string, len(cues))
+	for i, c := range cues {
+		kws[i] = c.kw
 	}
-	return false
-}
+	return newKeywordSet(kws)
+}()
 
 // b64Blob is the weight of a run of 60 or more base64 characters (an
 // encoded payload): 1.
@@ -179,9 +178,9 @@ func cuesOf(p string, names bool) ([]string, int) {
 	if sc > 0 && names {
 		out = append(out, "hidden_chars")
 	}
-	lower := " " + strings.ToLower(p)
-	for _, c := range cues {
-		if c.has(lower) && c.re.MatchString(p) {
+	present := cueKeywords.scan(p)
+	for i, c := range cues {
+		if present&(1<<i) != 0 && c.re.MatchString(p) {
 			sc += c.weight
 			if names {
 				out = append(out, c.name)
