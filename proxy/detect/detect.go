@@ -218,19 +218,15 @@ func (s *scan) walk(v any, key string, depth int) {
 	}
 }
 
+// tokenEscaper escapes an RFC 6901 reference token.
+var tokenEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // appendToken appends k escaped as an RFC 6901 reference token.
 func appendToken(b []byte, k string) []byte {
-	for i := 0; i < len(k); i++ {
-		switch k[i] {
-		case '~':
-			b = append(b, '~', '0')
-		case '/':
-			b = append(b, '~', '1')
-		default:
-			b = append(b, k[i])
-		}
+	if strings.ContainsAny(k, "~/") {
+		k = tokenEscaper.Replace(k)
 	}
-	return b
+	return append(b, k...)
 }
 
 // str scans one string (up to the byte budget) and records its findings.
