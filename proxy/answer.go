@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/sink"
 )
 
 // The answer side of a plain HTTP tool's chain: steps that see upstream's
@@ -19,16 +21,36 @@ import (
 // envelope that names what failed and never holds the answer's content.
 // Other answers (errors upstream gave) pass as they would without steps.
 
-// answer is upstream's answer as answer steps see it. Steps read it and
-// do not change it.
+// answer is upstream's answer as answer steps see it. Steps read it; a
+// step that rewrites the body (redaction) does so through replace, and
+// the steps after it see the new body.
 type answer struct {
-	// Status is upstream's status code (2xx).
+	// Status is upstream's status code: 2xx, or any status with a body
+	// when a step of the chain reads every status.
 	Status int
 	// Header is upstream's answer's header, hop-by-hop and X-Toolgate-*
 	// headers removed.
 	Header http.Header
 	// Body is the whole body, at most the chain's answer bound.
 	Body []byte
+	// replaced is true when a step rewrote Body.
+	replaced bool
+}
+
+// replace puts a rewritten body in place of upstream's.
+func (a *answer) replace(body []byte) { a.Body, a.replaced = body, true }
+
+// noteAnswer records what the answer checks did with upstream's answer:
+// the verdict (sink.Answer*), the kinds they found (added, each once) and
+// how many values they replaced.
+func (c *call) noteAnswer(verdict string, kinds []string, redactions int64) {
+	c.ev.Answer = verdict
+	for _, k := range kinds {
+		if !slices.Contains(c.ev.AnswerFindings, k) {
+			c.ev.AnswerFindings = append(c.ev.AnswerFindings, k)
+		}
+	}
+	c.ev.Redactions += redactions
 }
 
 // answerEntry is one place in the order of answer steps: how a tool's
@@ -43,6 +65,7 @@ type answerEntry struct {
 // one entry here.
 var answerOrder = []answerEntry{
 	{name: "answer_schema", build: buildAnswerSchema},
+	{name: "answer_detect", build: buildAnswerDetect},
 }
 
 // reasonAnswerUnreadable: upstream's answer cannot be checked (not a JSON
@@ -55,15 +78,23 @@ type answerBounder interface {
 	maxAnswerBytes() int64
 }
 
+// answerPasser is an answer step that lets an answer larger than the
+// chain's bound go on unchecked. Such an answer passes only when every
+// answer step of the chain is one that lets it.
+type answerPasser interface {
+	passesUnreadable() bool
+}
+
 // defaultAnswerBytes bounds the answer an answer step reads when none of
 // the tool's steps gives a bound: 1 MiB.
 const defaultAnswerBytes = 1 << 20
 
 // buildAnswerSteps compiles a plain HTTP tool's answer steps, and the most
 // of an answer they read.
-func buildAnswerSteps(t *tool) ([]answerStep, int64) {
-	var steps []answerStep
-	var limit int64
+// It also reports whether an answer larger than that passes unchecked,
+// and whether a step reads answers of every status.
+func buildAnswerSteps(t *tool) (steps []answerStep, limit int64, pass, all bool) {
+	pass = true
 	for _, en := range answerOrder {
 		s := en.build(t)
 		if s == nil {
@@ -73,17 +104,34 @@ func buildAnswerSteps(t *tool) ([]answerStep, int64) {
 		if b, ok := s.(answerBounder); ok {
 			limit = max(limit, b.maxAnswerBytes())
 		}
+		p, ok := s.(answerPasser)
+		pass = pass && ok && p.passesUnreadable()
+		if a, ok := s.(answerAller); ok && a.readsEveryStatus() {
+			all = true
+		}
 	}
 	if len(steps) > 0 && limit == 0 {
 		limit = defaultAnswerBytes
 	}
-	return steps, limit
+	return steps, limit, pass && len(steps) > 0, all
 }
 
-// answerChecked reports whether an answer goes through the answer steps:
-// a 2xx answer with a body.
-func answerChecked(r *http.Request, resp *http.Response) bool {
-	return resp.StatusCode/100 == 2 && resp.StatusCode != http.StatusNoContent && r.Method != http.MethodHead
+// answerChecked reports whether an answer goes through the chain's answer
+// steps: a 2xx answer with a body, and when a step reads every answer
+// (the detectors: an error page can carry a secret or an instruction as
+// well as a result) any other answer with a body too.
+func (ch *chain) answerChecked(r *http.Request, resp *http.Response) bool {
+	if len(ch.answers) == 0 || r.Method == http.MethodHead || resp.StatusCode < 200 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+		return false
+	}
+	return resp.StatusCode/100 == 2 || ch.answerAll
+}
+
+// answerAller is an answer step that reads answers of every status, not
+// only 2xx.
+type answerAller interface {
+	readsEveryStatus() bool
 }
 
 // runAnswers reads upstream's answer whole and runs the answer steps on
@@ -99,20 +147,42 @@ func (c *call) runAnswers(ctx context.Context, r *http.Request, resp *http.Respo
 		res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Err: err}, c.rules(), time.Now())
 		return c.fail(r, res, nil, statusForTransport(res))
 	}
-	resp.Body.Close()
 	if int64(len(buf)) > ch.answerLimit {
+		if ch.answerPass {
+			c.noteAnswer(sink.AnswerUninspected, nil, 0)
+			resp.Body = multiReadCloser{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
+			return nil
+		}
+		resp.Body.Close()
 		c.cancel()
+		c.noteAnswer(sink.AnswerWithheld, []string{reasonAnswerUnreadable}, 0)
 		return c.refuseAnswer(r, resp.StatusCode, refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
 			fmt.Sprintf("%s answered with more than the %d bytes its answer checks read", c.subject(), ch.answerLimit), nil))
 	}
+	resp.Body.Close()
 	a := &answer{Status: resp.StatusCode, Header: resp.Header, Body: buf}
 	for _, s := range ch.answers {
 		if ref := s.answer(ctx, c, a); ref != nil {
 			c.cancel()
+			if c.ev.Answer != sink.AnswerWithheld {
+				// A step that refuses without saying more (the schema,
+				// an unreadable answer): the caller never saw it.
+				c.noteAnswer(sink.AnswerWithheld, []string{ref.reason}, 0)
+			}
 			return c.refuseAnswer(r, resp.StatusCode, ref)
 		}
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	if c.ev.Answer == "" {
+		c.noteAnswer(sink.AnswerPassed, nil, 0)
+	}
+	if a.replaced {
+		resp.ContentLength = int64(len(a.Body))
+		resp.Header.Del("Content-Length")
+		for _, k := range []string{"Etag", "Content-Md5", "Digest", "Content-Range", "Accept-Ranges"} {
+			resp.Header.Del(k)
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(a.Body))
 	return nil
 }
 

@@ -31,6 +31,9 @@ type AnswerConfig struct {
 	// MaxBytes bounds the answer the schema step reads whole; a larger
 	// answer cannot be checked and is refused. Default 1 MiB.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// AnswerDetectConfig is the built-in detectors' part (answer_detect.go):
+	// detect, on_finding, mode, unreadable, instruction_threshold.
+	AnswerDetectConfig `yaml:",inline"`
 
 	schema *policies.Schema    // compiled by compileAnswer
 	names  map[string]struct{} // the property names the schema declares
@@ -45,10 +48,10 @@ const reasonAnswerSchema = "answer_schema"
 func (c *Config) compileAnswer(t *tool, p string) error {
 	a := &t.cfg.Answer
 	if a.Schema == nil && a.SchemaFile == "" {
-		if a.MaxBytes != 0 {
+		if a.MaxBytes != 0 && len(a.Detect) == 0 {
 			return fieldErr(p+".answer.max_bytes", "set without answer.schema or answer.schema_file: nothing reads the answer")
 		}
-		return nil
+		return c.compileAnswerDetect(t, p)
 	}
 	if t.cfg.Protocol == ProtocolMCP {
 		return fieldErr(p+".answer", "set only for protocol: http (an mcp route's answers are JSON-RPC)")
@@ -143,6 +146,9 @@ func buildAnswerSchema(t *tool) answerStep {
 func (s answerSchemaStep) maxAnswerBytes() int64 { return s.limit }
 
 func (s answerSchemaStep) answer(_ context.Context, c *call, a *answer) *refusal {
+	if a.Status/100 != 2 {
+		return nil // the schema is of results; errors upstream gave pass as they are
+	}
 	subject := fmt.Sprintf("Tool '%s' answered", s.tool)
 	mt, _, _ := parseMediaType(a.Header.Get("Content-Type"))
 	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {

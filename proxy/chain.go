@@ -84,9 +84,13 @@ type link struct {
 type chain struct {
 	steps []link
 	// answers are the answer steps (answer.go), in answerOrder; none on
-	// an MCP route. answerLimit is the most of an answer they read.
+	// an MCP route. answerLimit is the most of an answer they read;
+	// answerPass is true when an answer larger than that goes on unchecked;
+	// answerAll when a step reads answers of every status, not only 2xx.
 	answers     []answerStep
 	answerLimit int64
+	answerPass  bool
+	answerAll   bool
 }
 
 // compileChain builds t's chain for a snapshot.
@@ -99,7 +103,7 @@ func compileChain(t *tool, snap *Snapshot, approver Approver) *chain {
 		}
 	}
 	if t.mcp == nil {
-		ch.answers, ch.answerLimit = buildAnswerSteps(t)
+		ch.answers, ch.answerLimit, ch.answerPass, ch.answerAll = buildAnswerSteps(t)
 	}
 	return ch
 }

@@ -194,9 +194,11 @@ func TestEventsUnavailableRefusesBeforeUpstream(t *testing.T) {
 
 	disk.empty()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if st, _ := get("after"); st == http.StatusOK {
-			answered["after"] = true
+	for try := 0; ; try++ {
+		// Each try its own session: a try refused while the queue still
+		// catches up has an event of its own.
+		if st, _ := get(fmt.Sprintf("after-%d", try)); st == http.StatusOK {
+			answered[fmt.Sprintf("after-%d", try)] = true
 			break
 		}
 		if time.Now().After(deadline) {

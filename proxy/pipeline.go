@@ -343,7 +343,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	if c.bud != nil {
 		c.upHeader = resp.Header
 	}
-	if checksAnswer && answerChecked(r, resp) {
+	if checksAnswer && c.ch.answerChecked(r, resp) {
 		if a := c.runAnswers(ctx, r, resp); a != nil {
 			return a
 		}

@@ -85,12 +85,9 @@ func hiddenWeight(p string) (weight, start, end int) {
 	start = -1
 	for i := 0; i < len(p); {
 		r, n := utf8.DecodeRuneInString(p[i:])
-		w := 0
-		switch {
-		case r >= 0xE0000 && r <= 0xE007F:
-			w = 4
-		case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069, r == 0xFEFF && i > 0:
-			w = 2
+		w := hiddenRune(r)
+		if r == 0xFEFF && i == 0 {
+			w = 0 // a byte order mark at the start is not hidden text
 		}
 		if w > 0 {
 			if w > weight {
@@ -104,6 +101,30 @@ func hiddenWeight(p string) (weight, start, end int) {
 		i += n
 	}
 	return weight, start, end
+}
+
+// hiddenRune is the weight of one hidden character (see hiddenWeight);
+// 0 for any other.
+func hiddenRune(r rune) int {
+	switch {
+	case r >= 0xE0000 && r <= 0xE007F:
+		return 4
+	case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069, r == 0xFEFF:
+		return 2
+	}
+	return 0
+}
+
+// stripHidden removes the hidden characters from p, so that cues spelled
+// with them between their letters ("Ig\u200bnore") are still read as a
+// model reads them.
+func stripHidden(p string) string {
+	return strings.Map(func(r rune) rune {
+		if hiddenRune(r) > 0 {
+			return -1
+		}
+		return r
+	}, p)
 }
 
 // maxParagraph bounds one paragraph the heuristic scores: longer runs
@@ -175,8 +196,11 @@ func score(p string) int {
 func cuesOf(p string, names bool) ([]string, int) {
 	var out []string
 	sc, _, _ := hiddenWeight(p)
-	if sc > 0 && names {
-		out = append(out, "hidden_chars")
+	if sc > 0 {
+		if names {
+			out = append(out, "hidden_chars")
+		}
+		p = stripHidden(p)
 	}
 	present := cueKeywords.scan(p)
 	for i, c := range cues {

@@ -1,0 +1,375 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/detect"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// The answer detect step: a plain HTTP tool's 2xx answers scanned by the
+// built-in detectors (proxy/detect: secrets, e-mail and phone numbers,
+// instruction-like text) before the caller sees them, and withheld or
+// redacted as the tool's answer section says.
+
+// AnswerDetectConfig is the detectors' part of a tool's answer section.
+type AnswerDetectConfig struct {
+	// Detect names the detectors to run on the tool's answers: groups
+	// (secrets, pii, instructions) or single kinds (secret.github_token,
+	// pii.email, instruction). Default: none, and no detector runs.
+	Detect []string `yaml:"detect"`
+	// OnFinding is what an answer with a finding gets: withhold (the
+	// caller gets a refusal that names the kinds found and never holds the
+	// answer) or redact (each finding is replaced by
+	// "[redacted:<kind>]" and the answer goes on). Default withhold.
+	OnFinding string `yaml:"on_finding"`
+	// Mode is enforce or dry_run: in dry run the answer always goes on
+	// unchanged, and the event records what enforcing would have done
+	// (answer: would_withhold or would_redact). Default enforce.
+	Mode string `yaml:"mode"`
+	// Unreadable is what an answer the detectors cannot read gets (not
+	// JSON or text, an encoded body, larger than max_bytes): refuse, or
+	// pass (it goes on unchecked, and the event says answer: uninspected).
+	// Default refuse: nothing passes unscanned unless the tool says so.
+	Unreadable string `yaml:"unreadable"`
+	// InstructionThreshold is the score at which text counts as
+	// instruction-like (docs/answers.md lists the cues). Default 4.
+	InstructionThreshold int `yaml:"instruction_threshold"`
+
+	det *detect.Detector // compiled by compileAnswerDetect
+}
+
+// The values of answer.on_finding and answer.unreadable.
+const (
+	onFindingWithhold = "withhold"
+	onFindingRedact   = "redact"
+	unreadableRefuse  = "refuse"
+	unreadablePass    = "pass"
+)
+
+// Reasons of the detect step's refusals.
+const (
+	// reasonAnswerWithheld: the detectors found something in upstream's
+	// answer and the tool withholds such answers.
+	reasonAnswerWithheld = "answer_withheld"
+)
+
+// compileAnswerDetect validates the detectors' part of a tool's answer
+// section (p is the tool's field path) and builds its detector.
+func (c *Config) compileAnswerDetect(t *tool, p string) error {
+	a := &t.cfg.Answer.AnswerDetectConfig
+	if len(a.Detect) == 0 {
+		for field, set := range map[string]bool{"on_finding": a.OnFinding != "", "mode": a.Mode != "", "unreadable": a.Unreadable != "", "instruction_threshold": a.InstructionThreshold != 0} {
+			if set {
+				return fieldErr(p+".answer."+field, "set without answer.detect: no detector runs")
+			}
+		}
+		return nil
+	}
+	if t.cfg.Protocol == ProtocolMCP {
+		return fieldErr(p+".answer.detect", "set only for protocol: http (an mcp route's answers are JSON-RPC)")
+	}
+	if err := oneOf(&a.OnFinding, p+".answer.on_finding", onFindingWithhold, onFindingRedact); err != nil {
+		return err
+	}
+	if err := oneOf(&a.Mode, p+".answer.mode", policies.ModeEnforce, policies.ModeDryRun); err != nil {
+		return err
+	}
+	if err := oneOf(&a.Unreadable, p+".answer.unreadable", unreadableRefuse, unreadablePass); err != nil {
+		return err
+	}
+	if t.cfg.Answer.MaxBytes < 0 {
+		return fieldErr(p+".answer.max_bytes", "must be positive")
+	}
+	if t.cfg.Answer.MaxBytes == 0 {
+		t.cfg.Answer.MaxBytes = defaultAnswerBytes
+	}
+	det, err := detect.New(detect.Config{Detect: a.Detect, MaxBytes: int(t.cfg.Answer.MaxBytes), InstructionThreshold: a.InstructionThreshold})
+	if err != nil {
+		return fieldErr(p+".answer", "%s", strings.TrimPrefix(err.Error(), detect.ErrConfig.Error()+": "))
+	}
+	a.det = det
+	return nil
+}
+
+// oneOf applies the default (the first of allowed) to an empty *v and
+// checks that it is one of allowed.
+func oneOf(v *string, field string, allowed ...string) error {
+	if *v == "" {
+		*v = allowed[0]
+	}
+	if !slices.Contains(allowed, *v) {
+		return fieldErr(field, "unknown value %q; expected %s", boundedText(*v), strings.Join(allowed, " or "))
+	}
+	return nil
+}
+
+// answerDetectStep scans a 2xx answer with the tool's detectors.
+type answerDetectStep struct {
+	tool   string
+	det    *detect.Detector
+	redact bool
+	dryRun bool
+	pass   bool // unreadable answers pass unchecked
+	limit  int64
+	names  map[string]struct{} // names the answer schema declares, shown in paths
+}
+
+func buildAnswerDetect(t *tool) answerStep {
+	a := t.cfg.Answer
+	if a.det == nil {
+		return nil
+	}
+	return answerDetectStep{tool: t.cfg.Name, det: a.det, redact: a.OnFinding == onFindingRedact,
+		dryRun: a.Mode == policies.ModeDryRun, pass: a.Unreadable == unreadablePass, limit: a.MaxBytes, names: a.names}
+}
+
+func (s answerDetectStep) maxAnswerBytes() int64 { return s.limit }
+
+// readsEveryStatus: an error page can carry a secret or an instruction as
+// well as a result can.
+func (s answerDetectStep) readsEveryStatus() bool { return true }
+
+// passesUnreadable reports whether an answer larger than the bound goes on
+// unchecked.
+func (s answerDetectStep) passesUnreadable() bool { return s.pass }
+
+func (s answerDetectStep) answer(_ context.Context, c *call, a *answer) *refusal {
+	subject := fmt.Sprintf("Tool '%s' answered", s.tool)
+	v, text, why := readAnswer(a, c.st.cfg.Limits.MaxJSONDepth)
+	if why != "" {
+		if s.pass {
+			c.noteAnswer(sink.AnswerUninspected, nil, 0)
+			return nil
+		}
+		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
+			fmt.Sprintf("%s with %s, and its answers are scanned by detectors", subject, why), nil)
+	}
+	var rep detect.Report
+	if text {
+		rep = s.det.ScanText(v.(string))
+	} else {
+		rep = s.det.Scan(v)
+	}
+	kinds := findingKinds(rep.Findings)
+	// What a redaction cannot replace in place withholds the answer in
+	// any mode: a finding in a member name.
+	keyKinds := s.scanNames(v)
+	hdr, hdrKinds, hdrN := s.scanHeader(a.Header)
+	for _, k := range append(keyKinds, hdrKinds...) {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(keyKinds) > 0 || (len(hdrKinds) > 0 && !s.redact) {
+		if s.dryRun {
+			c.noteAnswer(sink.AnswerWouldWithhold, kinds, 0)
+			return nil
+		}
+		c.noteAnswer(sink.AnswerWithheld, kinds, 0)
+		where := "its member names"
+		if len(keyKinds) == 0 {
+			where = "its headers"
+		}
+		return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
+			fmt.Sprintf("%s with content its answer checks withhold in %s (%s)", subject, where, strings.Join(kinds, ", ")), nil)
+	}
+	if rep.Incomplete != detect.BoundNone {
+		// What lies past a bound was not scanned: it never passes as if
+		// it had been, redacted or not.
+		kinds = append(kinds, "incomplete")
+		if s.dryRun {
+			c.noteAnswer(sink.AnswerWouldWithhold, kinds, 0)
+			return nil
+		}
+		c.noteAnswer(sink.AnswerWithheld, kinds, 0)
+		return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
+			fmt.Sprintf("%s with more than its detectors scan at once (%s)", subject, rep.Incomplete), nil)
+	}
+	if len(rep.Findings) == 0 && len(hdrKinds) == 0 {
+		return nil
+	}
+	switch {
+	case s.redact && s.dryRun:
+		c.noteAnswer(sink.AnswerWouldRedact, kinds, 0)
+		return nil
+	case s.redact:
+		if hdrN > 0 {
+			for k, vs := range hdr {
+				a.Header[k] = vs
+			}
+		}
+		if len(rep.Findings) == 0 {
+			c.noteAnswer(sink.AnswerRedacted, kinds, int64(hdrN))
+			return nil
+		}
+		red, counts := detect.RedactFindings(v, rep.Findings)
+		out, err := []byte(nil), error(nil)
+		if text {
+			out = []byte(red.(string))
+		} else if out, err = marshalAnswer(red); err != nil {
+			return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable, subject+" with JSON that cannot be written again after redaction", nil)
+		}
+		n := total(counts) + hdrN
+		a.replace(out)
+		c.noteAnswer(sink.AnswerRedacted, kinds, int64(n))
+		return nil
+	case s.dryRun:
+		c.noteAnswer(sink.AnswerWouldWithhold, kinds, 0)
+		return nil
+	}
+	c.noteAnswer(sink.AnswerWithheld, kinds, 0)
+	vs := make([]bucketing.Violation, 0, min(len(rep.Findings), 10))
+	for _, f := range rep.Findings[:min(len(rep.Findings), 10)] {
+		vs = append(vs, bucketing.Violation{Path: redactPath(f.Pointer, s.names), Message: "the answer holds " + string(f.Kind)})
+	}
+	return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
+		fmt.Sprintf("%s with content its answer checks withhold (%s)", subject, strings.Join(kinds, ", ")), vs)
+}
+
+// headersNotScanned are answer headers the detectors do not read: those
+// toolgate sets or checks itself, and the standard ones whose values are
+// dates, sizes and media types.
+var headersNotScanned = map[string]bool{"Content-Type": true, "Content-Length": true, "Date": true,
+	"Content-Encoding": true, "Last-Modified": true, "Expires": true, "Cache-Control": true, "Vary": true}
+
+// scanHeader scans upstream's answer's header values: a secret or an
+// instruction in a header reaches a caller that reads headers as surely
+// as one in the body. It returns the values with the findings redacted
+// (only the headers that had some), the kinds found and how many.
+func (s answerDetectStep) scanHeader(h http.Header) (http.Header, []string, int) {
+	var red http.Header
+	var kinds []string
+	n := 0
+	for k, vs := range h {
+		if headersNotScanned[k] {
+			continue
+		}
+		for i, v := range vs {
+			rep := s.det.ScanText(v)
+			if len(rep.Findings) == 0 {
+				continue
+			}
+			for _, kind := range findingKinds(rep.Findings) {
+				if !slices.Contains(kinds, kind) {
+					kinds = append(kinds, kind)
+				}
+			}
+			if red == nil {
+				red = http.Header{}
+			}
+			if red[k] == nil {
+				red[k] = slices.Clone(vs)
+			}
+			out, counts := detect.RedactFindings(v, rep.Findings)
+			red[k][i] = out.(string)
+			n += total(counts)
+		}
+	}
+	return red, kinds, n
+}
+
+// scanNames scans the member names of a JSON answer, which the detectors'
+// walk of values does not: a secret can be a name as well as a value. It
+// returns the kinds found.
+func (s answerDetectStep) scanNames(v any) []string {
+	var kinds []string
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		if depth > maxNameDepth {
+			return
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				for _, kind := range findingKinds(s.det.ScanText(k).Findings) {
+					if !slices.Contains(kinds, kind) {
+						kinds = append(kinds, kind)
+					}
+				}
+				walk(e, depth+1)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e, depth+1)
+			}
+		}
+	}
+	walk(v, 0)
+	return kinds
+}
+
+// maxNameDepth bounds scanNames' walk; answers are already bounded in
+// depth by limits.max_json_depth when they are read.
+const maxNameDepth = 1000
+
+// readAnswer reads an answer's body for the detectors: a JSON value (text
+// false), or the text of a text/* body (text true). why says what makes it
+// unreadable; "" when it was read.
+func readAnswer(a *answer, maxDepth int) (v any, text bool, why string) {
+	for _, ce := range a.Header.Values("Content-Encoding") {
+		// Every value: a client may decode by any of them.
+		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+			return nil, false, fmt.Sprintf("an encoded body (Content-Encoding %q)", boundedText(ce))
+		}
+	}
+	mt, _, _ := parseMediaType(a.Header.Get("Content-Type"))
+	switch {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		if ref := checkJSONNames("the answer", a.Body, maxDepth); ref != nil {
+			return nil, false, "JSON that parsers read differently"
+		}
+		dec := json.NewDecoder(bytes.NewReader(a.Body))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil || dec.More() {
+			return nil, false, "a body that is not one JSON value"
+		}
+		return v, false, ""
+	case strings.HasPrefix(mt, "text/"):
+		if !utf8.Valid(a.Body) {
+			return nil, false, "text that is not UTF-8"
+		}
+		return string(a.Body), true, ""
+	}
+	return nil, false, fmt.Sprintf("a body that is neither JSON nor text (Content-Type %q)", boundedText(mt))
+}
+
+// marshalAnswer writes a redacted JSON answer: no HTML escaping, no
+// trailing newline.
+func marshalAnswer(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// findingKinds lists the kinds of findings, each once, in order.
+func findingKinds(fs []detect.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		if !slices.Contains(out, string(f.Kind)) {
+			out = append(out, string(f.Kind))
+		}
+	}
+	return out
+}
+
+func total(counts map[detect.Kind]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
