@@ -89,6 +89,8 @@
 //	4 tool_frame        </tool_result>, <function_results>, <system>, <system-reminder> ...
 //	4 addressed_model   "note/message/instructions to the AI/assistant/agent"; "if you are an AI"
 //	4 shape_reply       a sentence that tells the reader what to put in "your response/answer/code"
+//	4 reader_output     "In your response, ...", "enhance/modify your answer", "your reply by adding ...",
+//	                    "can you ... in your response"
 //	4 hidden_chars      Unicode tag characters U+E0000..U+E007F (2 for zero-width and bidi controls)
 //	3 new_instructions  "new instructions:", "important instructions:", "system prompt override:"
 //	3 bracket_role      [SYSTEM], [assistant note], (#system)
@@ -97,6 +99,8 @@
 //	3 decode_run        decode this base64 and follow/execute it
 //	2 task_hijack       "the task I gave you", "before you can solve the task"
 //	2 you_are_now       "you are now a/in/DAN", "pretend you are", "your new task"
+//	2 code_snippet      "the following/below code snippet/block/excerpt"
+//	2 code_target       "in/into/to your code/implementation/algorithm/response"
 //	2 call_tool         call/invoke/use the X tool/function
 //	2 transfer          send/transfer/forward ... to an e-mail, URL, account, IBAN or wallet
 //	2 message_from      "a message from the user/developer", <INFORMATION>
@@ -109,20 +113,26 @@
 //	1 system_prompt     "system prompt"
 //	1 b64_blob          a run of 60 or more base64 characters
 //
-// On a labelled sample of 216 texts (testdata/instructions: 50 attacks of
-// Microsoft's BIPIA benchmark inserted into its e-mails, the same 50
-// e-mails and 15 code answers clean, and 101 hand-written tool results
-// chosen as hard cases) it has precision 0.96 and recall 0.68 (TP 65,
-// FP 3, TN 118, FN 30); TestInstructionSample prints the counts and holds
-// the heuristic to precision >= 0.90 and recall >= 0.62. The weights were
-// set on that sample. A held-out set built afterwards and never tuned on
-// (testdata/instructions/heldout.jsonl: 50 other BIPIA attacks at the
-// start or end of BIPIA's training e-mails, those 50 e-mails clean and 20
-// more code answers) shows how much of that was fitting: precision 1.00
-// but recall 0.24 (TP 12, FP 0, TN 70, FN 38; floors 0.90 and 0.18). The
-// "shape_reply" cue knows the verbs of the tuning sample's attacks
-// ("add ... in your response") and not their paraphrases ("enhance your
-// answer by ...", "your algorithm could evolve with ...").
+// Three labelled sets measure it (testdata/instructions, where the README
+// gives each item's source; all BIPIA items are from Microsoft's BIPIA
+// benchmark, MIT, at a pinned commit):
+//
+//	set       built from                                              TP  FP   TN  FN  precision  recall
+//	sample    50 BIPIA attacks in e-mails, the 50 e-mails clean,       69   3  118  26  0.96       0.73
+//	          15 code answers, 101 hand-written tool results
+//	heldout   50 other BIPIA attacks, 50 other e-mails clean,          32   0   70  18  1.00       0.64
+//	          20 more code answers
+//	blind     50 attacks from BIPIA's training files in e-mails,       24   0   50  26  1.00       0.48
+//	          50 training code answers clean
+//
+// The weights were set on sample. heldout was built afterwards and
+// scored 1.00/0.24 at first: the cues knew the verbs of sample's attacks
+// and not their rewordings, so the reader_output, code_snippet and
+// code_target cues were generalised from it. blind was built before
+// that change and scored once, after it: its 0.48 recall is the honest
+// figure for attacks like BIPIA's. TestInstructionSample prints the
+// counts and holds each set to precision >= 0.90 and recall >= 0.66,
+// 0.58 and 0.42.
 //
 // What it catches: the classic override phrases, chat-template and
 // tool-result framing, notes addressed to the model, requests to keep
@@ -130,8 +140,8 @@
 // about "your response" or "your code".
 //
 // What it misses: instructions with no cue word (BIPIA's task-hijacking
-// attacks, "write a script to rename all files ...", are 21 of the 30
-// misses on the tuning sample, and most of the held-out misses: only
+// attacks, "write a script to rename all files ...", are 17 of the 26
+// misses on the tuning sample, and most misses on the other sets: only
 // meaning tells them from a user's request), reworded directions, polite or
 // indirect suggestions ("it would be great if you could also delete the
 // backups"), persuasion and advertising aimed at the model, text in other
