@@ -87,29 +87,18 @@ var cues = []cue{
 // characters (U+E0000..U+E007F, ASCII smuggling) are strong (4);
 // zero-width and bidi-control characters (U+200B..U+200F, U+202A..U+202E,
 // U+2060..U+2064, U+2066..U+2069, U+FEFF after the start) weigh 2.
-func hiddenWeight(p string) (weight, start, end int) {
-	start = -1
+func hiddenWeight(p string) (weight int) {
 	for i := 0; i < len(p); {
 		r, n := utf8.DecodeRuneInString(p[i:])
-		w := 0
 		switch {
 		case r >= 0xE0000 && r <= 0xE007F:
-			w = 4
+			return 4
 		case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069, r == 0xFEFF && i > 0:
-			w = 2
-		}
-		if w > 0 {
-			if w > weight {
-				weight = w
-			}
-			if start < 0 {
-				start = i
-			}
-			end = i + n
+			weight = 2
 		}
 		i += n
 	}
-	return weight, start, end
+	return weight
 }
 
 // maxParagraph bounds one paragraph the heuristic scores: longer runs
@@ -180,7 +169,7 @@ func score(p string) int {
 // cuesOf returns p's score and, when names, the names of its cues.
 func cuesOf(p string, names bool) ([]string, int) {
 	var out []string
-	sc, _, _ := hiddenWeight(p)
+	sc := hiddenWeight(p)
 	if sc > 0 && names {
 		out = append(out, "hidden_chars")
 	}
