@@ -56,8 +56,8 @@
 //   - secret.jwt: three base64url parts whose header decodes to JSON with
 //     "alg".
 //   - secret.generic: a value after password=, api_key:, client_secret,
-//     access_token and the like (and a string that is the value of a
-//     member so named) that has no space, at least three character
+//     access_token and the like, a string that is the value of a member
+//     so named, or an opaque token after "Bearer", that has no space, at least three character
 //     classes and 3 bits of entropy per character, and is not a
 //     placeholder. Misses low-entropy passwords ("hunter2"), secrets under
 //     other names, and every format not listed (Azure, GCP service-account
