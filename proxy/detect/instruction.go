@@ -62,6 +62,12 @@ var cues = []cue{
 	{"secrecy", 3, []string{"user", "human", "operator"}, regexp.MustCompile(`(?i)\b(?:do not|don't|never|without) (?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|notify(?:ing)?|alert(?:ing)?|warn(?:ing)?|ask(?:ing)?|let(?:ting)?)\b[^.\n]{0,30}?\b(?:the )?(?:user|human|operator)s?\b`)},
 	{"exfil_prompt", 3, []string{"system prompt", "your instructions", "initial prompt", "hidden prompt", "prompt above"}, regexp.MustCompile(`(?i)\b(?:reveal|print|output|repeat|show|leak|disclose|dump)\b[^.\n]{0,30}?\b(?:system prompt|your instructions|initial prompt|hidden prompt|the prompt above)`)},
 	{"shape_reply", 4, []string{"your response", "your reply", "your answer", "your output", "your code", "your solution", "your implementation", "your codebase", "your algorithm", "your summary", "the code", "the solution", "the implementation", "the codebase", "the algorithm"}, regexp.MustCompile(`(?i)(?:^|[.!?:]\s+|\n)\s*(?:please |also |then |now |first )?(?:encode|translate|reverse|write|add|include|insert|integrate|incorporate|embed|use|render|apply|respond|reply|answer|start|end|begin|append|prepend|output|print|say|mention|make sure|ensure|employ|blend|introduce|validate|feature|let|take|develop|upgrade|shift|provide|encrypt|substitute|replace|convert|transform)\b[^.\n]{0,80}?\b(?:your (?:response|reply|answer|output|code|solution|implementation|codebase|algorithm|summary)|the (?:code|solution|implementation|codebase|algorithm))s?\b`)},
+	{"reader_output", 4, []string{"your "}, regexp.MustCompile(`(?i)(?:^|[.!?:]\s+|\n)\s*(?:and |also |please |then )?(?:in|within|throughout|at the (?:end|start|beginning) of) your (?:response|reply|answer|output|message)s?\b` +
+		`|\byour (?:response|reply|answer|output|message|code|algorithm|implementation|solution|codebase)s? (?:by (?:adding|including|mentioning|suggesting|hinting|embedding|inserting|incorporating|appending|promoting|referencing)|to (?:mention|include|hint|spread|promote|suggest|contain|add|reference)|backwards?)\b` +
+		`|\b(?:modify|enhance|express|render|encode|reverse|invert|augment|supplement|optimi[sz]e|upgrade|encrypt)\w* your (?:response|reply|answer|output|message|code|algorithm|implementation|solution|codebase)s?\b` +
+		`|\b(?:can|could|would|will) you (?:please )?[^.?\n]{0,60}?\b(?:in|to|for|into) your (?:response|reply|answer|message|output)s?\b`)},
+	{"code_snippet", 2, []string{"code"}, regexp.MustCompile(`(?i)\b(?:the )?(?:following|below|subsequent|provided|given|attached|this) code (?:snippet|block|excerpt|section|segment|fragment|piece|sample)s?\b`)},
+	{"code_target", 2, []string{"your "}, regexp.MustCompile(`(?i)\b(?:in|into|to|within|throughout|with) your (?:code|codebase|algorithm|implementation|solution|program|script|response|answer)\b`)},
 	{"task_hijack", 2, []string{"i gave you", "i asked you", "i assigned you", "before"}, regexp.MustCompile(`(?i)\b(?:the task (?:that )?I (?:gave|asked|assigned) you|before (?:you )?(?:can )?(?:solve|answer|complete|finish|do|continue|proceed with|respond to) (?:the|my|your|this) (?:task|question|request))\b`)},
 	{"you_are_now", 2, []string{"you are now", "pretend", "imagine", "your new"}, regexp.MustCompile(`(?i)\byou are now (?:a|an|in|no longer|acting|operating|going to|my|DAN|free|unrestricted|jailbroken)\b|\b(?:pretend|imagine) (?:to be|you are|that you are)\b|\byour new (?:role|task|goal|objective|instructions?|purpose)\b`)},
 	{"call_tool", 2, []string{" tool", " function", " action", " api"}, regexp.MustCompile("(?i)\\b(?:call|invoke|use|run|execute|trigger)\\b (?:the )?[`'\"]?[A-Za-z_][A-Za-z0-9_.-]*[`'\"]? (?:tool|function|action|api)\\b")},
@@ -81,26 +87,20 @@ var cues = []cue{
 // characters (U+E0000..U+E007F, ASCII smuggling) are strong (4);
 // zero-width and bidi-control characters (U+200B..U+200F, U+202A..U+202E,
 // U+2060..U+2064, U+2066..U+2069, U+FEFF after the start) weigh 2.
-func hiddenWeight(p string) (weight, start, end int) {
-	start = -1
+func hiddenWeight(p string) (weight int) {
 	for i := 0; i < len(p); {
 		r, n := utf8.DecodeRuneInString(p[i:])
 		w := hiddenRune(r)
 		if r == 0xFEFF && i == 0 {
 			w = 0 // a byte order mark at the start is not hidden text
 		}
-		if w > 0 {
-			if w > weight {
-				weight = w
-			}
-			if start < 0 {
-				start = i
-			}
-			end = i + n
+		weight = max(weight, w)
+		if weight == 4 {
+			return weight
 		}
 		i += n
 	}
-	return weight, start, end
+	return weight
 }
 
 // hiddenRune is the weight of one hidden character (see hiddenWeight);
@@ -195,7 +195,7 @@ func score(p string) int {
 // cuesOf returns p's score and, when names, the names of its cues.
 func cuesOf(p string, names bool) ([]string, int) {
 	var out []string
-	sc, _, _ := hiddenWeight(p)
+	sc := hiddenWeight(p)
 	if sc > 0 {
 		if names {
 			out = append(out, "hidden_chars")

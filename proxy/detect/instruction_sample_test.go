@@ -45,8 +45,10 @@ func loadSample(t testing.TB, name string) []sampleItem {
 // labelled sample (testdata/instructions/README.md says where each item
 // comes from) and holds it to the precision and recall measured, less
 // some headroom. sample.jsonl is the set the weights were set on;
-// heldout.jsonl was built afterwards and never tuned on. The figures are
-// in the package doc and docs/answers.md; change them together.
+// heldout.jsonl was built afterwards, measured, then used to generalise
+// the cues; blind.jsonl was built before that and scored once, at the
+// end. The figures are in the package doc and docs/answers.md; change
+// them together.
 func TestInstructionSample(t *testing.T) {
 	d, err := detect.New(detect.Config{Detect: []string{detect.GroupInstructions}})
 	if err != nil {
@@ -57,12 +59,12 @@ func TestInstructionSample(t *testing.T) {
 		minItems                int
 		minPrecision, minRecall float64
 	}{
-		// Measured 2026-12-01: precision 0.956, recall 0.684 (TP 65 FP 3
-		// TN 118 FN 30).
-		{"sample.jsonl", 200, 0.90, 0.62},
-		// Measured 2026-12-01: precision 1.000, recall 0.240 (TP 12 FP 0
-		// TN 70 FN 38): BIPIA's attacks mostly carry no cue word.
-		{"heldout.jsonl", 100, 0.90, 0.18},
+		// Measured 2026-12-01 (TP FP TN FN): sample 69 3 118 26, precision
+		// 0.958 recall 0.726; heldout 32 0 70 18, 1.000 0.640; blind 24 0
+		// 50 26, 1.000 0.480. The floors leave headroom for an item or two.
+		{"sample.jsonl", 200, 0.90, 0.66},
+		{"heldout.jsonl", 100, 0.90, 0.58},
+		{"blind.jsonl", 100, 0.90, 0.42},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

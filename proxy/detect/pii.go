@@ -54,7 +54,11 @@ func findPhones(s string, emit emitFunc) {
 	for _, m := range phoneRE.FindAllStringIndex(s, -1) {
 		p := strings.TrimRight(s[m[0]:m[1]], " .-")
 		end := m[0] + len(p)
-		if m[0] > 0 && (alnum(s[m[0]-1]) || strings.IndexByte("+./-_", s[m[0]-1]) >= 0) {
+		// Not inside a longer number or token. A "+" number may follow a
+		// letter: a redaction marker or an address can end right before
+		// it ("ann@example.com+4420...").
+		if m[0] > 0 && (s[m[0]-1] >= '0' && s[m[0]-1] <= '9' || strings.IndexByte("+./-_", s[m[0]-1]) >= 0 ||
+			alnum(s[m[0]-1]) && s[m[0]] != '+') {
 			continue
 		}
 		if end < len(s) && (alnum(s[end]) || s[end] == '_' ||

@@ -183,15 +183,25 @@ var (
 	genericAssign = regexp.MustCompile(`(?i)(?:^|[^A-Za-z0-9])[A-Za-z0-9]*[_-]?` + secretName +
 		`["']?\s*[:=]\s*["']?([^\s"'<>,;&{}()\[\]]{8,128})`)
 	genericKey = regexp.MustCompile(`(?i)^[A-Za-z0-9]*[_-]?` + secretName + `$`)
+	// bearer: an opaque token after "Bearer" (an echoed Authorization
+	// header); JWTs are found as such first.
+	bearer = regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/-]{16,512}=*)`)
 )
 
 // findGeneric emits secret.generic for a random-looking value assigned to
-// a secret's name in text, and for a whole string that is the value of a
+// a secret's name in text or following "Bearer", and for a whole string that is the value of a
 // member with such a name (key) and looks random.
 func findGeneric(s, key string, emit emitFunc) {
 	if key != "" && len(s) >= 8 && len(s) <= 256 && genericKey.MatchString(key) && randomLooking(s) {
 		emit(KindSecretGeneric, 0, len(s), 0)
 		return
+	}
+	if strings.Contains(s, "earer") {
+		for _, m := range bearer.FindAllStringSubmatchIndex(s, -1) {
+			if randomLooking(s[m[2]:m[3]]) {
+				emit(KindSecretGeneric, m[2], m[3], 0)
+			}
+		}
 	}
 	if !strings.ContainsAny(s, ":=") || !hasSecretWord(s) {
 		return

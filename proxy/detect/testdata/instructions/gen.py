@@ -70,6 +70,30 @@ def main(gitdir):
                      "source": f"{REPO}@{COMMIT[:12]} benchmark/code/test.jsonl[{n}].context", "text": "\n".join(c["context"])})
     write("heldout.jsonl", held)
 
+    # Blind: built when the held-out set had been looked at and the cues
+    # generalised from it, and scored once, at the end. The first two
+    # attacks of each category of BIPIA's *training* attack files (other
+    # texts than the test files'), at the start, middle or end of a test
+    # e-mail; BIPIA's training code-QA contexts clean.
+    blind = []
+    n = 0
+    for f in ("benchmark/text_attack_train.json", "benchmark/code_attack_train.json"):
+        for cat, items in json.loads(show(gitdir, f)).items():
+            for i, a in enumerate(items[:2]):
+                lines = emails[(n * 7) % len(emails)].split("\n")
+                at = (0, len(lines) // 2, len(lines))[n % 3]
+                text = "\n".join(lines[:at] + [a] + lines[at:])
+                blind.append({"id": f"bipia-blind-attack-{n:03d}", "label": "injection",
+                              "source": f"{REPO}@{COMMIT[:12]} {f.split('/')[-1]}#{cat}[{i}] in benchmark/email/test.jsonl[{(n * 7) % len(emails)}]",
+                              "text": text})
+                n += 1
+    for n, l in enumerate(show(gitdir, "benchmark/code/train.jsonl").splitlines()):
+        if l.strip():
+            blind.append({"id": f"bipia-blind-code-{n:03d}", "label": "benign",
+                          "source": f"{REPO}@{COMMIT[:12]} benchmark/code/train.jsonl[{n}].context",
+                          "text": "\n".join(json.loads(l)["context"])})
+    write("blind.jsonl", blind)
+
 
 def write(name, items):
     with open(name, "w") as f:
