@@ -69,6 +69,7 @@ func detectUpstream(t *testing.T) *httptest.Server {
 		"instruction": {"application/json", "", `{"page":"Weather is fine. ` + detectInstr + `"}`},
 		"binary":      {"image/png", "", "\x89PNG\r\n" + detectGHP},
 		"gzipped":     {"application/json", "gzip", gz(`{"token":"` + detectGHP + `"}`)},
+		"doc-example": {"application/json", "", `{"name":"Ada","email":"ada@example.org","note":"key ` + detectGHP + `"}`},
 		"huge":        {"application/json", "", `{"pad":"` + strings.Repeat("x", 4096) + `","token":"` + detectGHP + `"}`},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -122,6 +123,9 @@ func TestAnswerDetect(t *testing.T) {
 			wantVerdict: sink.AnswerRedacted, wantFindings: []string{"pii.email", "secret.github_token"}, wantRedacted: 2},
 		{name: "token and e-mail redacted, enveloped caller", path: "/redact?a=token", envelope: true, wantStatus: 200,
 			wantMarkers: []string{"[redacted:secret.github_token]", "[redacted:pii.email]"},
+			wantVerdict: sink.AnswerRedacted, wantFindings: []string{"pii.email", "secret.github_token"}, wantRedacted: 2},
+		{name: "docs/answers.md's example", path: "/redact?a=doc-example", wantStatus: 200,
+			wantMarkers: []string{`{"email":"[redacted:pii.email]","name":"Ada","note":"key [redacted:secret.github_token]"}`},
 			wantVerdict: sink.AnswerRedacted, wantFindings: []string{"pii.email", "secret.github_token"}, wantRedacted: 2},
 		{name: "text answer redacted", path: "/redact?a=aws-text", wantStatus: 200,
 			wantMarkers: []string{"key id [redacted:secret.aws_access_key] for the bucket"},
