@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/atomicfile"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 )
 
@@ -48,10 +49,10 @@ the CA. In Kubernetes, store both in a Secret.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if dir == "" {
-				return usageError{errors.New("--dir is required (see 'toolgate ca init --help')")}
+				return exit.AsUsage(errors.New("--dir is required (see 'toolgate ca init --help')"))
 			}
 			if days <= 0 {
-				return usageError{fmt.Errorf("--days must be positive, got %d", days)}
+				return exit.AsUsage(fmt.Errorf("--days must be positive, got %d", days))
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("create %s: %w", dir, err)
@@ -91,7 +92,7 @@ folders when set. It fails when no root is found.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if caFile == "" {
-				return usageError{errors.New("--ca is required (see 'toolgate ca bundle --help')")}
+				return exit.AsUsage(errors.New("--ca is required (see 'toolgate ca bundle --help')"))
 			}
 			caPEM, err := os.ReadFile(caFile)
 			if err != nil {
@@ -109,7 +110,7 @@ folders when set. It fails when no root is found.`,
 				_, err := c.OutOrStdout().Write(b.Bytes())
 				return err
 			}
-			if err := writeFileAtomic(out, b.Bytes(), 0o644); err != nil {
+			if err := atomicfile.Write(out, b.Bytes(), 0o644); err != nil {
 				return fmt.Errorf("write bundle: %w", err)
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "wrote %s: %d system roots from %v, plus %s\n", out, len(roots.Certs), roots.Sources, caFile)
@@ -119,28 +120,4 @@ folders when set. It fails when no root is found.`,
 	c.Flags().StringVar(&caFile, "ca", "", "toolgate's CA certificate (required)")
 	c.Flags().StringVarP(&out, "out", "o", "", "write to FILE (mode 0644) instead of standard output")
 	return c
-}
-
-// writeFileAtomic writes name through a temporary file in its folder and a
-// rename, with exactly mode, so a reader never sees half a bundle.
-func writeFileAtomic(name string, data []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/admin"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 )
@@ -847,7 +848,7 @@ func TestParseConfigAdminListen(t *testing.T) {
 		wantErr string // a fragment of the error, when it is not
 		bug     string
 	}{
-		{name: "default", yaml: "listen: {forward: 127.0.0.1:0}\n", want: config.DefaultAdminListen},
+		{name: "default", yaml: "listen: {forward: 127.0.0.1:0}\n", want: admin.DefaultListen},
 		{name: "off", yaml: "admin: {listen: \"off\"}\n", want: "off"},
 		{name: "localhost", yaml: "admin: {listen: \"localhost:0\"}\n", want: "localhost:0"},
 		{name: "IPv6 loopback", yaml: "admin: {listen: \"[::1]:0\"}\n", want: "[::1]:0"},

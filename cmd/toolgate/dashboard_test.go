@@ -54,7 +54,7 @@ func TestDashboardUsage(t *testing.T) {
 	}
 }
 
-// dashboardURL is the line serveDashboard prints.
+// dashboardURL is the line dashserve.Serve prints.
 var dashboardURL = regexp.MustCompile(`dashboard +(http://[0-9.:]+/)`)
 
 // startCmd runs a toolgate command line in a goroutine until the test

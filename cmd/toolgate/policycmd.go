@@ -1,20 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
-	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/policies/policytest"
-	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/policycmd"
 )
 
 func newPolicyCmd() *cobra.Command {
@@ -33,9 +25,9 @@ inject_headers needs no environment variable there (an injected secret
 shows as "(set)"); check, like run, needs NAME set and non-empty.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageError{fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath())}
+				return exit.AsUsage(fmt.Errorf("missing subcommand: test, eval, check or build (see '%s --help')", c.CommandPath()))
 			}
-			return usageError{fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], c.CommandPath(), c.CommandPath())}
+			return exit.AsUsage(fmt.Errorf("unknown command %q for %q (see '%s --help')", args[0], c.CommandPath(), c.CommandPath()))
 		},
 	}
 	c.AddCommand(newPolicyTestCmd(), newPolicyEvalCmd(), newPolicyCheckCmd(), newPolicyBuildCmd())
@@ -83,7 +75,7 @@ data.toolgate settings, or one policy per package; docs/bundles.md) and
 their unit tests run. The bundle's signature is not checked here.`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPolicyTest(c.Context(), c.OutOrStdout(), args[0], cfgPath)
+			return policycmd.Test(c.Context(), c.OutOrStdout(), args[0], cfgPath)
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "", "configuration for every case file, instead of each file's config key; its engines apply to the Rego tests")
@@ -92,7 +84,7 @@ their unit tests run. The bundle's signature is not checked here.`,
 
 func newPolicyEvalCmd() *cobra.Command {
 	var cfgPath, tool, args string
-	var mf mcpFlags
+	var mf policycmd.MCPFlags
 	var headers []string
 	c := &cobra.Command{
 		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...] [--tools-list FILE | --live URL] [--route NAME]",
@@ -147,68 +139,32 @@ read or fetched), 2 on a usage error.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if tool == "" {
-				return usageError{fmt.Errorf("--tool is required (see '%s --help')", c.CommandPath())}
+				return exit.AsUsage(fmt.Errorf("--tool is required (see '%s --help')", c.CommandPath()))
 			}
-			if mf.toolsList != "" && mf.live != "" {
-				return usageError{fmt.Errorf("--tools-list and --live: give one (see '%s --help')", c.CommandPath())}
+			if mf.ToolsList != "" && mf.Live != "" {
+				return exit.AsUsage(fmt.Errorf("--tools-list and --live: give one (see '%s --help')", c.CommandPath()))
 			}
-			if mf.route != "" && mf.toolsList == "" && mf.live == "" {
-				return usageError{fmt.Errorf("--route needs --tools-list or --live (see '%s --help')", c.CommandPath())}
+			if mf.Route != "" && mf.ToolsList == "" && mf.Live == "" {
+				return exit.AsUsage(fmt.Errorf("--route needs --tools-list or --live (see '%s --help')", c.CommandPath()))
 			}
-			h, err := parseHeaderFlags(headers)
+			h, err := policycmd.ParseHeaders(headers)
 			if err != nil {
-				return usageError{err}
+				return exit.AsUsage(err)
 			}
-			if mf.toolsList != "" || mf.live != "" {
-				return runPolicyEvalMCP(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h, mf)
+			if mf.ToolsList != "" || mf.Live != "" {
+				return policycmd.EvalMCP(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h, mf)
 			}
-			return runPolicyEval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
+			return policycmd.Eval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration, or with --tools-list or --live an MCP tool's name (required)")
 	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
 	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
-	c.Flags().StringVar(&mf.toolsList, "tools-list", "", "a recorded tools/list answer (JSON-RPC response or result) giving the MCP tools' schemas")
-	c.Flags().StringVar(&mf.live, "live", "", "the URL of the MCP server to list the tools of, with the route's own tools/list")
-	c.Flags().StringVar(&mf.route, "route", "", "the MCP route's name in the configuration (default: its only MCP route)")
+	c.Flags().StringVar(&mf.ToolsList, "tools-list", "", "a recorded tools/list answer (JSON-RPC response or result) giving the MCP tools' schemas")
+	c.Flags().StringVar(&mf.Live, "live", "", "the URL of the MCP server to list the tools of, with the route's own tools/list")
+	c.Flags().StringVar(&mf.Route, "route", "", "the MCP route's name in the configuration (default: its only MCP route)")
 	return c
-}
-
-// mcpFlags are policy eval's flags for MCP tools.
-type mcpFlags struct{ toolsList, live, route string }
-
-func runPolicyEvalMCP(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header, mf mcpFlags) error {
-	args, err := policytest.DecodeArguments([]byte(rawArgs))
-	if err != nil {
-		return fmt.Errorf("--args: %w", err)
-	}
-	src := proxy.MCPTools{Route: mf.route, Live: mf.live}
-	var lc *config.Loaded
-	if mf.live != "" {
-		// A live list is sent with the route's inject_headers: their
-		// secrets must be there, as for run.
-		lc, err = config.Load(cfgPath)
-	} else {
-		lc, err = config.LoadOffline(cfgPath)
-	}
-	if err != nil {
-		return err
-	}
-	if mf.toolsList != "" {
-		if src.List, err = policytest.ReadToolsList(mf.toolsList); err != nil {
-			return fmt.Errorf("--tools-list: %w", err)
-		}
-	}
-	v, err := proxy.EvaluateMCP(ctx, lc.Snapshot, src, tool, args, h)
-	if err != nil {
-		return err
-	}
-	policytest.PrintVerdict(out, tool, policytest.Verdict(v))
-	if !v.Allowed {
-		return exitStatus(exitRefused)
-	}
-	return nil
 }
 
 func newPolicyCheckCmd() *cobra.Command {
@@ -226,156 +182,9 @@ one) is named on a "note:" line after "ok", and an events folder that
 cannot be written shows only when run opens it.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			lc, err := config.Load(cfgPath)
-			if err != nil {
-				return err
-			}
-			pv := lc.LoadedPolicies.Version()
-			if pv == "" {
-				pv = "(none)"
-			}
-			fmt.Fprintf(c.OutOrStdout(), "ok: %d tools, %d policies, config version %s, policy version %s\n",
-				len(lc.Tools), len(lc.LoadedPolicies.Names()), lc.Version, pv)
-			for _, n := range takenAddrs(lc) {
-				fmt.Fprintf(c.OutOrStdout(), "note: %s: %s is in use by another process; run would not start here while it is\n", n.field, n.addr)
-			}
-			return nil
+			return policycmd.Check(c.OutOrStdout(), cfgPath)
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	return c
-}
-
-// takenAddr is a configured listen address another process holds.
-type takenAddr struct{ field, addr string }
-
-// takenAddrs tries each fixed listen address of lc (not port 0, not "off")
-// and returns those it cannot bind, releasing the others at once.
-func takenAddrs(lc *config.Loaded) []takenAddr {
-	addrs := []takenAddr{{"listen.forward", lc.Listen.Forward}, {"listen.transparent", lc.Listen.Transparent}, {"admin.listen", lc.Admin.Listen}}
-	for i, r := range lc.Listen.Reverse {
-		addrs = append(addrs, takenAddr{fmt.Sprintf("listen.reverse[%d].listen", i), r.Listen})
-	}
-	var taken []takenAddr
-	for _, a := range addrs {
-		if a.addr == "" || a.addr == "off" || strings.HasSuffix(a.addr, ":0") {
-			continue
-		}
-		ln, err := net.Listen("tcp", a.addr)
-		if err != nil {
-			taken = append(taken, a)
-			continue
-		}
-		ln.Close()
-	}
-	return taken
-}
-
-// parseHeaderFlags turns --header NAME=VALUE flags into request headers.
-func parseHeaderFlags(flags []string) (http.Header, error) {
-	h := http.Header{}
-	for _, f := range flags {
-		k, v, ok := strings.Cut(f, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsAny(k, " \t:") {
-			return nil, fmt.Errorf("--header %q: expected NAME=VALUE", f)
-		}
-		h.Add(k, v)
-	}
-	return h, nil
-}
-
-func runPolicyEval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header) error {
-	args, err := policytest.DecodeArguments([]byte(rawArgs))
-	if err != nil {
-		return fmt.Errorf("--args: %w", err)
-	}
-	lc, err := config.LoadOffline(cfgPath)
-	if err != nil {
-		return err
-	}
-	v, err := proxy.Evaluate(ctx, lc.Snapshot, tool, args, h)
-	if err != nil {
-		return err
-	}
-	policytest.PrintVerdict(out, tool, policytest.Verdict(v))
-	if !v.Allowed && v.Reason == "wrong_type" && readsStrings(lc, tool) {
-		fmt.Fprintln(out, "\nnote: this tool reads arguments from the path, the query string or a form, where the sidecar turns \"5\" into 5 as the schema asks; --args is read as a JSON body is, without that coercion: write numbers and booleans as JSON")
-	}
-	if !v.Allowed {
-		return exitStatus(exitRefused)
-	}
-	return nil
-}
-
-// runPolicyTest runs `toolgate policy test` and maps its report to an exit
-// code: 0 when at least one test ran and none failed, 1 otherwise, 2 for a
-// path that holds no policy work.
-func runPolicyTest(ctx context.Context, out io.Writer, dir, cfgPath string) error {
-	var rep policytest.Report
-	var err error
-	if policytest.IsBundle(dir) {
-		rep, err = policytest.RunBundle(ctx, out, dir)
-	} else {
-		rep, err = policytest.Run(ctx, out, dir, cfgPath, loadCaseConfig)
-	}
-	switch {
-	case errors.Is(err, policytest.ErrNotPolicyPath):
-		return usageError{err}
-	case err != nil:
-		return err
-	case rep.Failed > 0:
-		return exitStatus(exitError)
-	case rep.Passed == 0:
-		return fmt.Errorf("no Rego tests and no cases (*%s) under %s", policytest.CaseFileSuffix, dir)
-	}
-	return nil
-}
-
-// loadCaseConfig loads a case file's configuration as policy eval does
-// (offline), for policytest.
-func loadCaseConfig(path string) (policytest.Config, error) {
-	lc, err := config.LoadOffline(path)
-	if err != nil {
-		return nil, err
-	}
-	return caseConfig{lc}, nil
-}
-
-// caseConfig is a configuration as policytest sees it: the proxy's
-// evaluation of its snapshot.
-type caseConfig struct{ lc *config.Loaded }
-
-func (c caseConfig) Evaluate(ctx context.Context, tool string, args map[string]any, h http.Header) (policytest.Verdict, error) {
-	v, err := proxy.Evaluate(ctx, c.lc.Snapshot, tool, args, h)
-	return policytest.Verdict(v), err
-}
-
-func (c caseConfig) EvaluateMCP(ctx context.Context, t policytest.MCPTools, tool string, args map[string]any, h http.Header) (policytest.Verdict, error) {
-	v, err := proxy.EvaluateMCP(ctx, c.lc.Snapshot, proxy.MCPTools{Route: t.Route, List: t.List}, tool, args, h)
-	return policytest.Verdict(v), err
-}
-
-func (c caseConfig) PolicySection() (string, *policies.Config) { return c.lc.Path, &c.lc.Policies }
-
-var _ policytest.Config = caseConfig{}
-
-// readsStrings reports whether the named tool takes arguments from a
-// string-only source (path, query, form; path and query by default),
-// whose values the sidecar coerces and policy eval does not.
-func readsStrings(lc *config.Loaded, tool string) bool {
-	for _, t := range lc.Tools {
-		if t.Name != tool {
-			continue
-		}
-		if len(t.Args) == 0 {
-			return true
-		}
-		for _, a := range t.Args {
-			if a == "path" || a == "query" || a == "form" {
-				return true
-			}
-		}
-	}
-	return false
 }

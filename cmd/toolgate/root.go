@@ -8,30 +8,21 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
 
-// Exit codes.
+// Exit codes (package exit holds them, for the commands' work wherever it
+// lives).
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK      = exit.OK
+	exitError   = exit.Error
+	exitUsage   = exit.Usage
+	exitRefused = exit.Refused
 )
-
-// exitRefused is the exit code of `toolgate policy eval` when the checks
-// refuse the call: not an error, an answer a script can branch on.
-const exitRefused = 3
-
-// exitStatus ends a command with an exit code and nothing more on stderr:
-// the command has already said everything on stdout.
-type exitStatus int
-
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-// usageError marks an error in how the command was called.
-type usageError struct{ error }
 
 // run executes one toolgate command line and returns its exit code. It is
 // main without the process: tests call it with buffers.
@@ -44,12 +35,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	var st exitStatus
+	var st exit.Status
 	if errors.As(err, &st) {
 		return int(st) // the command has said why
 	}
 	fmt.Fprintln(stderr, "toolgate:", err)
-	var ue usageError
+	var ue exit.UsageError
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
@@ -66,13 +57,13 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	// An unknown command is a usage error; the bare command prints help.
 	root.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return usageError{fmt.Errorf("unknown command %q (see '%s --help')", args[0], c.CommandPath())}
+			return exit.AsUsage(fmt.Errorf("unknown command %q (see '%s --help')", args[0], c.CommandPath()))
 		}
 		return nil
 	}
 	root.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+		return exit.AsUsage(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.Version = buildVersion()
 	root.SetVersionTemplate("toolgate {{.Version}}\n")
@@ -84,7 +75,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if err := cobra.ExactArgs(n)(c, args); err != nil {
-			return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+			return exit.AsUsage(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 		}
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/sidecar"
 )
 
@@ -36,7 +37,7 @@ was; /status, the metrics and the log say why.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			log, err := newLogger(c.ErrOrStderr(), logLevel)
 			if err != nil {
-				return usageError{err}
+				return exit.AsUsage(err)
 			}
 			lc, err := config.Load(cfgPath)
 			if err != nil {

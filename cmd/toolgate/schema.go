@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/clickhouse"
 )
@@ -40,14 +41,14 @@ tables and a Distributed NAME over them (docs/scale.md).`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var major, minor uint64
 			if _, err := fmt.Sscanf(server, "%d.%d", &major, &minor); err != nil {
-				return usageError{fmt.Errorf("--server %q: want a version such as 18.16 or 24.3", server)}
+				return exit.AsUsage(fmt.Errorf("--server %q: want a version such as 18.16 or 24.3", server))
 			}
 			if err := sink.CheckDatabaseName(db); err != nil {
-				return usageError{fmt.Errorf("--database %w", err)}
+				return exit.AsUsage(fmt.Errorf("--database %w", err))
 			}
 			cfg := clickhouse.Config{Database: db, Cluster: layout.Cluster, ReplicaPath: layout.ReplicaPath, ReplicaName: layout.ReplicaName}
 			if err := cfg.Validate(); err != nil {
-				return usageError{fmt.Errorf("--cluster, --replica-path, --replica-name: %w", err)}
+				return exit.AsUsage(fmt.Errorf("--cluster, --replica-path, --replica-name: %w", err))
 			}
 			stmts, err := clickhouse.Layout{Cluster: cfg.Cluster, ReplicaPath: cfg.ReplicaPath, ReplicaName: cfg.ReplicaName}.
 				SchemaDDL(db, clickhouse.FlavorFor(major, minor))

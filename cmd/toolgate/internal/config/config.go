@@ -13,11 +13,13 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/cmd/toolgate/internal/admin"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/internal/redisstate"
 	"github.com/toolgate/toolgate/internal/section"
@@ -37,7 +39,7 @@ type File struct {
 	// The proxy's section sits at the top level: listen, unmatched, tools...
 	proxy.Config `yaml:",inline"`
 	// Admin is the admin listener (health, readiness, metrics, status).
-	Admin AdminConfig `yaml:"admin"`
+	Admin admin.Config `yaml:"admin"`
 	// Events says where events go.
 	Events events.Config `yaml:"events"`
 	// Policies are the Rego policies tools bind by name.
@@ -65,90 +67,6 @@ type StateConfig struct {
 	// Redis is the Redis the fleet shares (internal/redisstate). Default:
 	// none.
 	Redis redisstate.Config `yaml:"redis"`
-}
-
-// AdminConfig configures the admin listener.
-type AdminConfig struct {
-	// Listen is the admin address. Default "127.0.0.1:18090"; "off" disables it.
-	Listen string `yaml:"listen"`
-	// Pprof serves Go's profiler (net/http/pprof) under /debug/pprof/ on the
-	// admin listener, for profiling a running sidecar in place. Default
-	// false. It needs a loopback admin.listen, whatever
-	// listen.allow_non_loopback says, and answers loopback callers only.
-	Pprof bool `yaml:"pprof"`
-	// TokenFile names a file (relative to the configuration file) holding a
-	// token every admin request but the probes (/healthz, /readyz) and
-	// /ca.crt must present as Authorization: Bearer TOKEN, for operators who
-	// expose the admin listener beyond loopback. Surrounding white space is
-	// ignored; the token must hold at least MinAdminTokenBytes bytes. Read
-	// at start. Default: none (no token asked).
-	TokenFile string `yaml:"token_file"`
-
-	token string // TokenFile's contents
-}
-
-// MinAdminTokenBytes is the shortest token admin.token_file may hold.
-const MinAdminTokenBytes = 16
-
-// MaxAdminTokenBytes bounds admin.token_file.
-const MaxAdminTokenBytes = 4096
-
-// Token is admin.token_file's token; "" when none is set.
-func (a *AdminConfig) Token() string { return a.token }
-
-// DefaultAdminListen is admin.listen's default.
-const DefaultAdminListen = "127.0.0.1:18090"
-
-// validate applies admin's defaults and checks its address against the
-// proxy's listeners (validated already).
-func (a *AdminConfig) validate(pc *proxy.Config, dir string) error {
-	if a.Listen == "" {
-		a.Listen = DefaultAdminListen
-	}
-	if a.TokenFile != "" {
-		tok, err := readToken(section.Resolve(dir, a.TokenFile))
-		if err != nil {
-			return section.At("admin.token_file", err)
-		}
-		a.token = tok
-	}
-	if a.Pprof {
-		if a.Listen == "off" {
-			return section.Errorf("admin.pprof", "needs the admin listener (admin.listen is off)")
-		}
-		if err := proxy.CheckListenAddr(a.Listen, false); err != nil {
-			return section.At("admin.pprof", fmt.Errorf("serves on a loopback admin.listen only: %w", err))
-		}
-	}
-	if a.Listen == "off" {
-		return nil
-	}
-	if err := proxy.CheckListenAddr(a.Listen, pc.Listen.AllowNonLoopback); err != nil {
-		return section.At("admin.listen", err)
-	}
-	return pc.ClaimListen("admin.listen", a.Listen)
-}
-
-// readToken reads a token file: at most MaxAdminTokenBytes, white space
-// around it ignored, at least MinAdminTokenBytes left.
-func readToken(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxAdminTokenBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > MaxAdminTokenBytes {
-		return "", fmt.Errorf("%s is over %d bytes", path, MaxAdminTokenBytes)
-	}
-	tok := strings.TrimSpace(string(b))
-	if len(tok) < MinAdminTokenBytes {
-		return "", fmt.Errorf("%s holds a token shorter than %d bytes", path, MinAdminTokenBytes)
-	}
-	return tok, nil
 }
 
 // Loaded is a validated configuration and where it came from: every
@@ -247,31 +165,8 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 			}
 		}
 	}
-	where := func(err error) error { return locate(path, data, err) }
-	dir := section.Dir(path)
-	if err := lc.Config.Validate(dir); err != nil {
-		return nil, where(err)
-	}
-	if err := lc.Admin.validate(&lc.Config, dir); err != nil {
-		return nil, where(err)
-	}
-	if err := lc.Reload.Validate(); err != nil {
-		return nil, where(section.Under("reload", err))
-	}
-	if err := lc.Events.Validate(dir); err != nil {
-		return nil, where(section.Under("events", err))
-	}
-	if err := lc.Tracing.Validate(); err != nil {
-		return nil, where(section.Under("tracing", err))
-	}
-	if err := lc.Approvals.Validate(dir, len(lc.Events.ClickHouse.Addr) > 0); err != nil {
-		return nil, where(section.Under("approvals", err))
-	}
-	if err := checkApprovalNames(&lc.Config, &lc.Approvals); err != nil {
-		return nil, where(section.Under("approvals", err))
-	}
-	if err := lc.State.Redis.Validate(); err != nil {
-		return nil, where(section.Under("state.redis", err))
+	if err := lc.File.validate(path, data); err != nil {
+		return nil, err
 	}
 	var before *policies.Loaded
 	if prev != nil {
@@ -279,11 +174,9 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		before, lc.Bundles = prev.LoadedPolicies, prev.Bundles
 	}
 	lc.Version = section.Version(append([]byte(lc.Version), lc.Config.SchemaDigest()...))
-	if err := lc.bindBudgets(prev); err != nil {
-		return nil, where(err)
-	}
-	if err := lc.bindPolicies(dir, before); err != nil {
-		return nil, where(err)
+	lc.bindBudgets(prev)
+	if err := lc.bindPolicies(section.Dir(path), before); err != nil {
+		return nil, locate(path, data, err)
 	}
 	if lc.BudgetEngine != nil {
 		lc.Snapshot.Budgets = engineBudgeter{lc.BudgetEngine}
@@ -318,20 +211,9 @@ func wasmCacheDir(dir, cache string) string {
 // validates its events and approvals sections only, for the commands that
 // decide approvals (`toolgate approvals`, the dashboard).
 func LoadApprovals(path string) (events.Config, approval.Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := loadSections(path, "events", "approvals")
 	if err != nil {
-		return events.Config{}, approval.Config{}, fmt.Errorf("read config: %w", err)
-	}
-	var f File
-	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
 		return events.Config{}, approval.Config{}, err
-	}
-	dir := section.Dir(path)
-	if err := f.Events.Validate(dir); err != nil {
-		return events.Config{}, approval.Config{}, locate(path, data, section.Under("events", err))
-	}
-	if err := f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0); err != nil {
-		return events.Config{}, approval.Config{}, locate(path, data, section.Under("approvals", err))
 	}
 	return f.Events, f.Approvals, nil
 }
@@ -341,18 +223,85 @@ func LoadApprovals(path string) (events.Config, approval.Config, error) {
 // section: no schema or policy is read, compiled or tested. Commands that
 // only read the events' destination (the dashboard) use it.
 func LoadEvents(path string) (events.Config, error) {
+	f, err := loadSections(path, "events")
+	if err != nil {
+		return events.Config{}, err
+	}
+	return f.Events, nil
+}
+
+// loadSections reads and decodes the configuration file at path strictly
+// and validates only the named sections, each on its own (no check
+// against another section runs).
+func loadSections(path string, only ...string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return events.Config{}, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config: %w", err)
 	}
 	var f File
 	if err := yamlfile.Decode(path, data, &f); err != nil && !errors.Is(err, io.EOF) {
-		return events.Config{}, err
+		return nil, err
 	}
-	if err := f.Events.Validate(section.Dir(path)); err != nil {
-		return events.Config{}, locate(path, data, section.Under("events", err))
+	if err := f.validate(path, data, only...); err != nil {
+		return nil, err
 	}
-	return f.Events, nil
+	return &f, nil
+}
+
+// check is one step of validating the file: a section's own Validate, or
+// a check of a section against others validated before it (cross).
+type check struct {
+	// section is the section's key in the file, under which its errors
+	// are placed; "" for the proxy's section, at the top level.
+	section string
+	run     func() error
+	cross   bool
+}
+
+// checks lists the validation of every section of f, in the order it
+// runs: each section's Validate applies its defaults (stated in its own
+// package), rejects conflicts and precomputes; building what the sections
+// describe (budget engine, policies, snapshot) comes after all of them.
+// dir is where relative paths resolve.
+func (f *File) checks(dir string) []check {
+	return []check{
+		{section: "", run: func() error { return f.Config.Validate(dir) }},
+		{section: "admin", run: func() error { return f.Admin.Validate(dir, f.Listen.AllowNonLoopback) }},
+		{section: "", cross: true, run: func() error { return f.Config.ClaimListen("admin.listen", f.Admin.Listen) }},
+		{section: "reload", run: f.Reload.Validate},
+		{section: "events", run: func() error { return f.Events.Validate(dir) }},
+		{section: "tracing", run: f.Tracing.Validate},
+		{section: "approvals", run: func() error { return f.Approvals.Validate(dir, len(f.Events.ClickHouse.Addr) > 0) }},
+		{section: "approvals", cross: true, run: func() error { return checkApprovalNames(&f.Config, &f.Approvals) }},
+		{section: "state.redis", run: f.State.Redis.Validate},
+		{section: "budgets", run: func() error { return f.Budgets.Validate(toolNames(&f.Config), proxy.UpstreamKey) }},
+	}
+}
+
+// validate runs f's checks; with only, just the named sections' own. Its
+// error is placed at its field's line: FILE:LINE: field: message.
+func (f *File) validate(path string, data []byte, only ...string) error {
+	for _, c := range f.checks(section.Dir(path)) {
+		if len(only) > 0 && (c.cross || !slices.Contains(only, c.section)) {
+			continue
+		}
+		if err := c.run(); err != nil {
+			if c.section != "" {
+				err = section.Under(c.section, err)
+			}
+			return locate(path, data, err)
+		}
+	}
+	return nil
+}
+
+// toolNames are the names of the proxy section's tools, in order.
+func toolNames(pc *proxy.Config) []string {
+	names := make([]string, len(pc.Tools))
+	for i, t := range pc.Tools {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // bindPolicies compiles the policies section, runs every policy's unit
@@ -398,18 +347,10 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 	return nil
 }
 
-// bindBudgets validates the budgets section and builds its engine (which
-// parseWith puts in the snapshot): prev's engine when the section is
-// unchanged (its counters carry on), else a new one that carries prev's
-// metrics on.
-func (lc *Loaded) bindBudgets(prev *Loaded) error {
-	names := make([]string, len(lc.Tools))
-	for i, t := range lc.Tools {
-		names[i] = t.Name
-	}
-	if err := lc.Budgets.Validate(names, proxy.UpstreamKey); err != nil {
-		return section.Under("budgets", err)
-	}
+// bindBudgets builds the budgets section's engine (which parseWith puts
+// in the snapshot): prev's engine when the section is unchanged (its
+// counters carry on), else a new one that carries prev's metrics on.
+func (lc *Loaded) bindBudgets(prev *Loaded) {
 	var m *budget.Metrics
 	if prev != nil && prev.BudgetEngine != nil {
 		if reflect.DeepEqual(prev.Budgets, lc.Budgets) {
@@ -426,7 +367,6 @@ func (lc *Loaded) bindBudgets(prev *Loaded) error {
 			lc.BudgetEngine.UseFleet(lc.Fleet)
 		}
 	}
-	return nil
 }
 
 // OpenFleet opens the client of state.redis (when configured) and puts
