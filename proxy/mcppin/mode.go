@@ -95,7 +95,6 @@ func (m *Mode) Validate() error {
 	return nil
 }
 
-
 // Allowed reports whether the route's allow-list lets the tool be listed
 // and called (always, with no allow-list).
 func (m *Mode) Allowed(tool string) bool {
