@@ -11,7 +11,6 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/internal/canonjson"
 	"github.com/toolgate/toolgate/internal/yamlfile"
 )
@@ -201,31 +201,8 @@ func WriteLock(path string, l *Lock) error {
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("write lock file %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write lock file %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(buf.Bytes())
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write lock file %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }
