@@ -19,6 +19,7 @@ func FuzzDigest(f *testing.F) {
 	f.Add([]byte(`{"tools":[` + refund + `,{"name":"a","title":null,"_meta":{"b":1e400},"x":[1.0,-0,"\u00e9"]}]}`))
 	f.Add([]byte(`{"tools":[{"name":"n","inputSchema":{"maximum":12345678901234567891}}],"nextCursor":"c"}`))
 	f.Add([]byte(`{"tools":[{"name":"\ud800","description":"\u0000"}]}`))
+	f.Add([]byte(`{"tools":[{"name":"- a: #b\n  c","description":"  lead\ttab \r\n|- trail "}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tools, _, err := ParseTools(data)
 		if err != nil {
@@ -44,9 +45,23 @@ func FuzzDigest(f *testing.F) {
 			if d2 := Digest(back[0]); d2.Digest != d.Digest {
 				t.Fatalf("spelling changed the digest of %s (fields %v)", re, Diff(d, d2))
 			}
-			if d.Name != "" {
-				if e := Entry(route, server, tl, at); e.Digest != d.Digest {
-					t.Fatalf("the lock entry's digest %s, Digest %s", e.Digest, d.Digest)
+			// Whatever a server lists, the lock file written from it
+			// reads back.
+			var l Lock
+			if u := l.Merge(route, server, []map[string]any{tl}, at); len(u.New) == 1 {
+				if l.Pins[0].Digest != d.Digest {
+					t.Fatalf("the lock entry's digest %s, Digest %s", l.Pins[0].Digest, d.Digest)
+				}
+				data, err := l.encode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				back, err := ParseLock("pins", data)
+				if err != nil {
+					t.Fatalf("the lock written from %s is refused: %v\n%s", re, err, data)
+				}
+				if back.Pins[0].Definition != l.Pins[0].Definition {
+					t.Fatalf("definition read back as %q, written %q", back.Pins[0].Definition, l.Pins[0].Definition)
 				}
 			}
 		}

@@ -125,8 +125,8 @@ func (l *Lock) check() (string, error) {
 		switch {
 		case e.Route == "" || len(e.Route) > 256:
 			return p + ".route", errors.New("a route name has 1 to 256 characters")
-		case e.Tool == "" || len(e.Tool) > 128:
-			return p + ".tool", errors.New("an MCP tool name has 1 to 128 characters")
+		case e.Tool == "" || len(e.Tool) > MaxToolName:
+			return p + ".tool", fmt.Errorf("an MCP tool name has 1 to %d bytes", MaxToolName)
 		case e.PinnedAt.IsZero():
 			return p + ".pinned_at", errors.New("missing; the time the tool was pinned (RFC 3339)")
 		}
@@ -189,6 +189,18 @@ func isDigest(s string) bool {
 // same folder, synced, then renamed over path (mode 0644), so a reader sees
 // the old file or the new one, never a part. Entries are written sorted.
 func WriteLock(path string, l *Lock) error {
+	data, err := l.encode()
+	if err == nil {
+		err = atomicfile.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("write lock file %s: %w", path, err)
+	}
+	return nil
+}
+
+// encode is the lock file's text, entries sorted.
+func (l *Lock) encode() ([]byte, error) {
 	l.Version = LockVersion
 	l.sort()
 	var buf bytes.Buffer
@@ -196,15 +208,12 @@ func WriteLock(path string, l *Lock) error {
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(l); err != nil {
-		return fmt.Errorf("write lock file %s: %w", path, err)
+		return nil, err
 	}
 	if err := enc.Close(); err != nil {
-		return fmt.Errorf("write lock file %s: %w", path, err)
+		return nil, err
 	}
-	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write lock file %s: %w", path, err)
-	}
-	return nil
+	return buf.Bytes(), nil
 }
 
 func (l *Lock) sort() {
@@ -237,6 +246,9 @@ type Update struct {
 	Fields                map[string][]string
 	// Same counts the tools whose entries were kept as they were.
 	Same int
+	// Skipped counts the tools not pinned: no string name, or one longer
+	// than MaxToolName.
+	Skipped int
 }
 
 // Merge updates the lock's entries for (route, server) to the server's
@@ -256,7 +268,11 @@ func (l *Lock) Merge(route, server string, tools []map[string]any, at time.Time)
 	var added []LockEntry
 	for _, t := range tools {
 		e := Entry(route, server, t, at)
-		if e.Tool == "" || listed[e.Tool] {
+		if e.Tool == "" || len(e.Tool) > MaxToolName {
+			u.Skipped++
+			continue
+		}
+		if listed[e.Tool] {
 			continue
 		}
 		listed[e.Tool] = true

@@ -140,6 +140,11 @@ func Diff(old, new Definition) []string {
 	return out
 }
 
+// MaxToolName bounds a tool's name, in bytes: a longer name is not pinned
+// (Observe: StateUnpinned; Lock.Merge: skipped). The specification asks
+// for at most 128 characters; this leaves room for servers that stretch it.
+const MaxToolName = 512
+
 // MaxDepth bounds how deep the arrays and objects of a tools/list result
 // nest for ParseTools.
 const MaxDepth = 128

@@ -143,32 +143,39 @@ type Treatment struct {
 }
 
 // Treat says what the route does with a tool, given its verdict (from
-// Observe or Status). A tool the allow-list lacks is hidden and refused;
-// a changed tool (or one past the bounds, or a new one under new_tools:
-// change) is handled as on_change says; every other tool is listed as is
-// and its calls go on. A removed tool's calls are refused unless on_change
-// is record (the server no longer lists it).
+// Observe or Status). A tool the allow-list lacks is hidden and refused.
+// With on_change: record everything else passes. Otherwise a changed tool
+// is listed as pinned and refused (refuse), hidden and refused (hide), or
+// listed as pinned and sent for approval (approve); a tool without a
+// reviewed definition (past the bounds; under new_tools: change, one
+// pinned at first sight or never listed) is hidden and refused, or listed
+// and sent for approval (approve); a removed tool is hidden and refused;
+// every other tool is listed as is and its calls go on.
 func (m *Mode) Treat(v *Verdict) Treatment {
 	if !m.Allowed(v.Tool) {
 		return Treatment{List: ListHidden, Call: CallRefuse, NotAllowed: true}
 	}
-	// A tool pinned at first sight on a route that pins new tools as
-	// changes stays a change until an operator accepts it.
-	unreviewed := m.NewTools == NewToolsChange && v.Source == SourceFirstSeen && v.State != StateRemoved
-	changed := v.Enforced() || unreviewed
-	if v.State == StateRemoved && m.OnChange != OnChangeRecord {
-		return Treatment{List: ListHidden, Call: CallRefuse}
-	}
-	if !changed {
+	if m.OnChange == OnChangeRecord {
 		return Treatment{}
 	}
-	switch m.OnChange {
-	case OnChangeHide:
+	// A tool with no reviewed definition: past the bounds, or (on a route
+	// that pins new tools as changes) pinned at first sight or never
+	// listed. There is no reviewed text to list in its place.
+	unreviewed := v.State == StateUnpinned ||
+		(m.NewTools == NewToolsChange && (v.State == StateUnknown || (v.Source == SourceFirstSeen && v.State != StateRemoved)))
+	switch {
+	case v.State == StateRemoved:
 		return Treatment{List: ListHidden, Call: CallRefuse}
-	case OnChangeApprove:
+	case unreviewed && m.OnChange == OnChangeApprove:
+		return Treatment{List: ListAsIs, Call: CallApprove}
+	case unreviewed:
+		return Treatment{List: ListHidden, Call: CallRefuse}
+	case v.State != StateChanged:
+		return Treatment{}
+	case m.OnChange == OnChangeHide:
+		return Treatment{List: ListHidden, Call: CallRefuse}
+	case m.OnChange == OnChangeApprove:
 		return Treatment{List: ListPinned, Call: CallApprove}
-	case OnChangeRecord:
-		return Treatment{}
 	}
 	return Treatment{List: ListPinned, Call: CallRefuse}
 }

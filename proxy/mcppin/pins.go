@@ -30,7 +30,7 @@ const (
 	// pin is kept, so that a tool coming back changed is a change.
 	StateRemoved State = "removed"
 	// StateUnpinned is a tool seen for the first time past the store's
-	// bounds (Limits): it is not pinned, and is handled as a change (a pin
+	// bounds (Limits, or a name over MaxToolName): it is not pinned, and is handled as a change (a pin
 	// is never evicted to make room, since a forgotten pin would let a
 	// changed tool be pinned afresh).
 	StateUnpinned State = "unpinned"
@@ -221,7 +221,7 @@ func (p *Pins) Observe(route, server string, tools []map[string]any, complete bo
 			pn = sp.tools[name]
 		}
 		switch {
-		case pn == nil && (sp == nil || len(sp.tools) >= p.lim.MaxTools):
+		case pn == nil && (sp == nil || len(sp.tools) >= p.lim.MaxTools || len(name) > MaxToolName):
 			v.State, v.Fresh = StateUnpinned, true
 			out = append(out, v)
 			continue

@@ -133,6 +133,14 @@ func TestObserveBounds(t *testing.T) {
 	if tr := m.Treat(&v); tr.Call != CallRefuse {
 		t.Errorf("an unpinned tool's calls: %v, want refused", tr.Call)
 	}
+	long := `{"name":"` + strings.Repeat("n", MaxToolName+1) + `"}`
+	if vs := New(Limits{}).Observe(route, server, list(t, long), true); len(vs) != 1 || vs[0].State != StateUnpinned {
+		t.Errorf("a name over MaxToolName: %v, want unpinned", states(vs))
+	}
+	var l Lock
+	if u := l.Merge(route, server, list(t, long, pay), at); u.Skipped != 1 || len(l.Pins) != 1 {
+		t.Errorf("Merge of a name over MaxToolName: %+v, %d pins; want it skipped", u, len(l.Pins))
+	}
 	big := New(Limits{MaxDefinitionBytes: 10})
 	big.Observe(route, server, list(t, pay), true)
 	if big.PinnedDefinition(route, server, "pay") != nil {

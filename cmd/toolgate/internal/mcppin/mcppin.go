@@ -129,6 +129,9 @@ func summary(out io.Writer, opts Options, server string, u mcppin.Update) {
 		fmt.Fprintf(out, "  removed  %s\n", n)
 	}
 	fmt.Fprintf(out, "  same     %d\n", u.Same)
+	if u.Skipped > 0 {
+		fmt.Fprintf(out, "  skipped  %d (without a name, or with one over %d bytes: not pinned; the proxy refuses calls to such a tool)\n", u.Skipped, mcppin.MaxToolName)
+	}
 }
 
 // listTools connects with the SDK's client and follows tools/list pages.
