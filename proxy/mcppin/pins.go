@@ -144,6 +144,9 @@ type pin struct {
 	// listed as pinned.
 	pending *Definition
 	removed bool
+	// unkept is true when the text was over the bounds: it is not made
+	// again at each listing.
+	unkept bool
 	// reported is the state and digest last reported, for Verdict.Fresh.
 	reported string
 }
@@ -172,8 +175,8 @@ func ServerKey(u *url.URL) string {
 
 // listed is one tool of a listing, digested.
 type listed struct {
-	def Definition
-	doc json.RawMessage
+	def  Definition
+	tool map[string]any
 }
 
 // Observe compares the tools of one tools/list answer (ParseTools, or any
@@ -186,7 +189,8 @@ type listed struct {
 // after the listed ones, sorted by name. Tools without a string name are
 // skipped.
 func (p *Pins) Observe(route, server string, tools []map[string]any, complete bool) []Verdict {
-	// Digests are taken outside the lock.
+	// Digests are taken outside the lock; the canonical text a pin keeps
+	// is made under it, for new pins only (rare).
 	byName := make(map[string]listed, len(tools))
 	order := make([]string, 0, len(tools))
 	for _, t := range tools {
@@ -196,12 +200,12 @@ func (p *Pins) Observe(route, server string, tools []map[string]any, complete bo
 		}
 		if _, seen := byName[d.Name]; seen {
 			if _, differs := p.compareLocked(route, server, d); differs {
-				byName[d.Name] = listed{def: d, doc: p.canonical(t)}
+				byName[d.Name] = listed{def: d, tool: t}
 			}
 			continue
 		}
 		order = append(order, d.Name)
-		byName[d.Name] = listed{def: d, doc: p.canonical(t)}
+		byName[d.Name] = listed{def: d, tool: t}
 	}
 	now := p.now()
 	p.mu.Lock()
@@ -227,15 +231,15 @@ func (p *Pins) Observe(route, server string, tools []map[string]any, complete bo
 			continue
 		case pn == nil:
 			pn = &pin{def: l.def, at: now, source: SourceFirstSeen}
-			sp.keep(pn, l.doc, p.lim)
+			sp.keep(pn, p.canonical(l.tool), p.lim)
 			sp.tools[name] = pn
 			v.State = StateNew
 		case pn.def.Digest == l.def.Digest:
 			pn.pending, pn.removed = nil, false
-			if pn.doc == nil {
+			if pn.doc == nil && !pn.unkept {
 				// A pin from a lock file without its text, or an
 				// accepted change: the text is learned when listed.
-				sp.keep(pn, l.doc, p.lim)
+				sp.keep(pn, p.canonical(l.tool), p.lim)
 			}
 			v.State = StateSame
 		default:
@@ -273,22 +277,22 @@ func (p *Pins) compareLocked(route, server string, d Definition) (Definition, bo
 	return Definition{}, false
 }
 
-// canonical is a definition's canonical JSON, or nil past the bound.
+// canonical is a definition's canonical JSON.
 func (p *Pins) canonical(t map[string]any) json.RawMessage {
-	b := canonjson.Append(nil, t)
-	if len(b) > p.lim.MaxDefinitionBytes {
-		return nil
-	}
-	return b
+	return canonjson.Append(nil, t)
 }
 
 // keep stores a pin's definition text when the server's bound allows.
 func (sp *serverPins) keep(pn *pin, doc json.RawMessage, lim Limits) {
 	sp.bytes -= len(pn.doc)
-	pn.doc = nil
-	if doc != nil && len(doc) <= lim.MaxDefinitionBytes && sp.bytes+len(doc) <= lim.MaxServerBytes {
+	pn.doc, pn.unkept = nil, false
+	switch {
+	case doc == nil:
+	case len(doc) <= lim.MaxDefinitionBytes && sp.bytes+len(doc) <= lim.MaxServerBytes:
 		pn.doc = doc
 		sp.bytes += len(doc)
+	default:
+		pn.unkept = true
 	}
 }
 
