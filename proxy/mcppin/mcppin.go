@@ -59,19 +59,19 @@ var Fields = []string{FieldName, FieldTitle, FieldDescription, FieldInputSchema,
 // later canonical form can never collide with this one.
 const digestVersion = "toolgate-mcp-tool-pin.v1"
 
-// Definition is the digest of one tool definition. It is a plain value,
-// safe to copy and compare; it holds no part of the definition but its
-// name.
+// Definition is the digest of one tool definition. It is a plain value;
+// it holds no part of the definition but its name, so it may be shown
+// (the admin API, events) without showing what the server wrote.
 type Definition struct {
 	// Name is the tool's name (the name member, when it is a string).
-	Name string
+	Name string `json:"name"`
 	// Digest is the SHA-256 (lower-case hex) over the field digests: two
 	// definitions with equal digests are equal in every field.
-	Digest string
+	Digest string `json:"digest"`
 	// Fields maps each field the definition has (a member present, null
 	// included) to the SHA-256 (hex) of its canonical JSON; a field the
 	// definition lacks is absent.
-	Fields map[string]string
+	Fields map[string]string `json:"fields,omitempty"`
 }
 
 // Digest returns the digest of one tool definition, an object as

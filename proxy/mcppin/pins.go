@@ -49,27 +49,28 @@ const (
 // plain value; Fields names fields, never values.
 type Verdict struct {
 	// Route is the MCP route's name; Server its server key (ServerKey).
-	Route, Server string
+	Route  string `json:"route"`
+	Server string `json:"server"`
 	// Tool is the tool's name.
-	Tool string
+	Tool string `json:"tool"`
 	// State is what was found.
-	State State
+	State State `json:"state"`
 	// Fields lists the fields that differ from the pin (StateChanged), in
 	// Fields order; nil otherwise.
-	Fields []string
+	Fields []string `json:"fields,omitempty"`
 	// Pinned is the pin's digest (zero for a tool without a pin).
-	Pinned Definition
+	Pinned Definition `json:"pinned"`
 	// Listed is the digest of the definition listed now (zero for a
 	// removed tool). For StateChanged it is the digest Accept takes.
-	Listed Definition
+	Listed Definition `json:"listed"`
 	// PinnedAt is when the pin was made; Source how ("first_seen",
 	// "lock_file", "accepted").
-	PinnedAt time.Time
-	Source   string
+	PinnedAt time.Time `json:"pinned_at"`
+	Source   string    `json:"source"`
 	// Fresh is true the first time this state (and, for a change, this
 	// listed digest) is seen for the tool: the moment to record an event.
 	// It is always true for StateUnpinned, which keeps no memory.
-	Fresh bool
+	Fresh bool `json:"-"`
 }
 
 // Enforced reports whether the verdict is one a Mode acts on: a change,
