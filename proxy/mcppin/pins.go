@@ -69,7 +69,8 @@ type Verdict struct {
 	Source   string    `json:"source"`
 	// Fresh is true the first time this state (and, for a change, this
 	// listed digest) is seen for the tool: the moment to record an event.
-	// It is always true for StateUnpinned, which keeps no memory.
+	// For StateUnpinned it is true once per tool (within the bounds: past
+	// MaxTools such tools of a server, or MaxServers such servers, never).
 	Fresh bool `json:"-"`
 }
 
@@ -126,6 +127,10 @@ type Pins struct {
 
 	mu      sync.Mutex
 	servers map[serverKey]*serverPins
+	// overflow remembers servers seen past MaxServers (at most MaxServers
+	// of them), so their tools are reported Fresh once, not at every
+	// listing.
+	overflow map[serverKey]bool
 }
 
 type serverKey struct{ route, server string }
@@ -133,6 +138,9 @@ type serverKey struct{ route, server string }
 type serverPins struct {
 	tools map[string]*pin
 	bytes int // definition text held
+	// unpinned remembers tools seen past the bounds (at most MaxTools),
+	// so each is reported Fresh once.
+	unpinned map[string]bool
 }
 
 // pin is one tool's pin and what was last seen of it.
@@ -227,7 +235,7 @@ func (p *Pins) Observe(route, server string, tools []map[string]any, complete bo
 		}
 		switch {
 		case pn == nil && (sp == nil || len(sp.tools) >= p.lim.MaxTools || len(name) > MaxToolName):
-			v.State, v.Fresh = StateUnpinned, true
+			v.State, v.Fresh = StateUnpinned, p.firstUnpinned(k, sp, name)
 			out = append(out, v)
 			continue
 		case pn == nil:
@@ -251,6 +259,12 @@ func (p *Pins) Observe(route, server string, tools []map[string]any, complete bo
 		pn.verdict(&v)
 		out = append(out, v)
 	}
+	if sp == nil && len(p.overflow) < p.lim.MaxServers {
+		if p.overflow == nil {
+			p.overflow = map[serverKey]bool{}
+		}
+		p.overflow[k] = true
+	}
 	if complete && sp != nil {
 		for _, name := range slices.Sorted(maps.Keys(sp.tools)) {
 			if _, ok := byName[name]; ok {
@@ -264,6 +278,29 @@ func (p *Pins) Observe(route, server string, tools []map[string]any, complete bo
 		}
 	}
 	return out
+}
+
+// firstUnpinned reports whether a tool past the bounds is reported for
+// the first time, and remembers it within the bounds (a long name by its
+// hash); the caller holds p.mu. Past MaxTools remembered, or for a server
+// already seen past MaxServers, nothing is fresh any more.
+func (p *Pins) firstUnpinned(k serverKey, sp *serverPins, name string) bool {
+	if sp == nil {
+		// Every tool of the server's first listing is fresh; Observe
+		// remembers the server once the listing is done.
+		return !p.overflow[k] && len(p.overflow) < p.lim.MaxServers
+	}
+	if len(name) > MaxToolName {
+		name = sum([]byte(name))
+	}
+	if sp.unpinned[name] || len(sp.unpinned) >= p.lim.MaxTools {
+		return false
+	}
+	if sp.unpinned == nil {
+		sp.unpinned = map[string]bool{}
+	}
+	sp.unpinned[name] = true
+	return true
 }
 
 // compareLocked reports whether d differs from the pin of its tool.

@@ -121,6 +121,12 @@ func TestObserveBounds(t *testing.T) {
 	if got := states(p.Observe(route, "http://127.0.0.1:9/mcp", list(t, pay), true)); !slices.Equal(got, []string{"pay:unpinned!"}) {
 		t.Errorf("past max servers: %v", got)
 	}
+	if got := states(p.Observe(route, server, list(t, pay, refund), true)); !slices.Equal(got, []string{"pay:same!", "refund:unpinned"}) {
+		t.Errorf("past max tools, again: %v; want refund unpinned, not fresh", got)
+	}
+	if got := states(p.Observe(route, "http://127.0.0.1:9/mcp", list(t, pay), true)); !slices.Equal(got, []string{"pay:unpinned"}) {
+		t.Errorf("past max servers, again: %v; want not fresh", got)
+	}
 	rug := strings.Replace(pay, `,"maximum":100`, ``, 1)
 	if got := states(p.Observe(route, server, list(t, rug), true)); !slices.Equal(got, []string{"pay:changed[inputSchema]!"}) {
 		t.Errorf("the pin was not kept: %v", got)
