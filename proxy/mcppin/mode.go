@@ -51,12 +51,19 @@ type Mode struct {
 	// others are removed from tools/list answers and their calls refused.
 	// Default empty: every tool.
 	Allow []string `yaml:"allow"`
+	// Ignore names fields whose changes are not enforced (a server that
+	// writes a changing value into _meta, say): a tool that changed in
+	// these fields alone is listed and called as the server lists it now.
+	// Each is one of the fields of mcppin.Fields but name. Default none:
+	// every field counts.
+	Ignore []string `yaml:"ignore"`
 	// LockFile is a lock file written by `toolgate mcp pin`, relative to the
 	// configuration file; its pins are loaded at start. Default none (pins
 	// are made at first sight and kept in memory).
 	LockFile string `yaml:"lock_file"`
 
-	allow map[string]bool
+	allow  map[string]bool
+	ignore map[string]bool
 }
 
 // Validate applies the defaults and checks the fields; errors name the
@@ -78,6 +85,19 @@ func (m *Mode) Validate() error {
 	case NewToolsPin, NewToolsChange:
 	default:
 		return section.Errorf("new_tools", "unknown mode %q; expected pin or change", m.NewTools)
+	}
+	m.ignore = nil
+	for i, f := range m.Ignore {
+		switch {
+		case f == FieldName || !slices.Contains(Fields, f):
+			return section.Errorf("ignore["+strconv.Itoa(i)+"]", "unknown field %q; expected one of %s", f, fieldList(Fields[1:]))
+		case m.ignore[f]:
+			return section.Errorf("ignore["+strconv.Itoa(i)+"]", "%q is listed twice", f)
+		}
+		if m.ignore == nil {
+			m.ignore = map[string]bool{}
+		}
+		m.ignore[f] = true
 	}
 	m.allow = nil
 	if len(m.Allow) > 0 {
@@ -105,6 +125,20 @@ func (m *Mode) Allowed(tool string) bool {
 		return slices.Contains(m.Allow, tool)
 	}
 	return m.allow[tool]
+}
+
+// Ignored reports whether every one of fields is one the route ignores
+// (false for none): a change in them alone is not enforced, nor recorded.
+func (m *Mode) Ignored(fields []string) bool {
+	if len(fields) == 0 {
+		return false
+	}
+	for _, f := range fields {
+		if !m.ignore[f] && !(m.ignore == nil && slices.Contains(m.Ignore, f)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ListAction is what a tools/list answer shows of one tool.
@@ -170,7 +204,7 @@ func (m *Mode) Treat(v *Verdict) Treatment {
 		return Treatment{List: ListAsIs, Call: CallApprove}
 	case unreviewed:
 		return Treatment{List: ListHidden, Call: CallRefuse}
-	case v.State != StateChanged:
+	case v.State != StateChanged || m.Ignored(v.Fields):
 		return Treatment{}
 	case m.OnChange == OnChangeHide:
 		return Treatment{List: ListHidden, Call: CallRefuse}

@@ -29,6 +29,9 @@ func TestModeValidate(t *testing.T) {
 		{"unknown new_tools", Mode{NewTools: "trust"}, "new_tools"},
 		{"empty allow entry", Mode{Allow: []string{"pay", ""}}, "allow[1]"},
 		{"allow entry twice", Mode{Allow: []string{"pay", "refund", "pay"}}, "allow[2]"},
+		{"ignore an unknown field", Mode{Ignore: []string{"_meta", "meta"}}, "ignore[1]"},
+		{"ignore name", Mode{Ignore: []string{"name"}}, "ignore[0]"},
+		{"ignore a field twice", Mode{Ignore: []string{"icons", "icons"}}, "ignore[1]"},
 	} {
 		err := tc.m.Validate()
 		var se *section.Error
@@ -54,6 +57,8 @@ func TestTreat(t *testing.T) {
 		{"changed, hide", Mode{OnChange: OnChangeHide}, changed, Treatment{List: ListHidden, Call: CallRefuse}},
 		{"changed, approve", Mode{OnChange: OnChangeApprove}, changed, Treatment{List: ListPinned, Call: CallApprove}},
 		{"changed, record", Mode{OnChange: OnChangeRecord}, changed, Treatment{}},
+		{"changed in an ignored field", Mode{Ignore: []string{FieldMeta}}, Verdict{Tool: "pay", State: StateChanged, Fields: []string{FieldMeta}}, Treatment{}},
+		{"changed in an ignored field and another", Mode{Ignore: []string{FieldMeta}}, Verdict{Tool: "pay", State: StateChanged, Fields: []string{FieldDescription, FieldMeta}}, Treatment{List: ListPinned, Call: CallRefuse}},
 		{"removed", Mode{}, Verdict{Tool: "pay", State: StateRemoved}, Treatment{List: ListHidden, Call: CallRefuse}},
 		{"removed, record", Mode{OnChange: OnChangeRecord}, Verdict{Tool: "pay", State: StateRemoved}, Treatment{}},
 		{"new under a lock file", Mode{LockFile: "x"}, Verdict{Tool: "pay", State: StateNew, Source: SourceFirstSeen}, Treatment{List: ListHidden, Call: CallRefuse}},
