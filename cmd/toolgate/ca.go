@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/atomicfile"
+	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 )
@@ -110,7 +110,7 @@ folders when set. It fails when no root is found.`,
 				_, err := c.OutOrStdout().Write(b.Bytes())
 				return err
 			}
-			if err := atomicfile.Write(out, b.Bytes(), 0o644); err != nil {
+			if err := atomicfile.WriteFile(out, b.Bytes(), 0o644); err != nil {
 				return fmt.Errorf("write bundle: %w", err)
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "wrote %s: %d system roots from %v, plus %s\n", out, len(roots.Certs), roots.Sources, caFile)

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/toolgate/toolgate/cmd/toolgate/internal/atomicfile"
+	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
 	"github.com/toolgate/toolgate/policies/opabundle"
@@ -74,7 +74,7 @@ func Build(ctx context.Context, stdout io.Writer, path, out string) error {
 	}
 	abi := p.ABI()
 	_ = p.Close(ctx)
-	if err := atomicfile.Write(out, built, 0o644); err != nil {
+	if err := atomicfile.WriteFile(out, built, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "built %s: %d bytes, %s, entrypoint %s\n", out, len(built), abi, rego.DecisionEntrypoint)
@@ -123,7 +123,7 @@ func BuildBundle(ctx context.Context, stdout io.Writer, dir, out string, f Bundl
 	}
 	n := len(l.Names())
 	_ = l.Close(ctx, nil)
-	if err := atomicfile.Write(out, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
 	signed := "unsigned"
