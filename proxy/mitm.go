@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,8 +19,8 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/connqueue"
-	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 	"github.com/toolgate/toolgate/proxy/tlsca"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // HTTPS interception. A CONNECT to a host that has tool routes, and a
@@ -64,11 +63,6 @@ type target struct {
 }
 
 type targetKey struct{}
-
-// dialKey carries, in a request's context, the address the transport
-// dials instead of the URL's host (the original destination of a
-// redirected connection).
-type dialKey struct{}
 
 // interceptor serves decrypted (or redirected plain) connections with the
 // pipeline.
@@ -161,7 +155,7 @@ func (m *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u := &url.URL{Scheme: t.scheme, Host: authority, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	if t.dial != "" {
-		r = r.WithContext(context.WithValue(r.Context(), dialKey{}, t.dial))
+		r = r.WithContext(upstream.WithDialAddr(r.Context(), t.dial))
 	}
 	writeResponse(w, m.s.handle(r, t.kind, u))
 }
@@ -397,96 +391,6 @@ func splice(c, up net.Conn) {
 	<-done
 	c.Close()
 	up.Close()
-}
-
-// ownConns are toolgate's own upstream connections by local address, so a
-// redirected connection that is one of them (a routing loop) is caught.
-type ownConns struct {
-	mu    sync.Mutex
-	addrs map[string]int
-}
-
-func (o *ownConns) add(addr string) {
-	o.mu.Lock()
-	if o.addrs == nil {
-		o.addrs = map[string]int{}
-	}
-	o.addrs[addr]++
-	o.mu.Unlock()
-}
-
-func (o *ownConns) remove(addr string) {
-	o.mu.Lock()
-	if o.addrs[addr]--; o.addrs[addr] <= 0 {
-		delete(o.addrs, addr)
-	}
-	o.mu.Unlock()
-}
-
-func (o *ownConns) has(addr string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.addrs[addr] > 0
-}
-
-// ownConn is an upstream connection registered in ownConns until closed.
-type ownConn struct {
-	net.Conn
-	own  *ownConns
-	addr string
-	once sync.Once
-}
-
-func (c *ownConn) Close() error {
-	c.once.Do(func() { c.own.remove(c.addr) })
-	return c.Conn.Close()
-}
-
-// CloseWrite half-closes the connection, so a tunnel passes on a client's
-// half-close instead of cutting upstream's answer.
-func (c *ownConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
-}
-
-// CloseRead half-closes the reading side (goproxy's tunnels use both).
-func (c *ownConn) CloseRead() error {
-	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
-		return cr.CloseRead()
-	}
-	return nil
-}
-
-// ReadFrom keeps the TCP connection's splice and sendfile paths.
-func (c *ownConn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(struct{ io.Writer }{c.Conn}, r)
-}
-
-// dialer dials upstream: the address from the request's context when a
-// redirected connection named its original destination, and registers
-// every connection in own before any byte is written on it.
-func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if a, ok := ctx.Value(dialKey{}).(string); ok && a != "" {
-			addr = a
-		}
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		if rt, ok := ctx.Value(routedKey{}).(routed); ok && rt.cfg.landsOnLoopbackTool(rt.host, rt.port, c.RemoteAddr()) {
-			c.Close()
-			return nil, fmt.Errorf("%w: %s reached %s", errOtherName, rt.host, c.RemoteAddr())
-		}
-		la := c.LocalAddr().String()
-		own.add(la)
-		return &ownConn{Conn: rawconn.Wrap(c), own: own, addr: la}, nil
-	}
 }
 
 // tlsMetrics are the interception series, and the limiters of the logs

@@ -68,7 +68,6 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -84,6 +83,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/internal/h1serve"
+	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -173,8 +173,8 @@ type Server struct {
 	tracer      Tracer // nil when tracing is off
 	log         *slog.Logger
 	sidecar     string
-	transport   *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
-	upstream    *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
+	transport   *http.Transport     // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	upstream    *upstream.Transport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
 	metrics     *metrics
 	mcp         mcpSchemas      // tool schemas learned from MCP servers
 	mcpUnusable unusableSchemas // listed schemas that could not check calls, for /status
@@ -182,7 +182,7 @@ type Server struct {
 	tlsm        *tlsMetrics
 	connm       *connMetrics
 	capLog      logLimit                                                          // one log line a second for connections over the cap
-	own         ownConns                                                          // upstream connections, for loop detection
+	own         upstream.Conns                                                    // upstream connections, for loop detection
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
 	mitm        *interceptor                                                      // nil without a CA
 	tproxy      *transparent                                                      // nil when transparent mode is off
@@ -235,9 +235,9 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
 		s.conns = newConnSet(opts.MaxCallerConns)
 	}
-	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
-	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
-	s.upstream = newUpstreamTransport(s.transport, s.dial)
+	s.dial = upstream.Dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
+	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.upstream, s.dial)
+	s.upstream = upstream.New(s.transport, s.dial)
 	if ca := snap.Config.TLS.ca; ca != nil {
 		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
@@ -296,28 +296,6 @@ func sameListeners(a, b *Config) bool {
 		}
 	}
 	return true
-}
-
-// newTransport is the shared upstream transport: tlsc verifies upstream
-// certificates (nil: Go's defaults), dial connects.
-func newTransport(tc TransportConfig, tlsc *tls.Config, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
-	if tlsc != nil {
-		tlsc = tlsc.Clone()
-	}
-	return &http.Transport{
-		Proxy:                 nil, // never chain into another proxy from the environment
-		DialContext:           dial,
-		TLSClientConfig:       tlsc,
-		MaxIdleConns:          tc.MaxIdleConnsPerHost * 4,
-		MaxIdleConnsPerHost:   tc.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-		// Never add Accept-Encoding or decode on the caller's behalf: a raw
-		// answer passes exactly as upstream encoded it for the caller.
-		DisableCompression: true,
-	}
 }
 
 // Listen binds every configured listener. It fails, binding nothing, when
@@ -475,7 +453,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range ls {
 		l.ln.Close() // a no-op error for listeners Serve already closed
 	}
-	s.upstream.close() // and the transport's idle connections
+	s.upstream.Close() // and the transport's idle connections
 	return first
 }
 

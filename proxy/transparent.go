@@ -132,7 +132,7 @@ func (tp *transparent) handle(c net.Conn) {
 	}
 	// Any byte toolgate's own connection carries was written after the
 	// dialer registered it, so this check cannot miss one.
-	if tp.s.own.has(c.RemoteAddr().String()) {
+	if tp.s.own.Has(c.RemoteAddr().String()) {
 		tp.loop(c, "toolgate's own upstream connection was redirected back to it; exclude toolgate's uid from the redirect (TOOLGATE_UID)")
 		return
 	}
