@@ -83,6 +83,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/internal/h1serve"
+	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -180,7 +181,7 @@ type Server struct {
 	mcpUnusable unusableSchemas // listed schemas that could not check calls, for /status
 	tasks       refusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm        *tlsMetrics
-	connm       *connMetrics
+	connm       *listen.CapMetrics
 	capLog      logLimit                                                          // one log line a second for connections over the cap
 	own         upstream.Conns                                                    // upstream connections, for loop detection
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
@@ -190,7 +191,7 @@ type Server struct {
 	events      EventGate                                                         // nil under events.on_write_failure: answer
 	eventsLost  *eventsCounter                                                    // toolgate_proxy_events_unavailable_total
 	eventsLog   logLimit
-	conns       *connSet // every listener's caller connections
+	conns       *listen.Conns // every listener's caller connections
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -230,10 +231,10 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
-	s.conns = newConnSet(0)
+	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: listen.NewCapMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
+	s.conns = listen.NewConns(0)
 	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
-		s.conns = newConnSet(opts.MaxCallerConns)
+		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
 	s.dial = upstream.Dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
 	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.upstream, s.dial)
@@ -368,12 +369,12 @@ func (s *Server) newHTTPServer(cfg *Config, h http.Handler) httpServer {
 // connection over the cap gets an HTTP 503 or is only closed.
 func (s *Server) capped(ln net.Listener, kind string, httpAnswer bool) net.Listener {
 	max := s.state.Load().cfg.Limits.MaxConns
-	if s.conns.max > 0 {
-		max = min(max, int(s.conns.max))
+	if s.conns.Max() > 0 {
+		max = min(max, s.conns.Max())
 	}
-	return newCapListener(ln, kind, max, httpAnswer, s.conns, s.connm, func() {
+	return listen.NewCapListener(ln, s.conns, s.connm, listen.Cap{Kind: kind, Max: max, HTTP: httpAnswer, ErrorCodeHeader: HeaderErrorCode, OnCap: func() {
 		s.logLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
-	})
+	}})
 }
 
 // Addr returns the bound address of the first listener of kind ("forward",
