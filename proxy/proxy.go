@@ -185,7 +185,7 @@ type Server struct {
 	capLog      logLimit                                                          // one log line a second for connections over the cap
 	own         upstream.Conns                                                    // upstream connections, for loop detection
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
-	mitm        *interceptor                                                      // nil without a CA
+	mitm        *listen.Interceptor                                               // nil without a CA
 	tproxy      *transparent                                                      // nil when transparent mode is off
 	approver    Approver                                                          // nil when no call needs approval
 	events      EventGate                                                         // nil under events.on_write_failure: answer
@@ -387,7 +387,7 @@ func (s *Server) Addr(kind string, skip int) string {
 		if s.tproxy == nil || skip > 0 {
 			return ""
 		}
-		return s.tproxy.ln.Addr().String()
+		return s.tproxy.Addr().String()
 	}
 	for _, l := range s.listeners {
 		if l.kind != kind {
@@ -415,11 +415,11 @@ func (s *Server) Serve() error {
 	n := len(ls)
 	if s.mitm != nil {
 		n++
-		go func() { errc <- s.mitm.serve() }()
+		go func() { errc <- s.mitm.Serve() }()
 	}
 	if s.tproxy != nil {
 		n++
-		go func() { errc <- s.tproxy.serve() }()
+		go func() { errc <- s.tproxy.Serve() }()
 	}
 	var first error
 	for range n {
@@ -439,7 +439,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var first error
 	if s.tproxy != nil {
-		s.tproxy.close()
+		s.tproxy.Close()
 	}
 	for _, srv := range srvs {
 		if err := srv.Shutdown(ctx); err != nil && first == nil {
@@ -447,7 +447,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	if s.mitm != nil { // after the forward listener: no CONNECT hands it more
-		if err := s.mitm.shutdown(ctx); err != nil && first == nil {
+		if err := s.mitm.Shutdown(ctx); err != nil && first == nil {
 			first = err
 		}
 	}
