@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"sort"
@@ -30,42 +29,6 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// bodyDeadline bounds reading r's body to d (limits.body_timeout): the
-// connection's reads fail once d has passed. It is set when a request's
-// handler starts (its headers just read) and cleared as soon as the body
-// has been read to its end, so a call that takes longer upstream, or an
-// answer that streams for minutes, is not cut when the deadline passes
-// (the read in the background, net/http's or h1serve's, which watches
-// for the caller going away, would end the request's context). A request without a body gets
-// none; nor does a CONNECT, whose connection becomes a tunnel.
-func bodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) {
-	if d <= 0 || r.Body == nil || r.Body == http.NoBody {
-		return
-	}
-	ctl := http.NewResponseController(w)
-	if ctl.SetReadDeadline(time.Now().Add(d)) != nil {
-		return
-	}
-	r.Body = &deadlineBody{ReadCloser: r.Body, ctl: ctl}
-}
-
-// deadlineBody clears its connection's read deadline when it has been read
-// to its end.
-type deadlineBody struct {
-	io.ReadCloser
-	ctl     *http.ResponseController
-	cleared bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.cleared {
-		b.cleared = true
-		_ = b.ctl.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 // bodyTimeoutRefusal refuses a call whose body did not arrive in time;

@@ -66,7 +66,7 @@ func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *listen.Intercept
 // serveIntercepted runs one decrypted (or redirected plain) request through the
 // pipeline.
 func (s *Server) serveIntercepted(w http.ResponseWriter, r *http.Request, t *listen.Target) {
-	bodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
+	listen.BodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
 	authority := t.Authority
 	if authority == "" { // plain HTTP on the transparent listener: the Host header routes
 		h := r.Host
@@ -109,38 +109,29 @@ func hasRoutes(tools []*tool, host, port string) bool {
 	return false
 }
 
-// connectAction is what happens to a CONNECT.
-type connectAction int
-
-const (
-	connectTunnel connectAction = iota
-	connectIntercept
-	connectRefuse
-)
-
 // decideConnect decides a CONNECT to hostport, by its canonical host and
 // port (canonical.go): intercepted when a tool may match its calls and a
 // CA is configured; refused when a tool may match but no CA is configured
 // (a tunnel would skip the checks), when the host or port is ambiguous, or
 // when no tool matches and unmatched calls are denied; tunnelled otherwise
 // (sniffed first when tools name hosts: sniffConnect).
-func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) (connectAction, *refusal) {
+func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) (listen.ConnectAction, *refusal) {
 	host, port, ok := canonConnect(ctx, st.cfg, hostport)
 	if !ok {
-		return connectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
+		return listen.ConnectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
 	}
 	if hasRoutes(st.cfg.tools, host, port) {
 		if s.mitm != nil {
-			return connectIntercept, nil
+			return listen.ConnectIntercept, nil
 		}
-		return connectRefuse, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
+		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
 			"CONNECT to "+hostport+" refused: tools match this host, and its HTTPS calls cannot be checked without a CA (set tls.ca_cert and tls.ca_key)", nil)
 	}
 	if st.cfg.Unmatched == UnmatchedDeny {
-		return connectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
 	}
-	return connectTunnel, nil
+	return listen.ConnectTunnel, nil
 }
 
 // canonConnect returns the canonical host (placed among tool hosts) and

@@ -78,11 +78,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/elazarl/goproxy"
-
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/proxy/internal/h1serve"
 	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
@@ -195,14 +192,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners []*listener
-	servers   []httpServer
-}
-
-// httpServer is what serves a plain listener: net/http's server, or the
-// HTTP/1.1 loop (listen.server).
-type httpServer interface {
-	Serve(net.Listener) error
-	Shutdown(context.Context) error
+	servers   []listen.HTTPServer
 }
 
 // state is the snapshot in force, with per-call lookups precomputed.
@@ -338,31 +328,9 @@ func (s *Server) Listen() error {
 	}
 	s.listeners = ls
 	for _, l := range ls {
-		s.servers = append(s.servers, s.newHTTPServer(cfg, l.h))
+		s.servers = append(s.servers, listen.NewHTTPServer(cfg.Listen.Server == ServerNetHTTP, l.h, cfg.Limits.ReadHeaderTimeout, cfg.Limits.IdleTimeout, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)))
 	}
 	return nil
-}
-
-// newHTTPServer serves a plain listener with h: by default with the
-// HTTP/1.1 loop (h1serve), which hands what it does not serve to a
-// net/http server with the same settings; with listen.server: net/http,
-// with net/http's server alone.
-func (s *Server) newHTTPServer(cfg *Config, h http.Handler) httpServer {
-	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-	if cfg.Listen.Server == ServerNetHTTP {
-		return &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-			IdleTimeout:       cfg.Limits.IdleTimeout,
-			ErrorLog:          errLog,
-		}
-	}
-	return &h1serve.Server{
-		Handler:           h,
-		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Limits.IdleTimeout,
-		ErrorLog:          errLog,
-	}
 }
 
 // capped wraps a listener in limits.max_conns; httpAnswer says whether a
@@ -458,56 +426,38 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return first
 }
 
-// forwardHandler is the HTTP forward proxy. Absolute-form plain-HTTP calls
-// run the pipeline and are answered by writeResponse, exactly like reverse
-// calls; CONNECT goes to goproxy, which hands a host with tool routes to
-// the interceptor (mitm.go), and otherwise tunnels it untouched or refuses
-// it (decideConnect), recorded as such.
+// forwardHandler is the HTTP forward proxy (listen.NewForward).
+// Absolute-form plain-HTTP calls run the pipeline and are answered by
+// writeResponse, exactly like reverse calls; a CONNECT to a host with tool
+// routes goes to the interceptor (mitm.go), and otherwise is tunnelled
+// untouched or refused (decideConnect), recorded as such.
 func (s *Server) forwardHandler() http.Handler {
-	gp := goproxy.NewProxyHttpServer()
-	gp.Logger = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-	gp.Tr = s.transport
-	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
-	// A tunnelled CONNECT is recorded once its dial is decided: ok, or the
-	// connect failure it is.
-	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
-		c, err := s.dial(req.Context(), network, addr)
-		host := req.URL.Host
-		if host == "" {
-			host = addr
-		}
-		s.tunnelled(s.state.Load(), "connect", req, host, err)
-		return c, err
-	}
-	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-		st := s.state.Load()
-		switch action, ref := s.decideConnect(ctx.Req.Context(), st, host); action {
-		case connectIntercept:
-			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
-				s.interceptConnect(c, host)
-			}}, host
-		case connectRefuse:
-			ctx.Resp = s.connect(st, ctx.Req, host, ref)
-			return goproxy.RejectConnect, host
-		}
-		if st.cfg.namesHosts() {
-			req := ctx.Req
-			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
-				s.sniffConnect(c, req, host)
-			}}, host
-		}
-		return goproxy.OkConnect, host // recorded by ConnectDialWithReq
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodConnect:
-			gp.ServeHTTP(w, r)
-		case !r.URL.IsAbs():
-			http.Error(w, "toolgate: this is a forward proxy; send absolute-form requests (set HTTP_PROXY) or use a reverse listener", http.StatusBadRequest)
-		default:
-			bodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
+	return listen.NewForward(listen.Forward{
+		Transport: s.transport,
+		Dial: func(req *http.Request, network, addr string) (net.Conn, error) {
+			return s.dial(req.Context(), network, addr)
+		},
+		Tunnelled: func(req *http.Request, host string, err error) {
+			s.tunnelled(s.state.Load(), "connect", req, host, err)
+		},
+		Decide: func(req *http.Request, host string) (listen.ConnectAction, *http.Response) {
+			st := s.state.Load()
+			action, ref := s.decideConnect(req.Context(), st, host)
+			switch {
+			case action == listen.ConnectRefuse:
+				return action, s.connect(st, req, host, ref)
+			case action == listen.ConnectTunnel && st.cfg.namesHosts():
+				return listen.ConnectSniff, nil
+			}
+			return action, nil
+		},
+		Intercept: s.interceptConnect,
+		Sniff:     s.sniffConnect,
+		Call: func(w http.ResponseWriter, r *http.Request) {
+			listen.BodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
 			writeResponse(w, s.handle(r, "forward", r.URL))
-		}
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	})
 }
 
@@ -553,7 +503,7 @@ func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refus
 func (s *Server) reverseHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cfg := s.state.Load().cfg
-		bodyDeadline(w, r, cfg.Limits.BodyTimeout)
+		listen.BodyDeadline(w, r, cfg.Limits.BodyTimeout)
 		rc := cfg.Listen.Reverse[i]
 		target := *rc.base
 		target.Path = joinPath(rc.base.Path, r.URL.Path)

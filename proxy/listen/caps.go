@@ -1,10 +1,3 @@
-// Package listen holds what toolgate's listeners share below the per-call
-// pipeline: the caps on caller connections (a listener's limits.max_conns
-// and the budget of every listener together, cutting the connection
-// stalled longest to make room). It knows nothing of tools, calls or the
-// configuration; proxy, which runs the pipeline, imports it. It must never
-// import proxy, nor anything that proxy must not link (the policies
-// implementations, sink).
 package listen
 
 import (
