@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/listen"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -70,7 +71,7 @@ type Config struct {
 	// Tools are the routes toolgate inspects, tried most specific first.
 	Tools []ToolConfig `yaml:"tools"`
 	// TLS is HTTPS interception (the CA) and upstream verification.
-	TLS TLSConfig `yaml:"tls"`
+	TLS listen.TLSConfig `yaml:"tls"`
 
 	dir     string            // where relative schema files resolve
 	tools   []*tool           // compiled by Validate

@@ -227,9 +227,9 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
 	s.dial = upstream.Dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
-	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.upstream, s.dial)
+	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.Upstream(), s.dial)
 	s.upstream = upstream.New(s.transport, s.dial)
-	if ca := snap.Config.TLS.ca; ca != nil {
+	if ca := snap.Config.TLS.CA(); ca != nil {
 		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
 	}

@@ -4,9 +4,10 @@
 // accept loop (Transparent), what they read of a connection before
 // deciding (ReadClientHello, LooksLikeHTTP, OriginalDst), the plain
 // listeners' HTTP servers (NewHTTPServer: h1serve or net/http), the body
-// deadline of a request, and the caps on caller connections (a listener's
+// deadline of a request, the caps on caller connections (a listener's
 // limits.max_conns and the budget of every listener together, cutting the
-// connection stalled longest to make room). Every decision (what a
+// connection stalled longest to make room), and the tls section
+// (TLSConfig: the interception CA, upstream verification). Every decision (what a
 // CONNECT or a redirected connection becomes) and the pipeline are its
 // caller's, given as func values. It knows nothing of tools, calls or the
 // configuration. It must never import proxy, nor anything that proxy must
