@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/listen"
 )
 
@@ -514,13 +515,13 @@ func parseHostField(s string) (host, port string, err error) {
 	h := s
 	if hh, pp, err := net.SplitHostPort(s); err == nil {
 		h = hh
-		p, ok := canonPort(pp, "")
+		p, ok := canonical.Port(pp, "")
 		if !ok || pp == "" {
 			return "", "", fmt.Errorf("%q has an invalid port", s)
 		}
 		port = p
 	}
-	host, ok := canonHost(h)
+	host, ok := canonical.Host(h)
 	if !ok {
 		return "", "", fmt.Errorf("%q is not a host name or IP address that toolgate can match unambiguously", s)
 	}

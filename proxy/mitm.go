@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 	"github.com/toolgate/toolgate/proxy/upstream"
@@ -142,10 +143,10 @@ func canonConnect(ctx context.Context, cfg *Config, hostport string) (host, port
 	if err != nil {
 		h, p = hostport, ""
 	}
-	if host, ok = canonHost(h); !ok {
+	if host, ok = canonical.Host(h); !ok {
 		return "", "", false
 	}
-	if port, ok = canonPort(p, "https"); !ok {
+	if port, ok = canonical.Port(p, "https"); !ok {
 		return "", "", false
 	}
 	host, ok = cfg.aliases.place(ctx, host, cfg.isToolHost)

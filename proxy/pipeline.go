@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -140,7 +141,7 @@ func (t *tool) originOK(u *url.URL) bool {
 	}
 	want := t.port
 	if want == "" {
-		want = defaultPort(u.Scheme)
+		want = canonical.DefaultPort(u.Scheme)
 	}
 	return port == want
 }
