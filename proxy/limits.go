@@ -17,9 +17,9 @@ import (
 )
 
 // Bounds on what a caller may hold. Every listener's connections are
-// capped (capListener), each request's headers and body must arrive in
+// capped (listen.NewCapListener), each request's headers and body must arrive in
 // time (limits.read_header_timeout, limits.body_timeout, set per request by
-// bodyDeadline), and caller-identifying values are cut to a bounded length
+// listen.BodyDeadline), and caller-identifying values are cut to a bounded length
 // before events or policies see them (boundCallerID).
 
 // isTimeout reports whether err is a deadline passing.
