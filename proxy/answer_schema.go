@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
 // The answer schema step: a plain HTTP tool's 2xx answers checked against
@@ -150,7 +151,7 @@ func (s answerSchemaStep) answer(_ context.Context, c *call, a *answer) *refusal
 		return nil // the schema is of results; errors upstream gave pass as they are
 	}
 	subject := fmt.Sprintf("Tool '%s' answered", s.tool)
-	mt, _, _ := parseMediaType(a.Header.Get("Content-Type"))
+	mt, _, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
 	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
 			fmt.Sprintf("%s with a body that is not JSON (Content-Type %q), and its answers are checked against a schema", subject, boundedText(mt)), nil)

@@ -5,12 +5,12 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
 // The canonical form of a call. Every listener (forward, reverse,
@@ -72,177 +72,7 @@ type canon struct {
 // authority is host[:port] for a URL, the port left out when it is the
 // scheme's default.
 func (c *canon) authority() string {
-	return joinAuthority(c.host, c.port, defaultPort(c.scheme))
-}
-
-func defaultPort(scheme string) string {
-	if scheme == "https" {
-		return "443"
-	}
-	return "80"
-}
-
-// canonMethod upper-cases a method.
-func canonMethod(m string) string {
-	for i := 0; i < len(m); i++ {
-		if c := m[i]; c >= 'a' && c <= 'z' {
-			return strings.ToUpper(m)
-		}
-	}
-	return m
-}
-
-// canonPort returns a port without leading zeros, or the scheme's default
-// for "". ok is false for anything but a number from 1 to 65535.
-func canonPort(p, scheme string) (string, bool) {
-	if p == "" {
-		return defaultPort(scheme), true
-	}
-	if len(p) > 5 {
-		p = strings.TrimLeft(p, "0")
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n < 1 || n > 65535 || p[0] == '+' || p[0] == '-' {
-		return "", false
-	}
-	if p[0] == '0' {
-		return strconv.Itoa(n), true
-	}
-	return p, true
-}
-
-// canonHost returns a host in canonical form (see above), or ok false when
-// it is ambiguous. h may carry brackets.
-func canonHost(h string) (string, bool) {
-	if len(h) > 2 && h[0] == '[' && h[len(h)-1] == ']' {
-		return canonIPv6(h[1 : len(h)-1])
-	}
-	if strings.IndexByte(h, ':') >= 0 {
-		return canonIPv6(h)
-	}
-	h = strings.TrimSuffix(h, ".")
-	if h == "" || len(h) > 253 || h[len(h)-1] == '.' {
-		return "", false // empty, too long, or an empty last label
-	}
-	lower := false
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
-		case c == '.':
-			if i == 0 || h[i-1] == '.' {
-				return "", false // an empty label
-			}
-		case c >= 'A' && c <= 'Z':
-			lower = true
-		default:
-			return "", false
-		}
-	}
-	if lower {
-		h = strings.ToLower(h)
-	}
-	last := h[strings.LastIndexByte(h, '.')+1:]
-	if !numericLabel(last) {
-		return h, true
-	}
-	a, ok := parseIPv4(h)
-	if !ok {
-		return "", false
-	}
-	return a.String(), true
-}
-
-// canonIPv6 canonicalises a bracket-less IPv6 literal; an IPv4-mapped one
-// becomes IPv4. Zones are refused.
-func canonIPv6(s string) (string, bool) {
-	if strings.IndexByte(s, '%') >= 0 {
-		return "", false
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is6() {
-		return "", false
-	}
-	return a.Unmap().String(), true
-}
-
-// numericLabel reports whether a label reads as a number (WHATWG URL's
-// "ends in a number"): decimal digits, or 0x and hex digits.
-func numericLabel(s string) bool {
-	if s == "" {
-		return false
-	}
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		for i := 2; i < len(s); i++ {
-			if !isHexDigit(s[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// parseIPv4 parses IPv4 the way inet_aton and WHATWG URLs do: one to four
-// parts, each decimal, octal (leading 0) or hex (0x); the last part fills
-// the bytes left.
-func parseIPv4(s string) (netip.Addr, bool) {
-	parts := strings.Split(s, ".")
-	if len(parts) > 4 {
-		return netip.Addr{}, false
-	}
-	var v uint64
-	for i, p := range parts {
-		base := 10
-		switch {
-		case len(p) >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'):
-			base, p = 16, p[2:]
-			if p == "" {
-				p = "0"
-			}
-		case len(p) > 1 && p[0] == '0':
-			base, p = 8, p[1:]
-		}
-		if p == "" || len(p) > 32 {
-			return netip.Addr{}, false
-		}
-		n, err := strconv.ParseUint(p, base, 64)
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		if i < len(parts)-1 {
-			if n > 255 {
-				return netip.Addr{}, false
-			}
-			v = v<<8 | n
-			continue
-		}
-		rest := uint(4 - i) // bytes the last part fills
-		if n >= 1<<(8*rest) {
-			return netip.Addr{}, false
-		}
-		v = v<<(8*rest) | n
-	}
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
-}
-
-func isHexDigit(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
+	return joinAuthority(c.host, c.port, canonical.DefaultPort(c.scheme))
 }
 
 // isLoopback reports whether a canonical host is a loopback name or address.
@@ -252,127 +82,6 @@ func isLoopback(h string) bool {
 	}
 	a, err := netip.ParseAddr(h)
 	return err == nil && a.IsLoopback()
-}
-
-func unreserved(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
-}
-
-// canonPath returns an escaped path in canonical form without its trailing
-// slash, and whether the path ended in one. ok is false when the path is
-// ambiguous (see above).
-func canonPath(p string) (path string, trailing, ok bool) {
-	if p == "" || p == "/" {
-		return "/", false, true
-	}
-	if p[0] != '/' {
-		return "", false, false
-	}
-	if fastCanonPath(p) {
-		if p[len(p)-1] == '/' {
-			return p[:len(p)-1], true, true
-		}
-		return p, false, true
-	}
-	// out grows by whole segments; a ".." segment truncates it to where
-	// the last kept segment started, so the work stays linear in len(p).
-	out := make([]byte, 0, len(p)+8)
-	var segStart []int // where each kept segment starts in out
-	seg := make([]byte, 0, 32)
-	flush := func() {
-		switch string(seg) {
-		case "", ".":
-		case "..":
-			if n := len(segStart); n > 0 {
-				out = out[:segStart[n-1]]
-				segStart = segStart[:n-1]
-			}
-		default:
-			segStart = append(segStart, len(out))
-			out = append(out, '/')
-			out = append(out, seg...)
-		}
-		seg = seg[:0]
-	}
-	for i := 1; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case c == '/':
-			flush()
-			continue
-		case c == '%':
-			if i+2 >= len(p) || !isHexDigit(p[i+1]) || !isHexDigit(p[i+2]) {
-				return "", false, false
-			}
-			c = unhex(p[i+1])<<4 | unhex(p[i+2])
-			i += 2
-			if c == '/' || c == '\\' || c == '%' || c < 0x20 || c == 0x7f {
-				return "", false, false
-			}
-		case c == '\\' || c == ';' || c < 0x20 || c == 0x7f:
-			return "", false, false
-		}
-		if plainInPath(c) {
-			seg = append(seg, c)
-		} else {
-			seg = append(seg, '%', upperHex[c>>4], upperHex[c&15])
-		}
-	}
-	trailing = len(seg) == 0 || string(seg) == "." || string(seg) == ".."
-	flush()
-	if len(out) == 0 {
-		return "/", false, true
-	}
-	return string(out), trailing, true
-}
-
-// plainInPath reports whether a byte is written as itself in a canonical
-// path: unreserved characters and the sub-delimiters servers decode alike
-// (';' excepted: some servers strip what follows it). Everything else is
-// percent-encoded.
-func plainInPath(c byte) bool {
-	if unreserved(c) {
-		return true
-	}
-	switch c {
-	case '!', '$', '&', '\'', '(', ')', '*', '+', ',', '=', ':', '@':
-		return true
-	}
-	return false
-}
-
-const upperHex = "0123456789ABCDEF"
-
-// fastCanonPath reports whether p (starting with '/') is already canonical
-// apart from a possible trailing slash: only unreserved characters and the
-// sub-delimiters a path may carry plainly, no empty or dot segments.
-func fastCanonPath(p string) bool {
-	segLen, dots := 0, 0
-	for i := 1; i < len(p); i++ {
-		c := p[i]
-		if c == '/' {
-			if segLen == 0 || segLen == dots && dots <= 2 {
-				return false
-			}
-			segLen, dots = 0, 0
-			continue
-		}
-		switch {
-		case c == '.':
-			dots++
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
-			c == '-', c == '_', c == '~', c == ':', c == '@', c == '!', c == '$',
-			c == '&', c == '\'', c == '(', c == ')', c == '*', c == '+', c == ',', c == '=':
-		default:
-			return false
-		}
-		segLen++
-	}
-	if segLen > 0 && segLen == dots && dots <= 2 {
-		return false // a final dot segment
-	}
-	return true
 }
 
 // aliasTTL is how long a tool host's resolved addresses are kept.
@@ -489,12 +198,12 @@ func (a *hostAliases) addrs(ctx context.Context, name string) []netip.Addr {
 // match, path. On a host no tool may match, the path goes upstream as the
 // caller wrote it.
 func (c *Config) canonicalize(ctx context.Context, method string, u *url.URL) (canon, *refusal) {
-	cn := canon{method: canonMethod(method), scheme: strings.ToLower(u.Scheme)}
-	host, ok := canonHost(u.Hostname())
+	cn := canon{method: canonical.Method(method), scheme: strings.ToLower(u.Scheme)}
+	host, ok := canonical.Host(u.Hostname())
 	if !ok {
 		return cn, ambiguous("the host is not a name or IP address toolgate can read unambiguously")
 	}
-	if cn.port, ok = canonPort(u.Port(), cn.scheme); !ok {
+	if cn.port, ok = canonical.Port(u.Port(), cn.scheme); !ok {
 		return cn, ambiguous("the port is not a number from 1 to 65535")
 	}
 	if cn.host, ok = c.aliases.place(ctx, host, c.isToolHost); !ok {
@@ -508,7 +217,7 @@ func (c *Config) canonicalize(ctx context.Context, method string, u *url.URL) (c
 		cn.raw = true
 		return cn, nil
 	}
-	if cn.path, cn.trailing, ok = canonPath(u.EscapedPath()); !ok {
+	if cn.path, cn.trailing, ok = canonical.Path(u.EscapedPath()); !ok {
 		return cn, ambiguous("the path has an encoding upstreams read differently (an encoded '/', '\\\\' or '%', a ';', a control character or a broken escape)")
 	}
 	return cn, nil

@@ -16,6 +16,8 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/listen"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -70,7 +72,7 @@ type Config struct {
 	// Tools are the routes toolgate inspects, tried most specific first.
 	Tools []ToolConfig `yaml:"tools"`
 	// TLS is HTTPS interception (the CA) and upstream verification.
-	TLS TLSConfig `yaml:"tls"`
+	TLS listen.TLSConfig `yaml:"tls"`
 
 	dir     string            // where relative schema files resolve
 	tools   []*tool           // compiled by Validate
@@ -513,13 +515,13 @@ func parseHostField(s string) (host, port string, err error) {
 	h := s
 	if hh, pp, err := net.SplitHostPort(s); err == nil {
 		h = hh
-		p, ok := canonPort(pp, "")
+		p, ok := canonical.Port(pp, "")
 		if !ok || pp == "" {
 			return "", "", fmt.Errorf("%q has an invalid port", s)
 		}
 		port = p
 	}
-	host, ok := canonHost(h)
+	host, ok := canonical.Host(h)
 	if !ok {
 		return "", "", fmt.Errorf("%q is not a host name or IP address that toolgate can match unambiguously", s)
 	}

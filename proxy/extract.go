@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
 var pathUnescape = url.PathUnescape
@@ -106,7 +107,7 @@ func bodySource(t *tool, r *http.Request) (sourceSet, string) {
 	default:
 		return 0, "the request has more than one Content-Type"
 	}
-	mt, params, err := parseMediaType(cts[0])
+	mt, params, err := canonical.ParseMediaType(cts[0])
 	if err != nil {
 		return 0, "its Content-Type cannot be parsed"
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
 // Upstream keys. Limits that count calls per upstream (budgets.upstreams)
@@ -12,7 +14,7 @@ import (
 // after the canonical form of canonical.go, so that every spelling a call
 // can take of one upstream finds the one configured entry:
 //
-//   - the host in canonical form (canonHost): case, a trailing dot, IPv4
+//   - the host in canonical form (canonical.Host): case, a trailing dot, IPv4
 //     in any spelling a resolver accepts (127.1, 0x7f000001), IPv4-mapped
 //     IPv6, brackets;
 //   - loopback hosts (localhost, names under .localhost, 127.0.0.0/8,
@@ -77,5 +79,5 @@ func upstreamHost(host string) string {
 // form: the host part of its key (IPv6 without brackets), its port, and
 // whether that port is its scheme's default. It allocates nothing.
 func setUpstream(b *BudgetCall, cn *canon) {
-	b.Upstream, b.UpstreamPort, b.UpstreamDefaultPort = upstreamHost(cn.host), cn.port, cn.port == defaultPort(cn.scheme)
+	b.Upstream, b.UpstreamPort, b.UpstreamDefaultPort = upstreamHost(cn.host), cn.port, cn.port == canonical.DefaultPort(cn.scheme)
 }

@@ -103,7 +103,7 @@ func (s *Server) Describe(ch chan<- *prometheus.Desc) {
 	s.metrics.duration.Describe(ch)
 	s.metrics.upstream.Describe(ch)
 	s.tlsm.describe(ch)
-	s.connm.describe(ch)
+	s.connm.Describe(ch)
 	ch <- unlistedDesc
 	s.eventsLost.Describe(ch)
 }
@@ -114,7 +114,7 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	s.metrics.duration.Collect(ch)
 	s.metrics.upstream.Collect(ch)
 	s.tlsm.collect(ch)
-	s.connm.collect(ch)
+	s.connm.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(unlistedDesc, prometheus.GaugeValue, float64(len(s.UnlistedNames())))
 	s.eventsLost.Collect(ch)
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,16 +17,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/bucketing"
-	"github.com/toolgate/toolgate/internal/connqueue"
-	"github.com/toolgate/toolgate/proxy/internal/rawconn"
+	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/tlsca"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // HTTPS interception. A CONNECT to a host that has tool routes, and a
 // redirected TLS connection on the transparent listener (transparent.go),
 // end in the same place: toolgate completes the client's TLS handshake with
 // a leaf certificate its CA mints for the host, then hands the decrypted
-// connection to one internal http.Server whose handler runs the same
+// connection to one internal http.Server (listen.Interceptor) whose handler runs the same
 // pipeline (handle) as every other listener, with the same events. The
 // upstream side is a fresh TLS connection from the shared transport,
 // verified against the system roots plus tls.upstream_ca.
@@ -41,129 +40,51 @@ import (
 // pipeline needs net/http's requests (bounded headers, a context that ends
 // with the caller, HTTP/2) to answer exactly as over plain HTTP.
 
-const (
-	// handshakeTimeout bounds reading a client's first bytes, its TLS
-	// handshake, and answering a CONNECT.
-	handshakeTimeout = 10 * time.Second
-	// maxHelloBytes bounds what is read to find a ClientHello's SNI.
-	maxHelloBytes = 64 << 10
-)
-
 // ReasonNotIntercepted is the event and envelope reason of a CONNECT to a
 // host with tool routes while no CA is configured: tunnelling it would let
 // the calls past every check, so it is refused.
 const ReasonNotIntercepted = "not_intercepted"
 
-// target says where the calls on one intercepted connection go.
-type target struct {
-	scheme    string // "https" or "http"
-	authority string // host[:port] calls are routed by and sent to; "" means the Host header's
-	port      string // the destination port, for a Host header without one
-	dial      string // the address to dial instead of resolving authority; "" to resolve
-	kind      string // the event's listener: "forward" or "transparent"
-}
-
-type targetKey struct{}
-
-// dialKey carries, in a request's context, the address the transport
-// dials instead of the URL's host (the original destination of a
-// redirected connection).
-type dialKey struct{}
-
-// interceptor serves decrypted (or redirected plain) connections with the
-// pipeline.
-type interceptor struct {
-	s       *Server
-	ca      *tlsca.CA
-	ln      *connqueue.Listener
-	srv     *http.Server
-	targets sync.Map // net.Conn -> *target, until the server accepts it
-}
-
-func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *interceptor {
-	m := &interceptor{s: s, ca: ca, ln: connqueue.New("intercept")}
-	m.srv = &http.Server{
-		Handler:           http.HandlerFunc(m.serveHTTP),
+// newInterceptor returns the interceptor, whose requests serveIntercepted
+// runs through the pipeline.
+func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *listen.Interceptor {
+	return listen.NewInterceptor(ca, s.serveIntercepted, listen.Intercept{
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		IdleTimeout:       lim.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if t, ok := m.targets.LoadAndDelete(c); ok {
-				return context.WithValue(ctx, targetKey{}, t)
+		Handshake: func(c net.Conn, host string, t *listen.Target, err error) {
+			if err != nil {
+				s.tlsm.conns.WithLabelValues(t.Kind, "handshake_failed").Inc()
+				s.logLimited(&s.tlsm.handshakeLog, slog.LevelWarn, "TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
+					"listener", t.Kind, "host", host, "client", c.RemoteAddr().String(), "err", err)
+				return
 			}
-			return ctx
+			s.tlsm.conns.WithLabelValues(t.Kind, "intercepted").Inc()
 		},
-	}
-	return m
+	})
 }
 
-// serve serves the connections handed over until shutdown.
-func (m *interceptor) serve() error { return m.srv.Serve(m.ln) }
-
-func (m *interceptor) shutdown(ctx context.Context) error {
-	m.ln.Close()
-	return m.srv.Shutdown(ctx)
-}
-
-// hand gives a connection, ready for HTTP, to the server.
-func (m *interceptor) hand(c net.Conn, t *target) {
-	m.targets.Store(c, t)
-	if !m.ln.Push(c) {
-		m.targets.Delete(c)
-		c.Close()
-	}
-}
-
-// serveTLS completes the client's handshake with a leaf for host and
-// hands the connection over.
-func (m *interceptor) serveTLS(c net.Conn, host string, t *target) {
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2", "http/1.1"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return m.ca.Leaf(host)
-		},
-	}
-	tc := tls.Server(c, cfg)
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
-	if err := tc.Handshake(); err != nil {
-		m.s.tlsm.conns.WithLabelValues(t.kind, "handshake_failed").Inc()
-		m.s.logLimited(&m.s.tlsm.handshakeLog, slog.LevelWarn, "TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
-			"listener", t.kind, "host", host, "client", c.RemoteAddr().String(), "err", err)
-		c.Close()
-		return
-	}
-	c.SetDeadline(time.Time{})
-	m.s.tlsm.conns.WithLabelValues(t.kind, "intercepted").Inc()
-	m.hand(tc, t)
-}
-
-// serveHTTP runs one decrypted (or redirected plain) request through the
+// serveIntercepted runs one decrypted (or redirected plain) request through the
 // pipeline.
-func (m *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	bodyDeadline(w, r, m.s.state.Load().cfg.Limits.BodyTimeout)
-	t, _ := r.Context().Value(targetKey{}).(*target)
-	if t == nil {
-		http.Error(w, "toolgate: connection without a destination", http.StatusInternalServerError)
-		return
-	}
-	authority := t.authority
+func (s *Server) serveIntercepted(w http.ResponseWriter, r *http.Request, t *listen.Target) {
+	listen.BodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
+	authority := t.Authority
 	if authority == "" { // plain HTTP on the transparent listener: the Host header routes
 		h := r.Host
 		if h == "" {
-			h = t.dial
+			h = t.Dial
 		}
 		hh, p, err := net.SplitHostPort(h)
 		if err != nil {
-			hh, p = strings.Trim(h, "[]"), t.port
+			hh, p = strings.Trim(h, "[]"), t.Port
 		}
 		authority = joinAuthority(hh, p, "80")
 	}
-	u := &url.URL{Scheme: t.scheme, Host: authority, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	if t.dial != "" {
-		r = r.WithContext(context.WithValue(r.Context(), dialKey{}, t.dial))
+	u := &url.URL{Scheme: t.Scheme, Host: authority, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	if t.Dial != "" {
+		r = r.WithContext(upstream.WithDialAddr(r.Context(), t.Dial))
 	}
-	writeResponse(w, m.s.handle(r, t.kind, u))
+	writeResponse(w, s.handle(r, t.Kind, u))
 }
 
 // joinAuthority is host:port, without the port when it is the scheme's
@@ -189,38 +110,29 @@ func hasRoutes(tools []*tool, host, port string) bool {
 	return false
 }
 
-// connectAction is what happens to a CONNECT.
-type connectAction int
-
-const (
-	connectTunnel connectAction = iota
-	connectIntercept
-	connectRefuse
-)
-
 // decideConnect decides a CONNECT to hostport, by its canonical host and
 // port (canonical.go): intercepted when a tool may match its calls and a
 // CA is configured; refused when a tool may match but no CA is configured
 // (a tunnel would skip the checks), when the host or port is ambiguous, or
 // when no tool matches and unmatched calls are denied; tunnelled otherwise
 // (sniffed first when tools name hosts: sniffConnect).
-func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) (connectAction, *refusal) {
+func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) (listen.ConnectAction, *refusal) {
 	host, port, ok := canonConnect(ctx, st.cfg, hostport)
 	if !ok {
-		return connectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
+		return listen.ConnectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
 	}
 	if hasRoutes(st.cfg.tools, host, port) {
 		if s.mitm != nil {
-			return connectIntercept, nil
+			return listen.ConnectIntercept, nil
 		}
-		return connectRefuse, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
+		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
 			"CONNECT to "+hostport+" refused: tools match this host, and its HTTPS calls cannot be checked without a CA (set tls.ca_cert and tls.ca_key)", nil)
 	}
 	if st.cfg.Unmatched == UnmatchedDeny {
-		return connectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
 	}
-	return connectTunnel, nil
+	return listen.ConnectTunnel, nil
 }
 
 // canonConnect returns the canonical host (placed among tool hosts) and
@@ -231,10 +143,10 @@ func canonConnect(ctx context.Context, cfg *Config, hostport string) (host, port
 	if err != nil {
 		h, p = hostport, ""
 	}
-	if host, ok = canonHost(h); !ok {
+	if host, ok = canonical.Host(h); !ok {
 		return "", "", false
 	}
-	if port, ok = canonPort(p, "https"); !ok {
+	if port, ok = canonical.Port(p, "https"); !ok {
 		return "", "", false
 	}
 	host, ok = cfg.aliases.place(ctx, host, cfg.isToolHost)
@@ -254,7 +166,7 @@ func (c *Config) namesHosts() bool {
 
 // interceptConnect answers a hijacked CONNECT and intercepts its TLS.
 func (s *Server) interceptConnect(c net.Conn, hostport string) {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	c.SetDeadline(time.Now().Add(listen.HandshakeTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		c.Close()
 		return
@@ -263,7 +175,7 @@ func (s *Server) interceptConnect(c net.Conn, hostport string) {
 	if err != nil {
 		host, port = hostport, "443"
 	}
-	s.mitm.serveTLS(c, strings.Trim(host, "[]"), &target{scheme: "https", authority: joinAuthority(strings.Trim(host, "[]"), port, "443"), kind: "forward"})
+	s.mitm.ServeTLS(c, strings.Trim(host, "[]"), &listen.Target{Scheme: "https", Authority: joinAuthority(strings.Trim(host, "[]"), port, "443"), Kind: "forward"})
 }
 
 // sniffConnect answers a hijacked CONNECT to a host no tool matches, while
@@ -273,11 +185,11 @@ func (s *Server) interceptConnect(c net.Conn, hostport string) {
 // the CONNECT's address) or, without a CA, refused; plain HTTP is served
 // by the interceptor, each request routed by its Host header and dialled
 // at the CONNECT's address. Anything else is tunnelled and recorded. A
-// client that sends nothing within handshakeTimeout is cut off: a protocol
+// client that sends nothing within listen.HandshakeTimeout is cut off: a protocol
 // whose server speaks first cannot be checked and does not pass.
 func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 	st := s.state.Load()
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	c.SetDeadline(time.Now().Add(listen.HandshakeTimeout))
 	// Dial first, so that a destination that cannot be reached is
 	// answered as the failure it is rather than with a 200.
 	h, p, _ := canonConnect(r.Context(), st.cfg, hostport)
@@ -316,15 +228,15 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 		c.Close()
 		return
 	}
-	pc := &prefixConn{Conn: c, r: br}
-	if first[0] == recordTypeHandshake {
-		sni, hello, err := readClientHello(br)
+	pc := listen.Prefixed(c, br)
+	if first[0] == listen.RecordTypeHandshake {
+		sni, hello, err := listen.ReadClientHello(br)
 		if err != nil {
 			s.connect(st, r, hostport, ambiguous("CONNECT to "+hostport+" carries bytes that start like TLS but hold no ClientHello"))
 			c.Close()
 			return
 		}
-		pc.r = io.MultiReader(bytes.NewReader(hello), br)
+		pc = listen.Prefixed(c, io.MultiReader(bytes.NewReader(hello), br))
 		if sni != "" {
 			h, p, ok := canonConnect(r.Context(), st.cfg, net.JoinHostPort(sni, port))
 			switch {
@@ -340,153 +252,21 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 			case hasRoutes(st.cfg.tools, h, p):
 				s.tlsm.conns.WithLabelValues("connect", "sni_intercepted").Inc()
 				up.Close()
-				s.mitm.serveTLS(pc, sni, &target{scheme: "https", authority: joinAuthority(sni, port, "443"), dial: hostport, kind: "forward"})
+				s.mitm.ServeTLS(pc, sni, &listen.Target{Scheme: "https", Authority: joinAuthority(sni, port, "443"), Dial: hostport, Kind: "forward"})
 				return
 			}
 		}
-	} else if s.mitm != nil && looksLikeHTTP(br) {
+	} else if s.mitm != nil && listen.LooksLikeHTTP(br) {
 		c.SetDeadline(time.Time{})
 		s.tlsm.conns.WithLabelValues("connect", "plain").Inc()
 		up.Close()
-		s.mitm.hand(pc, &target{scheme: "http", port: port, dial: hostport, kind: "forward"})
+		s.mitm.Hand(pc, &listen.Target{Scheme: "http", Port: port, Dial: hostport, Kind: "forward"})
 		return
 	}
 	c.SetDeadline(time.Time{})
 	s.tunnelled(st, "connect", r, hostport, nil)
 	keep = true
-	splice(pc, up)
-}
-
-// looksLikeHTTP reports whether a connection's first bytes are an HTTP
-// request line's method and a space.
-func looksLikeHTTP(br *bufio.Reader) bool {
-	for n := 2; n <= 16; n++ {
-		b, err := br.Peek(n)
-		if err != nil {
-			return false
-		}
-		c := b[n-1]
-		if c == ' ' {
-			return true
-		}
-		if c < 'A' || c > 'Z' {
-			if c < 'a' || c > 'z' {
-				return false
-			}
-		}
-	}
-	return false
-}
-
-// splice copies both ways between a client and upstream until both sides
-// are done, passing on half-closes.
-func splice(c, up net.Conn) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-		done <- struct{}{}
-	}
-	go cp(up, c)
-	go cp(c, up)
-	<-done
-	<-done
-	c.Close()
-	up.Close()
-}
-
-// ownConns are toolgate's own upstream connections by local address, so a
-// redirected connection that is one of them (a routing loop) is caught.
-type ownConns struct {
-	mu    sync.Mutex
-	addrs map[string]int
-}
-
-func (o *ownConns) add(addr string) {
-	o.mu.Lock()
-	if o.addrs == nil {
-		o.addrs = map[string]int{}
-	}
-	o.addrs[addr]++
-	o.mu.Unlock()
-}
-
-func (o *ownConns) remove(addr string) {
-	o.mu.Lock()
-	if o.addrs[addr]--; o.addrs[addr] <= 0 {
-		delete(o.addrs, addr)
-	}
-	o.mu.Unlock()
-}
-
-func (o *ownConns) has(addr string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.addrs[addr] > 0
-}
-
-// ownConn is an upstream connection registered in ownConns until closed.
-type ownConn struct {
-	net.Conn
-	own  *ownConns
-	addr string
-	once sync.Once
-}
-
-func (c *ownConn) Close() error {
-	c.once.Do(func() { c.own.remove(c.addr) })
-	return c.Conn.Close()
-}
-
-// CloseWrite half-closes the connection, so a tunnel passes on a client's
-// half-close instead of cutting upstream's answer.
-func (c *ownConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
-}
-
-// CloseRead half-closes the reading side (goproxy's tunnels use both).
-func (c *ownConn) CloseRead() error {
-	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
-		return cr.CloseRead()
-	}
-	return nil
-}
-
-// ReadFrom keeps the TCP connection's splice and sendfile paths.
-func (c *ownConn) ReadFrom(r io.Reader) (int64, error) {
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(struct{ io.Writer }{c.Conn}, r)
-}
-
-// dialer dials upstream: the address from the request's context when a
-// redirected connection named its original destination, and registers
-// every connection in own before any byte is written on it.
-func dialer(d *net.Dialer, own *ownConns) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if a, ok := ctx.Value(dialKey{}).(string); ok && a != "" {
-			addr = a
-		}
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		if rt, ok := ctx.Value(routedKey{}).(routed); ok && rt.cfg.landsOnLoopbackTool(rt.host, rt.port, c.RemoteAddr()) {
-			c.Close()
-			return nil, fmt.Errorf("%w: %s reached %s", errOtherName, rt.host, c.RemoteAddr())
-		}
-		la := c.LocalAddr().String()
-		own.add(la)
-		return &ownConn{Conn: rawconn.Wrap(c), own: own, addr: la}, nil
-	}
+	listen.Splice(pc, up)
 }
 
 // tlsMetrics are the interception series, and the limiters of the logs

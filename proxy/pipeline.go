@@ -16,6 +16,8 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -139,18 +141,25 @@ func (t *tool) originOK(u *url.URL) bool {
 	}
 	want := t.port
 	if want == "" {
-		want = defaultPort(u.Scheme)
+		want = canonical.DefaultPort(u.Scheme)
 	}
 	return port == want
 }
 
-// routedKey carries, in a call's context, the host it was routed as, for
-// the dial guard.
-type routedKey struct{}
-
+// routed is the dial guard of a call or tunnel: the host it was routed
+// as, and the config whose tools the guard checks.
 type routed struct {
 	host, port string
 	cfg        *Config // whose tools the guard checks
+}
+
+// Check refuses a connection that landed on a loopback tool host under
+// another name (landsOnLoopbackTool).
+func (rt routed) Check(remote net.Addr) error {
+	if rt.cfg.landsOnLoopbackTool(rt.host, rt.port, remote) {
+		return fmt.Errorf("%w: %s reached %s", errOtherName, rt.host, remote)
+	}
+	return nil
 }
 
 // guarded returns ctx carrying the host and port a call or tunnel was
@@ -159,7 +168,7 @@ func (c *Config) guarded(ctx context.Context, host, port string) context.Context
 	if len(c.aliases.loopback) == 0 {
 		return ctx
 	}
-	return context.WithValue(ctx, routedKey{}, routed{host: host, port: port, cfg: c})
+	return upstream.WithGuard(ctx, routed{host: host, port: port, cfg: c})
 }
 
 // landsOnLoopbackTool is the dial guard: it reports whether a connection
@@ -250,10 +259,10 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	out.RequestURI = ""
 	var streamed *callerBody // the caller's body, streamed unread
 	if rc, ok := body.(io.ReadCloser); ok && body == io.Reader(r.Body) && r.Body != nil && r.Body != http.NoBody {
-		if size > 0 && size <= h1MaxHeldBody {
+		if size > 0 && size <= upstream.MaxHeldBody {
 			// A small body of a declared length is read first, as a
 			// checked call's is, so that the call goes upstream on this
-			// goroutine (upstreamTransport's fast path) rather than
+			// goroutine (upstream.Transport's fast path) rather than
 			// through net/http's transport, whose reader and writer
 			// goroutines a call wakes in turn: a lone passthrough call
 			// cost about twice a checked one's CPU that way
@@ -306,7 +315,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		held = br
 	}
 	c.upStart = time.Now()
-	resp, err := c.s.upstream.roundTrip(out, held)
+	resp, err := c.s.upstream.RoundTripHeld(out, held)
 	if err != nil {
 		cancel()
 		// A body that stalled also ends the request's context (net/http

@@ -68,7 +68,6 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -79,11 +78,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/elazarl/goproxy"
-
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/proxy/internal/h1serve"
+	"github.com/toolgate/toolgate/proxy/listen"
+	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -173,35 +171,28 @@ type Server struct {
 	tracer      Tracer // nil when tracing is off
 	log         *slog.Logger
 	sidecar     string
-	transport   *http.Transport    // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
-	upstream    *upstreamTransport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
+	transport   *http.Transport     // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	upstream    *upstream.Transport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
 	metrics     *metrics
 	mcp         mcpSchemas      // tool schemas learned from MCP servers
 	mcpUnusable unusableSchemas // listed schemas that could not check calls, for /status
 	tasks       refusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm        *tlsMetrics
-	connm       *connMetrics
+	connm       *listen.CapMetrics
 	capLog      logLimit                                                          // one log line a second for connections over the cap
-	own         ownConns                                                          // upstream connections, for loop detection
+	own         upstream.Conns                                                    // upstream connections, for loop detection
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
-	mitm        *interceptor                                                      // nil without a CA
+	mitm        *listen.Interceptor                                               // nil without a CA
 	tproxy      *transparent                                                      // nil when transparent mode is off
 	approver    Approver                                                          // nil when no call needs approval
 	events      EventGate                                                         // nil under events.on_write_failure: answer
 	eventsLost  *eventsCounter                                                    // toolgate_proxy_events_unavailable_total
 	eventsLog   logLimit
-	conns       *connSet // every listener's caller connections
+	conns       *listen.Conns // every listener's caller connections
 
 	mu        sync.Mutex
 	listeners []*listener
-	servers   []httpServer
-}
-
-// httpServer is what serves a plain listener: net/http's server, or the
-// HTTP/1.1 loop (listen.server).
-type httpServer interface {
-	Serve(net.Listener) error
-	Shutdown(context.Context) error
+	servers   []listen.HTTPServer
 }
 
 // state is the snapshot in force, with per-call lookups precomputed.
@@ -230,15 +221,15 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: newConnMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
-	s.conns = newConnSet(0)
+	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: listen.NewCapMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
+	s.conns = listen.NewConns(0)
 	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
-		s.conns = newConnSet(opts.MaxCallerConns)
+		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
-	s.dial = dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
-	s.transport = newTransport(snap.Config.Upstream, snap.Config.TLS.upstream, s.dial)
-	s.upstream = newUpstreamTransport(s.transport, s.dial)
-	if ca := snap.Config.TLS.ca; ca != nil {
+	s.dial = upstream.Dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
+	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.Upstream(), s.dial)
+	s.upstream = upstream.New(s.transport, s.dial)
+	if ca := snap.Config.TLS.CA(); ca != nil {
 		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
 	}
@@ -298,28 +289,6 @@ func sameListeners(a, b *Config) bool {
 	return true
 }
 
-// newTransport is the shared upstream transport: tlsc verifies upstream
-// certificates (nil: Go's defaults), dial connects.
-func newTransport(tc TransportConfig, tlsc *tls.Config, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
-	if tlsc != nil {
-		tlsc = tlsc.Clone()
-	}
-	return &http.Transport{
-		Proxy:                 nil, // never chain into another proxy from the environment
-		DialContext:           dial,
-		TLSClientConfig:       tlsc,
-		MaxIdleConns:          tc.MaxIdleConnsPerHost * 4,
-		MaxIdleConnsPerHost:   tc.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-		// Never add Accept-Encoding or decode on the caller's behalf: a raw
-		// answer passes exactly as upstream encoded it for the caller.
-		DisableCompression: true,
-	}
-}
-
 // Listen binds every configured listener. It fails, binding nothing, when
 // any address cannot be bound.
 func (s *Server) Listen() error {
@@ -359,43 +328,21 @@ func (s *Server) Listen() error {
 	}
 	s.listeners = ls
 	for _, l := range ls {
-		s.servers = append(s.servers, s.newHTTPServer(cfg, l.h))
+		s.servers = append(s.servers, listen.NewHTTPServer(cfg.Listen.Server == ServerNetHTTP, l.h, cfg.Limits.ReadHeaderTimeout, cfg.Limits.IdleTimeout, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)))
 	}
 	return nil
-}
-
-// newHTTPServer serves a plain listener with h: by default with the
-// HTTP/1.1 loop (h1serve), which hands what it does not serve to a
-// net/http server with the same settings; with listen.server: net/http,
-// with net/http's server alone.
-func (s *Server) newHTTPServer(cfg *Config, h http.Handler) httpServer {
-	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-	if cfg.Listen.Server == ServerNetHTTP {
-		return &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-			IdleTimeout:       cfg.Limits.IdleTimeout,
-			ErrorLog:          errLog,
-		}
-	}
-	return &h1serve.Server{
-		Handler:           h,
-		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Limits.IdleTimeout,
-		ErrorLog:          errLog,
-	}
 }
 
 // capped wraps a listener in limits.max_conns; httpAnswer says whether a
 // connection over the cap gets an HTTP 503 or is only closed.
 func (s *Server) capped(ln net.Listener, kind string, httpAnswer bool) net.Listener {
 	max := s.state.Load().cfg.Limits.MaxConns
-	if s.conns.max > 0 {
-		max = min(max, int(s.conns.max))
+	if s.conns.Max() > 0 {
+		max = min(max, s.conns.Max())
 	}
-	return newCapListener(ln, kind, max, httpAnswer, s.conns, s.connm, func() {
+	return listen.NewCapListener(ln, s.conns, s.connm, listen.Cap{Kind: kind, Max: max, HTTP: httpAnswer, ErrorCodeHeader: HeaderErrorCode, OnCap: func() {
 		s.logLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
-	})
+	}})
 }
 
 // Addr returns the bound address of the first listener of kind ("forward",
@@ -408,7 +355,7 @@ func (s *Server) Addr(kind string, skip int) string {
 		if s.tproxy == nil || skip > 0 {
 			return ""
 		}
-		return s.tproxy.ln.Addr().String()
+		return s.tproxy.Addr().String()
 	}
 	for _, l := range s.listeners {
 		if l.kind != kind {
@@ -436,11 +383,11 @@ func (s *Server) Serve() error {
 	n := len(ls)
 	if s.mitm != nil {
 		n++
-		go func() { errc <- s.mitm.serve() }()
+		go func() { errc <- s.mitm.Serve() }()
 	}
 	if s.tproxy != nil {
 		n++
-		go func() { errc <- s.tproxy.serve() }()
+		go func() { errc <- s.tproxy.Serve() }()
 	}
 	var first error
 	for range n {
@@ -460,7 +407,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var first error
 	if s.tproxy != nil {
-		s.tproxy.close()
+		s.tproxy.Close()
 	}
 	for _, srv := range srvs {
 		if err := srv.Shutdown(ctx); err != nil && first == nil {
@@ -468,67 +415,49 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	if s.mitm != nil { // after the forward listener: no CONNECT hands it more
-		if err := s.mitm.shutdown(ctx); err != nil && first == nil {
+		if err := s.mitm.Shutdown(ctx); err != nil && first == nil {
 			first = err
 		}
 	}
 	for _, l := range ls {
 		l.ln.Close() // a no-op error for listeners Serve already closed
 	}
-	s.upstream.close() // and the transport's idle connections
+	s.upstream.Close() // and the transport's idle connections
 	return first
 }
 
-// forwardHandler is the HTTP forward proxy. Absolute-form plain-HTTP calls
-// run the pipeline and are answered by writeResponse, exactly like reverse
-// calls; CONNECT goes to goproxy, which hands a host with tool routes to
-// the interceptor (mitm.go), and otherwise tunnels it untouched or refuses
-// it (decideConnect), recorded as such.
+// forwardHandler is the HTTP forward proxy (listen.NewForward).
+// Absolute-form plain-HTTP calls run the pipeline and are answered by
+// writeResponse, exactly like reverse calls; a CONNECT to a host with tool
+// routes goes to the interceptor (mitm.go), and otherwise is tunnelled
+// untouched or refused (decideConnect), recorded as such.
 func (s *Server) forwardHandler() http.Handler {
-	gp := goproxy.NewProxyHttpServer()
-	gp.Logger = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-	gp.Tr = s.transport
-	gp.ConnectDial = nil // dial directly; never through a proxy from the environment
-	// A tunnelled CONNECT is recorded once its dial is decided: ok, or the
-	// connect failure it is.
-	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
-		c, err := s.dial(req.Context(), network, addr)
-		host := req.URL.Host
-		if host == "" {
-			host = addr
-		}
-		s.tunnelled(s.state.Load(), "connect", req, host, err)
-		return c, err
-	}
-	gp.OnRequest().HandleConnectFunc(func(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-		st := s.state.Load()
-		switch action, ref := s.decideConnect(ctx.Req.Context(), st, host); action {
-		case connectIntercept:
-			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
-				s.interceptConnect(c, host)
-			}}, host
-		case connectRefuse:
-			ctx.Resp = s.connect(st, ctx.Req, host, ref)
-			return goproxy.RejectConnect, host
-		}
-		if st.cfg.namesHosts() {
-			req := ctx.Req
-			return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(_ *http.Request, c net.Conn, _ *goproxy.ProxyCtx) {
-				s.sniffConnect(c, req, host)
-			}}, host
-		}
-		return goproxy.OkConnect, host // recorded by ConnectDialWithReq
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodConnect:
-			gp.ServeHTTP(w, r)
-		case !r.URL.IsAbs():
-			http.Error(w, "toolgate: this is a forward proxy; send absolute-form requests (set HTTP_PROXY) or use a reverse listener", http.StatusBadRequest)
-		default:
-			bodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
+	return listen.NewForward(listen.Forward{
+		Transport: s.transport,
+		Dial: func(req *http.Request, network, addr string) (net.Conn, error) {
+			return s.dial(req.Context(), network, addr)
+		},
+		Tunnelled: func(req *http.Request, host string, err error) {
+			s.tunnelled(s.state.Load(), "connect", req, host, err)
+		},
+		Decide: func(req *http.Request, host string) (listen.ConnectAction, *http.Response) {
+			st := s.state.Load()
+			action, ref := s.decideConnect(req.Context(), st, host)
+			switch {
+			case action == listen.ConnectRefuse:
+				return action, s.connect(st, req, host, ref)
+			case action == listen.ConnectTunnel && st.cfg.namesHosts():
+				return listen.ConnectSniff, nil
+			}
+			return action, nil
+		},
+		Intercept: s.interceptConnect,
+		Sniff:     s.sniffConnect,
+		Call: func(w http.ResponseWriter, r *http.Request) {
+			listen.BodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
 			writeResponse(w, s.handle(r, "forward", r.URL))
-		}
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	})
 }
 
@@ -574,7 +503,7 @@ func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refus
 func (s *Server) reverseHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cfg := s.state.Load().cfg
-		bodyDeadline(w, r, cfg.Limits.BodyTimeout)
+		listen.BodyDeadline(w, r, cfg.Limits.BodyTimeout)
 		rc := cfg.Listen.Reverse[i]
 		target := *rc.base
 		target.Path = joinPath(rc.base.Path, r.URL.Path)

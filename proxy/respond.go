@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
 // refusal is an answer toolgate gives itself, without calling upstream.
@@ -178,7 +179,7 @@ func envelopable(r *http.Request, resp *http.Response) bool {
 	if ct == "" {
 		return true
 	}
-	mt, _, err := parseMediaType(ct)
+	mt, _, err := canonical.ParseMediaType(ct)
 	if err != nil {
 		return false
 	}
@@ -196,7 +197,7 @@ func envelopable(r *http.Request, resp *http.Response) bool {
 // envelopeData turns an answer's body into the envelope's data: JSON as is,
 // text as a JSON string. ok is false for a body that is neither.
 func envelopeData(ct string, body []byte) (json.RawMessage, bool) {
-	mt, _, _ := parseMediaType(ct)
+	mt, _, _ := canonical.ParseMediaType(ct)
 	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == ""
 	if isJSON && json.Valid(body) {
 		return json.RawMessage(body), true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
 // tool is a compiled ToolConfig.
@@ -95,7 +96,7 @@ func parseTemplate(s string) (*template, error) {
 			return nil, fmt.Errorf("template %q has an empty segment (\"//\"); calls are matched with repeated slashes merged", s)
 		}
 		if lit := strings.NewReplacer("{", "", "}", "").Replace(part); lit != "" {
-			if c, _, ok := canonPath("/" + lit); !ok || c != "/"+lit {
+			if c, _, ok := canonical.Path("/" + lit); !ok || c != "/"+lit {
 				return nil, fmt.Errorf("template %q: segment %q is not in canonical form (no dot segments, escapes only of reserved characters, in upper-case hex; write %%74 as t); calls are matched in canonical form", s, part)
 			}
 		}

@@ -3,17 +3,14 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/connqueue"
+	"github.com/toolgate/toolgate/proxy/listen"
 )
 
 // Transparent mode. iptables (deploy/k8s/base/toolgate-iptables.sh)
@@ -46,74 +43,23 @@ import (
 // the transparent listener itself (a client that connects to it directly)
 // is refused the same way.
 
-// transparent is the transparent listener.
+// transparent sorts the transparent listener's connections (listen.Transparent
+// accepts them and holds their tunnels).
 type transparent struct {
-	s  *Server
-	ln net.Listener
-
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	closed  bool
-	tunnels map[net.Conn]struct{}
+	s *Server
+	*listen.Transparent
 }
 
 func newTransparent(s *Server, ln net.Listener) *transparent {
-	return &transparent{s: s, ln: ln, tunnels: map[net.Conn]struct{}{}}
-}
-
-// serve accepts redirected connections until close.
-func (tp *transparent) serve() error {
-	var backoff time.Duration
-	for {
-		c, err := tp.ln.Accept()
-		if err != nil {
-			tp.mu.Lock()
-			closed := tp.closed
-			tp.mu.Unlock()
-			if closed || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		tp.wg.Add(1)
-		go func() {
-			defer tp.wg.Done()
-			tp.handle(c)
-		}()
-	}
-}
-
-func isTemporary(err error) bool {
-	t, ok := err.(interface{ Temporary() bool })
-	return ok && t.Temporary()
-}
-
-// close stops accepting, waits for connections being sorted, and closes
-// open tunnels.
-func (tp *transparent) close() {
-	tp.mu.Lock()
-	tp.closed = true
-	tp.mu.Unlock()
-	tp.ln.Close()
-	tp.mu.Lock()
-	for c := range tp.tunnels {
-		c.Close()
-	}
-	tp.mu.Unlock()
-	tp.wg.Wait()
+	tp := &transparent{s: s}
+	tp.Transparent = listen.NewTransparent(ln, tp.handle)
+	return tp
 }
 
 // handle sorts one redirected connection.
 func (tp *transparent) handle(c net.Conn) {
 	m := tp.s.tlsm
-	orig, err := originalDst(c)
+	orig, err := listen.OriginalDst(c)
 	if err != nil {
 		m.conns.WithLabelValues("transparent", "error").Inc()
 		tp.s.log.Warn("transparent connection without an original destination: was it redirected by iptables?", "client", c.RemoteAddr().String(), "err", err)
@@ -124,7 +70,7 @@ func (tp *transparent) handle(c net.Conn) {
 		tp.loop(c, "a connection straight to the transparent listener (not redirected); its destination would be toolgate itself")
 		return
 	}
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	c.SetReadDeadline(time.Now().Add(listen.HandshakeTimeout))
 	first := make([]byte, 1)
 	if _, err := io.ReadFull(c, first); err != nil {
 		c.Close()
@@ -132,28 +78,28 @@ func (tp *transparent) handle(c net.Conn) {
 	}
 	// Any byte toolgate's own connection carries was written after the
 	// dialer registered it, so this check cannot miss one.
-	if tp.s.own.has(c.RemoteAddr().String()) {
+	if tp.s.own.Has(c.RemoteAddr().String()) {
 		tp.loop(c, "toolgate's own upstream connection was redirected back to it; exclude toolgate's uid from the redirect (TOOLGATE_UID)")
 		return
 	}
 	st := tp.s.state.Load()
 	port := strconv.Itoa(int(orig.Port()))
 	dial := orig.String()
-	if first[0] != recordTypeHandshake {
+	if first[0] != listen.RecordTypeHandshake {
 		c.SetReadDeadline(time.Time{})
 		m.conns.WithLabelValues("transparent", "plain").Inc()
-		tp.s.mitm.hand(&prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(first), c)},
-			&target{scheme: "http", port: port, dial: dial, kind: "transparent"})
+		tp.s.mitm.Hand(listen.Prefixed(c, io.MultiReader(bytes.NewReader(first), c)),
+			&listen.Target{Scheme: "http", Port: port, Dial: dial, Kind: "transparent"})
 		return
 	}
-	sni, hello, err := readClientHello(io.MultiReader(bytes.NewReader(first), c))
+	sni, hello, err := listen.ReadClientHello(io.MultiReader(bytes.NewReader(first), c))
 	if err != nil {
 		m.conns.WithLabelValues("transparent", "error").Inc()
 		tp.s.log.Info("transparent connection starts like TLS but holds no ClientHello", "client", c.RemoteAddr().String(), "dst", dial, "err", err)
 		c.Close()
 		return
 	}
-	pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}
+	pc := listen.Prefixed(c, io.MultiReader(bytes.NewReader(hello), c))
 	host := sni
 	if host == "" {
 		host = orig.Addr().Unmap().String()
@@ -169,7 +115,7 @@ func (tp *transparent) handle(c net.Conn) {
 		return
 	}
 	if hasRoutes(st.cfg.tools, sh, sp) || hasRoutes(st.cfg.tools, ah, ap) || st.cfg.Unmatched == UnmatchedDeny {
-		tp.s.mitm.serveTLS(pc, host, &target{scheme: "https", authority: joinAuthority(host, port, "443"), dial: dial, kind: "transparent"})
+		tp.s.mitm.ServeTLS(pc, host, &listen.Target{Scheme: "https", Authority: joinAuthority(host, port, "443"), Dial: dial, Kind: "transparent"})
 		return
 	}
 	c.SetReadDeadline(time.Time{})
@@ -189,7 +135,7 @@ func (tp *transparent) loop(c net.Conn, why string) {
 // tunnel copies a TLS connection to its original destination untouched,
 // and records it like a tunnelled CONNECT.
 func (tp *transparent) tunnel(c net.Conn, st *state, ctx context.Context, dial, authority string) {
-	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, listen.HandshakeTimeout)
 	up, err := tp.s.dial(ctx, "tcp", dial)
 	cancel()
 	tp.s.tunnelled(st, "transparent", nil, authority, err)
@@ -198,89 +144,11 @@ func (tp *transparent) tunnel(c net.Conn, st *state, ctx context.Context, dial, 
 		c.Close()
 		return
 	}
-	if !tp.track(c, up) {
+	if !tp.Track(c, up) {
 		c.Close()
 		up.Close()
 		return
 	}
-	defer tp.untrack(c, up)
-	splice(c, up)
+	defer tp.Untrack(c, up)
+	listen.Splice(c, up)
 }
-
-func (tp *transparent) track(cs ...net.Conn) bool {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	if tp.closed {
-		return false
-	}
-	for _, c := range cs {
-		tp.tunnels[c] = struct{}{}
-	}
-	return true
-}
-
-func (tp *transparent) untrack(cs ...net.Conn) {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	for _, c := range cs {
-		delete(tp.tunnels, c)
-	}
-}
-
-// recordTypeHandshake is the first byte of a TLS connection.
-const recordTypeHandshake = 0x16
-
-// prefixConn is a connection whose first bytes were already read; Read
-// returns them again first.
-type prefixConn struct {
-	net.Conn
-	r io.Reader
-}
-
-func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// CloseWrite half-closes the underlying TCP connection, for tunnels.
-func (c *prefixConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
-}
-
-// readClientHello reads a TLS ClientHello from r (at most maxHelloBytes)
-// with crypto/tls's own parser and returns its SNI ("" when the client
-// sent none) and every byte it read, to be replayed.
-func readClientHello(r io.Reader) (sni string, consumed []byte, err error) {
-	var buf bytes.Buffer
-	sc := &sniffConn{r: io.TeeReader(io.LimitReader(r, maxHelloBytes), &buf)}
-	got := false
-	srv := tls.Server(sc, &tls.Config{
-		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			sni, got = h.ServerName, true
-			return nil, errHelloRead
-		},
-	})
-	herr := srv.Handshake()
-	if !got {
-		if herr == nil {
-			herr = errors.New("no ClientHello")
-		}
-		return "", nil, herr
-	}
-	return sni, buf.Bytes(), nil
-}
-
-var errHelloRead = errors.New("ClientHello read")
-
-// sniffConn feeds a TLS server the client's bytes and swallows whatever
-// the server writes (the alert that ends the sniffing handshake).
-type sniffConn struct{ r io.Reader }
-
-func (c *sniffConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
-func (c *sniffConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (c *sniffConn) Close() error                     { return nil }
-func (c *sniffConn) LocalAddr() net.Addr              { return connqueue.Addr("intercept") }
-func (c *sniffConn) RemoteAddr() net.Addr             { return connqueue.Addr("intercept") }
-func (c *sniffConn) SetDeadline(time.Time) error      { return nil }
-func (c *sniffConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *sniffConn) SetWriteDeadline(time.Time) error { return nil }

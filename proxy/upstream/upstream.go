@@ -1,4 +1,12 @@
-package proxy
+// Package upstream holds the transport that sends toolgate's calls to
+// upstream (a fast path for plain HTTP/1.1 beside net/http's transport),
+// the dialer every upstream connection goes through, the registry of those
+// connections that catches a routing loop, and the hook of the dial guard.
+// It knows nothing of tools, calls or the configuration: what the dial
+// guard refuses is decided by its caller (a Guard in the dial's context).
+// It must never import proxy, nor anything that proxy must not link (the
+// policies implementations, sink).
+package upstream
 
 import (
 	"bufio"
@@ -16,7 +24,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// upstreamTransport sends calls upstream. A plain-HTTP call (http://)
+// Transport sends calls upstream. A plain-HTTP call (http://)
 // whose body toolgate holds in memory, or that has none, is written and
 // its answer read on the calling goroutine, over a pooled keep-alive
 // connection, with net/http's own serializer (Request.Write) and parser
@@ -47,9 +55,9 @@ import (
 // have acted on is never sent twice. Connections are
 // pooled by the address dialled, so a call's headers (injected secrets
 // included) go only to the connection of its own origin.
-type upstreamTransport struct {
+type Transport struct {
 	std            *http.Transport
-	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial           DialFunc
 	maxIdlePerHost int
 	maxIdle        int
 	idleTimeout    time.Duration
@@ -61,36 +69,37 @@ type upstreamTransport struct {
 	closed bool        // close ran: nothing is pooled any more
 }
 
-// newUpstreamTransport wraps std, sharing its pool limits and idle timeout.
-func newUpstreamTransport(std *http.Transport, dial func(context.Context, string, string) (net.Conn, error)) *upstreamTransport {
-	return &upstreamTransport{
+// New wraps std, sharing its pool limits and idle timeout; dial connects
+// the fast path's connections (std's own DialContext, as a rule).
+func New(std *http.Transport, dial DialFunc) *Transport {
+	return &Transport{
 		std: std, dial: dial,
 		maxIdlePerHost: std.MaxIdleConnsPerHost, maxIdle: std.MaxIdleConns, idleTimeout: std.IdleConnTimeout,
 		idle: map[string][]*h1Conn{},
 	}
 }
 
-// h1MaxHeldBody is the largest in-memory body the fast path sends: it is
+// MaxHeldBody is the largest in-memory body the fast path sends: it is
 // written before the answer is read, so a larger one could block on an
 // upstream that answers without reading it; those go through std, which
 // reads while it writes.
-const h1MaxHeldBody = 64 << 10
+const MaxHeldBody = 64 << 10
 
-// RoundTrip sends a call without a held body (see roundTrip).
-func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.roundTrip(req, nil)
+// RoundTrip sends a call without a held body (see RoundTripHeld).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.RoundTripHeld(req, nil)
 }
 
-// roundTrip sends req upstream. held, when not nil, is the request's body
+// RoundTripHeld sends req upstream. held, when not nil, is the request's body
 // (req.Body reads it): toolgate read it, so it can be sent again.
-func (t *upstreamTransport) roundTrip(req *http.Request, held *bytes.Reader) (*http.Response, error) {
+func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.Response, error) {
 	if !t.fast(req, held) {
 		return t.std.RoundTrip(req)
 	}
 	ctx := req.Context()
 	addr := net.JoinHostPort(req.URL.Hostname(), portOr(req.URL.Port(), "80"))
 	key := addr
-	if d, ok := ctx.Value(dialKey{}).(string); ok && d != "" {
+	if d := dialAddr(ctx); d != "" {
 		key = addr + "\x00" + d
 	}
 	for attempt := 0; ; attempt++ {
@@ -122,14 +131,14 @@ func portOr(port, def string) string {
 }
 
 // fast reports whether req can take the fast path.
-func (t *upstreamTransport) fast(req *http.Request, held *bytes.Reader) bool {
+func (t *Transport) fast(req *http.Request, held *bytes.Reader) bool {
 	u := req.URL
 	if u == nil || u.Scheme != "http" || u.Host == "" || t.std.Proxy != nil || t.std.DisableKeepAlives {
 		return false
 	}
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-	case held != nil && held.Size() <= h1MaxHeldBody:
+	case held != nil && held.Size() <= MaxHeldBody:
 	default:
 		return false
 	}
@@ -231,7 +240,7 @@ func (c *h1Conn) Write(p []byte) (int, error) {
 }
 
 // get returns a pooled connection to key, or dials addr.
-func (t *upstreamTransport) get(ctx context.Context, key, addr string) (*h1Conn, error) {
+func (t *Transport) get(ctx context.Context, key, addr string) (*h1Conn, error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -268,7 +277,7 @@ func (t *upstreamTransport) get(ctx context.Context, key, addr string) (*h1Conn,
 
 // put pools a connection whose last answer was read to its end, or closes
 // it when the pool is full or closed.
-func (t *upstreamTransport) put(pc *h1Conn) {
+func (t *Transport) put(pc *h1Conn) {
 	pc.idleAt = time.Now()
 	t.mu.Lock()
 	if t.closed || t.nidle >= t.maxIdle || len(t.idle[pc.key]) >= t.maxIdlePerHost {
@@ -286,7 +295,7 @@ func (t *upstreamTransport) put(pc *h1Conn) {
 
 // sweepIdle closes pooled connections idle longer than the idle timeout,
 // or that upstream closed, and runs again while any stay pooled.
-func (t *upstreamTransport) sweepIdle() {
+func (t *Transport) sweepIdle() {
 	now := time.Now()
 	var dead []*h1Conn
 	t.mu.Lock()
@@ -321,13 +330,13 @@ func (t *upstreamTransport) sweepIdle() {
 // CloseIdleConnections closes every pooled connection, the fast path's and
 // std's; connections in use go back to the pool when their call ends, as
 // with http.Transport.
-func (t *upstreamTransport) CloseIdleConnections() { t.closeIdle(false) }
+func (t *Transport) CloseIdleConnections() { t.closeIdle(false) }
 
-// close closes every pooled connection and pools none from now on: a call
+// Close closes every pooled connection and pools none from now on: a call
 // that ends after it closes its connection (Server.Shutdown).
-func (t *upstreamTransport) close() { t.closeIdle(true) }
+func (t *Transport) Close() { t.closeIdle(true) }
 
-func (t *upstreamTransport) closeIdle(forever bool) {
+func (t *Transport) closeIdle(forever bool) {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.nidle = map[string][]*h1Conn{}, 0
@@ -350,7 +359,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // exchange writes req on pc and reads its answer's head. retry says the
 // call failed on a reused connection in a way net/http would retry.
-func (t *upstreamTransport) exchange(ctx context.Context, pc *h1Conn, req *http.Request) (*http.Response, bool, error) {
+func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request) (*http.Response, bool, error) {
 	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
 	fail := func(op string, err error) (*http.Response, bool, error) {
 		stop()
@@ -395,7 +404,7 @@ func (t *upstreamTransport) exchange(ctx context.Context, pc *h1Conn, req *http.
 
 // release pools pc when its answer is complete and nothing else was sent
 // on it, and closes it otherwise.
-func (t *upstreamTransport) release(pc *h1Conn, stop func() bool, reuse bool) {
+func (t *Transport) release(pc *h1Conn, stop func() bool, reuse bool) {
 	if stop() && reuse && pc.br.Buffered() == 0 {
 		t.put(pc)
 		return
@@ -410,7 +419,7 @@ var errBodyClosed = errors.New("http: read on closed response body")
 // h1Body is an answer's body on the fast path: its end returns the
 // connection to the pool, a Close before its end closes it.
 type h1Body struct {
-	t     *upstreamTransport
+	t     *Transport
 	pc    *h1Conn
 	rc    io.ReadCloser // net/http's body reader, over pc.br
 	ctx   context.Context

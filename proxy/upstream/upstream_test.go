@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 )
 
-// The fast path (upstreamTransport) is checked against Go's http.Transport
+// The fast path (Transport) is checked against Go's http.Transport
 // as toolgate configures it: the same calls go to a real upstream through
 // each, and what a caller of the transport sees must be the same (status,
 // headers, body, the bucketed failure), as must what the upstream received
@@ -31,15 +31,15 @@ import (
 
 // transports returns Go's transport (as toolgate builds it) and the fast
 // path over another one, each with its own pool.
-func transports(t testing.TB) (std http.RoundTripper, fast *upstreamTransport) {
+func transports(t testing.TB) (std http.RoundTripper, fast *Transport) {
 	t.Helper()
-	tc := TransportConfig{MaxIdleConnsPerHost: DefaultMaxIdlePerHost, DialTimeout: 5 * time.Second}
 	mk := func() *http.Transport {
-		return newTransport(tc, nil, dialer(&net.Dialer{Timeout: tc.DialTimeout}, &ownConns{}))
+		// As proxy builds it, with its defaults (upstream.max_idle_conns_per_host 512, dial_timeout 5s).
+		return NewStd(512, nil, Dialer(&net.Dialer{Timeout: 5 * time.Second}, &Conns{}))
 	}
 	s := mk()
 	ft := mk()
-	fast = newUpstreamTransport(ft, ft.DialContext)
+	fast = New(ft, ft.DialContext)
 	t.Cleanup(func() { s.CloseIdleConnections(); fast.CloseIdleConnections() })
 	return s, fast
 }
@@ -84,8 +84,8 @@ func do(ctx context.Context, rt http.RoundTripper, method, url string, body []by
 		req.Body, req.ContentLength = io.NopCloser(held), int64(len(body))
 	}
 	var resp *http.Response
-	if f, ok := rt.(*upstreamTransport); ok {
-		resp, err = f.roundTrip(req, held)
+	if f, ok := rt.(*Transport); ok {
+		resp, err = f.RoundTripHeld(req, held)
 	} else {
 		resp, err = rt.RoundTrip(req)
 	}
@@ -627,7 +627,7 @@ func startFlaskApp(t *testing.T, script string) string {
 
 // BenchmarkUpstreamTransport compares one call upstream (the bench body and
 // answer) through Go's transport and through the fast path, in process:
-// go test -run '^$' -bench BenchmarkUpstreamTransport -benchmem ./proxy/
+// go test -run '^$' -bench BenchmarkUpstreamTransport -benchmem ./proxy/upstream/
 func BenchmarkUpstreamTransport(b *testing.B) {
 	answer := []byte(strings.Repeat("x", 200))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -650,8 +650,8 @@ func BenchmarkUpstreamTransport(b *testing.B) {
 				req.Body, req.ContentLength = io.NopCloser(held), int64(len(body))
 				var resp *http.Response
 				var err error
-				if f, ok := c.rt.(*upstreamTransport); ok {
-					resp, err = f.roundTrip(req, held)
+				if f, ok := c.rt.(*Transport); ok {
+					resp, err = f.RoundTripHeld(req, held)
 				} else {
 					resp, err = c.rt.RoundTrip(req)
 				}
@@ -764,7 +764,7 @@ func TestUpstreamShutdownPoolsNothing(t *testing.T) {
 	if o := do(context.Background(), fast, "GET", srv.URL, nil, nil); o.Body != "ok" {
 		t.Fatal(o)
 	}
-	fast.close()
+	fast.Close()
 	if o := do(context.Background(), fast, "GET", srv.URL, nil, nil); o.Body != "ok" {
 		t.Fatal(o)
 	}

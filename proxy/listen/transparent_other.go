@@ -1,6 +1,6 @@
 //go:build !linux
 
-package proxy
+package listen
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"net/netip"
 )
 
-// originalDst needs Linux's SO_ORIGINAL_DST; Config.Validate refuses
+// OriginalDst needs Linux's SO_ORIGINAL_DST; Config.Validate refuses
 // listen.transparent elsewhere, so this is never reached.
-func originalDst(net.Conn) (netip.AddrPort, error) {
+func OriginalDst(net.Conn) (netip.AddrPort, error) {
 	return netip.AddrPort{}, errors.New("transparent mode needs Linux (SO_ORIGINAL_DST)")
 }

@@ -1,4 +1,4 @@
-package proxy
+package canonical
 
 import (
 	"maps"
@@ -15,7 +15,7 @@ func TestParseMediaTypeAgreesWithMime(t *testing.T) {
 		"Application/JSON", "application/json; charset=utf-8", " application/json", "application/json ",
 		"text/plain;charset=latin1", "application/json;", "", "nonsense", "application/problem+json",
 	} {
-		mt, params, err := parseMediaType(v)
+		mt, params, err := ParseMediaType(v)
 		wmt, wparams, werr := mime.ParseMediaType(v)
 		if mt != wmt || (err == nil) != (werr == nil) || !maps.Equal(params, wparams) {
 			t.Errorf("parseMediaType(%q) = %q, %v, %v; mime says %q, %v, %v", v, mt, params, err, wmt, wparams, werr)

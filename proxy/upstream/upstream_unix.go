@@ -1,6 +1,6 @@
 //go:build unix
 
-package proxy
+package upstream
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package proxy
+package canonical
 
 import (
 	"net/url"
@@ -25,13 +25,13 @@ func TestCanonQuery(t *testing.T) {
 		{"a=%7%30", "a=%7%30"}, // a broken escape: bound as written, never as "%70"
 		{"a=%7E%2D%2E%5F", "a=~-._"},
 	} {
-		if got := canonQuery(tc.in); got != tc.want {
+		if got := Query(tc.in); got != tc.want {
 			t.Errorf("canonQuery(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 	// Spellings that upstreams read differently keep different forms.
 	for _, p := range [][2]string{{"q=a+b", "q=a%2Bb"}, {"q=a+b", "q=a%20b"}, {"a=1&a=2", "a=2&a=1"}, {"a=1;b=2", "a=1&b=2"}, {"a=1", "a=1&"}} {
-		if canonQuery(p[0]) == canonQuery(p[1]) {
+		if Query(p[0]) == Query(p[1]) {
 			t.Errorf("%q and %q have one canonical form", p[0], p[1])
 		}
 	}
@@ -44,9 +44,9 @@ func FuzzCanonQuery(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		c := canonQuery(raw)
-		if canonQuery(c) != c {
-			t.Fatalf("not a fixed point: %q -> %q -> %q", raw, c, canonQuery(c))
+		c := Query(raw)
+		if Query(c) != c {
+			t.Fatalf("not a fixed point: %q -> %q -> %q", raw, c, Query(c))
 		}
 		want, err := url.ParseQuery(raw)
 		if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package listen
 
 import (
 	"encoding/binary"
@@ -16,11 +16,11 @@ import (
 // ip6tSOOriginalDst is IP6T_SO_ORIGINAL_DST from linux/netfilter_ipv6/ip6_tables.h.
 const ip6tSOOriginalDst = 80
 
-// originalDst returns the destination a connection redirected by iptables
+// OriginalDst returns the destination a connection redirected by iptables
 // (REDIRECT, DNAT) was addressed to before the redirect: SO_ORIGINAL_DST
 // for IPv4, IP6T_SO_ORIGINAL_DST for IPv6. A connection that was not
 // redirected reports its own local address.
-func originalDst(c net.Conn) (netip.AddrPort, error) {
+func OriginalDst(c net.Conn) (netip.AddrPort, error) {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok { // a capped connection
 		c = nc.NetConn()
 	}

@@ -1,11 +1,11 @@
 //go:build !unix
 
-package proxy
+package upstream
 
 import "net"
 
 // peeker cannot peek on this platform: a connection upstream closed is
-// found when a call uses it (and sent again as upstreamTransport says).
+// found when a call uses it (and sent again as Transport says).
 type peeker struct{}
 
 func newPeeker(net.Conn) *peeker { return &peeker{} }
