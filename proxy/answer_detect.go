@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/detect"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -322,7 +323,7 @@ func readAnswer(a *answer, maxDepth int) (v any, text bool, why string) {
 			return nil, false, fmt.Sprintf("an encoded body (Content-Encoding %q)", boundedText(ce))
 		}
 	}
-	mt, _, _ := parseMediaType(a.Header.Get("Content-Type"))
+	mt, _, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		if ref := checkJSONNames("the answer", a.Body, maxDepth); ref != nil {
