@@ -162,57 +162,66 @@ func benchCall(c *http.Client, u string) error {
 // 32 goroutines piling in at once.)
 func BenchmarkPolicyOverhead(b *testing.B) {
 	e, proxyURL := benchEnv(b)
-	const rounds, burst = 8, 1500 * time.Millisecond
 	for _, engine := range []string{"compiled", "interpreter", "wasm"} {
 		path := map[string]string{"compiled": "/bench/policy", "interpreter": "/bench/policy_interpreter", "wasm": "/bench/policy_wasm"}[engine]
 		b.Run(engine, func(b *testing.B) {
 			c := benchClient(b, proxyURL, true, 32)
-			// run calls u from 32 goroutines for burst: calls per second
-			// and CPU per call.
-			run := func(u string) (rps, cpuUS float64) {
-				var calls, failed atomic.Int64
-				stop := time.Now().Add(burst)
-				start, cpu0 := time.Now(), cpuTime()
-				var wg sync.WaitGroup
-				for range 32 {
-					wg.Go(func() {
-						for time.Now().Before(stop) {
-							if benchCall(c, u) != nil {
-								failed.Add(1)
-							}
-							calls.Add(1)
-						}
-					})
-				}
-				wg.Wait()
-				if failed.Load() > 0 {
-					b.Fatalf("%d calls to %s failed", failed.Load(), u)
-				}
-				n := float64(calls.Load())
-				return n / time.Since(start).Seconds(), float64((cpuTime() - cpu0).Microseconds()) / n
-			}
-			base, pol := e.up.URL()+"/bench/validated", e.up.URL()+path
-			run(base) // warm both routes' connections and pools
-			run(pol)
-			var added, ratio []float64
-			for i := range b.N * rounds {
-				var bRPS, bCPU, pRPS, pCPU float64
-				if i%2 == 0 {
-					bRPS, bCPU = run(base)
-					pRPS, pCPU = run(pol)
-				} else {
-					pRPS, pCPU = run(pol)
-					bRPS, bCPU = run(base)
-				}
-				added = append(added, pCPU-bCPU)
-				ratio = append(ratio, pRPS/bRPS)
-			}
-			slices.Sort(added)
-			slices.Sort(ratio)
-			b.ReportMetric(added[len(added)/2], "added-cpu-us")
-			b.ReportMetric((1-ratio[len(ratio)/2])*100, "loss-%")
+			pairedBursts(b, func(u string) error { return benchCall(c, u) }, e.up.URL()+"/bench/validated", e.up.URL()+path)
 		})
 	}
+}
+
+// pairedBursts measures what route other adds to route base: both are
+// called from 32 goroutines in alternating bursts (A B, then B A, so a
+// drift of the shared machine's speed weighs on both alike), b.N times 8
+// pairs, and the medians of the paired differences are reported: added
+// CPU per call (whole process: client, toolgate and upstream) and
+// throughput lost. call makes one call, which must succeed.
+func pairedBursts(b *testing.B, call func(u string) error, base, other string) {
+	const rounds, burst = 8, 1500 * time.Millisecond
+	// run calls u from 32 goroutines for burst: calls per second and CPU
+	// per call.
+	run := func(u string) (rps, cpuUS float64) {
+		var calls, failed atomic.Int64
+		stop := time.Now().Add(burst)
+		start, cpu0 := time.Now(), cpuTime()
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					if call(u) != nil {
+						failed.Add(1)
+					}
+					calls.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if failed.Load() > 0 {
+			b.Fatalf("%d calls to %s failed", failed.Load(), u)
+		}
+		n := float64(calls.Load())
+		return n / time.Since(start).Seconds(), float64((cpuTime() - cpu0).Microseconds()) / n
+	}
+	run(base) // warm both routes' connections and pools
+	run(other)
+	var added, ratio []float64
+	for i := range b.N * rounds {
+		var bRPS, bCPU, pRPS, pCPU float64
+		if i%2 == 0 {
+			bRPS, bCPU = run(base)
+			pRPS, pCPU = run(other)
+		} else {
+			pRPS, pCPU = run(other)
+			bRPS, bCPU = run(base)
+		}
+		added = append(added, pCPU-bCPU)
+		ratio = append(ratio, pRPS/bRPS)
+	}
+	slices.Sort(added)
+	slices.Sort(ratio)
+	b.ReportMetric(added[len(added)/2], "added-cpu-us")
+	b.ReportMetric((1-ratio[len(ratio)/2])*100, "loss-%")
 }
 
 // BenchmarkProxy compares calling the upstream directly with the same calls
