@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // Names of MCP tools that the configuration gives (a route's mcp.tools,
@@ -64,7 +65,7 @@ func newNameWatch(cfg *Config, shared []string) *mcpNameWatch {
 }
 
 // observe checks a route's complete tools/list answer.
-func (w *mcpNameWatch) observe(route string, tools []listedTool, log *slog.Logger) {
+func (w *mcpNameWatch) observe(route string, tools []mcp.ListedTool, log *slog.Logger) {
 	if w == nil || len(w.shared)+len(w.own[route]) == 0 {
 		return
 	}

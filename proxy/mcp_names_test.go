@@ -3,6 +3,8 @@ package proxy
 import (
 	"log/slog"
 	"testing"
+
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // TestNameWatchShared checks names rules outside the proxy give
@@ -13,10 +15,10 @@ func TestNameWatchShared(t *testing.T) {
 	w := &mcpNameWatch{shared: []string{"charge", "refund"}, own: map[string][]string{"a": {"x"}, "b": nil},
 		field: map[string]string{"a": "tools[0].mcp.tools", "b": "tools[1].mcp.tools"}, listed: map[string]map[string]bool{}}
 	log := slog.New(slog.DiscardHandler)
-	list := func(names ...string) []listedTool {
-		var out []listedTool
+	list := func(names ...string) []mcp.ListedTool {
+		var out []mcp.ListedTool
 		for _, n := range names {
-			out = append(out, listedTool{Name: n})
+			out = append(out, mcp.ListedTool{Name: n})
 		}
 		return out
 	}

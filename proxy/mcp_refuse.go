@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -24,15 +25,15 @@ import (
 // the refused calls with their results, the others with a JSON-RPC error
 // saying why. A refused tools/call without an id (which no response can
 // answer) gets the plain refusal.
-func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []*refusal, first int) *http.Response {
+func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs []*refusal, first int) *http.Response {
 	ref := refs[first]
 	c.ev.Outcome = sink.OutcomeRefused
 	if batch {
 		// The event is the refused call's.
-		tc, _ := parseToolCall(msgs[first].Params)
-		c.ev.Tool, c.ev.RPCID = tc.name, idText(msgs[first].ID)
+		tc, _ := mcp.ParseToolCall(msgs[first].Params)
+		c.ev.Tool, c.ev.RPCID = tc.Name, mcp.IDText(msgs[first].ID)
 	}
-	if !batch && !msgs[0].isRequest() {
+	if !batch && !msgs[0].IsRequest() {
 		return c.refuse(r, ref)
 	}
 	if !batch && c.mcp.ask != nil {
@@ -47,12 +48,12 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	} else {
 		var out []json.RawMessage
 		for i := range msgs {
-			if !msgs[i].isRequest() {
+			if !msgs[i].IsRequest() {
 				continue
 			}
 			if refs[i] != nil {
-				tc, _ := parseToolCall(msgs[i].Params)
-				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.plainResult(tc.name)))
+				tc, _ := mcp.ParseToolCall(msgs[i].Params)
+				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.plainResult(tc.Name)))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{
@@ -70,8 +71,8 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	c.ev.ViolationPaths = paths
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
 	resp := mcpAnswer(r, http.StatusOK, string(ref.code), body)
-	if sid := r.Header.Get(headerMCPSession); sid != "" {
-		resp.Header[headerMCPSession] = []string{sid}
+	if sid := r.Header.Get(mcp.HeaderSession); sid != "" {
+		resp.Header[mcp.HeaderSession] = []string{sid}
 	}
 	return resp
 }

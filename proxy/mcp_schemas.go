@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // maxMCPServers bounds the servers whose tool lists are remembered; past
@@ -52,7 +53,7 @@ type mcpServer struct {
 
 // learnedTool is one tool's schema as the server listed it.
 type learnedTool struct {
-	hints *toolHints // the listed annotations; nil when none
+	hints *mcp.ToolHints // the listed annotations; nil when none
 	// output is true when the tool lists an outputSchema (not JSON null):
 	// clients check a result's structuredContent against it.
 	output   bool
@@ -125,7 +126,7 @@ func (m *mcpSchemas) forget(key string) {
 // as too large. A complete list with a ttlMs is fresh for that long (at
 // least minListTTL); one without (earlier servers) until the server says
 // its list changed.
-func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchemaBytes int, ttlMs *int64) {
+func (s *mcpServer) learn(tools []mcp.ListedTool, complete bool, maxTools, maxSchemaBytes int, ttlMs *int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var named map[string]bool
@@ -256,7 +257,7 @@ func (s *mcpServer) stale() bool {
 }
 
 // hints returns a listed tool's annotations, or nil.
-func (s *mcpServer) hints(name string) *toolHints {
+func (s *mcpServer) hints(name string) *mcp.ToolHints {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if lt := s.tools[name]; lt != nil {

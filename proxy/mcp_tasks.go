@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // A tools/call that asks to run as a task (MCP 2025-11-25 tasks: params.task)
@@ -86,7 +87,7 @@ func taskRequest(params json.RawMessage) (ttl int64, ok bool) {
 // taskOwner names who may read a task toolgate made for the request r to
 // server key: the same server, session and authorization context.
 func taskOwner(r *http.Request, key string) string {
-	return key + "|" + r.Header.Get(headerMCPSession) + "|" + authContext(r)
+	return key + "|" + r.Header.Get(mcp.HeaderSession) + "|" + mcp.AuthContext(r)
 }
 
 // add makes a failed task for a refused call and returns the
@@ -140,7 +141,7 @@ func (ts *refusedTasks) get(owner, id string) *refusedTask {
 // task: a CreateTaskResult whose task has already failed, its
 // statusMessage the refusal's text. ok is false for a call that did not
 // ask for a task.
-func (c *call) refusedTaskAnswer(r *http.Request, msg *rpcMessage, ref *refusal) (body []byte, ok bool) {
+func (c *call) refusedTaskAnswer(r *http.Request, msg *mcp.Message, ref *refusal) (body []byte, ok bool) {
 	ttl, ok := taskRequest(msg.Params)
 	if !ok {
 		return nil, false
@@ -160,13 +161,13 @@ func (c *call) refusedTaskAnswer(r *http.Request, msg *rpcMessage, ref *refusal)
 // other message, which goes to the server. A task toolgate does not hold
 // for this caller (expired, or made for another session) is not found,
 // as the specification asks (-32602).
-func (c *call) answerOwnTask(r *http.Request, msg *rpcMessage) *http.Response {
+func (c *call) answerOwnTask(r *http.Request, msg *mcp.Message) *http.Response {
 	switch msg.Method {
 	case methodTasksGet, methodTasksResult, methodTasksCancel:
 	default:
 		return nil
 	}
-	if !msg.isRequest() {
+	if !msg.IsRequest() {
 		return nil
 	}
 	var p map[string]json.RawMessage
@@ -194,8 +195,8 @@ func (c *call) answerOwnTask(r *http.Request, msg *rpcMessage) *http.Response {
 	c.ev.Reason = reasonOwnTask
 	c.finish(bucketing.Result{}, 0, int64(len(body)))
 	resp := mcpAnswer(r, http.StatusOK, "", body)
-	if sid := r.Header.Get(headerMCPSession); sid != "" {
-		resp.Header[headerMCPSession] = []string{sid}
+	if sid := r.Header.Get(mcp.HeaderSession); sid != "" {
+		resp.Header[mcp.HeaderSession] = []string{sid}
 	}
 	return resp
 }
