@@ -49,7 +49,7 @@ type inBandAsk struct {
 func (c *call) approveMCP(ctx context.Context, a Approver) *refusal {
 	m := c.mcp
 	msg, tc := m.msg, m.tc
-	annotations := m.srv.hints(tc.Name).AsMap()
+	annotations := m.srv.Hints(tc.Name).AsMap()
 	state, own := ownState(tc.State)
 	fresh := len(tc.State) == 0 && len(tc.Responses) == 0
 	q := policies.ApprovalCall{

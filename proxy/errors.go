@@ -12,9 +12,6 @@ var (
 	// errBodyTimeout marks a body that did not arrive within
 	// limits.body_timeout: validation/body_timeout, 408.
 	errBodyTimeout = errors.New("the caller's body did not arrive in time")
-	// errSchemaTooLarge marks a learned MCP schema past its bounds: the
-	// tool's calls pass unchecked, recorded as inspected=false.
-	errSchemaTooLarge = errors.New("the listed schema is larger than the limit")
 	// errOtherName marks an upstream connection the dial guard refused: a
 	// call under a name that is not a tool host reached a loopback host a
 	// tool names. It becomes policy/not_allowlisted.

@@ -36,7 +36,7 @@ type mcpCall struct {
 	// privKey keys the lists the server marked cacheScope "private": key
 	// and a hash of the caller's authorization context.
 	privKey string
-	srv     *mcpServer
+	srv     *mcp.ServerTools
 	// stateless is true for a request of the 2026-07-28 era.
 	stateless bool
 	// batch is true when the request is a JSON-RPC batch.
@@ -86,7 +86,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
 		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
-	m.srv = c.s.mcp.resolve(m.key, m.privKey)
+	m.srv = c.s.mcp.Resolve(m.key, m.privKey)
 	c.mcp = m
 	c.in, c.target = r, target
 	c.ev.Tool = ""
@@ -203,7 +203,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.plainResult(c.ev.Tool)))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.PlainResult(c.ev.Tool)))
 	}
 	return resp
 }
@@ -259,8 +259,8 @@ func (m *mcpCall) onMessage(data []byte) {
 	for _, msg := range mcp.DecodeMessages(data) {
 		switch {
 		case msg.Method == mcp.MethodToolsListChanged:
-			m.c.s.mcp.forget(m.key)
-			m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
+			m.c.s.mcp.Forget(m.key)
+			m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
 		case !msg.IsResponse():
 		case m.callID != nil && bytes.Equal(msg.ID, m.callID):
 			m.found, m.response = true, msg
@@ -327,13 +327,13 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 // marked "private" under the caller's authorization context, others under
 // the server.
 func (m *mcpCall) learnList(res *mcp.ToolsListResult, complete bool) {
-	srv := m.c.s.mcp.server(m.key)
+	srv := m.c.s.mcp.Server(m.key)
 	if res.CacheScope == mcp.CacheScopePrivate {
-		srv = m.c.s.mcp.server(m.privKey)
+		srv = m.c.s.mcp.Server(m.privKey)
 	}
-	srv.learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
+	srv.Learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
 	if complete {
-		m.c.st.names.observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
+		m.c.st.names.Observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
 	}
-	m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
+	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
 }

@@ -57,7 +57,7 @@ func traceIDOf(tp string) (string, bool) {
 // server calls idempotent or read-only, since repeating any other may do
 // its work twice. A connection that was never made is retryable as before.
 func (m *mcpCall) retryableByHints(env []byte) []byte {
-	h := m.srv.hints(m.c.ev.Tool)
+	h := m.srv.Hints(m.c.ev.Tool)
 	if h == nil {
 		return env
 	}

@@ -92,7 +92,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
 		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
-	m.srv = s.mcp.resolve(m.key, m.privKey)
+	m.srv = s.mcp.Resolve(m.key, m.privKey)
 	m.stateless = mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))
 	c.mcp = m
 	if src.Live != "" {
@@ -128,7 +128,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	if ref := c.checkToolCall(ctx, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
-		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.plainResult(toolName))
+		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.PlainResult(toolName))
 	} else {
 		v.Inject = c.injected()
 	}

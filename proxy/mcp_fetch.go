@@ -26,34 +26,24 @@ import (
 // arriving meanwhile wait for it. The fetch is recorded as an event of its
 // own (rpc_method tools/list, no tool).
 func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage) (err error) {
-	srv := c.mcp.srv
 	ctx := r.Context()
-	srv.mu.Lock()
-	if ch := srv.fetching; ch != nil {
-		srv.mu.Unlock()
+	running, end := c.mcp.srv.BeginFetch()
+	if running != nil {
 		select {
-		case <-ch:
+		case <-running:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	ch := make(chan struct{})
-	srv.fetching = ch
-	srv.mu.Unlock()
-	defer func() {
-		srv.mu.Lock()
-		srv.fetching = nil
-		srv.mu.Unlock()
-		close(ch)
-	}()
+	defer end()
 	ctx, cancel := context.WithTimeout(ctx, c.t.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
 	var status, pages int
 	defer func() { c.recordFetch(start, status, pages, err) }()
 	tp := "00-" + c.ev.TraceID + "-" + newSpanID() + "-01"
-	meta = withTraceparent(withoutProgressToken(meta), tp)
+	meta = mcp.WithTraceparent(mcp.WithoutProgressToken(meta), tp)
 	var all mcp.ToolsListResult
 	cursor := ""
 	for page := 0; ; page++ {
@@ -207,37 +197,6 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 		return nil, status, fmt.Errorf("tools/list result: %w", err)
 	}
 	return &res, status, nil
-}
-
-// withoutProgressToken drops progressToken from a request's _meta, so
-// toolgate's own request asks for no progress.
-func withoutProgressToken(meta json.RawMessage) json.RawMessage {
-	if len(meta) == 0 {
-		return nil
-	}
-	var mm map[string]json.RawMessage
-	if json.Unmarshal(meta, &mm) != nil {
-		return nil
-	}
-	delete(mm, "progressToken")
-	b, _ := json.Marshal(mm)
-	return b
-}
-
-// withTraceparent adds a W3C traceparent to a request's _meta when it has
-// none, so toolgate's own request joins the call's trace in the message as
-// well as in its headers (2026-07-28 basic "_meta": trace context keys).
-func withTraceparent(meta json.RawMessage, tp string) json.RawMessage {
-	mm := map[string]json.RawMessage{}
-	if len(meta) > 0 && json.Unmarshal(meta, &mm) != nil {
-		return meta
-	}
-	if _, ok := mm[mcp.MetaTraceparent]; ok {
-		return meta
-	}
-	mm[mcp.MetaTraceparent], _ = json.Marshal(tp)
-	b, _ := json.Marshal(mm)
-	return b
 }
 
 // newSpanID is a random W3C parent-id (16 hex digits).

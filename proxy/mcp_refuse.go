@@ -43,7 +43,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs [
 	if !batch {
 		var asTask bool
 		if body, asTask = c.refusedTaskAnswer(r, &msgs[0], ref); !asTask {
-			body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.plainResult(c.ev.Tool))
+			body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(c.ev.Tool))
 		}
 	} else {
 		var out []json.RawMessage
@@ -53,7 +53,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs [
 			}
 			if refs[i] != nil {
 				tc, _ := mcp.ParseToolCall(msgs[i].Params)
-				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.plainResult(tc.Name)))
+				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(tc.Name)))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{

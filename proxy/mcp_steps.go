@@ -102,18 +102,18 @@ func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
 	m := c.mcp
 	name := m.tc.Name
 	m.unknown = false
-	sch, known, why := m.srv.lookup(name, s.rule.strict)
-	if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.isCut()) || m.srv.stale()) {
+	sch, known, why := m.srv.Lookup(name, s.rule.strict)
+	if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.IsCut()) || m.srv.Stale()) {
 		if !m.listedOnly {
 			if err := c.fetchTools(c.in, c.target, m.tc.Meta); err != nil {
 				// A stale list is still used when listing fails (2026-07-28
 				// server/utilities/caching allows serving stale on errors).
 				c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", name, "err", err)
 			}
-			m.srv = c.s.mcp.resolve(m.key, m.privKey)
-			sch, known, why = m.srv.lookup(name, s.rule.strict)
+			m.srv = c.s.mcp.Resolve(m.key, m.privKey)
+			sch, known, why = m.srv.Lookup(name, s.rule.strict)
 		}
-		m.unknown = !known && m.srv.isListed()
+		m.unknown = !known && m.srv.IsListed()
 	}
 	m.sch, m.why = sch, why
 	return nil
@@ -127,7 +127,7 @@ func (mcpKnownStep) check(_ context.Context, c *call) *refusal {
 	if !m.unknown {
 		return nil
 	}
-	names := m.srv.names()
+	names := m.srv.Names()
 	offers := strings.Join(names, ", ")
 	if len(names) == 0 {
 		offers = "(no tools)"
@@ -151,13 +151,13 @@ func (s mcpUncheckedStep) check(_ context.Context, c *call) *refusal {
 	name := m.tc.Name
 	unusable := ""
 	if m.why != nil {
-		unusable = unusableReason(m.why)
+		unusable = mcp.UnusableReason(m.why)
 		what := "passes unchecked"
 		if s.refuse {
 			what = "is refused (mcp.unchecked: refuse)"
 		}
 		c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", name, "reason", unusable, "err", m.why)
-		c.s.mcpUnusable.note(m.server, name, unusable, m.why)
+		c.s.mcpUnusable.Note(m.server, name, unusable, m.why)
 		if !s.refuse || s.dry {
 			// The event says why the call passed without a schema.
 			c.notePolicyError("schema: " + unusable)

@@ -147,7 +147,7 @@ func (c *call) refusedTaskAnswer(r *http.Request, msg *mcp.Message, ref *refusal
 		return nil, false
 	}
 	m := c.mcp
-	created := c.s.tasks.add(taskOwner(r, m.key), ttl, refusalText(ref), ref.envelope(), m.stateless, m.srv.plainResult(c.ev.Tool))
+	created := c.s.tasks.add(taskOwner(r, m.key), ttl, refusalText(ref), ref.envelope(), m.stateless, m.srv.PlainResult(c.ev.Tool))
 	body, _ = json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`

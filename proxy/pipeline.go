@@ -210,7 +210,7 @@ func (c *call) input() *policies.Input {
 	}
 	if m := c.mcp; m != nil {
 		in.Tool, in.Protocol, in.Server = m.tc.Name, ProtocolMCP, m.server
-		in.ToolAnnotations = m.srv.hints(m.tc.Name).AsMap()
+		in.ToolAnnotations = m.srv.Hints(m.tc.Name).AsMap()
 	}
 	return in
 }

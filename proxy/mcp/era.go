@@ -228,3 +228,34 @@ func (h *ToolHints) AsMap() map[string]any {
 func (h *ToolHints) SafeToRepeat() bool {
 	return h != nil && (h.Idempotent != nil && *h.Idempotent || h.ReadOnly != nil && *h.ReadOnly)
 }
+
+// WithoutProgressToken drops progressToken from a request's _meta, so
+// toolgate's own request asks for no progress.
+func WithoutProgressToken(meta json.RawMessage) json.RawMessage {
+	if len(meta) == 0 {
+		return nil
+	}
+	var mm map[string]json.RawMessage
+	if json.Unmarshal(meta, &mm) != nil {
+		return nil
+	}
+	delete(mm, "progressToken")
+	b, _ := json.Marshal(mm)
+	return b
+}
+
+// WithTraceparent adds a W3C traceparent to a request's _meta when it has
+// none, so toolgate's own request joins the call's trace in the message as
+// well as in its headers (2026-07-28 basic "_meta": trace context keys).
+func WithTraceparent(meta json.RawMessage, tp string) json.RawMessage {
+	mm := map[string]json.RawMessage{}
+	if len(meta) > 0 && json.Unmarshal(meta, &mm) != nil {
+		return meta
+	}
+	if _, ok := mm[MetaTraceparent]; ok {
+		return meta
+	}
+	mm[MetaTraceparent], _ = json.Marshal(tp)
+	b, _ := json.Marshal(mm)
+	return b
+}
