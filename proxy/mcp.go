@@ -203,7 +203,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.PlainResult(c.ev.Tool)))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), mcp.ToolError(m.callID, text, env, m.stateless, m.srv.PlainResult(c.ev.Tool)))
 	}
 	return resp
 }

@@ -35,10 +35,6 @@ func (c *call) mcpHeaderRefuse(r *http.Request, msg *mcp.Message, env mcp.Envelo
 	return mcpAnswer(r, http.StatusBadRequest, string(bucketing.CodeValidation), body)
 }
 
-// resultTypeComplete marks a result toolgate makes itself as final, as
-// 2026-07-28 asks of every result.
-var resultTypeComplete = []byte(`"complete"`)
-
 // traceIDOf is the trace id of a W3C traceparent, when it is one.
 func traceIDOf(tp string) (string, bool) {
 	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {

@@ -128,7 +128,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	if ref := c.checkToolCall(ctx, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
-		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.PlainResult(toolName))
+		v.Answer = mcp.ToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.PlainResult(toolName))
 	} else {
 		v.Inject = c.injected()
 	}

@@ -18,7 +18,7 @@ import (
 // mcpRefuse answers refused tools/call the way MCP asks for input errors:
 // a JSON-RPC result with isError true, the detail and every violation as
 // text, the envelope in _meta (and as structuredContent for a tool listed
-// without an outputSchema: rpcToolError), over HTTP 200, with the
+// without an outputSchema: mcp.ToolError), over HTTP 200, with the
 // request's id; a call that asked to run as a task (2025-11-25) gets a
 // task that has already failed (mcp_tasks.go). In a batch, every request
 // is answered and none is sent:
@@ -43,7 +43,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs [
 	if !batch {
 		var asTask bool
 		if body, asTask = c.refusedTaskAnswer(r, &msgs[0], ref); !asTask {
-			body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(c.ev.Tool))
+			body = mcp.ToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(c.ev.Tool))
 		}
 	} else {
 		var out []json.RawMessage
@@ -53,7 +53,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs [
 			}
 			if refs[i] != nil {
 				tc, _ := mcp.ParseToolCall(msgs[i].Params)
-				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(tc.Name)))
+				out = append(out, mcp.ToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(tc.Name)))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{
@@ -95,55 +95,6 @@ func refusalText(ref *refusal) string {
 		}
 	}
 	return b.String()
-}
-
-// metaEnvelope is the _meta key of an isError result toolgate makes that
-// holds its envelope, whatever the tool's outputSchema.
-const metaEnvelope = "toolgate/envelope"
-
-// rpcToolError is a JSON-RPC response holding a tool result with isError
-// true: text for the model, the envelope in _meta (metaEnvelope) for
-// programs, and also as structuredContent when structured is true (a tool
-// listed without an outputSchema: see mcpServer.plainResult). A result for
-// a stateless-era request says resultType "complete", as 2026-07-28 asks
-// of every result.
-func rpcToolError(id json.RawMessage, text string, envelope []byte, complete, structured bool) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  json.RawMessage `json:"result"`
-	}{"2.0", id, toolErrorResult(text, envelope, complete, structured, nil)})
-	return b
-}
-
-// toolErrorResult is the CallToolResult of rpcToolError; meta adds _meta
-// members (a task's related-task key).
-func toolErrorResult(text string, envelope []byte, complete, structured bool, meta map[string]any) json.RawMessage {
-	type content struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	type result struct {
-		Content           []content       `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
-		IsError           bool            `json:"isError"`
-		ResultType        json.RawMessage `json:"resultType,omitempty"`
-		Meta              map[string]any  `json:"_meta"`
-	}
-	var rt json.RawMessage
-	if complete {
-		rt = resultTypeComplete
-	}
-	m := map[string]any{metaEnvelope: json.RawMessage(envelope)}
-	for k, v := range meta {
-		m[k] = v
-	}
-	res := result{Content: []content{{Type: "text", Text: text}}, IsError: true, ResultType: rt, Meta: m}
-	if structured {
-		res.StructuredContent = envelope
-	}
-	b, _ := json.Marshal(res)
-	return b
 }
 
 // mcpAnswer builds an answer toolgate makes itself on an MCP route:

@@ -179,7 +179,7 @@ type Server struct {
 	metrics     *metrics
 	mcp         mcp.Schemas         // tool schemas learned from MCP servers
 	mcpUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
-	tasks       refusedTasks        // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
+	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm        *tlsMetrics
 	connm       *connMetrics
 	capLog      logLimit                                                          // one log line a second for connections over the cap
