@@ -1,6 +1,10 @@
 package proxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/toolgate/toolgate/proxy/mcp"
+)
 
 // Sentinels for bounded inputs. Each maps to one answer in exactly one place
 // (handle): errBodyTooLarge to validation/body_too_large, errBodyTimeout to
@@ -25,4 +29,4 @@ var (
 // ErrNotToolsList is EvaluateMCP's error for a recorded tools/list
 // (MCPTools.List) that is not one whole tools/list answer within the
 // route's mcp.max_message_bytes.
-var ErrNotToolsList = errors.New("not a tools/list answer")
+var ErrNotToolsList = mcp.ErrNotToolsList

@@ -111,7 +111,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 			return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w", m.server, err)
 		}
 	} else {
-		res, err := parseToolsList(src.List, t.mcp.cfg.MaxMessageBytes)
+		res, err := mcp.ParseToolsList(src.List, t.mcp.cfg.MaxMessageBytes)
 		if err != nil {
 			return Verdict{}, err
 		}
@@ -163,51 +163,6 @@ func mcpRouteNamed(cfg *Config, name string) (*tool, error) {
 		return nil, fmt.Errorf("the configuration has %d MCP routes; name one: %s", len(names), strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("no MCP route named %q; the configuration's MCP routes: %s", name, strings.Join(names, ", "))
-}
-
-// parseToolsList reads a recorded tools/list answer: its result object,
-// or the JSON-RPC response holding it, as a JSON body or a
-// text/event-stream body. It reads at most limit bytes and refuses a page
-// that is not the last (nextCursor set), whose list would be incomplete.
-func parseToolsList(data []byte, limit int) (*mcp.ToolsListResult, error) {
-	if len(data) > limit {
-		return nil, fmt.Errorf("%w: larger than the route's %d-byte mcp.max_message_bytes", ErrNotToolsList, limit)
-	}
-	data = bytes.TrimSpace(data)
-	var msgs []mcp.Message
-	if bytes.HasPrefix(data, []byte("event:")) || bytes.HasPrefix(data, []byte("data:")) || bytes.HasPrefix(data, []byte("id:")) || bytes.HasPrefix(data, []byte(":")) {
-		sr := mcp.NewSSEReader(limit, func(ev []byte) { msgs = append(msgs, mcp.DecodeMessages(ev)...) })
-		sr.Feed(data)
-		sr.Feed([]byte("\n\n"))
-	} else {
-		msgs = mcp.DecodeMessages(data)
-	}
-	raw := json.RawMessage(nil)
-	for i := range msgs {
-		switch {
-		case msgs[i].Error != nil:
-			return nil, fmt.Errorf("%w: the response is JSON-RPC error %d", ErrNotToolsList, msgs[i].Error.Code)
-		case msgs[i].IsResponse() && msgs[i].Result != nil:
-			raw = msgs[i].Result
-		}
-	}
-	if raw == nil {
-		raw = data // the result object itself
-	}
-	var probe struct {
-		Tools json.RawMessage `json:"tools"`
-	}
-	var res mcp.ToolsListResult
-	if err := json.Unmarshal(raw, &probe); err != nil || len(probe.Tools) == 0 || probe.Tools[0] != '[' {
-		return nil, fmt.Errorf("%w: expected a result with a tools array, or the JSON-RPC response holding one", ErrNotToolsList)
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotToolsList, err)
-	}
-	if res.NextCursor != "" {
-		return nil, fmt.Errorf("%w: it is one page of several (nextCursor is set); record the whole list as one result", ErrNotToolsList)
-	}
-	return &res, nil
 }
 
 // evalProtocolVersion is the protocol version a live evaluation asks for

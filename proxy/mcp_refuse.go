@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -103,32 +102,11 @@ func refusalText(ref *refusal) string {
 // which case the message is sent as one event.
 func mcpAnswer(r *http.Request, status int, code string, body []byte) *http.Response {
 	resp := envelopeResponse(r, status, code, nil, body)
-	if acceptsOnlySSE(r) {
-		sse := make([]byte, 0, len(body)+24)
-		sse = append(sse, "event: message\ndata: "...)
-		sse = append(sse, body...)
-		sse = append(sse, "\n\n"...)
+	if mcp.AcceptsOnlySSE(r) {
+		sse := mcp.EventMessage(body)
 		resp.Header["Content-Type"] = []string{"text/event-stream"}
 		resp.Header["Content-Length"] = []string{strconv.Itoa(len(sse))}
 		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(sse)), int64(len(sse))
 	}
 	return resp
-}
-
-// acceptsOnlySSE reports whether the caller's Accept names
-// text/event-stream and no JSON.
-func acceptsOnlySSE(r *http.Request) bool {
-	sse, js := false, false
-	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-			switch mt {
-			case "text/event-stream":
-				sse = true
-			case "application/json", "*/*", "application/*":
-				js = true
-			}
-		}
-	}
-	return sse && !js
 }

@@ -1,6 +1,11 @@
 package mcp
 
-import "bytes"
+import (
+	"bytes"
+	"mime"
+	"net/http"
+	"strings"
+)
 
 // SSEReader parses a text/event-stream (the WHATWG server-sent events
 // format) incrementally, from the chunks of bytes as they pass to the
@@ -120,4 +125,32 @@ func (s *SSEReader) dispatch() {
 	if len(data) > 0 {
 		s.onEvent(data)
 	}
+}
+
+// AcceptsOnlySSE reports whether the caller's Accept names
+// text/event-stream and no JSON.
+func AcceptsOnlySSE(r *http.Request) bool {
+	sse, js := false, false
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			switch mt {
+			case "text/event-stream":
+				sse = true
+			case "application/json", "*/*", "application/*":
+				js = true
+			}
+		}
+	}
+	return sse && !js
+}
+
+// EventMessage frames one JSON-RPC message as one server-sent event of
+// type message, as a server answers a POST on a stream.
+func EventMessage(body []byte) []byte {
+	sse := make([]byte, 0, len(body)+24)
+	sse = append(sse, "event: message\ndata: "...)
+	sse = append(sse, body...)
+	sse = append(sse, "\n\n"...)
+	return sse
 }
