@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,20 +60,9 @@ type mcpCall struct {
 	why     error
 	unknown bool
 
-	callID     json.RawMessage // the tools/call whose outcome is recorded
-	listID     json.RawMessage // a tools/list whose answer is learned
-	listCursor bool            // that tools/list asked for a later page
-
-	// The answer.
-	sse      *mcp.SSEReader
-	capture  bool // a JSON answer is captured to be read at its end
-	buf      []byte
-	want     int64 // the JSON answer's declared length, or -1
-	over     bool  // the JSON answer was larger than the limit
-	read     bool  // the JSON answer was read
-	found    bool  // the call's response was seen
-	listed   bool  // the tools/list response was seen
-	response mcp.Message
+	// ans reads the answer: its CallID is the tools/call whose outcome
+	// is recorded, its ListID a tools/list whose answer is learned.
+	ans mcp.AnswerReader
 }
 
 // handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
@@ -84,7 +72,7 @@ type mcpCall struct {
 func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	t := c.t
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
+		key: target.Scheme + "://" + target.Host + target.EscapedPath()}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
 	m.srv = c.s.mcp.Resolve(m.key, m.privKey)
 	c.mcp = m
@@ -159,8 +147,8 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		msg := &msgs[i]
 		switch msg.Method {
 		case mcp.MethodToolsCall:
-			if m.callID == nil && c.ev.Tool == "" {
-				m.callID = msg.ID
+			if m.ans.CallID == nil && c.ev.Tool == "" {
+				m.ans.CallID = msg.ID
 				c.ev.RPCID = mcp.IDText(msg.ID)
 				c.ev.Outcome = sink.OutcomeNoAnswer
 			}
@@ -169,13 +157,13 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 				refused = i
 			}
 		case mcp.MethodToolsList:
-			if msg.IsRequest() && m.listID == nil {
-				m.listID = msg.ID
+			if msg.IsRequest() && m.ans.ListID == nil {
+				m.ans.ListID = msg.ID
 				var p struct {
 					Cursor *string `json:"cursor"`
 				}
 				_ = json.Unmarshal(msg.Params, &p)
-				m.listCursor = p.Cursor != nil && *p.Cursor != ""
+				m.ans.ListCursor = p.Cursor != nil && *p.Cursor != ""
 			}
 		}
 	}
@@ -196,14 +184,14 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		}
 	}
 	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
-	if _, passed := resp.Body.(*passBody); !passed && m.callID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
+	if _, passed := resp.Body.(*passBody); !passed && m.ans.CallID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
 		// toolgate's own failure (upstream unreachable, timed out): the
 		// caller gets it as the tool's error, not as a transport error.
 		env, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), mcp.ToolError(m.callID, text, env, m.stateless, m.srv.PlainResult(c.ev.Tool)))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), mcp.ToolError(m.ans.CallID, text, env, m.stateless, m.srv.PlainResult(c.ev.Tool)))
 	}
 	return resp
 }
@@ -217,96 +205,49 @@ func pathOrArgs(p string) string {
 
 // begin is told the answer's headers before its body passes.
 func (m *mcpCall) begin(resp *http.Response) {
-	if mcp.IsEventStream(resp.Header.Get("Content-Type")) {
-		m.sse = mcp.NewSSEReader(m.route.cfg.MaxMessageBytes, m.onMessage)
-		return
-	}
-	if m.callID != nil || m.listID != nil {
-		m.capture, m.want = true, resp.ContentLength
-	}
+	m.ans.Begin(resp.Header, resp.ContentLength, m.route.cfg.MaxMessageBytes, m)
 }
 
 // observe sees each chunk of the answer before the caller does.
-func (m *mcpCall) observe(p []byte) {
-	switch {
-	case m.sse != nil:
-		m.sse.Feed(p)
-	case m.capture && !m.over && !m.read:
-		if len(m.buf)+len(p) > m.route.cfg.MaxMessageBytes {
-			m.over, m.buf = true, nil
-			return
-		}
-		m.buf = append(m.buf, p...)
-		if m.want >= 0 && int64(len(m.buf)) == m.want {
-			m.readJSON()
-		}
-	}
-}
-
-func (m *mcpCall) readJSON() {
-	m.read = true
-	m.onMessage(m.buf)
-	m.buf = nil
-}
-
-// onMessage reads one JSON-RPC message (or batch) from the answer: the
-// call's response, a tools/list result to learn, or a notice that the
-// server's tools changed.
-func (m *mcpCall) onMessage(data []byte) {
-	if m.callID == nil && m.listID == nil && !bytes.Contains(data, []byte(mcp.MethodToolsListChanged)) {
-		return
-	}
-	for _, msg := range mcp.DecodeMessages(data) {
-		switch {
-		case msg.Method == mcp.MethodToolsListChanged:
-			m.c.s.mcp.Forget(m.key)
-			m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
-		case !msg.IsResponse():
-		case m.callID != nil && bytes.Equal(msg.ID, m.callID):
-			m.found, m.response = true, msg
-		case m.listID != nil && bytes.Equal(msg.ID, m.listID) && msg.Result != nil:
-			m.listed = true
-			var res mcp.ToolsListResult
-			if json.Unmarshal(msg.Result, &res) == nil {
-				m.learnList(&res, !m.listCursor && res.NextCursor == "")
-			}
-		}
-	}
-}
+func (m *mcpCall) observe(p []byte) { m.ans.Observe(p) }
 
 // answered reports whether the answer held the response the request
-// waited for, so the caller closing the stream afterwards is not a caller
-// that went away.
-func (m *mcpCall) answered() bool {
-	return (m.callID != nil && m.found) || (m.callID == nil && m.listID != nil && m.listed)
+// waited for (mcp.AnswerReader.Answered).
+func (m *mcpCall) answered() bool { return m.ans.Answered() }
+
+// ListChanged forgets the server's tools when it says they changed.
+func (m *mcpCall) ListChanged() {
+	m.c.s.mcp.Forget(m.key)
+	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
 }
+
+// Listed learns the tools/list result the answer held.
+func (m *mcpCall) Listed(res *mcp.ToolsListResult, complete bool) { m.learnList(res, complete) }
 
 // settle completes the bucketed result of an answer with what its
 // JSON-RPC messages said, and records the call's outcome.
 func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
-	if m.capture && !m.read && !m.over {
-		m.readJSON()
-	}
-	if m.callID == nil {
+	resp, unread := m.ans.Response()
+	if m.ans.CallID == nil {
 		return res
 	}
 	ev := &m.c.ev
 	switch {
-	case !m.found && (m.over || (m.sse != nil && m.sse.Skipped() > 0)):
+	case resp == nil && unread:
+		// Past the bound, or a JSON answer that held no response to the
+		// call.
 		ev.Outcome = sink.OutcomeUnread
-	case !m.found && m.capture:
-		ev.Outcome = sink.OutcomeUnread // a JSON answer that held no response to the call
-	case !m.found:
+	case resp == nil:
 		ev.Outcome = sink.OutcomeNoAnswer
-	case m.response.Error != nil:
+	case resp.Error != nil:
 		ev.Outcome = sink.OutcomeRPCError
 		if res.OK() {
-			res = mcp.RPCErrorResult(m.response.Error.Code)
+			res = mcp.RPCErrorResult(resp.Error.Code)
 		}
 	default:
 		var cr mcp.CallResult
-		_ = json.Unmarshal(m.response.Result, &cr)
-		if mcp.IsInputRequired(m.response.Result) {
+		_ = json.Unmarshal(resp.Result, &cr)
+		if mcp.IsInputRequired(resp.Result) {
 			ev.Outcome = sink.OutcomeInputRequired
 			break
 		}

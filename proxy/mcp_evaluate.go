@@ -90,7 +90,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	c.ch = c.st.chains[t]
 	c.evalCaller(r)
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
+		key: target.Scheme + "://" + target.Host + target.EscapedPath()}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
 	m.srv = s.mcp.Resolve(m.key, m.privKey)
 	m.stateless = mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))

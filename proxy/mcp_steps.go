@@ -24,7 +24,7 @@ type mcpCallStep struct{}
 func (mcpCallStep) check(_ context.Context, c *call) *refusal {
 	m := c.mcp
 	tc, ref := mcp.ParseToolCall(m.msg.Params)
-	first := c.ev.Tool == "" && (m.callID == nil || bytes.Equal(m.callID, m.msg.ID))
+	first := c.ev.Tool == "" && (m.ans.CallID == nil || bytes.Equal(m.ans.CallID, m.msg.ID))
 	if first && tc.Name != "" {
 		c.nameTool(tc.Name)
 	}
