@@ -119,14 +119,18 @@ func (a *AnswerReader) Answered() bool {
 }
 
 // Response reads what is left of a captured JSON answer and returns the
-// tools/call's response, or nil when the answer did not hold it; unread
-// is then true when the answer was not read whole (a message past the
-// bound) or was a JSON answer that held no response to the call.
+// tools/call's response, or nil when the answer did not hold it (or no
+// CallID was set); unread is then true when the answer was not read whole
+// (a message past the bound) or was a JSON answer that held no response
+// to the call.
 func (a *AnswerReader) Response() (resp *Message, unread bool) {
 	if a.capture && !a.read && !a.over {
 		a.readJSON()
 	}
-	if a.found {
+	switch {
+	case a.CallID == nil:
+		return nil, false
+	case a.found:
 		return &a.response, false
 	}
 	return nil, a.over || (a.sse != nil && a.sse.Skipped() > 0) || a.capture

@@ -3,7 +3,7 @@
 // one reading of a request every mainstream server shares (jsonrpc.go,
 // readers.go), the protocol eras and their headers (era.go), server-sent
 // events (sse.go), and the tools learned from servers' tools/list answers
-// (schemas.go). Package proxy runs a tools/call through its chain of steps
+// (schemas.go, answer.go). Package proxy runs a tools/call through its chain of steps
 // and calls into this package; this package never imports proxy.
 package mcp
 
