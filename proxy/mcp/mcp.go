@@ -2,9 +2,13 @@
 // remembers it, apart from the per-call pipeline: JSON-RPC parsing and the
 // one reading of a request every mainstream server shares (jsonrpc.go,
 // readers.go), the protocol eras and their headers (era.go), server-sent
-// events (sse.go), and the tools learned from servers' tools/list answers
-// (schemas.go, answer.go). Package proxy runs a tools/call through its chain of steps
-// and calls into this package; this package never imports proxy.
+// events (sse.go), a server's answer and the tools learned from its
+// tools/list answers (answer.go, toolslist.go, schemas.go), what /status
+// shows of them (unusable.go, names.go), the tasks made for refused calls
+// and the isError results (tasks.go, results.go), and a route's mcp
+// section (config.go). Package proxy runs each tools/call through its
+// chain of steps and calls into this package; this package never imports
+// proxy.
 package mcp
 
 import (
