@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/detect"
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -109,7 +110,7 @@ func oneOf(v *string, field string, allowed ...string) error {
 		*v = allowed[0]
 	}
 	if !slices.Contains(allowed, *v) {
-		return fieldErr(field, "unknown value %q; expected %s", boundedText(*v), strings.Join(allowed, " or "))
+		return fieldErr(field, "unknown value %q; expected %s", mcp.BoundedText(*v), strings.Join(allowed, " or "))
 	}
 	return nil
 }
@@ -320,7 +321,7 @@ func readAnswer(a *answer, maxDepth int) (v any, text bool, why string) {
 	for _, ce := range a.Header.Values("Content-Encoding") {
 		// Every value: a client may decode by any of them.
 		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
-			return nil, false, fmt.Sprintf("an encoded body (Content-Encoding %q)", boundedText(ce))
+			return nil, false, fmt.Sprintf("an encoded body (Content-Encoding %q)", mcp.BoundedText(ce))
 		}
 	}
 	mt, _, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
@@ -341,7 +342,7 @@ func readAnswer(a *answer, maxDepth int) (v any, text bool, why string) {
 		}
 		return string(a.Body), true, ""
 	}
-	return nil, false, fmt.Sprintf("a body that is neither JSON nor text (Content-Type %q)", boundedText(mt))
+	return nil, false, fmt.Sprintf("a body that is neither JSON nor text (Content-Type %q)", mcp.BoundedText(mt))
 }
 
 // marshalAnswer writes a redacted JSON answer: no HTML escaping, no

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // The answer schema step: a plain HTTP tool's 2xx answers checked against
@@ -154,7 +155,7 @@ func (s answerSchemaStep) answer(_ context.Context, c *call, a *answer) *refusal
 	mt, _, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
 	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
-			fmt.Sprintf("%s with a body that is not JSON (Content-Type %q), and its answers are checked against a schema", subject, boundedText(mt)), nil)
+			fmt.Sprintf("%s with a body that is not JSON (Content-Type %q), and its answers are checked against a schema", subject, mcp.BoundedText(mt)), nil)
 	}
 	if ref := checkJSONNames("Tool '"+s.tool+"'", a.Body, c.st.cfg.Limits.MaxJSONDepth); ref != nil {
 		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable, subject+" with JSON that parsers read differently: "+ref.detail, ref.violations)

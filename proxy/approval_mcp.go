@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -33,11 +34,6 @@ const (
 	// approvalInputKey is toolgate's key in inputRequests and
 	// inputResponses.
 	approvalInputKey = "toolgate.approval"
-
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-
-	paramRequestState   = "requestState"
-	paramInputResponses = "inputResponses"
 )
 
 // inBandAsk is the in-band question a pending tools/call is answered with.
@@ -53,11 +49,11 @@ type inBandAsk struct {
 func (c *call) approveMCP(ctx context.Context, a Approver) *refusal {
 	m := c.mcp
 	msg, tc := m.msg, m.tc
-	annotations := m.srv.hints(tc.name).asMap()
-	state, own := ownState(tc.state)
-	fresh := len(tc.state) == 0 && len(tc.responses) == 0
+	annotations := m.srv.Hints(tc.Name).AsMap()
+	state, own := ownState(tc.State)
+	fresh := len(tc.State) == 0 && len(tc.Responses) == 0
 	q := policies.ApprovalCall{
-		Tool: tc.name, Arguments: tc.args, Agent: c.ev.Agent, Session: c.ev.Session,
+		Tool: tc.Name, Arguments: tc.Args, Agent: c.ev.Agent, Session: c.ev.Session,
 		TraceID: c.ev.TraceID, Annotations: annotations, Ask: c.ask, Token: state,
 	}
 	if own && m.batch {
@@ -65,14 +61,14 @@ func (c *call) approveMCP(ctx context.Context, a Approver) *refusal {
 		// its state in a batch is not its own round.
 		c.noteApproval(policies.ApprovalInvalid, nil)
 		return refuse(bucketing.CodePolicy, bucketing.ReasonApprovalStateInvalid,
-			fmt.Sprintf("Tool '%s' was called in a batch with toolgate's approval state, which is only accepted on a single request; call again without it", tc.name), nil)
+			fmt.Sprintf("Tool '%s' was called in a batch with toolgate's approval state, which is only accepted on a single request; call again without it", tc.Name), nil)
 	}
 	if n, ok := a.(approvalNeeder); ok && !n.Needs(&q) {
 		// The common case costs a map lookup: no _meta is read.
 		m.strip = own
 		return nil
 	}
-	if m.stateless && !m.batch && msg.isRequest() && (fresh || own) && declaresURLElicitation(tc.meta) && !declined(tc.responses) {
+	if m.stateless && !m.batch && msg.IsRequest() && (fresh || own) && declaresURLElicitation(tc.Meta) && !declined(tc.Responses) {
 		q.InBand = true
 	}
 	c.bindCall(&q, c.in.Method, c.target)
@@ -125,7 +121,7 @@ func declaresURLElicitation(meta json.RawMessage) bool {
 			URL json.RawMessage `json:"url"`
 		} `json:"elicitation"`
 	}
-	if json.Unmarshal(mm[metaClientCapabilities], &caps) != nil || caps.Elicitation == nil {
+	if json.Unmarshal(mm[mcp.MetaClientCapabilities], &caps) != nil || caps.Elicitation == nil {
 		return false
 	}
 	u := caps.Elicitation.URL
@@ -153,13 +149,13 @@ func declined(responses json.RawMessage) bool {
 // requestState and input responses (every params member whose name folds
 // to requestState or inputResponses), so the server sees the call as the
 // client first made it and never toolgate's state.
-func stripOwnState(msg rpcMessage) ([]byte, error) {
+func stripOwnState(msg mcp.Message) ([]byte, error) {
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(msg.Params, &p); err != nil {
 		return nil, err
 	}
 	for k := range p {
-		if strings.EqualFold(k, paramRequestState) || strings.EqualFold(k, paramInputResponses) {
+		if strings.EqualFold(k, mcp.ParamRequestState) || strings.EqualFold(k, mcp.ParamInputResponses) {
 			delete(p, k)
 		}
 	}
@@ -175,7 +171,7 @@ func stripOwnState(msg rpcMessage) ([]byte, error) {
 // input_required result: one URL-mode elicitation of the Approvals page,
 // and toolgate's requestState. The call never reaches the server; its
 // event says outcome input_required, approval pending.
-func (c *call) mcpAskInBand(r *http.Request, msg *rpcMessage, ref *refusal) *http.Response {
+func (c *call) mcpAskInBand(r *http.Request, msg *mcp.Message, ref *refusal) *http.Response {
 	ask := c.mcp.ask
 	text := fmt.Sprintf("Tool '%s' needs a person's approval before it runs (toolgate approval %s). Open the Approvals page to see the request; once a person allowed to decide approves it, continue.", c.ev.Tool, ask.id)
 	type elicit struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/policies/approval"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // TestTokenPrefix keeps proxy's copy of the in-band token prefix equal to
@@ -35,17 +36,17 @@ func FuzzInBandParams(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, params string) {
-		tc, ref := parseToolCall(json.RawMessage(params))
+		tc, ref := mcp.ParseToolCall(json.RawMessage(params))
 		if ref != nil {
 			return
 		}
-		st, own := ownState(tc.state)
+		st, own := ownState(tc.State)
 		if own != strings.HasPrefix(st, tokenPrefix) {
 			t.Fatalf("ownState %q %v", st, own)
 		}
-		_ = declaresURLElicitation(tc.meta)
-		_ = declined(tc.responses)
-		out, err := stripOwnState(rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: methodToolsCall, Params: json.RawMessage(params)})
+		_ = declaresURLElicitation(tc.Meta)
+		_ = declined(tc.Responses)
+		out, err := stripOwnState(mcp.Message{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: mcp.MethodToolsCall, Params: json.RawMessage(params)})
 		if err != nil {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // Budgeter is the budget step: budgets, loop breaking and the upstream's
@@ -140,17 +141,17 @@ func budgetRefusal(v BudgetVerdict) *refusal {
 // when one of its calls is refused, those admitted before it are
 // refunded. It returns the index of the refused message (-1: none), and
 // false when the caller went away while a call waited for its turn.
-func (c *call) admitMCP(r *http.Request, msgs []rpcMessage, refs []*refusal) (int, bool) {
+func (c *call) admitMCP(r *http.Request, msgs []mcp.Message, refs []*refusal) (int, bool) {
 	var admitted []BudgetTicket
 	for i := range msgs {
-		if msgs[i].Method != methodToolsCall {
+		if msgs[i].Method != mcp.MethodToolsCall {
 			continue
 		}
-		tc, bad := parseToolCall(msgs[i].Params)
+		tc, bad := mcp.ParseToolCall(msgs[i].Params)
 		if bad != nil {
 			continue // refused already, were it not a batch of passing calls
 		}
-		b := BudgetCall{Tool: tc.name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Args: tc.args}
+		b := BudgetCall{Tool: tc.Name, Route: c.t.cfg.Name, Agent: c.ev.Agent, Session: c.ev.Session, Args: tc.Args}
 		setUpstream(&b, &c.cn)
 		v, t := c.st.Budgets.Admit(r.Context(), b)
 		c.noteLimitScope(v.Scope)

@@ -1,6 +1,10 @@
 package proxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/toolgate/toolgate/proxy/mcp"
+)
 
 // Sentinels for bounded inputs. Each maps to one answer in exactly one place
 // (handle): errBodyTooLarge to validation/body_too_large, errBodyTimeout to
@@ -12,9 +16,6 @@ var (
 	// errBodyTimeout marks a body that did not arrive within
 	// limits.body_timeout: validation/body_timeout, 408.
 	errBodyTimeout = errors.New("the caller's body did not arrive in time")
-	// errSchemaTooLarge marks a learned MCP schema past its bounds: the
-	// tool's calls pass unchecked, recorded as inspected=false.
-	errSchemaTooLarge = errors.New("the listed schema is larger than the limit")
 	// errOtherName marks an upstream connection the dial guard refused: a
 	// call under a name that is not a tool host reached a loopback host a
 	// tool names. It becomes policy/not_allowlisted.
@@ -28,4 +29,4 @@ var (
 // ErrNotToolsList is EvaluateMCP's error for a recorded tools/list
 // (MCPTools.List) that is not one whole tools/list answer within the
 // route's mcp.max_message_bytes.
-var ErrNotToolsList = errors.New("not a tools/list answer")
+var ErrNotToolsList = mcp.ErrNotToolsList

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 var pathUnescape = url.PathUnescape
@@ -292,8 +293,8 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *refu
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
-			fmt.Sprintf("Tool '%s' expects a JSON object of arguments; got %s", tool, jsonType(v)),
-			[]policies.Violation{{Path: "", Reason: bucketing.ReasonWrongType, Message: "arguments must be an object", Expected: "object", Got: jsonType(v)}})
+			fmt.Sprintf("Tool '%s' expects a JSON object of arguments; got %s", tool, mcp.JSONType(v)),
+			[]policies.Violation{{Path: "", Reason: bucketing.ReasonWrongType, Message: "arguments must be an object", Expected: "object", Got: mcp.JSONType(v)}})
 	}
 	if n, folds := countMembers(obj); n != members || folds {
 		if vs := duplicateNames(body); len(vs) > 0 {
@@ -532,24 +533,6 @@ func foldName(s string) string {
 		b.WriteRune(min)
 	}
 	return b.String()
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case json.Number, float64:
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "unknown"
 }
 
 // escapePointer escapes one JSON pointer token.

@@ -1,21 +1,17 @@
 package proxy
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -29,13 +25,6 @@ const (
 // maxFetchPages bounds the pages of toolgate's own tools/list.
 const maxFetchPages = 20
 
-// Headers of the MCP streamable HTTP transport toolgate reads or keeps.
-const (
-	headerMCPSession = "Mcp-Session-Id"
-	headerMCPMethod  = "Mcp-Method"
-	headerMCPName    = "Mcp-Name"
-)
-
 // mcpCall is the MCP side of one exchange on an MCP route: what the
 // request asked, and what is read from the answer as it streams past.
 type mcpCall struct {
@@ -46,7 +35,7 @@ type mcpCall struct {
 	// privKey keys the lists the server marked cacheScope "private": key
 	// and a hash of the caller's authorization context.
 	privKey string
-	srv     *mcpServer
+	srv     *mcp.ServerTools
 	// stateless is true for a request of the 2026-07-28 era.
 	stateless bool
 	// batch is true when the request is a JSON-RPC batch.
@@ -65,26 +54,15 @@ type mcpCall struct {
 	// its params, and what mcpLookupStep found for it: the listed schema
 	// (nil: none usable), why a listed one cannot be used, and whether
 	// the server's whole list lacks the tool.
-	msg     *rpcMessage
-	tc      toolCall
+	msg     *mcp.Message
+	tc      mcp.ToolCall
 	sch     *policies.Schema
 	why     error
 	unknown bool
 
-	callID     json.RawMessage // the tools/call whose outcome is recorded
-	listID     json.RawMessage // a tools/list whose answer is learned
-	listCursor bool            // that tools/list asked for a later page
-
-	// The answer.
-	sse      *sseReader
-	capture  bool // a JSON answer is captured to be read at its end
-	buf      []byte
-	want     int64 // the JSON answer's declared length, or -1
-	over     bool  // the JSON answer was larger than the limit
-	read     bool  // the JSON answer was read
-	found    bool  // the call's response was seen
-	listed   bool  // the tools/list response was seen
-	response rpcMessage
+	// ans reads the answer: its CallID is the tools/call whose outcome
+	// is recorded, its ListID a tools/list whose answer is learned.
+	ans mcp.AnswerReader
 }
 
 // handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
@@ -94,9 +72,9 @@ type mcpCall struct {
 func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	t := c.t
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
-	m.privKey = m.key + "|auth:" + authContext(r)
-	m.srv = c.s.mcp.resolve(m.key, m.privKey)
+		key: target.Scheme + "://" + target.Host + target.EscapedPath()}
+	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
+	m.srv = c.s.mcp.Resolve(m.key, m.privKey)
 	c.mcp = m
 	c.in, c.target = r, target
 	c.ev.Tool = ""
@@ -106,8 +84,8 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		return c.mcpNotLocalRefuse(r, why)
 	}
 	if r.Method != http.MethodPost {
-		c.ev.MCPProtocol = boundedText(r.Header.Get(headerMCPProtocol))
-		body, ok, err := bodyless(r)
+		c.ev.MCPProtocol = mcp.BoundedText(r.Header.Get(mcp.HeaderProtocol))
+		body, ok, err := mcp.Bodyless(r)
 		switch {
 		case err != nil:
 			return c.clientGone(r)
@@ -116,7 +94,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 			// decodes whatever comes would run a tools/call in it that no
 			// check has seen.
 			return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
-				fmt.Sprintf("MCP server %s got a %s request with a body; JSON-RPC messages are read only from POST", m.server, boundedText(r.Method)), nil))
+				fmt.Sprintf("MCP server %s got a %s request with a body; JSON-RPC messages are read only from POST", m.server, mcp.BoundedText(r.Method)), nil))
 		}
 		return c.dispatch(r, target, body, 0, 0)
 	}
@@ -134,26 +112,26 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	if ref := checkJSONNames("MCP server "+m.server, raw, c.st.cfg.Limits.MaxJSONDepth); ref != nil {
 		return c.refuse(r, ref)
 	}
-	msgs, batch, err := parseRPC(raw)
+	msgs, batch, err := mcp.ParseRPC(raw)
 	if err != nil {
 		// What toolgate cannot read is never sent: a lenient server could
 		// find a tools/call in it that no check has seen.
 		return c.refuse(r, refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
-			fmt.Sprintf("MCP server %s got a message toolgate cannot read as JSON-RPC 2.0 (%s)", m.server, strings.TrimPrefix(err.Error(), errNotRPC.Error()+": ")), nil))
+			fmt.Sprintf("MCP server %s got a message toolgate cannot read as JSON-RPC 2.0 (%s)", m.server, strings.TrimPrefix(err.Error(), mcp.ErrNotRPC.Error()+": ")), nil))
 	}
 	m.batch = batch
 	if batch {
 		c.ev.RPCMethod = "batch"
 	} else {
-		c.ev.RPCMethod, c.ev.RPCID = msgs[0].Method, idText(msgs[0].ID)
-		env := readEnvelope(&msgs[0])
-		c.ev.MCPProtocol = protocolOf(r, &msgs[0], env)
-		if id, ok := traceIDOf(env.traceparent); ok {
-			c.ev.TraceID, c.traceparent = id, env.traceparent
+		c.ev.RPCMethod, c.ev.RPCID = msgs[0].Method, mcp.IDText(msgs[0].ID)
+		env := mcp.ReadEnvelope(&msgs[0])
+		c.ev.MCPProtocol = mcp.ProtocolOf(r, &msgs[0], env)
+		if id, ok := traceIDOf(env.Traceparent); ok {
+			c.ev.TraceID, c.traceparent = id, env.Traceparent
 		}
-		if msgs[0].isRequest() && (isStateless(env.version) || isStateless(r.Header.Get(headerMCPProtocol))) {
+		if msgs[0].IsRequest() && (mcp.IsStateless(env.Version) || mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))) {
 			m.stateless = true
-			if why := headerMismatch(r, &msgs[0], env); why != "" {
+			if why := mcp.HeaderMismatch(r, &msgs[0], env); why != "" {
 				return c.mcpHeaderRefuse(r, &msgs[0], env, why)
 			}
 		}
@@ -168,24 +146,24 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	for i := range msgs {
 		msg := &msgs[i]
 		switch msg.Method {
-		case methodToolsCall:
-			if m.callID == nil && c.ev.Tool == "" {
-				m.callID = msg.ID
-				c.ev.RPCID = idText(msg.ID)
+		case mcp.MethodToolsCall:
+			if m.ans.CallID == nil && c.ev.Tool == "" {
+				m.ans.CallID = msg.ID
+				c.ev.RPCID = mcp.IDText(msg.ID)
 				c.ev.Outcome = sink.OutcomeNoAnswer
 			}
 			refs[i] = c.checkToolCall(r.Context(), msg)
 			if refs[i] != nil && refused < 0 {
 				refused = i
 			}
-		case methodToolsList:
-			if msg.isRequest() && m.listID == nil {
-				m.listID = msg.ID
+		case mcp.MethodToolsList:
+			if msg.IsRequest() && m.ans.ListID == nil {
+				m.ans.ListID = msg.ID
 				var p struct {
 					Cursor *string `json:"cursor"`
 				}
 				_ = json.Unmarshal(msg.Params, &p)
-				m.listCursor = p.Cursor != nil && *p.Cursor != ""
+				m.ans.ListCursor = p.Cursor != nil && *p.Cursor != ""
 			}
 		}
 	}
@@ -206,14 +184,14 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		}
 	}
 	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
-	if _, passed := resp.Body.(*passBody); !passed && m.callID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
+	if _, passed := resp.Body.(*passBody); !passed && m.ans.CallID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
 		// toolgate's own failure (upstream unreachable, timed out): the
 		// caller gets it as the tool's error, not as a transport error.
 		env, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.ev.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), rpcToolError(m.callID, text, env, m.stateless, m.srv.plainResult(c.ev.Tool)))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(HeaderErrorCode), mcp.ToolError(m.ans.CallID, text, env, m.stateless, m.srv.PlainResult(c.ev.Tool)))
 	}
 	return resp
 }
@@ -225,131 +203,51 @@ func pathOrArgs(p string) string {
 	return p
 }
 
-// decodeMessages decodes one message or a batch; what does not decode is
-// skipped.
-func decodeMessages(data []byte) []rpcMessage {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return nil
-	}
-	if data[0] == '[' {
-		var raws []json.RawMessage
-		if json.Unmarshal(data, &raws) != nil {
-			return nil
-		}
-		out := make([]rpcMessage, 0, len(raws))
-		for _, raw := range raws {
-			var m rpcMessage
-			if decodeRPC(raw, &m) == nil {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
-	var m rpcMessage
-	if decodeRPC(data, &m) != nil {
-		return nil
-	}
-	return []rpcMessage{m}
-}
-
-func isEventStream(ct string) bool {
-	mt, _, _ := mime.ParseMediaType(ct)
-	return mt == "text/event-stream"
-}
-
 // begin is told the answer's headers before its body passes.
 func (m *mcpCall) begin(resp *http.Response) {
-	if isEventStream(resp.Header.Get("Content-Type")) {
-		m.sse = newSSEReader(m.route.cfg.MaxMessageBytes, m.onMessage)
-		return
-	}
-	if m.callID != nil || m.listID != nil {
-		m.capture, m.want = true, resp.ContentLength
-	}
+	m.ans.Begin(resp.Header, resp.ContentLength, m.route.cfg.MaxMessageBytes, m)
 }
 
 // observe sees each chunk of the answer before the caller does.
-func (m *mcpCall) observe(p []byte) {
-	switch {
-	case m.sse != nil:
-		m.sse.feed(p)
-	case m.capture && !m.over && !m.read:
-		if len(m.buf)+len(p) > m.route.cfg.MaxMessageBytes {
-			m.over, m.buf = true, nil
-			return
-		}
-		m.buf = append(m.buf, p...)
-		if m.want >= 0 && int64(len(m.buf)) == m.want {
-			m.readJSON()
-		}
-	}
-}
-
-func (m *mcpCall) readJSON() {
-	m.read = true
-	m.onMessage(m.buf)
-	m.buf = nil
-}
-
-// onMessage reads one JSON-RPC message (or batch) from the answer: the
-// call's response, a tools/list result to learn, or a notice that the
-// server's tools changed.
-func (m *mcpCall) onMessage(data []byte) {
-	if m.callID == nil && m.listID == nil && !bytes.Contains(data, []byte(methodToolsListChanged)) {
-		return
-	}
-	for _, msg := range decodeMessages(data) {
-		switch {
-		case msg.Method == methodToolsListChanged:
-			m.c.s.mcp.forget(m.key)
-			m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
-		case !msg.isResponse():
-		case m.callID != nil && bytes.Equal(msg.ID, m.callID):
-			m.found, m.response = true, msg
-		case m.listID != nil && bytes.Equal(msg.ID, m.listID) && msg.Result != nil:
-			m.listed = true
-			var res toolsListResult
-			if json.Unmarshal(msg.Result, &res) == nil {
-				m.learnList(&res, !m.listCursor && res.NextCursor == "")
-			}
-		}
-	}
-}
+func (m *mcpCall) observe(p []byte) { m.ans.Observe(p) }
 
 // answered reports whether the answer held the response the request
-// waited for, so the caller closing the stream afterwards is not a caller
-// that went away.
-func (m *mcpCall) answered() bool {
-	return (m.callID != nil && m.found) || (m.callID == nil && m.listID != nil && m.listed)
+// waited for (mcp.AnswerReader.Answered).
+func (m *mcpCall) answered() bool { return m.ans.Answered() }
+
+// ListChanged forgets the server's tools when it says they changed.
+func (m *mcpCall) ListChanged() {
+	m.c.s.mcp.Forget(m.key)
+	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
 }
+
+// Listed learns the tools/list result the answer held.
+func (m *mcpCall) Listed(res *mcp.ToolsListResult, complete bool) { m.learnList(res, complete) }
 
 // settle completes the bucketed result of an answer with what its
 // JSON-RPC messages said, and records the call's outcome.
 func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
-	if m.capture && !m.read && !m.over {
-		m.readJSON()
-	}
-	if m.callID == nil {
+	resp, unread := m.ans.Response()
+	if m.ans.CallID == nil {
 		return res
 	}
 	ev := &m.c.ev
 	switch {
-	case !m.found && (m.over || (m.sse != nil && m.sse.skipped > 0)):
+	case resp == nil && unread:
+		// Past the bound, or a JSON answer that held no response to the
+		// call.
 		ev.Outcome = sink.OutcomeUnread
-	case !m.found && m.capture:
-		ev.Outcome = sink.OutcomeUnread // a JSON answer that held no response to the call
-	case !m.found:
+	case resp == nil:
 		ev.Outcome = sink.OutcomeNoAnswer
-	case m.response.Error != nil:
+	case resp.Error != nil:
 		ev.Outcome = sink.OutcomeRPCError
 		if res.OK() {
-			res = rpcErrorResult(m.response.Error.Code)
+			res = mcp.RPCErrorResult(resp.Error.Code)
 		}
 	default:
-		var cr callResult
-		_ = json.Unmarshal(m.response.Result, &cr)
-		if isInputRequired(m.response.Result) {
+		var cr mcp.CallResult
+		_ = json.Unmarshal(resp.Result, &cr)
+		if mcp.IsInputRequired(resp.Result) {
 			ev.Outcome = sink.OutcomeInputRequired
 			break
 		}
@@ -366,63 +264,17 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 	return res
 }
 
-// rpcErrorResult buckets a JSON-RPC error code: the standard request
-// errors are the caller's (validation), internal and server errors
-// upstream's.
-func rpcErrorResult(code int64) bucketing.Result {
-	detail := "the server answered JSON-RPC error " + strconv.FormatInt(code, 10)
-	user := func(reason string) bucketing.Result {
-		return bucketing.Result{Code: bucketing.CodeValidation, Class: bucketing.ClassUser, Reason: reason, Detail: detail}
-	}
-	switch code {
-	case -32700:
-		return user("rpc_parse_error")
-	case -32600:
-		return user("rpc_invalid_request")
-	case -32601:
-		return user("rpc_method_not_found")
-	case -32602:
-		return user("rpc_invalid_params")
-	case -32002:
-		return user("rpc_not_found")
-	case -32603:
-		return bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Retryable: true, Reason: "rpc_internal_error", Detail: detail}
-	}
-	return bucketing.Result{Code: bucketing.CodeUpstream, Class: bucketing.ClassTransient, Retryable: true, Reason: "rpc_error", Detail: detail}
-}
-
 // learnList stores a tools/list answer where its cacheScope says: lists
 // marked "private" under the caller's authorization context, others under
 // the server.
-func (m *mcpCall) learnList(res *toolsListResult, complete bool) {
-	srv := m.c.s.mcp.server(m.key)
-	if res.CacheScope == cacheScopePrivate {
-		srv = m.c.s.mcp.server(m.privKey)
+func (m *mcpCall) learnList(res *mcp.ToolsListResult, complete bool) {
+	srv := m.c.s.mcp.Server(m.key)
+	if res.CacheScope == mcp.CacheScopePrivate {
+		srv = m.c.s.mcp.Server(m.privKey)
 	}
-	srv.learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
+	srv.Learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
 	if complete {
-		m.c.st.names.observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
+		m.c.st.names.Observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
 	}
-	m.srv = m.c.s.mcp.resolve(m.key, m.privKey)
-}
-
-// authContext names the caller's authorization context (its Authorization
-// and Cookie headers) by a hash, so lists a server marks private are
-// shared only between calls that present the same credentials.
-func authContext(r *http.Request) string {
-	a, ck := r.Header.Values("Authorization"), r.Header.Values("Cookie")
-	if len(a) == 0 && len(ck) == 0 {
-		return "none"
-	}
-	h := sha256.New()
-	for _, v := range a {
-		h.Write([]byte(v))
-		h.Write([]byte{0})
-	}
-	h.Write([]byte{1})
-	for _, v := range ck {
-		h.Write([]byte(v))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
 }

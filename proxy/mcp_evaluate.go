@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -89,28 +90,28 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	c.ch = c.st.chains[t]
 	c.evalCaller(r)
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath(), want: -1}
-	m.privKey = m.key + "|auth:" + authContext(r)
-	m.srv = s.mcp.resolve(m.key, m.privKey)
-	m.stateless = isStateless(r.Header.Get(headerMCPProtocol))
+		key: target.Scheme + "://" + target.Host + target.EscapedPath()}
+	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
+	m.srv = s.mcp.Resolve(m.key, m.privKey)
+	m.stateless = mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))
 	c.mcp = m
 	if src.Live != "" {
 		err := c.fetchTools(r, target, nil)
-		if err != nil && !m.stateless && r.Header.Get(headerMCPSession) == "" {
+		if err != nil && !m.stateless && r.Header.Get(mcp.HeaderSession) == "" {
 			// A server of the session era lists tools only in a session.
 			sid, serr := c.openSession(ctx, r, target)
 			if serr != nil {
 				return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w; opening a session: %w", m.server, err, serr)
 			}
 			defer c.closeSession(r, target)
-			r.Header.Set(headerMCPSession, sid)
+			r.Header.Set(mcp.HeaderSession, sid)
 			err = c.fetchTools(r, target, nil)
 		}
 		if err != nil {
 			return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w", m.server, err)
 		}
 	} else {
-		res, err := parseToolsList(src.List, t.mcp.cfg.MaxMessageBytes)
+		res, err := mcp.ParseToolsList(src.List, t.mcp.cfg.MaxMessageBytes)
 		if err != nil {
 			return Verdict{}, err
 		}
@@ -121,13 +122,13 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	if err != nil {
 		return Verdict{}, fmt.Errorf("arguments: %w", err)
 	}
-	msg := &rpcMessage{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: methodToolsCall, Params: params}
+	msg := &mcp.Message{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: mcp.MethodToolsCall, Params: params}
 	c.ev.Inspected = true
 	v := Verdict{Allowed: true}
 	if ref := c.checkToolCall(ctx, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
-		v.Answer = rpcToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.plainResult(toolName))
+		v.Answer = mcp.ToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.PlainResult(toolName))
 	} else {
 		v.Inject = c.injected()
 	}
@@ -164,51 +165,6 @@ func mcpRouteNamed(cfg *Config, name string) (*tool, error) {
 	return nil, fmt.Errorf("no MCP route named %q; the configuration's MCP routes: %s", name, strings.Join(names, ", "))
 }
 
-// parseToolsList reads a recorded tools/list answer: its result object,
-// or the JSON-RPC response holding it, as a JSON body or a
-// text/event-stream body. It reads at most limit bytes and refuses a page
-// that is not the last (nextCursor set), whose list would be incomplete.
-func parseToolsList(data []byte, limit int) (*toolsListResult, error) {
-	if len(data) > limit {
-		return nil, fmt.Errorf("%w: larger than the route's %d-byte mcp.max_message_bytes", ErrNotToolsList, limit)
-	}
-	data = bytes.TrimSpace(data)
-	var msgs []rpcMessage
-	if bytes.HasPrefix(data, []byte("event:")) || bytes.HasPrefix(data, []byte("data:")) || bytes.HasPrefix(data, []byte("id:")) || bytes.HasPrefix(data, []byte(":")) {
-		sr := newSSEReader(limit, func(ev []byte) { msgs = append(msgs, decodeMessages(ev)...) })
-		sr.feed(data)
-		sr.feed([]byte("\n\n"))
-	} else {
-		msgs = decodeMessages(data)
-	}
-	raw := json.RawMessage(nil)
-	for i := range msgs {
-		switch {
-		case msgs[i].Error != nil:
-			return nil, fmt.Errorf("%w: the response is JSON-RPC error %d", ErrNotToolsList, msgs[i].Error.Code)
-		case msgs[i].isResponse() && msgs[i].Result != nil:
-			raw = msgs[i].Result
-		}
-	}
-	if raw == nil {
-		raw = data // the result object itself
-	}
-	var probe struct {
-		Tools json.RawMessage `json:"tools"`
-	}
-	var res toolsListResult
-	if err := json.Unmarshal(raw, &probe); err != nil || len(probe.Tools) == 0 || probe.Tools[0] != '[' {
-		return nil, fmt.Errorf("%w: expected a result with a tools array, or the JSON-RPC response holding one", ErrNotToolsList)
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotToolsList, err)
-	}
-	if res.NextCursor != "" {
-		return nil, fmt.Errorf("%w: it is one page of several (nextCursor is set); record the whole list as one result", ErrNotToolsList)
-	}
-	return &res, nil
-}
-
 // evalProtocolVersion is the protocol version a live evaluation asks for
 // when it opens a session.
 const evalProtocolVersion = "2025-11-25"
@@ -234,7 +190,7 @@ func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL,
 	defer resp.Body.Close()
 	limit := c.mcp.route.cfg.MaxMessageBytes
 	b, err := readUpTo(resp.Body, resp.ContentLength, int64(limit))
-	if err != nil && !isEventStream(resp.Header.Get("Content-Type")) {
+	if err != nil && !mcp.IsEventStream(resp.Header.Get("Content-Type")) {
 		return nil, nil, err
 	}
 	if len(b) > limit {
@@ -258,30 +214,30 @@ func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("initialize answered %s", resp.Status)
 	}
-	sid := resp.Header.Get(headerMCPSession)
+	sid := resp.Header.Get(mcp.HeaderSession)
 	if sid == "" {
 		return "", errors.New("initialize answered without a session")
 	}
 	version := evalProtocolVersion
 	take := func(data []byte) {
-		for _, msg := range decodeMessages(data) {
+		for _, msg := range mcp.DecodeMessages(data) {
 			var res struct {
 				ProtocolVersion string `json:"protocolVersion"`
 			}
-			if msg.isResponse() && json.Unmarshal(msg.Result, &res) == nil && res.ProtocolVersion != "" && len(res.ProtocolVersion) <= 32 {
+			if msg.IsResponse() && json.Unmarshal(msg.Result, &res) == nil && res.ProtocolVersion != "" && len(res.ProtocolVersion) <= 32 {
 				version = res.ProtocolVersion
 			}
 		}
 	}
-	if isEventStream(resp.Header.Get("Content-Type")) {
-		sr := newSSEReader(c.mcp.route.cfg.MaxMessageBytes, take)
-		sr.feed(body)
-		sr.feed([]byte("\n\n"))
+	if mcp.IsEventStream(resp.Header.Get("Content-Type")) {
+		sr := mcp.NewSSEReader(c.mcp.route.cfg.MaxMessageBytes, take)
+		sr.Feed(body)
+		sr.Feed([]byte("\n\n"))
 	} else {
 		take(body)
 	}
-	r.Header.Set(headerMCPSession, sid)
-	r.Header.Set(headerMCPProtocol, version)
+	r.Header.Set(mcp.HeaderSession, sid)
+	r.Header.Set(mcp.HeaderProtocol, version)
 	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	resp, _, err = c.mcpRequest(ctx, r, target, http.MethodPost, note)
 	if err != nil {

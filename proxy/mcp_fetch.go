@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // fetchTools lists the server's tools with toolgate's own tools/list (every
@@ -25,41 +26,31 @@ import (
 // arriving meanwhile wait for it. The fetch is recorded as an event of its
 // own (rpc_method tools/list, no tool).
 func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage) (err error) {
-	srv := c.mcp.srv
 	ctx := r.Context()
-	srv.mu.Lock()
-	if ch := srv.fetching; ch != nil {
-		srv.mu.Unlock()
+	running, end := c.mcp.srv.BeginFetch()
+	if running != nil {
 		select {
-		case <-ch:
+		case <-running:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	ch := make(chan struct{})
-	srv.fetching = ch
-	srv.mu.Unlock()
-	defer func() {
-		srv.mu.Lock()
-		srv.fetching = nil
-		srv.mu.Unlock()
-		close(ch)
-	}()
+	defer end()
 	ctx, cancel := context.WithTimeout(ctx, c.t.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
 	var status, pages int
 	defer func() { c.recordFetch(start, status, pages, err) }()
 	tp := "00-" + c.ev.TraceID + "-" + newSpanID() + "-01"
-	meta = withTraceparent(withoutProgressToken(meta), tp)
-	var all toolsListResult
+	meta = mcp.WithTraceparent(mcp.WithoutProgressToken(meta), tp)
+	var all mcp.ToolsListResult
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxFetchPages {
 			return fmt.Errorf("more than %d pages of tools", maxFetchPages)
 		}
-		var res *toolsListResult
+		var res *mcp.ToolsListResult
 		res, status, err = c.listPage(ctx, r, target, page, cursor, meta, tp)
 		if err != nil {
 			return err
@@ -87,7 +78,7 @@ func (c *call) recordFetch(start time.Time, status, pages int, err error) {
 	ev := c.ev
 	ev.EventID = uuid.NewString()
 	ev.Time = start.UTC()
-	ev.Tool, ev.RPCMethod, ev.RPCID, ev.Outcome = "", methodToolsList, `"toolgate-list-0"`, ""
+	ev.Tool, ev.RPCMethod, ev.RPCID, ev.Outcome = "", mcp.MethodToolsList, `"toolgate-list-0"`, ""
 	ev.Refused, ev.Inspected, ev.Envelope = false, true, false
 	ev.ViolationPaths, ev.DryRunDenied, ev.DryRunViolations, ev.PolicyError = nil, false, nil, ""
 	ev.RequestBytes, ev.ResponseBytes, ev.RetryAfterMS = 0, 0, 0
@@ -126,7 +117,7 @@ func (c *call) sendOwn(req *http.Request) (*http.Response, error) {
 const reasonListFailed = "tools_list_failed"
 
 // listPage sends one tools/list and reads its result.
-func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, page int, cursor string, meta json.RawMessage, traceparent string) (_ *toolsListResult, status int, _ error) {
+func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, page int, cursor string, meta json.RawMessage, traceparent string) (_ *mcp.ToolsListResult, status int, _ error) {
 	params := map[string]any{}
 	if cursor != "" {
 		params["cursor"] = cursor
@@ -135,7 +126,7 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 		params["_meta"] = meta
 	}
 	id := "toolgate-list-" + strconv.Itoa(page)
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": methodToolsList, "params": params})
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": mcp.MethodToolsList, "params": params})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, status, err
@@ -147,11 +138,11 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 		req.Header[k] = vs
 	}
 	cleanRequestHeaders(req.Header, true)
-	for _, k := range []string{"Content-Length", "Content-Encoding", headerMCPName} {
+	for _, k := range []string{"Content-Length", "Content-Encoding", mcp.HeaderName} {
 		delete(req.Header, k)
 	}
-	if req.Header.Get(headerMCPMethod) != "" {
-		req.Header.Set(headerMCPMethod, methodToolsList)
+	if req.Header.Get(mcp.HeaderMethod) != "" {
+		req.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
 	}
 	if req.Header.Get("Traceparent") == "" {
 		req.Header.Set("Traceparent", traceparent)
@@ -167,20 +158,20 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	}
 	limit := c.mcp.route.cfg.MaxMessageBytes
 	want := json.RawMessage(strconv.Quote(id))
-	var found *rpcMessage
+	var found *mcp.Message
 	take := func(data []byte) {
-		for _, msg := range decodeMessages(data) {
-			if msg.isResponse() && bytes.Equal(msg.ID, want) {
+		for _, msg := range mcp.DecodeMessages(data) {
+			if msg.IsResponse() && bytes.Equal(msg.ID, want) {
 				found = &msg
 			}
 		}
 	}
-	if isEventStream(resp.Header.Get("Content-Type")) {
-		sr := newSSEReader(limit, take)
+	if mcp.IsEventStream(resp.Header.Get("Content-Type")) {
+		sr := mcp.NewSSEReader(limit, take)
 		buf := make([]byte, 32<<10)
 		for found == nil {
 			n, err := resp.Body.Read(buf)
-			sr.feed(buf[:n])
+			sr.Feed(buf[:n])
 			if err != nil {
 				break
 			}
@@ -201,42 +192,11 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	case found.Error != nil:
 		return nil, status, fmt.Errorf("tools/list answered error %d", found.Error.Code)
 	}
-	var res toolsListResult
+	var res mcp.ToolsListResult
 	if err := json.Unmarshal(found.Result, &res); err != nil {
 		return nil, status, fmt.Errorf("tools/list result: %w", err)
 	}
 	return &res, status, nil
-}
-
-// withoutProgressToken drops progressToken from a request's _meta, so
-// toolgate's own request asks for no progress.
-func withoutProgressToken(meta json.RawMessage) json.RawMessage {
-	if len(meta) == 0 {
-		return nil
-	}
-	var mm map[string]json.RawMessage
-	if json.Unmarshal(meta, &mm) != nil {
-		return nil
-	}
-	delete(mm, "progressToken")
-	b, _ := json.Marshal(mm)
-	return b
-}
-
-// withTraceparent adds a W3C traceparent to a request's _meta when it has
-// none, so toolgate's own request joins the call's trace in the message as
-// well as in its headers (2026-07-28 basic "_meta": trace context keys).
-func withTraceparent(meta json.RawMessage, tp string) json.RawMessage {
-	mm := map[string]json.RawMessage{}
-	if len(meta) > 0 && json.Unmarshal(meta, &mm) != nil {
-		return meta
-	}
-	if _, ok := mm[metaTraceparent]; ok {
-		return meta
-	}
-	mm[metaTraceparent], _ = json.Marshal(tp)
-	b, _ := json.Marshal(mm)
-	return b
 }
 
 // newSpanID is a random W3C parent-id (16 hex digits).

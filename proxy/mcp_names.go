@@ -1,13 +1,12 @@
 package proxy
 
 import (
-	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // Names of MCP tools that the configuration gives (a route's mcp.tools,
@@ -21,121 +20,32 @@ import (
 
 // UnlistedName is a configured MCP tool name that the servers which listed
 // their tools do not list.
-type UnlistedName struct {
-	// Field is where the configuration gives the name
-	// ("tools[2].mcp.tools" or "approvals.tools").
-	Field string `json:"field"`
-	// Name is the MCP tool name.
-	Name string `json:"name"`
-	// Routes are the MCP routes whose servers' last complete lists lack
-	// it.
-	Routes []string `json:"routes"`
-}
-
-// mcpNameWatch checks configured MCP tool names against the lists servers
-// answer. One belongs to one snapshot; it is safe for concurrent use.
-type mcpNameWatch struct {
-	shared []string            // Snapshot.ServerToolNames: any MCP route may list them
-	own    map[string][]string // an MCP route's name -> its mcp.tools names
-	field  map[string]string   // an MCP route's name -> "tools[i].mcp.tools"
-
-	mu       sync.Mutex
-	listed   map[string]map[string]bool // route -> watched name -> in its last complete list
-	unlisted []UnlistedName
-}
+type UnlistedName = mcp.UnlistedName
 
 // newNameWatch returns the watch of a snapshot; nil when it watches
 // nothing.
-func newNameWatch(cfg *Config, shared []string) *mcpNameWatch {
-	w := &mcpNameWatch{shared: shared, own: map[string][]string{}, field: map[string]string{}, listed: map[string]map[string]bool{}}
+func newNameWatch(cfg *Config, shared []string) *mcp.NameWatch {
+	own, field := map[string][]string{}, map[string]string{}
 	routes := 0
 	for i, t := range cfg.tools {
 		if t.mcp == nil {
 			continue
 		}
 		routes++
-		w.field[t.cfg.Name] = "tools[" + strconv.Itoa(i) + "].mcp.tools"
-		w.own[t.cfg.Name] = slices.Sorted(maps.Keys(t.mcp.tools))
+		field[t.cfg.Name] = "tools[" + strconv.Itoa(i) + "].mcp.tools"
+		own[t.cfg.Name] = slices.Sorted(maps.Keys(t.mcp.tools))
 	}
 	if routes == 0 {
 		return nil
 	}
-	return w
-}
-
-// observe checks a route's complete tools/list answer.
-func (w *mcpNameWatch) observe(route string, tools []listedTool, log *slog.Logger) {
-	if w == nil || len(w.shared)+len(w.own[route]) == 0 {
-		return
-	}
-	got := make(map[string]bool, len(w.shared)+len(w.own[route]))
-	for _, n := range append(slices.Clip(w.shared), w.own[route]...) {
-		got[n] = false
-	}
-	for _, lt := range tools {
-		if _, watched := got[lt.Name]; watched {
-			got[lt.Name] = true
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.listed[route] = got
-	var now []UnlistedName
-	for _, r := range slices.Sorted(maps.Keys(w.own)) {
-		l, seen := w.listed[r]
-		for _, n := range w.own[r] {
-			if seen && !l[n] {
-				now = append(now, UnlistedName{Field: w.field[r], Name: n, Routes: []string{r}})
-			}
-		}
-	}
-	for _, n := range w.shared {
-		var lacking []string
-		for _, r := range slices.Sorted(maps.Keys(w.listed)) {
-			if w.listed[r][n] {
-				lacking = nil
-				break
-			}
-			lacking = append(lacking, r)
-		}
-		if len(lacking) > 0 {
-			now = append(now, UnlistedName{Field: "approvals.tools", Name: n, Routes: lacking})
-		}
-	}
-	was := map[string]bool{}
-	for _, u := range w.unlisted {
-		was[u.Field+"\x00"+u.Name] = true
-	}
-	is := map[string]bool{}
-	for _, u := range now {
-		is[u.Field+"\x00"+u.Name] = true
-		if !was[u.Field+"\x00"+u.Name] {
-			log.Warn("a configured MCP tool name is not in the tools its servers list: the rule naming it applies to no call until a server lists it", "field", u.Field, "name", u.Name, "routes", u.Routes)
-		}
-	}
-	for _, u := range w.unlisted {
-		if !is[u.Field+"\x00"+u.Name] {
-			log.Info("a configured MCP tool name is listed now", "field", u.Field, "name", u.Name)
-		}
-	}
-	w.unlisted = now
-}
-
-// names returns the unlisted names, in a new slice.
-func (w *mcpNameWatch) names() []UnlistedName {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.unlisted)
+	return mcp.NewNameWatch(shared, own, field)
 }
 
 // UnlistedNames are the configured MCP tool names that the servers which
 // listed their tools since the configuration took effect do not list.
 func (s *Server) UnlistedNames() []UnlistedName {
 	if st := s.state.Load(); st != nil {
-		return st.names.names()
+		return st.names.Names()
 	}
 	return nil
 }

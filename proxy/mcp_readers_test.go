@@ -3,20 +3,19 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	segjson "github.com/segmentio/encoding/json"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // readerVariants are JSON-RPC request bodies that some mainstream server
 // reads differently from toolgate, each refused by toolgate's reading
-// (parseRPC after checkJSONNames, as handleMCP runs them). They seed
+// (mcp.ParseRPC after checkJSONNames, as handleMCP runs them). They seed
 // FuzzRPCReaders and are the single-message rows of the adversarial
 // group TestMCPReaders.
 var readerVariants = []struct {
@@ -87,12 +86,12 @@ var readerControls = []string{
 }
 
 // readRequest is toolgate's reading of a request body, as handleMCP runs
-// it: the duplicate-name check, then parseRPC.
-func readRequest(body []byte) ([]rpcMessage, error) {
+// it: the duplicate-name check, then mcp.ParseRPC.
+func readRequest(body []byte) ([]mcp.Message, error) {
 	if ref := checkJSONNames("MCP server s", body, 64); ref != nil {
 		return nil, errMore(ref.detail)
 	}
-	msgs, _, err := parseRPC(body)
+	msgs, _, err := mcp.ParseRPC(body)
 	return msgs, err
 }
 
@@ -114,31 +113,6 @@ func TestRPCReading(t *testing.T) {
 	for _, body := range readerControls {
 		if _, err := readRequest([]byte(body)); err != nil {
 			t.Errorf("%s: %v", body, err)
-		}
-	}
-}
-
-// TestBodyless checks which requests that are not POSTs carry no message.
-func TestBodyless(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		body string
-		size int64
-		ok   bool
-	}{
-		{"no body", "", 0, true},
-		{"declared body", "{}", 2, false},
-		{"body of unknown length", "{}", -1, false},
-		{"empty body of unknown length", "", -1, true},
-	} {
-		r, _ := http.NewRequest(http.MethodGet, "http://a/mcp", strings.NewReader(tc.body))
-		r.ContentLength = tc.size
-		if tc.body == "" && tc.size == 0 {
-			r.Body = http.NoBody
-		}
-		body, ok, err := bodyless(r)
-		if err != nil || ok != tc.ok || (ok && body != http.NoBody) {
-			t.Errorf("%s: ok %v err %v, want ok %v", tc.name, ok, err, tc.ok)
 		}
 	}
 }
@@ -182,27 +156,27 @@ func argsOf(raw json.RawMessage) (args map[string]any, ok bool) {
 // reader (jsonrpc.DecodeMessage, then the tools/call params decoded
 // case-sensitively as the SDK does). A reader that refuses the message
 // runs nothing, and agrees.
-func sameReading(t *testing.T, raw []byte, m *rpcMessage) {
+func sameReading(t *testing.T, raw []byte, m *mcp.Message) {
 	t.Helper()
-	var tc toolCall
-	var ref *refusal
-	if m.Method == methodToolsCall {
-		tc, ref = parseToolCall(m.Params)
+	var tc mcp.ToolCall
+	var ref *mcp.Problem
+	if m.Method == mcp.MethodToolsCall {
+		tc, ref = mcp.ParseToolCall(m.Params)
 	}
 	check := func(reader, method, name string, rawArgs json.RawMessage) {
 		t.Helper()
 		if method != m.Method {
 			t.Fatalf("%s reads method %q, toolgate %q: %q", reader, method, m.Method, raw)
 		}
-		if method != methodToolsCall || ref != nil {
+		if method != mcp.MethodToolsCall || ref != nil {
 			return
 		}
 		args, ok := argsOf(rawArgs)
 		if !ok {
 			return
 		}
-		if name != tc.name || !reflect.DeepEqual(args, tc.args) {
-			t.Fatalf("%s runs %q %v, toolgate checked %q %v: %q", reader, name, args, tc.name, tc.args, raw)
+		if name != tc.Name || !reflect.DeepEqual(args, tc.Args) {
+			t.Fatalf("%s runs %q %v, toolgate checked %q %v: %q", reader, name, args, tc.Name, tc.Args, raw)
 		}
 	}
 
@@ -212,7 +186,7 @@ func sameReading(t *testing.T, raw []byte, m *rpcMessage) {
 			t.Fatalf("encoding/json reads id %s, toolgate %s: %q", tm.ID, m.ID, raw)
 		}
 		var p taggedCall
-		if tm.Method != methodToolsCall || json.Unmarshal(tm.Params, &p) == nil {
+		if tm.Method != mcp.MethodToolsCall || json.Unmarshal(tm.Params, &p) == nil {
 			check("encoding/json", tm.Method, p.Name, p.Arguments)
 		}
 	}
@@ -223,8 +197,8 @@ func sameReading(t *testing.T, raw []byte, m *rpcMessage) {
 		if isReq {
 			method = req.Method
 		}
-		var p mcp.CallToolParamsRaw
-		if method != methodToolsCall {
+		var p mcpsdk.CallToolParamsRaw
+		if method != mcp.MethodToolsCall {
 			check("the Go SDK", method, "", nil)
 		} else if sdkUnmarshal(req.Params, &p) == nil {
 			check("the Go SDK", method, p.Name, p.Arguments)
@@ -241,7 +215,7 @@ func sdkUnmarshal(data []byte, v any) error {
 }
 
 // FuzzRPCReaders is the reader differential: any request toolgate reads
-// (checkJSONNames, parseRPC, parseToolCall) is read the same way by a
+// (checkJSONNames, mcp.ParseRPC, mcp.ParseToolCall) is read the same way by a
 // hand-written encoding/json server and by the Go SDK: the same method and
 // id, and for a tools/call the same tool name and arguments. A message
 // they could read differently must be refused. The seeds are every
@@ -258,7 +232,7 @@ func FuzzRPCReaders(f *testing.F) {
 		if err != nil {
 			return
 		}
-		raws := []json.RawMessage{trimJSONSpace(body)}
+		raws := []json.RawMessage{mcp.TrimJSONSpace(body)}
 		if raws[0][0] == '[' {
 			raws = nil
 			if err := json.Unmarshal(body, &raws); err != nil || len(raws) != len(msgs) {
@@ -267,35 +241,6 @@ func FuzzRPCReaders(f *testing.F) {
 		}
 		for i := range msgs {
 			sameReading(t, raws[i], &msgs[i])
-		}
-	})
-}
-
-// FuzzRPCMembers checks rpcMembers, the scanner checkRPCReading reads
-// member names with, against encoding/json: for any object json.Unmarshal
-// accepts, the scanner yields the same names (escapes decoded) with the
-// same value text, the last of a repeated name as the map keeps it.
-func FuzzRPCMembers(f *testing.F) {
-	for _, v := range readerVariants {
-		f.Add([]byte(v.body))
-	}
-	for _, c := range readerControls {
-		f.Add([]byte(c))
-	}
-	f.Add([]byte(` { "a" : [1, {"b":"}"}] , "\u0063":"x\"y" ,"d":-1.5e3,"e":true,"f":null,"a":{}} `))
-	f.Add([]byte(`{"":"","\\":"\\\\","\ud83d\ude00":[[]]}`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		var want map[string]json.RawMessage
-		if !utf8.Valid(raw) || json.Unmarshal(raw, &want) != nil || want == nil {
-			return // checkRPCText refuses invalid UTF-8 before
-		}
-		got := map[string]json.RawMessage{}
-		rpcMembers(raw, func(name, value []byte) bool {
-			got[string(name)] = append(json.RawMessage(nil), value...)
-			return true
-		})
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("scanned %q, encoding/json read %q", got, want)
 		}
 	})
 }

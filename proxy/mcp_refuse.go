@@ -5,34 +5,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
 // mcpRefuse answers refused tools/call the way MCP asks for input errors:
 // a JSON-RPC result with isError true, the detail and every violation as
 // text, the envelope in _meta (and as structuredContent for a tool listed
-// without an outputSchema: rpcToolError), over HTTP 200, with the
+// without an outputSchema: mcp.ToolError), over HTTP 200, with the
 // request's id; a call that asked to run as a task (2025-11-25) gets a
 // task that has already failed (mcp_tasks.go). In a batch, every request
 // is answered and none is sent:
 // the refused calls with their results, the others with a JSON-RPC error
 // saying why. A refused tools/call without an id (which no response can
 // answer) gets the plain refusal.
-func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []*refusal, first int) *http.Response {
+func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs []*refusal, first int) *http.Response {
 	ref := refs[first]
 	c.ev.Outcome = sink.OutcomeRefused
 	if batch {
 		// The event is the refused call's.
-		tc, _ := parseToolCall(msgs[first].Params)
-		c.ev.Tool, c.ev.RPCID = tc.name, idText(msgs[first].ID)
+		tc, _ := mcp.ParseToolCall(msgs[first].Params)
+		c.ev.Tool, c.ev.RPCID = tc.Name, mcp.IDText(msgs[first].ID)
 	}
-	if !batch && !msgs[0].isRequest() {
+	if !batch && !msgs[0].IsRequest() {
 		return c.refuse(r, ref)
 	}
 	if !batch && c.mcp.ask != nil {
@@ -42,17 +42,17 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	if !batch {
 		var asTask bool
 		if body, asTask = c.refusedTaskAnswer(r, &msgs[0], ref); !asTask {
-			body = rpcToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.plainResult(c.ev.Tool))
+			body = mcp.ToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(c.ev.Tool))
 		}
 	} else {
 		var out []json.RawMessage
 		for i := range msgs {
-			if !msgs[i].isRequest() {
+			if !msgs[i].IsRequest() {
 				continue
 			}
 			if refs[i] != nil {
-				tc, _ := parseToolCall(msgs[i].Params)
-				out = append(out, rpcToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.plainResult(tc.name)))
+				tc, _ := mcp.ParseToolCall(msgs[i].Params)
+				out = append(out, mcp.ToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(tc.Name)))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{
@@ -70,8 +70,8 @@ func (c *call) mcpRefuse(r *http.Request, msgs []rpcMessage, batch bool, refs []
 	c.ev.ViolationPaths = paths
 	c.finish(bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason, RetryAfterMS: ref.retryAfterMS}, 0, int64(len(body)))
 	resp := mcpAnswer(r, http.StatusOK, string(ref.code), body)
-	if sid := r.Header.Get(headerMCPSession); sid != "" {
-		resp.Header[headerMCPSession] = []string{sid}
+	if sid := r.Header.Get(mcp.HeaderSession); sid != "" {
+		resp.Header[mcp.HeaderSession] = []string{sid}
 	}
 	return resp
 }
@@ -96,87 +96,17 @@ func refusalText(ref *refusal) string {
 	return b.String()
 }
 
-// metaEnvelope is the _meta key of an isError result toolgate makes that
-// holds its envelope, whatever the tool's outputSchema.
-const metaEnvelope = "toolgate/envelope"
-
-// rpcToolError is a JSON-RPC response holding a tool result with isError
-// true: text for the model, the envelope in _meta (metaEnvelope) for
-// programs, and also as structuredContent when structured is true (a tool
-// listed without an outputSchema: see mcpServer.plainResult). A result for
-// a stateless-era request says resultType "complete", as 2026-07-28 asks
-// of every result.
-func rpcToolError(id json.RawMessage, text string, envelope []byte, complete, structured bool) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  json.RawMessage `json:"result"`
-	}{"2.0", id, toolErrorResult(text, envelope, complete, structured, nil)})
-	return b
-}
-
-// toolErrorResult is the CallToolResult of rpcToolError; meta adds _meta
-// members (a task's related-task key).
-func toolErrorResult(text string, envelope []byte, complete, structured bool, meta map[string]any) json.RawMessage {
-	type content struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	type result struct {
-		Content           []content       `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
-		IsError           bool            `json:"isError"`
-		ResultType        json.RawMessage `json:"resultType,omitempty"`
-		Meta              map[string]any  `json:"_meta"`
-	}
-	var rt json.RawMessage
-	if complete {
-		rt = resultTypeComplete
-	}
-	m := map[string]any{metaEnvelope: json.RawMessage(envelope)}
-	for k, v := range meta {
-		m[k] = v
-	}
-	res := result{Content: []content{{Type: "text", Text: text}}, IsError: true, ResultType: rt, Meta: m}
-	if structured {
-		res.StructuredContent = envelope
-	}
-	b, _ := json.Marshal(res)
-	return b
-}
-
 // mcpAnswer builds an answer toolgate makes itself on an MCP route:
 // application/json, which the streamable HTTP transport allows for the
 // answer to any POST, unless the caller accepts only text/event-stream, in
 // which case the message is sent as one event.
 func mcpAnswer(r *http.Request, status int, code string, body []byte) *http.Response {
 	resp := envelopeResponse(r, status, code, nil, body)
-	if acceptsOnlySSE(r) {
-		sse := make([]byte, 0, len(body)+24)
-		sse = append(sse, "event: message\ndata: "...)
-		sse = append(sse, body...)
-		sse = append(sse, "\n\n"...)
+	if mcp.AcceptsOnlySSE(r) {
+		sse := mcp.EventMessage(body)
 		resp.Header["Content-Type"] = []string{"text/event-stream"}
 		resp.Header["Content-Length"] = []string{strconv.Itoa(len(sse))}
 		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(sse)), int64(len(sse))
 	}
 	return resp
-}
-
-// acceptsOnlySSE reports whether the caller's Accept names
-// text/event-stream and no JSON.
-func acceptsOnlySSE(r *http.Request) bool {
-	sse, js := false, false
-	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-			switch mt {
-			case "text/event-stream":
-				sse = true
-			case "application/json", "*/*", "application/*":
-				js = true
-			}
-		}
-	}
-	return sse && !js
 }

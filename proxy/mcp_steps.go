@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
 // An MCP route's chain runs once per tools/call of a message
@@ -22,13 +23,22 @@ type mcpCallStep struct{}
 
 func (mcpCallStep) check(_ context.Context, c *call) *refusal {
 	m := c.mcp
-	tc, ref := parseToolCall(m.msg.Params)
-	first := c.ev.Tool == "" && (m.callID == nil || bytes.Equal(m.callID, m.msg.ID))
-	if first && tc.name != "" {
-		c.nameTool(tc.name)
+	tc, ref := mcp.ParseToolCall(m.msg.Params)
+	first := c.ev.Tool == "" && (m.ans.CallID == nil || bytes.Equal(m.ans.CallID, m.msg.ID))
+	if first && tc.Name != "" {
+		c.nameTool(tc.Name)
 	}
-	m.tc, c.args = tc, tc.args
-	return ref
+	m.tc, c.args = tc, tc.Args
+	return problemRefusal(ref)
+}
+
+// problemRefusal is the validation refusal of params mcp.ParseToolCall
+// cannot read; nil for none.
+func problemRefusal(p *mcp.Problem) *refusal {
+	if p == nil {
+		return nil
+	}
+	return refuse(bucketing.CodeValidation, p.Reason, p.Detail, p.Violations)
 }
 
 // mcpSchemaStep checks a tools/call's arguments against its tool's schema.
@@ -72,7 +82,7 @@ func mcpRuleSteps(route *mcpRoute, rule *mcpToolRule) []requestStep {
 
 func (s *mcpSchemaStep) check(ctx context.Context, c *call) *refusal {
 	steps := s.def
-	if ts, ok := s.byTool[c.mcp.tc.name]; ok {
+	if ts, ok := s.byTool[c.mcp.tc.Name]; ok {
 		steps = ts
 	}
 	for _, st := range steps {
@@ -90,20 +100,20 @@ type mcpLookupStep struct{ rule *mcpToolRule }
 
 func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
 	m := c.mcp
-	name := m.tc.name
+	name := m.tc.Name
 	m.unknown = false
-	sch, known, why := m.srv.lookup(name, s.rule.strict)
-	if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.isCut()) || m.srv.stale()) {
+	sch, known, why := m.srv.Lookup(name, s.rule.strict)
+	if m.route.cfg.UnknownTool == UnknownToolFetch && ((!known && !m.srv.IsCut()) || m.srv.Stale()) {
 		if !m.listedOnly {
-			if err := c.fetchTools(c.in, c.target, m.tc.meta); err != nil {
+			if err := c.fetchTools(c.in, c.target, m.tc.Meta); err != nil {
 				// A stale list is still used when listing fails (2026-07-28
 				// server/utilities/caching allows serving stale on errors).
 				c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", name, "err", err)
 			}
-			m.srv = c.s.mcp.resolve(m.key, m.privKey)
-			sch, known, why = m.srv.lookup(name, s.rule.strict)
+			m.srv = c.s.mcp.Resolve(m.key, m.privKey)
+			sch, known, why = m.srv.Lookup(name, s.rule.strict)
 		}
-		m.unknown = !known && m.srv.isListed()
+		m.unknown = !known && m.srv.IsListed()
 	}
 	m.sch, m.why = sch, why
 	return nil
@@ -117,13 +127,13 @@ func (mcpKnownStep) check(_ context.Context, c *call) *refusal {
 	if !m.unknown {
 		return nil
 	}
-	names := m.srv.names()
+	names := m.srv.Names()
 	offers := strings.Join(names, ", ")
 	if len(names) == 0 {
 		offers = "(no tools)"
 	}
 	return refuse(bucketing.CodeValidation, reasonUnknownTool,
-		fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", m.tc.name, m.server, offers),
+		fmt.Sprintf("Tool '%s' is not offered by MCP server %s; it offers: %s", m.tc.Name, m.server, offers),
 		[]policies.Violation{{Path: "", Reason: reasonUnknownTool, Message: "unknown tool", Expected: "one of: " + offers}})
 }
 
@@ -138,16 +148,16 @@ type mcpUncheckedStep struct {
 
 func (s mcpUncheckedStep) check(_ context.Context, c *call) *refusal {
 	m := c.mcp
-	name := m.tc.name
+	name := m.tc.Name
 	unusable := ""
 	if m.why != nil {
-		unusable = unusableReason(m.why)
+		unusable = mcp.UnusableReason(m.why)
 		what := "passes unchecked"
 		if s.refuse {
 			what = "is refused (mcp.unchecked: refuse)"
 		}
 		c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", name, "reason", unusable, "err", m.why)
-		c.s.mcpUnusable.note(m.server, name, unusable, m.why)
+		c.s.mcpUnusable.Note(m.server, name, unusable, m.why)
 		if !s.refuse || s.dry {
 			// The event says why the call passed without a schema.
 			c.notePolicyError("schema: " + unusable)
@@ -183,13 +193,13 @@ func (s mcpValidateStep) check(_ context.Context, c *call) *refusal {
 	if sch == nil {
 		return nil
 	}
-	return validateArgs(c.mcp.tc.name, sch, c.args)
+	return validateArgs(c.mcp.tc.Name, sch, c.args)
 }
 
 // checkToolCall runs the route's chain on one tools/call of the message:
 // its params, the schema, the policies, then approval. It records the tool
 // name and whether the call was inspected.
-func (c *call) checkToolCall(ctx context.Context, msg *rpcMessage) *refusal {
+func (c *call) checkToolCall(ctx context.Context, msg *mcp.Message) *refusal {
 	c.mcp.msg = msg
 	c.ask = nil
 	return c.ch.run(ctx, c)

@@ -218,8 +218,8 @@ func (c *call) input() *policies.Input {
 		Budget:   c.budgetInput(),
 	}
 	if m := c.mcp; m != nil {
-		in.Tool, in.Protocol, in.Server = m.tc.name, ProtocolMCP, m.server
-		in.ToolAnnotations = m.srv.hints(m.tc.name).asMap()
+		in.Tool, in.Protocol, in.Server = m.tc.Name, ProtocolMCP, m.server
+		in.ToolAnnotations = m.srv.Hints(m.tc.Name).AsMap()
 	}
 	return in
 }

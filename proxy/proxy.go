@@ -81,6 +81,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/listen"
+	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -174,9 +175,9 @@ type Server struct {
 	transport   *http.Transport     // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
 	upstream    *upstream.Transport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
 	metrics     *metrics
-	mcp         mcpSchemas      // tool schemas learned from MCP servers
-	mcpUnusable unusableSchemas // listed schemas that could not check calls, for /status
-	tasks       refusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
+	mcp         mcp.Schemas         // tool schemas learned from MCP servers
+	mcpUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
+	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm        *tlsMetrics
 	connm       *listen.CapMetrics
 	capLog      logLimit                                                          // one log line a second for connections over the cap
@@ -199,7 +200,7 @@ type Server struct {
 type state struct {
 	Snapshot
 	cfg    *Config
-	names  *mcpNameWatch    // nil: no MCP route
+	names  *mcp.NameWatch   // nil: no MCP route
 	chains map[*tool]*chain // each tool's steps, compiled for this snapshot (chain.go)
 }
 

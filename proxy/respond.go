@@ -247,7 +247,7 @@ func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 	}
 	if c.mcp != nil {
 		c.mcp.begin(resp)
-		pb.stream = pb.stream || c.mcp.sse != nil
+		pb.stream = pb.stream || c.mcp.ans.Streaming()
 	}
 	resp.Body = pb
 	return resp

@@ -1,4 +1,4 @@
-package proxy
+package mcp
 
 import (
 	"encoding/json"
@@ -11,9 +11,9 @@ import (
 // first), a ttl capped at maxRefusedTaskTTL, read only by their owner and
 // only until they expire.
 func TestRefusedTasksBounds(t *testing.T) {
-	var ts refusedTasks
+	var ts RefusedTasks
 	env := []byte(`{"ok":false}`)
-	first := ts.add("a", 0, "refused", env, false, false)
+	first := ts.Add("a", 0, "refused", env, false, false)
 	var c struct {
 		Task struct {
 			TaskID string `json:"taskId"`
@@ -23,20 +23,20 @@ func TestRefusedTasksBounds(t *testing.T) {
 	if err := json.Unmarshal(first, &c); err != nil || c.Task.TTL != maxRefusedTaskTTL.Milliseconds() {
 		t.Fatalf("default ttl: %s", first)
 	}
-	if ts.get("b", c.Task.TaskID) != nil || ts.get("a", c.Task.TaskID) == nil {
+	if ts.Get("b", c.Task.TaskID) != nil || ts.Get("a", c.Task.TaskID) == nil {
 		t.Errorf("a task is read by its owner only")
 	}
-	_ = json.Unmarshal(ts.add("a", int64(24*time.Hour/time.Millisecond), "x", env, false, false), &c)
+	_ = json.Unmarshal(ts.Add("a", int64(24*time.Hour/time.Millisecond), "x", env, false, false), &c)
 	if c.Task.TTL != maxRefusedTaskTTL.Milliseconds() {
 		t.Errorf("a day's ttl was kept as %d ms, want the cap", c.Task.TTL)
 	}
-	_ = json.Unmarshal(ts.add("a", 1, "x", env, false, false), &c)
+	_ = json.Unmarshal(ts.Add("a", 1, "x", env, false, false), &c)
 	time.Sleep(5 * time.Millisecond)
-	if ts.get("a", c.Task.TaskID) != nil {
+	if ts.Get("a", c.Task.TaskID) != nil {
 		t.Errorf("an expired task is still read")
 	}
 	for range maxRefusedTasks + 10 {
-		ts.add("a", 0, "x", env, false, false)
+		ts.Add("a", 0, "x", env, false, false)
 	}
 	ts.mu.Lock()
 	n, o := len(ts.tasks), len(ts.order)
@@ -46,7 +46,7 @@ func TestRefusedTasksBounds(t *testing.T) {
 	}
 }
 
-// FuzzTaskRequest feeds tools/call params to taskRequest, which reads the
+// FuzzTaskRequest feeds tools/call params to TaskRequest, which reads the
 // caller's task request: it never panics, and a ttl it returns is never
 // negative.
 func FuzzTaskRequest(f *testing.F) {
@@ -66,14 +66,14 @@ func FuzzTaskRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, params []byte) {
-		ttl, ok := taskRequest(params)
+		ttl, ok := TaskRequest(params)
 		if ttl < 0 || ttl > maxRefusedTaskTTL.Milliseconds() || (!ok && ttl != 0) {
-			t.Fatalf("taskRequest(%q) = %d, %v", params, ttl, ok)
+			t.Fatalf("TaskRequest(%q) = %d, %v", params, ttl, ok)
 		}
 		// A server reads the member "task" only, spelled so (escapes aside).
 		var exact map[string]json.RawMessage
 		if ok && (json.Unmarshal(params, &exact) != nil || exact["task"] == nil) {
-			t.Fatalf("taskRequest(%q) found a task where a server finds none", params)
+			t.Fatalf("TaskRequest(%q) found a task where a server finds none", params)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package proxy
+package mcp
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ func TestMCPParseToolsList(t *testing.T) {
 		"response":     `{"jsonrpc":"2.0","id":3,"result":` + result + `}`,
 		"event stream": "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":" + result + "}\n\n",
 	} {
-		res, err := parseToolsList([]byte(in), 1<<20)
+		res, err := ParseToolsList([]byte(in), 1<<20)
 		if err != nil || len(res.Tools) != 2 || res.Tools[1].Name != "b" {
 			t.Errorf("%s: %+v, %v", name, res, err)
 		}
@@ -33,7 +33,7 @@ func TestMCPParseToolsList(t *testing.T) {
 		if name == "over limit" {
 			limit = 10
 		}
-		_, err := parseToolsList([]byte(c.in), limit)
+		_, err := ParseToolsList([]byte(c.in), limit)
 		if !errors.Is(err, ErrNotToolsList) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
@@ -49,7 +49,7 @@ func FuzzParseToolsList(f *testing.F) {
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}]`))
 	f.Add([]byte(`{"tools":[],"nextCursor":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		res, err := parseToolsList(data, 4096)
+		res, err := ParseToolsList(data, 4096)
 		if err != nil {
 			return
 		}

@@ -1,9 +1,10 @@
-package proxy
+package mcp
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -22,24 +23,30 @@ const maxMCPServers = 64
 // schema past it is kept as too large (its calls pass unchecked).
 const maxServerSchemaBytes = 8 << 20
 
+// ErrSchemaTooLarge marks a learned schema past its bounds (the route's
+// mcp.max_schema_bytes, or maxServerSchemaBytes per server): the tool's
+// calls pass unchecked, recorded as inspected=false.
+var ErrSchemaTooLarge = errors.New("the listed schema is larger than the limit")
+
 // minListTTL is the shortest time a list with a ttlMs is used before it is
 // fetched again: a ttlMs of 0 (immediately stale, the TypeScript SDK's
 // default) would otherwise cost a tools/list per call.
 const minListTTL = time.Second
 
-// mcpSchemas remembers, per upstream MCP server, each tool's inputSchema
+// Schemas remembers, per upstream MCP server, each tool's inputSchema
 // from the tools/list answers that passed through (or that toolgate asked
 // for). Schemas are compiled on first use with the same strict closing as
 // plain routes (policies.CompileSchema), once per strictness, and kept
 // until the server lists a different schema for the tool. The zero value
 // is ready to use; it is safe for concurrent use.
-type mcpSchemas struct {
+type Schemas struct {
 	mu      sync.Mutex
-	servers map[string]*mcpServer
+	servers map[string]*ServerTools
 }
 
-// mcpServer is one server's learned tools.
-type mcpServer struct {
+// ServerTools are one server's learned tools. It is safe for concurrent
+// use.
+type ServerTools struct {
 	mu       sync.Mutex
 	tools    map[string]*learnedTool
 	bytes    int  // schema text held
@@ -52,23 +59,23 @@ type mcpServer struct {
 
 // learnedTool is one tool's schema as the server listed it.
 type learnedTool struct {
-	hints *toolHints // the listed annotations; nil when none
+	hints *ToolHints // the listed annotations; nil when none
 	// output is true when the tool lists an outputSchema (not JSON null):
 	// clients check a result's structuredContent against it.
 	output   bool
 	sum      [32]byte
 	doc      []byte // nil when too large or too complex
-	unusable error  // why doc is nil: errSchemaTooLarge, or the shape bound crossed
+	unusable error  // why doc is nil: ErrSchemaTooLarge, or the shape bound crossed
 	compiled [2]*policies.Schema
 	errs     [2]error
 }
 
-// server returns the entry for a server, creating it.
-func (m *mcpSchemas) server(key string) *mcpServer {
+// Server returns the entry for a server, creating it.
+func (m *Schemas) Server(key string) *ServerTools {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.servers == nil {
-		m.servers = make(map[string]*mcpServer)
+		m.servers = make(map[string]*ServerTools)
 	}
 	s := m.servers[key]
 	if s == nil {
@@ -82,17 +89,17 @@ func (m *mcpSchemas) server(key string) *mcpServer {
 			}
 			delete(m.servers, oldest)
 		}
-		s = &mcpServer{tools: map[string]*learnedTool{}}
+		s = &ServerTools{tools: map[string]*learnedTool{}}
 		m.servers[key] = s
 	}
 	s.seen = time.Now()
 	return s
 }
 
-// resolve returns the entry a call to a server uses: the list learned
+// Resolve returns the entry a call to a server uses: the list learned
 // for its authorization context (privKey) when the server marked its list
 // private, else the server's own (created when missing).
-func (m *mcpSchemas) resolve(key, privKey string) *mcpServer {
+func (m *Schemas) Resolve(key, privKey string) *ServerTools {
 	m.mu.Lock()
 	s := m.servers[privKey]
 	if s != nil {
@@ -102,12 +109,12 @@ func (m *mcpSchemas) resolve(key, privKey string) *mcpServer {
 	if s != nil {
 		return s
 	}
-	return m.server(key)
+	return m.Server(key)
 }
 
-// forget drops a server's tools (its list changed), the lists of every
+// Forget drops a server's tools (its list changed), the lists of every
 // authorization context included.
-func (m *mcpSchemas) forget(key string) {
+func (m *Schemas) Forget(key string) {
 	m.mu.Lock()
 	delete(m.servers, key)
 	for k := range m.servers {
@@ -118,14 +125,14 @@ func (m *mcpSchemas) forget(key string) {
 	m.mu.Unlock()
 }
 
-// learn stores a tools/list page. complete is true for an answer that is
+// Learn stores a tools/list page. complete is true for an answer that is
 // the whole list (a first page with no next cursor): tools it does not
 // name are forgotten. A tool whose schema is unchanged keeps its compiled
 // forms. At most maxTools are kept; schemas over maxSchemaBytes are kept
 // as too large. A complete list with a ttlMs is fresh for that long (at
 // least minListTTL); one without (earlier servers) until the server says
 // its list changed.
-func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchemaBytes int, ttlMs *int64) {
+func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSchemaBytes int, ttlMs *int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var named map[string]bool
@@ -162,7 +169,7 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 		if old := s.tools[lt.Name]; old != nil {
 			s.bytes -= len(old.doc)
 		}
-		lt2 := &learnedTool{sum: sum, hints: lt.Annotations, output: output, unusable: errSchemaTooLarge}
+		lt2 := &learnedTool{sum: sum, hints: lt.Annotations, output: output, unusable: ErrSchemaTooLarge}
 		if len(doc) <= maxSchemaBytes && len(doc) > 0 && s.bytes+len(doc) <= maxServerSchemaBytes {
 			// The shape is checked as the schema is learned, so a schema
 			// too deep or too costly to compile is refused now, and never
@@ -184,10 +191,10 @@ func (s *mcpServer) learn(tools []listedTool, complete bool, maxTools, maxSchema
 	}
 }
 
-// lookup returns a tool's compiled schema. known is false when the server
+// Lookup returns a tool's compiled schema. known is false when the server
 // has not listed the tool; a listed tool whose schema is too large or does
 // not compile returns known true and a nil schema with the reason.
-func (s *mcpServer) lookup(name string, strict bool) (sch *policies.Schema, known bool, why error) {
+func (s *ServerTools) Lookup(name string, strict bool) (sch *policies.Schema, known bool, why error) {
 	s.mu.Lock()
 	lt := s.tools[name]
 	s.mu.Unlock()
@@ -218,51 +225,71 @@ func (s *mcpServer) lookup(name string, strict bool) (sch *policies.Schema, know
 	return sch, true, err
 }
 
-// names lists the tools the server listed, sorted.
-func (s *mcpServer) names() []string {
+// Names lists the tools the server listed, sorted.
+func (s *ServerTools) Names() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.tools))
 }
 
-// isListed reports whether a complete list was learned and kept whole, so
+// IsListed reports whether a complete list was learned and kept whole, so
 // a tool it does not name is unknown to the server.
-func (s *mcpServer) isListed() bool {
+func (s *ServerTools) IsListed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.listed && !s.dropped
 }
 
-// isCut reports whether the last complete list was cut at max_tools: a
+// IsCut reports whether the last complete list was cut at max_tools: a
 // tool it lacks may be one it dropped, and fetching again would not help.
-func (s *mcpServer) isCut() bool {
+func (s *ServerTools) IsCut() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.listed && s.dropped
 }
 
-// size is how many tools the server listed.
-func (s *mcpServer) size() int {
+// Size is how many tools the server listed.
+func (s *ServerTools) Size() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.tools)
 }
 
-// stale reports whether the list's ttlMs has run out.
-func (s *mcpServer) stale() bool {
+// Stale reports whether the list's ttlMs has run out.
+func (s *ServerTools) Stale() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.expires.IsZero() && time.Now().After(s.expires)
 }
 
-// hints returns a listed tool's annotations, or nil.
-func (s *mcpServer) hints(name string) *toolHints {
+// Hints returns a listed tool's annotations, or nil.
+func (s *ServerTools) Hints(name string) *ToolHints {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if lt := s.tools[name]; lt != nil {
 		return lt.hints
 	}
 	return nil
+}
+
+// BeginFetch claims the server's one fetch of its tool list: when a fetch
+// is under way, it returns a channel closed when that fetch ends, and a
+// nil end; else a nil channel and end, which the caller calls once its own
+// fetch ends, whether it learned a list or not.
+func (s *ServerTools) BeginFetch() (running <-chan struct{}, end func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fetching != nil {
+		return s.fetching, nil
+	}
+	ch := make(chan struct{})
+	s.fetching = ch
+	return nil, func() {
+		s.mu.Lock()
+		s.fetching = nil
+		s.mu.Unlock()
+		close(ch)
+	}
 }
 
 // hasOutputSchema reports whether a listed outputSchema is there: present
@@ -272,13 +299,13 @@ func hasOutputSchema(raw json.RawMessage) bool {
 	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
 }
 
-// plainResult reports whether a tools/call result for the tool may carry
+// PlainResult reports whether a tools/call result for the tool may carry
 // toolgate's envelope as structuredContent: only when the server listed the
 // tool without an outputSchema. A client checks the structuredContent of a
 // tool with one against it, even in an isError result (the TypeScript SDK
 // v1 and the Inspector CLI do, raising -32602 instead of returning the
 // result), and a tool toolgate has not seen listed may have one.
-func (s *mcpServer) plainResult(name string) bool {
+func (s *ServerTools) PlainResult(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lt := s.tools[name]

@@ -1,13 +1,18 @@
-package proxy
+package mcp
 
-import "bytes"
+import (
+	"bytes"
+	"mime"
+	"net/http"
+	"strings"
+)
 
-// sseReader parses a text/event-stream (the WHATWG server-sent events
+// SSEReader parses a text/event-stream (the WHATWG server-sent events
 // format) incrementally, from the chunks of bytes as they pass to the
 // caller, and hands each event's data to onEvent. It keeps at most max
 // bytes of one event: a larger event is skipped whole and counted in
-// skipped. It never changes or holds back the bytes themselves.
-type sseReader struct {
+// Skipped. It never changes or holds back the bytes themselves.
+type SSEReader struct {
 	max     int
 	onEvent func(data []byte)
 
@@ -20,12 +25,14 @@ type sseReader struct {
 	skipped int  // events skipped as too large
 }
 
-func newSSEReader(max int, onEvent func([]byte)) *sseReader {
-	return &sseReader{max: max, onEvent: onEvent}
+// NewSSEReader returns a reader that keeps at most max bytes of one event
+// and hands each event's data to onEvent.
+func NewSSEReader(max int, onEvent func([]byte)) *SSEReader {
+	return &SSEReader{max: max, onEvent: onEvent}
 }
 
-// feed parses the next chunk of the stream.
-func (s *sseReader) feed(p []byte) {
+// Feed parses the next chunk of the stream.
+func (s *SSEReader) Feed(p []byte) {
 	for len(p) > 0 {
 		if s.lastCR {
 			s.lastCR = false
@@ -54,7 +61,7 @@ func (s *sseReader) feed(p []byte) {
 	}
 }
 
-func (s *sseReader) appendLine(b []byte) {
+func (s *SSEReader) appendLine(b []byte) {
 	s.lineLen += len(b)
 	if s.over {
 		return
@@ -67,7 +74,7 @@ func (s *sseReader) appendLine(b []byte) {
 }
 
 // endLine handles one complete line.
-func (s *sseReader) endLine() {
+func (s *SSEReader) endLine() {
 	line, blank := s.line, s.lineLen == 0
 	s.line, s.lineLen = s.line[:0], 0
 	if s.over {
@@ -105,8 +112,11 @@ func (s *sseReader) endLine() {
 	s.hasData = true
 }
 
+// Skipped is how many events were skipped as larger than the bound.
+func (s *SSEReader) Skipped() int { return s.skipped }
+
 // dispatch ends an event at a blank line.
-func (s *sseReader) dispatch() {
+func (s *SSEReader) dispatch() {
 	if !s.hasData {
 		return
 	}
@@ -115,4 +125,32 @@ func (s *sseReader) dispatch() {
 	if len(data) > 0 {
 		s.onEvent(data)
 	}
+}
+
+// AcceptsOnlySSE reports whether the caller's Accept names
+// text/event-stream and no JSON.
+func AcceptsOnlySSE(r *http.Request) bool {
+	sse, js := false, false
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			switch mt {
+			case "text/event-stream":
+				sse = true
+			case "application/json", "*/*", "application/*":
+				js = true
+			}
+		}
+	}
+	return sse && !js
+}
+
+// EventMessage frames one JSON-RPC message as one server-sent event of
+// type message, as a server answers a POST on a stream.
+func EventMessage(body []byte) []byte {
+	sse := make([]byte, 0, len(body)+24)
+	sse = append(sse, "event: message\ndata: "...)
+	sse = append(sse, body...)
+	sse = append(sse, "\n\n"...)
+	return sse
 }

@@ -1,4 +1,4 @@
-package proxy
+package mcp
 
 import (
 	"bytes"
@@ -36,8 +36,8 @@ import (
 // holds exactly; or when its method differs from a method toolgate reads
 // only in letter case. Names are compared after their escapes are decoded
 // ("\u006dethod" is method to every reader and to toolgate). Duplicate
-// names (exact or folded) are checkJSONNames'; a body toolgate cannot parse
-// (a byte-order mark, data after the message) is parseRPC's.
+// names (exact or folded) are proxy's checkJSONNames'; a body toolgate
+// cannot parse (a byte-order mark, data after the message) is ParseRPC's.
 
 // Member names toolgate reads, by level of a request.
 var (
@@ -46,16 +46,16 @@ var (
 	// namesParams are the params members toolgate reads of any method:
 	// tools/call's, tools/list's cursor, initialize's, and the names
 	// behind the 2026-07-28 Mcp-Name header.
-	namesParams = newRPCNames("_meta", "name", "arguments", "task", paramRequestState, paramInputResponses,
+	namesParams = newRPCNames("_meta", "name", "arguments", "task", ParamRequestState, ParamInputResponses,
 		"cursor", "uri", "protocolVersion", "capabilities", "clientInfo")
 	// namesMeta are the params._meta members toolgate reads.
-	namesMeta = newRPCNames(metaProtocolVersion, metaTraceparent, metaClientCapabilities, "progressToken")
+	namesMeta = newRPCNames(MetaProtocolVersion, MetaTraceparent, MetaClientCapabilities, "progressToken")
 	// namesError are a JSON-RPC error object's members.
 	namesError = newRPCNames("code", "message", "data")
 	// namesInputResponse are the members of one of params.inputResponses.
 	namesInputResponse = newRPCNames("action", "content")
 	// readMethods are the methods toolgate reads.
-	readMethods = []string{methodToolsCall, methodToolsList, "initialize", "prompts/get", "resources/read"}
+	readMethods = []string{MethodToolsCall, MethodToolsList, "initialize", "prompts/get", "resources/read"}
 )
 
 // rpcNames are the member names toolgate reads at one level, each with
@@ -106,7 +106,7 @@ const maxExactID = 1<<53 - 1
 // checked would not be the one a server reads.
 func checkRPCText(body []byte) error {
 	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: the message is not valid UTF-8", errNotRPC)
+		return fmt.Errorf("%w: the message is not valid UTF-8", ErrNotRPC)
 	}
 	for i := 0; ; {
 		j := bytes.Index(body[i:], []byte(`\u`))
@@ -133,11 +133,11 @@ func checkRPCText(body []byte) error {
 				lo, ok = hex4(body, i+8)
 			}
 			if !ok || lo < 0xDC00 || lo >= 0xE000 {
-				return fmt.Errorf("%w: a string escapes a lone UTF-16 surrogate", errNotRPC)
+				return fmt.Errorf("%w: a string escapes a lone UTF-16 surrogate", ErrNotRPC)
 			}
 			i += 12
 		case r >= 0xDC00 && r < 0xE000:
-			return fmt.Errorf("%w: a string escapes a lone UTF-16 surrogate", errNotRPC)
+			return fmt.Errorf("%w: a string escapes a lone UTF-16 surrogate", ErrNotRPC)
 		default:
 			i += 6
 		}
@@ -157,7 +157,7 @@ func hex4(b []byte, i int) (rune, bool) {
 // its envelope in m) that a server could read differently from toolgate.
 // Below the message, names are scanned from the text (rpcMembers) rather
 // than decoded into maps: this runs on every MCP message.
-func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
+func checkRPCReading(obj map[string]json.RawMessage, m *Message) error {
 	for k := range obj {
 		if n := namesMessage.variant([]byte(k)); n != "" {
 			return spellingError("the message's", []byte(k), n)
@@ -168,7 +168,7 @@ func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
 	}
 	for _, known := range readMethods {
 		if m.Method != known && strings.EqualFold(m.Method, known) {
-			return fmt.Errorf("%w: method %q is %q in another letter case", errNotRPC, m.Method, known)
+			return fmt.Errorf("%w: method %q is %q in another letter case", ErrNotRPC, m.Method, known)
 		}
 	}
 	if err := checkSpelling("error's", obj["error"], namesError); err != nil {
@@ -182,7 +182,7 @@ func checkRPCReading(obj map[string]json.RawMessage, m *rpcMessage) error {
 		switch string(name) {
 		case "_meta":
 			err = checkSpelling("params._meta's", value, namesMeta)
-		case paramInputResponses:
+		case ParamInputResponses:
 			rpcMembers(value, func(_, response []byte) bool {
 				err = checkSpelling("an input response's", response, namesInputResponse)
 				return err == nil
@@ -208,7 +208,7 @@ func checkSpelling(where string, raw []byte, names rpcNames) error {
 
 func spellingError(where string, name []byte, n string) error {
 	return fmt.Errorf("%w: %s member %q is %q in another letter case or with underscores; some servers read it as %q, toolgate does not",
-		errNotRPC, where, name, n, n)
+		ErrNotRPC, where, name, n, n)
 }
 
 // rpcMembers calls fn with each member of the JSON object raw, its name
@@ -299,7 +299,7 @@ func checkID(id json.RawMessage) error {
 	}
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	if err != nil || n > maxExactID || n < -maxExactID || (len(id) > 1 && (id[0] == '0' || bytes.HasPrefix(id, []byte("-0")))) {
-		return fmt.Errorf("%w: id %s is not an integer of at most 2^53-1 in plain form", errNotRPC, shortID(id))
+		return fmt.Errorf("%w: id %s is not an integer of at most 2^53-1 in plain form", ErrNotRPC, shortID(id))
 	}
 	return nil
 }
@@ -312,19 +312,19 @@ func shortID(id json.RawMessage) string {
 	return string(id)
 }
 
-// trimJSONSpace drops the whitespace JSON allows around a value (space,
+// TrimJSONSpace drops the whitespace JSON allows around a value (space,
 // tab, CR, LF) and nothing else: bytes.TrimSpace would also drop Unicode
 // spaces (U+0085, U+00A0) that every JSON reader refuses, and toolgate
 // would forward a body no server reads as it did.
-func trimJSONSpace(b []byte) []byte {
+func TrimJSONSpace(b []byte) []byte {
 	return bytes.Trim(b, " \t\r\n")
 }
 
-// bodyless reports whether a request that is not a POST comes without a
+// Bodyless reports whether a request that is not a POST comes without a
 // body, and returns the body to send on (http.NoBody). A body of unknown
 // length is read for its first byte to tell. err is the caller's when it
 // went away while that byte was read.
-func bodyless(r *http.Request) (body io.ReadCloser, ok bool, err error) {
+func Bodyless(r *http.Request) (body io.ReadCloser, ok bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return http.NoBody, true, nil
 	}
