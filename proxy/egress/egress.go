@@ -64,8 +64,9 @@ type Config struct {
 	// name with a port (db.internal:5432), or a wildcard name
 	// (*.corp.example, which matches names below corp.example but not
 	// corp.example itself). A name matches the host a call names, before
-	// resolution, and lets it through whatever it resolves to; an address
-	// or prefix matches the resolved addresses. Default: none.
+	// resolution, and lets it through whatever it resolves to (it is still
+	// resolved once and dialled at the addresses found); an address or
+	// prefix matches the resolved addresses. Default: none.
 	Allow []string `yaml:"allow"`
 	// LookupTimeout bounds resolving one destination; the call's own
 	// deadline bounds it too when it is sooner. Default: 5s

@@ -100,10 +100,11 @@ func WithRoutedHost(ctx context.Context, host string) context.Context {
 // Check decides whether toolgate may connect to host:port, and returns the
 // addresses to connect to, in the resolver's order: a dial must use these
 // and resolve nothing again, or a name that answers differently the second
-// time (DNS rebinding) reaches what was never checked. It returns nil
-// addresses and no error for a host that tools name or egress.allow lists
-// by name (dial it as given), and a *DeniedError (errors.Is ErrDenied)
-// when any address is forbidden and not allowed.
+// time (DNS rebinding) reaches what was never checked. A name egress.allow
+// lists is resolved the same way, and its addresses are not classified.
+// Check returns nil addresses and no error for a host that tools name
+// (dial it as given, as before the guard), and a *DeniedError (errors.Is
+// ErrDenied) when any address is forbidden and not allowed.
 //
 // Any, not all: a dial falls back from one address to the next, so a name
 // that resolves to one public and one private address reaches the private
@@ -129,9 +130,10 @@ func (g *Guard) check(ctx context.Context, network, host, port string) ([]netip.
 	if rh, ok := ctx.Value(routedKey{}).(string); ok && rh != "" {
 		named, _ = hostKey(rh)
 	}
-	if named != "" && (g.tools.hasName(named, p) || g.allow.hasName(named, p)) {
+	if named != "" && g.tools.hasName(named, p) {
 		return nil, nil
 	}
+	allowed := named != "" && g.allow.hasName(named, p)
 	var addrs []netip.Addr
 	switch class {
 	case ClassAmbiguous:
@@ -157,7 +159,7 @@ func (g *Guard) check(ctx context.Context, network, host, port string) ([]netip.
 	out := make([]netip.AddrPort, 0, len(addrs))
 	denied := false
 	for _, a := range addrs {
-		if c := Classify(a); c.Forbidden() && !g.allow.hasAddr(a, p) && !denied {
+		if c := Classify(a); c.Forbidden() && !allowed && !g.allow.hasAddr(a, p) && !denied {
 			if err := g.deny(ctx, &DeniedError{Host: key, Port: port, Class: c, Addr: a.WithZone("").Unmap()}); err != nil {
 				return nil, err
 			}
@@ -206,8 +208,8 @@ func trimBrackets(h string) string {
 // DialContext checks addr (host:port) and connects to the addresses Check
 // returned, in order, at most MaxDialAddrs of them, each given a share of
 // the time ctx has left (as net.Dialer does); it returns the first
-// attempt's error when all fail. A host that tools name or egress.allow
-// lists by name is dialled as given. network is tcp, tcp4 or tcp6.
+// attempt's error when all fail. A host that tools name is dialled as
+// given. network is tcp, tcp4 or tcp6.
 func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	var rnet string
 	switch network {
