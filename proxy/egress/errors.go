@@ -19,10 +19,12 @@ var errNotValidated = errors.New("egress: the configuration was not validated (c
 // refusal envelope (policy/egress_denied) and its event are built from.
 //
 // The resolved address is not a secret (anyone who can resolve the name
-// learns it), and Error, which goes to logs, names it. Detail, the
-// sentence for the caller, leaves it out: the caller cannot act on it
-// (only an operator's egress.allow can), and echoing it would make
-// toolgate an oracle of which internal address a name resolves to.
+// learns it), but neither Error nor Detail names it: an error's text can
+// reach the caller (goproxy writes a failed CONNECT dial's error into its
+// 502), the caller cannot act on the address (only an operator's
+// egress.allow can), and echoing it would make toolgate an oracle of which
+// internal address a name resolves to. Addr carries it for the event and
+// the operator's log.
 type DeniedError struct {
 	// Host is the destination's host as the call named it (lower-case, IP
 	// addresses in standard form).
@@ -37,17 +39,13 @@ type DeniedError struct {
 	Addr netip.Addr
 }
 
-// Error names the destination, the class and the address refused.
+// Error names the destination and the class, not the address refused.
 func (e *DeniedError) Error() string {
 	s := "egress to " + net.JoinHostPort(e.Host, e.Port) + " refused: "
 	if e.Class == ClassAmbiguous {
 		return s + "the host is neither a plain DNS name nor an IP address in standard form"
 	}
-	at := ""
-	if e.Addr.String() != e.Host {
-		at = " (" + e.Addr.String() + ")"
-	}
-	return s + "it is a " + string(e.Class) + " address" + at + " and egress.allow does not list it"
+	return s + "it is or resolves to a " + string(e.Class) + " address, and egress.allow does not list it"
 }
 
 // Unwrap returns ErrDenied.

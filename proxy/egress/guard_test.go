@@ -540,8 +540,11 @@ func TestDeniedError(t *testing.T) {
 	if !strings.Contains(d.Detail(), "md.test:80") || !strings.Contains(d.Detail(), "metadata") || strings.Contains(d.Detail(), "169.254") {
 		t.Errorf("Detail = %q: want the destination and the class, not the resolved address", d.Detail())
 	}
-	if !strings.Contains(d.Error(), "169.254.169.254") {
-		t.Errorf("Error = %q: the log line names the address", d.Error())
+	if !strings.Contains(d.Error(), "md.test:80") || strings.Contains(d.Error(), "169.254") {
+		t.Errorf("Error = %q: want the destination, not the resolved address", d.Error())
+	}
+	if d.Addr != netip.MustParseAddr("169.254.169.254") {
+		t.Errorf("Addr = %s, want the address refused, for the event", d.Addr)
 	}
 }
 
