@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/section"
+	"github.com/toolgate/toolgate/proxy/internal/hostform"
 )
 
 // entry is one parsed allow-list entry: a name (exact or, with wildcard,
@@ -134,7 +135,8 @@ func parsePort(s string) (uint16, bool) {
 // unmapped). class is "" for a plain DNS name, ClassPublic (or any other
 // class but ClassAmbiguous) for an IP address, and ClassAmbiguous for
 // anything else: an IPv4 address in another spelling (a last label that
-// is a number, as WHATWG URLs and inet_aton read it), an empty label, a
+// is a number: a browser and inet_aton read 0x7f.1 as 127.0.0.1, Go's
+// resolver as a DNS name; the guard takes neither reading), an empty label, a
 // character outside letters, digits, '-' and '_', or more than 253
 // characters.
 func hostKey(h string) (key string, class Class) {
@@ -163,37 +165,13 @@ func hostKey(h string) (key string, class Class) {
 			}
 		}
 	}
-	if numericLabel(h[strings.LastIndexByte(h, '.')+1:]) {
+	if hostform.NumericLabel(h[strings.LastIndexByte(h, '.')+1:]) {
 		return "", ClassAmbiguous
 	}
 	return h, ""
 }
 
-// numericLabel reports whether a label reads as a number (WHATWG URL's
-// "ends in a number"): decimal digits, or 0x and hex digits. A host whose
-// last label is one is an IPv4 address to a browser and to inet_aton
-// (0x7f.1 is 127.0.0.1), and a DNS name to Go's resolver; the guard takes
-// neither reading and refuses it.
-func numericLabel(s string) bool {
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		s = s[2:]
-		for i := 0; i < len(s); i++ {
-			c := s[i]
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// names reports whether the list lets name through on port, by name.
+// hasName reports whether the list lets name through on port, by name.
 func (al *allowList) hasName(name string, port uint16) bool {
 	for _, p := range al.names[name] {
 		if p == 0 || p == port {

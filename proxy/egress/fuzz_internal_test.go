@@ -2,9 +2,10 @@ package egress
 
 import (
 	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/proxy/internal/hostform"
 )
 
 // FuzzClassify checks the classifier against the standard library's own
@@ -106,7 +107,7 @@ func FuzzHostKey(f *testing.F) {
 			if _, err := netip.ParseAddr(key); err == nil {
 				t.Fatalf("hostKey(%q) = name %q, an IP address", s, key)
 			}
-			if _, ok := inetAton(key); ok {
+			if _, ok := hostform.ParseIPv4(key); ok {
 				t.Fatalf("hostKey(%q) = name %q, which inet_aton reads as an IPv4 address", s, key)
 			}
 			if len(key) > 253 || strings.Trim(key, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != "" {
@@ -121,52 +122,8 @@ func FuzzHostKey(f *testing.F) {
 		if err != nil || a.String() != key || a.Is4In6() || Classify(a) != class {
 			t.Fatalf("hostKey(%q) = %q, %s", s, key, class)
 		}
-		if v4, ok := inetAton(strings.TrimSuffix(s, ".")); ok && v4 != a {
+		if v4, ok := hostform.ParseIPv4(strings.TrimSuffix(s, ".")); ok && v4 != a {
 			t.Fatalf("hostKey(%q) = %s, inet_aton reads %s", s, a, v4)
 		}
 	})
-}
-
-// inetAton reads IPv4 the way glibc's inet_aton and WHATWG URLs do: one to
-// four parts, each decimal, octal (leading 0) or hex (0x), the last part
-// filling the bytes left. (It does not model glibc stopping at a space:
-// hostKey refuses spaces.)
-func inetAton(s string) (netip.Addr, bool) {
-	parts := strings.Split(s, ".")
-	if len(parts) > 4 {
-		return netip.Addr{}, false
-	}
-	var v uint64
-	for i, p := range parts {
-		base := 10
-		switch {
-		case len(p) >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'):
-			base, p = 16, p[2:]
-			if p == "" {
-				p = "0"
-			}
-		case len(p) > 1 && p[0] == '0':
-			base, p = 8, p[1:]
-		}
-		if p == "" || p[0] == '+' || p[0] == '-' {
-			return netip.Addr{}, false
-		}
-		n, err := strconv.ParseUint(p, base, 32)
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		if i < len(parts)-1 {
-			if n > 255 {
-				return netip.Addr{}, false
-			}
-			v = v<<8 | n
-			continue
-		}
-		rest := uint(4 - i)
-		if n >= 1<<(8*rest) {
-			return netip.Addr{}, false
-		}
-		v = v<<(8*rest) | n
-	}
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
 }
