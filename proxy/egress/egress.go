@@ -63,10 +63,12 @@ type Config struct {
 	// (10.1.2.3:8080, [fd00::1]:443), a host name (db.internal), a host
 	// name with a port (db.internal:5432), or a wildcard name
 	// (*.corp.example, which matches names below corp.example but not
-	// corp.example itself). A name matches the host a call names, before
+	// corp.example itself). A name matches the host toolgate dials, before
 	// resolution, and lets it through whatever it resolves to (it is still
-	// resolved once and dialled at the addresses found); an address or
-	// prefix matches the resolved addresses. Default: none.
+	// resolved once and dialled at the addresses found); a transparently
+	// redirected connection dials an address, so only address entries
+	// apply to it. An address or prefix matches the resolved addresses.
+	// Default: none.
 	Allow []string `yaml:"allow"`
 	// LookupTimeout bounds resolving one destination; the call's own
 	// deadline bounds it too when it is sooner. Default: 5s

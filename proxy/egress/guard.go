@@ -91,8 +91,9 @@ type routedKey struct{}
 // WithRoutedHost returns ctx saying that the connection DialContext makes
 // is for a call routed as host, although the address it dials is another
 // one (a transparently redirected connection's original destination):
-// the tool-host and allowed-name rules look at host, the address rules at
-// the address dialled.
+// the tool-host rule looks at host (the tool's checks govern the call);
+// egress.allow's names look only at the host dialled, and the addresses
+// at the address dialled.
 func WithRoutedHost(ctx context.Context, host string) context.Context {
 	return context.WithValue(ctx, routedKey{}, host)
 }
@@ -133,7 +134,10 @@ func (g *Guard) check(ctx context.Context, network, host, port string) ([]netip.
 	if named != "" && g.tools.hasName(named, p) {
 		return nil, nil
 	}
-	allowed := named != "" && g.allow.hasName(named, p)
+	// An allowed name counts only when it is what is dialled: a routed
+	// host comes from the caller's Host header or SNI, and would
+	// otherwise let any address through under an allowed name.
+	allowed := class == "" && g.allow.hasName(key, p)
 	var addrs []netip.Addr
 	switch class {
 	case ClassAmbiguous:

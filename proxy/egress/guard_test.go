@@ -275,6 +275,16 @@ func TestGuardRoutedHost(t *testing.T) {
 	ctx = egress.WithRoutedHost(context.Background(), "evil.test")
 	_, err = g.DialContext(ctx, "tcp", "127.0.0.1:"+tool.port)
 	wantDenied(t, err, egress.ClassLoopback)
+	// Routed as a name egress.allow lists, too: the routed host is the
+	// caller's Host header or SNI, and an allowed name is not a pass for
+	// whatever address the connection goes to.
+	g = guard(t, egress.Config{Allow: []string{"allowed.test"}}, newResolver(nil), d)
+	ctx = egress.WithRoutedHost(context.Background(), "allowed.test")
+	_, err = g.DialContext(ctx, "tcp", "127.0.0.1:"+tool.port)
+	wantDenied(t, err, egress.ClassLoopback)
+	if n := tool.hits.Load(); n != 0 {
+		t.Errorf("the upstream received %d requests; a dial is not a request, want 0", n)
+	}
 }
 
 // TestGuardRebinding: a name that answers a public address when checked
