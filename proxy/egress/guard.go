@@ -124,9 +124,17 @@ func (g *Guard) Check(ctx context.Context, host, port string) ([]netip.AddrPort,
 func (g *Guard) check(ctx context.Context, network, host, port string) ([]netip.AddrPort, error) {
 	p, ok := parsePort(port)
 	if !ok {
-		return nil, fmt.Errorf("egress: destination %s: the port is not a number from 1 to 65535", net.JoinHostPort(host, port))
+		return nil, fmt.Errorf("egress: destination %s: the port is not a number from 1 to 65535", net.JoinHostPort(printable(host), printable(port)))
 	}
 	key, class := hostKey(host)
+	if class == ClassAmbiguous {
+		// Refused even under a tool host's routed name: what the dialler
+		// would make of the string depends on the OS resolver.
+		if err := g.deny(ctx, &DeniedError{Host: printable(host), Port: port, Class: ClassAmbiguous}); err != nil {
+			return nil, err
+		}
+		return nil, nil // record mode: dialled as given, as before the guard
+	}
 	named := key
 	if rh, ok := ctx.Value(routedKey{}).(string); ok && rh != "" {
 		named, _ = hostKey(rh)
@@ -139,13 +147,7 @@ func (g *Guard) check(ctx context.Context, network, host, port string) ([]netip.
 	// otherwise let any address through under an allowed name.
 	allowed := class == "" && g.allow.hasName(key, p)
 	var addrs []netip.Addr
-	switch class {
-	case ClassAmbiguous:
-		if err := g.deny(ctx, &DeniedError{Host: printable(host), Port: port, Class: ClassAmbiguous}); err != nil {
-			return nil, err
-		}
-		return nil, nil // record mode: dialled as given, as before the guard
-	case "": // a name
+	if class == "" { // a name
 		lctx, cancel := context.WithTimeout(ctx, g.timeout)
 		got, err := g.res.LookupNetIP(lctx, network, key)
 		cancel()
@@ -156,7 +158,7 @@ func (g *Guard) check(ctx context.Context, network, host, port string) ([]netip.
 			return nil, fmt.Errorf("egress: look up %s: no addresses", key)
 		}
 		addrs = got
-	default: // an IP address
+	} else { // an IP address
 		a, _ := netip.ParseAddr(trimBrackets(host))
 		addrs = []netip.Addr{a}
 	}

@@ -426,6 +426,10 @@ func TestGuardNumericSpellings(t *testing.T) {
 	if len(res.calls) != 0 || len(d.dialled()) != 0 {
 		t.Errorf("looked up %v, dialled %v; want nothing", res.calls, d.dialled())
 	}
+	// Not even under a tool host's routed name.
+	tg := guard(t, egress.Config{}, res, d, "127.0.0.1")
+	_, err := tg.DialContext(egress.WithRoutedHost(context.Background(), "127.0.0.1"), "tcp", "0x7f.1:80")
+	wantDenied(t, err, egress.ClassAmbiguous)
 	// Standard forms pass.
 	for _, h := range []string{"8.8.8.8", "[::ffff:8.8.8.8]", "::ffff:8.8.8.8"} {
 		addrs, err := g.Check(context.Background(), h, "80")
