@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -212,10 +211,14 @@ func trimBrackets(h string) string {
 }
 
 // DialContext checks addr (host:port) and connects to the addresses Check
-// returned, in order, at most MaxDialAddrs of them, each given a share of
-// the time ctx has left (as net.Dialer does); it returns the first
-// attempt's error when all fail. A host that tools name is dialled as
-// given. network is tcp, tcp4 or tcp6.
+// returned, at most MaxDialAddrs of them, never resolving the name again.
+// As net.Dialer does for "tcp", the addresses of the first one's family
+// are tried in order, and the other family's (in order) start
+// FallbackDelay later, or at once when the first family has failed
+// (Happy Eyeballs, RFC 6555); the first connection made wins. Within one
+// family each address gets a share of the time ctx has left. When all
+// fail, the first family's first error is returned. A host that tools
+// name is dialled as given. network is tcp, tcp4 or tcp6.
 func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	var rnet string
 	switch network {
@@ -242,45 +245,5 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	if len(addrs) > MaxDialAddrs {
 		addrs = addrs[:MaxDialAddrs]
 	}
-	var first error
-	for i, ap := range addrs {
-		if err := ctx.Err(); err != nil {
-			if first == nil {
-				first = context.Cause(ctx)
-			}
-			break
-		}
-		dctx, cancel := partialDeadline(ctx, len(addrs)-i)
-		c, err := g.dial(dctx, network, ap.String())
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	if first == nil {
-		first = errors.New("egress: no address to dial")
-	}
-	return nil, first
-}
-
-// minAttempt is the least time one address is given when several share a
-// deadline (net.Dialer's saneMinimum).
-const minAttempt = 2 * time.Second
-
-// partialDeadline gives one of n remaining attempts its share of ctx's
-// time left, at least minAttempt (never past ctx's own deadline).
-func partialDeadline(ctx context.Context, n int) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok || n <= 1 {
-		return ctx, func() {}
-	}
-	left := time.Until(dl)
-	share := left / time.Duration(n)
-	if share < minAttempt {
-		share = min(minAttempt, left)
-	}
-	return context.WithTimeout(ctx, share)
+	return g.dialParallel(ctx, network, addrs)
 }

@@ -574,3 +574,64 @@ func TestDialContextNetworks(t *testing.T) {
 		t.Errorf("port 0 = %v, want an invalid-address error", err)
 	}
 }
+
+// TestGuardFallsBackAcrossFamilies: a name whose first address (IPv6)
+// never answers still connects over its IPv4 address soon, as net.Dialer's
+// Happy Eyeballs would, and the hanging attempt is ended once the other
+// won. Dialled one after another, the IPv6 attempt would hold the call for
+// half its 30s deadline.
+func TestGuardFallsBackAcrossFamilies(t *testing.T) {
+	up := newUpstream(t, nil)
+	res := newResolver(map[string][]string{"dual.test": {"::1,127.0.0.1"}})
+	hung := make(chan error, 1)
+	cfg := egress.Config{Allow: []string{"::1", "127.0.0.1"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := &dialer{}
+	g, err := egress.New(&cfg, egress.Options{Resolver: res, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "[") { // a blackholed IPv6 path: nothing answers
+			<-ctx.Done()
+			hung <- ctx.Err()
+			return nil, ctx.Err()
+		}
+		return d.dial(ctx, network, addr)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := g.DialContext(ctx, "tcp", "dual.test:"+up.port)
+	if err != nil {
+		t.Fatalf("dial = %v, want the IPv4 fallback", err)
+	}
+	c.Close()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the dial took %s: the IPv4 address waited for the IPv6 one", took)
+	}
+	select {
+	case <-hung:
+	case <-time.After(10 * time.Second):
+		t.Error("the hanging IPv6 attempt was not ended after the IPv4 one won")
+	}
+	if got := d.dialled(); len(got) != 1 || got[0] != "127.0.0.1:"+up.port {
+		t.Errorf("dialled %v, want [127.0.0.1:%s]", got, up.port)
+	}
+}
+
+// TestGuardBothFamiliesFail: when every address fails, both families were
+// tried (the second at once after the first failed) and the first
+// family's error is returned.
+func TestGuardBothFamiliesFail(t *testing.T) {
+	res := newResolver(map[string][]string{"dual.test": {"8.8.8.8,2001:4860:4860::8888"}})
+	d := &dialer{}
+	_, err := guard(t, egress.Config{}, res, d).DialContext(context.Background(), "tcp", "dual.test:80")
+	if !errors.Is(err, errUnreachable) {
+		t.Errorf("dial = %v, want the first family's failure", err)
+	}
+	if got := d.dialled(); len(got) != 2 || got[0] != "8.8.8.8:80" || got[1] != "[2001:4860:4860::8888]:80" {
+		t.Errorf("dialled %v, want 8.8.8.8 then the IPv6 address", got)
+	}
+}
