@@ -13,7 +13,6 @@
 package egress
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/section"
@@ -104,9 +103,4 @@ func (c *Config) Validate() error {
 	}
 	c.allow, c.validated = al, true
 	return nil
-}
-
-// String describes the configuration for a startup log line.
-func (c *Config) String() string {
-	return fmt.Sprintf("egress: mode %s, %d allow entries", c.Mode, len(c.Allow))
 }
