@@ -28,8 +28,9 @@ type Options struct {
 	// Resolver resolves destinations. Default: net.DefaultResolver.
 	Resolver Resolver
 	// Dial makes the connection to a checked address (always an IP
-	// address and port) or, for a tool host or a name egress.allow lists,
-	// to the address as given. Default: a net.Dialer's DialContext.
+	// address and port) or, for a tool host (and, in record mode, a host
+	// the guard would refuse unresolved), to the address as given.
+	// Default: a net.Dialer's DialContext.
 	Dial DialFunc
 	// Report, when set, is called in record mode with each refusal enforce
 	// would have made, before the dial goes ahead.
