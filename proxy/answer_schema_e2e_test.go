@@ -177,6 +177,12 @@ func TestAnswerConfigErrors(t *testing.T) {
 		{"bad schema", "match: {path: /x}\n    answer: {schema: {type: objekt}}", "tools[0].answer.schema"},
 		{"both schema and file", "match: {path: /x}\n    answer: {schema: {type: object}, schema_file: a.json}", "tools[0].answer.schema_file"},
 		{"on an mcp route", "protocol: mcp\n    match: {path: /mcp}\n    answer: {schema: {type: object}}", "tools[0].answer"},
+		{"unknown detector", "match: {path: /x}\n    answer: {detect: [secretz]}", "tools[0].answer"},
+		{"unknown on_finding", "match: {path: /x}\n    answer: {detect: [secrets], on_finding: drop}", "tools[0].answer.on_finding"},
+		{"unknown mode", "match: {path: /x}\n    answer: {detect: [secrets], mode: audit}", "tools[0].answer.mode"},
+		{"unknown unreadable", "match: {path: /x}\n    answer: {detect: [secrets], unreadable: skip}", "tools[0].answer.unreadable"},
+		{"on_finding without detect", "match: {path: /x}\n    answer: {on_finding: redact}", "tools[0].answer.on_finding"},
+		{"threshold out of range", "match: {path: /x}\n    answer: {detect: [instructions], instruction_threshold: 1000}", "instruction_threshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
