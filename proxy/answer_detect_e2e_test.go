@@ -60,30 +60,16 @@ func detectUpstream(t *testing.T) *httptest.Server {
 		w.Close()
 		return b.String()
 	}
-	answers := map[string]struct{ ctype, encoding, body string }{
-		"clean":       {"application/json", "", `{"hits":[{"id":"P1","title":"<b>clean</b> & fine"}]}`},
-		"token":       {"application/json", "", `{"repo":"toolgate","config":{"token":"` + detectGHP + `","owner":"` + detectMail + `"}}`},
-		"aws-text":    {"text/plain; charset=utf-8", "", "key id " + detectAWS + " for the bucket"},
-		"instruction": {"application/json", "", `{"page":"Weather is fine. ` + detectInstr + `"}`},
-		"binary":      {"image/png", "", "\x89PNG\r\n" + detectGHP},
-		"gzipped":     {"application/json", "gzip", gz(`{"token":"` + detectGHP + `"}`)},
-		"doc-example": {"application/json", "", `{"name":"Ada","email":"ada@example.org","note":"key ` + detectGHP + `"}`},
-		"huge":        {"application/json", "", `{"pad":"` + strings.Repeat("x", 4096) + `","token":"` + detectGHP + `"}`},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := answers[r.URL.Query().Get("a")]
-		if !ok {
-			http.Error(w, "no such answer", http.StatusTeapot)
-			return
-		}
-		w.Header().Set("Content-Type", a.ctype)
-		if a.encoding != "" {
-			w.Header().Set("Content-Encoding", a.encoding)
-		}
-		io.WriteString(w, a.body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	return cannedUpstream(t, map[string]cannedAnswer{
+		"clean":       {ctype: "application/json", body: `{"hits":[{"id":"P1","title":"<b>clean</b> & fine"}]}`},
+		"token":       {ctype: "application/json", body: `{"repo":"toolgate","config":{"token":"` + detectGHP + `","owner":"` + detectMail + `"}}`},
+		"aws-text":    {ctype: "text/plain; charset=utf-8", body: "key id " + detectAWS + " for the bucket"},
+		"instruction": {ctype: "application/json", body: `{"page":"Weather is fine. ` + detectInstr + `"}`},
+		"binary":      {ctype: "image/png", body: "\x89PNG\r\n" + detectGHP},
+		"gzipped":     {ctype: "application/json", encoding: "gzip", body: gz(`{"token":"` + detectGHP + `"}`)},
+		"doc-example": {ctype: "application/json", body: `{"name":"Ada","email":"ada@example.org","note":"key ` + detectGHP + `"}`},
+		"huge":        {ctype: "application/json", body: `{"pad":"` + strings.Repeat("x", 4096) + `","token":"` + detectGHP + `"}`},
+	})
 }
 
 // TestAnswerDetect sends calls through a real toolgate to a real Go
