@@ -79,29 +79,39 @@ const ReasonDefinitionChanged = "definition_changed"
 // maxDefinitions bounds the definition changes panel.
 const maxDefinitions = 200
 
-// answersSQL reads each checked answer once (a replayed event collapses
-// into its id's group) so that redactions add up exactly.
+// answersSQL counts each tool's answers by verdict (distinct ids, as the
+// other panels count).
 const answersSQL = `/* dashboard: answers */ SELECT tool,
-    toUInt64(count()) AS checked,
-    toUInt64(countIf(verdict = 'passed')), toUInt64(countIf(verdict = 'redacted')), toUInt64(countIf(verdict = 'withheld')),
-    toUInt64(countIf(verdict = 'would_redact')), toUInt64(countIf(verdict = 'would_withhold')), toUInt64(countIf(verdict = 'uninspected')),
-    toUInt64(sum(r))
-FROM (
-    SELECT tool, event_id, any(answer) AS verdict, any(redactions) AS r
-    FROM {db}.events
-    PREWHERE answer != ''
-    WHERE %s
-    GROUP BY tool, event_id
-)
+    toUInt64(uniqExact(cityHash64(event_id))) AS checked,
+    toUInt64(uniqExactIf(cityHash64(event_id), answer = 'passed')), toUInt64(uniqExactIf(cityHash64(event_id), answer = 'redacted')),
+    toUInt64(uniqExactIf(cityHash64(event_id), answer = 'withheld')), toUInt64(uniqExactIf(cityHash64(event_id), answer = 'would_redact')),
+    toUInt64(uniqExactIf(cityHash64(event_id), answer = 'would_withhold')), toUInt64(uniqExactIf(cityHash64(event_id), answer = 'uninspected'))
+FROM {db}.events
+PREWHERE answer != ''
+WHERE %s
 GROUP BY tool
 ORDER BY checked DESC, tool
 LIMIT 200`
+
+// answerRedactionsSQL adds up each tool's redactions, reading each event
+// that has some once (a replayed event collapses into the group of its
+// id's hash); the inner alias t keeps the tool filter on the column.
+const answerRedactionsSQL = `/* dashboard: answer_redactions */ SELECT t, toUInt64(sum(r))
+FROM (
+    SELECT any(tool) AS t, cityHash64(event_id) AS h, any(redactions) AS r
+    FROM {db}.events
+    PREWHERE redactions > 0
+    WHERE %s
+    GROUP BY h
+)
+GROUP BY t`
 
 // answerFindingsSQL counts the answers each kind was found in, per tool.
 const answerFindingsSQL = `/* dashboard: answer_findings */ SELECT tool, finding, toUInt64(uniqExact(cityHash64(event_id))) AS n
 FROM {db}.events
 ARRAY JOIN answer_findings AS finding
-WHERE %s AND answer != '' AND notEmpty(answer_findings)
+PREWHERE notEmpty(answer_findings)
+WHERE %s AND answer != ''
 GROUP BY tool, finding
 ORDER BY tool, n DESC, finding
 LIMIT %d BY tool`
@@ -119,7 +129,7 @@ func (s store) answers(ctx context.Context, f Filter) ([]AnswerRow, error) {
 	rows, err := s.q.query(ctx, s.sql(fmt.Sprintf(answersSQL, where)), args...)
 	err = collect(rows, err, func() error {
 		r = AnswerRow{}
-		if err := rows.Scan(&r.Tool, &r.Checked, &r.Passed, &r.Redacted, &r.Withheld, &r.WouldRedact, &r.WouldWithhold, &r.Uninspected, &r.Redactions); err != nil {
+		if err := rows.Scan(&r.Tool, &r.Checked, &r.Passed, &r.Redacted, &r.Withheld, &r.WouldRedact, &r.WouldWithhold, &r.Uninspected); err != nil {
 			return err
 		}
 		if r.Checked > 0 {
@@ -137,6 +147,20 @@ func (s store) answers(ctx context.Context, f Filter) ([]AnswerRow, error) {
 		return out, nil
 	}
 	var tool string
+	var n uint64
+	rows, err = s.q.query(ctx, s.sql(fmt.Sprintf(answerRedactionsSQL, where)), args...)
+	err = collect(rows, err, func() error {
+		if err := rows.Scan(&tool, &n); err != nil {
+			return err
+		}
+		if i, ok := idx[tool]; ok {
+			out[i].Redactions = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("answer redactions: %w", err)
+	}
 	var fd Finding
 	rows, err = s.q.query(ctx, s.sql(fmt.Sprintf(answerFindingsSQL, where, MaxFindings)), args...)
 	err = collect(rows, err, func() error {
@@ -165,7 +189,8 @@ const definitionsSQL = `/* dashboard: definitions */ SELECT mcp_server, change,
     toUInt32(min(time)) AS first, toUInt32(max(time)) AS last
 FROM {db}.events
 ARRAY JOIN definition_changes AS change
-WHERE %s AND notEmpty(definition_changes)
+PREWHERE notEmpty(definition_changes)
+WHERE %s
 GROUP BY mcp_server, change
 ORDER BY last DESC, mcp_server, change
 LIMIT 1000`
