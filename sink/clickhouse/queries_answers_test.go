@@ -130,18 +130,6 @@ func TestDocumentedAnswerQueries(t *testing.T) {
 			"[pay.example.com/mcp pay 1 1 2026-11-20 11:35:00 2026-11-20 11:35:00]]"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			q, ok := queries[tc.name]
-			if !ok {
-				t.Fatalf("docs/queries.md has no query %q", tc.name)
-			}
-			rows, err := srv.TryQuery(docFill(db, q))
-			if err != nil {
-				t.Fatalf("%v\n%s", err, docFill(db, q))
-			}
-			if got := fmt.Sprint(rows); got != tc.want {
-				t.Errorf("rows:\n got %s\nwant %s", got, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkDocQuery(t, srv, db, queries, tc.name, tc.want) })
 	}
 }
