@@ -81,6 +81,12 @@ type Result struct {
 	// Approval is the policy's request for a person's approval; nil when
 	// it asks none.
 	Approval *Approval
+	// Withholds are the policy's withhold messages (answer policies,
+	// answer.go); none means it withholds nothing.
+	Withholds []Violation
+	// Redacts are the JSON pointers into the answer's body whose values
+	// the policy asks to replace (answer policies).
+	Redacts []string
 }
 
 // Bound is a policy bound to a tool with its effective mode.
@@ -217,8 +223,9 @@ func safeEval(eval func() (Result, error)) (res Result, err error) {
 
 // DecodeDecision reads a policy's decision document: deny (a set of strings,
 // or of objects {msg, path, code}), allow (optional boolean), inject
-// (optional object of header names to strings) and approval (optional:
-// true, or an object {effect, summary}; see Approval).
+// (optional object of header names to strings), approval (optional:
+// true, or an object {effect, summary}; see Approval), and for answer
+// policies withhold and redact (answer.go).
 func DecodeDecision(doc map[string]any) (Result, error) {
 	res := Result{Allowed: true}
 	if a, ok := doc["allow"]; ok {
@@ -246,6 +253,9 @@ func DecodeDecision(doc map[string]any) (Result, error) {
 			}
 			return res.Denies[i].Message < res.Denies[j].Message
 		})
+	}
+	if err := decodeAnswerRules(doc, &res); err != nil {
+		return res, err
 	}
 	if raw, ok := doc["approval"]; ok {
 		a, err := decodeApproval(raw)

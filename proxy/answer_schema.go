@@ -36,6 +36,9 @@ type AnswerConfig struct {
 	// AnswerDetectConfig is the built-in detectors' part (answer_detect.go):
 	// detect, on_finding, mode, unreadable, instruction_threshold.
 	AnswerDetectConfig `yaml:",inline"`
+	// AnswerPolicyConfig is the answer policies' part (answer_policy.go):
+	// policies, policy_headers.
+	AnswerPolicyConfig `yaml:",inline"`
 
 	schema *policies.Schema    // compiled by compileAnswer
 	names  map[string]struct{} // the property names the schema declares
@@ -49,8 +52,11 @@ const reasonAnswerSchema = "answer_schema"
 // path) and compiles its schema.
 func (c *Config) compileAnswer(t *tool, p string) error {
 	a := &t.cfg.Answer
+	if err := c.compileAnswerPolicy(t, p); err != nil {
+		return err
+	}
 	if a.Schema == nil && a.SchemaFile == "" {
-		if a.MaxBytes != 0 && len(a.Detect) == 0 {
+		if a.MaxBytes != 0 && len(a.Detect) == 0 && len(a.Policies) == 0 {
 			return fieldErr(p+".answer.max_bytes", "set without answer.schema or answer.schema_file: nothing reads the answer")
 		}
 		return c.compileAnswerDetect(t, p)
