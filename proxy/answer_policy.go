@@ -16,20 +16,22 @@ import (
 	"github.com/toolgate/toolgate/sink"
 )
 
-// The answer policy step: a plain HTTP tool's 2xx answers decided by the
-// Rego and WASM policies its answer section names (answer.policies), which
-// see the answer as input.answer beside the call's usual input. A policy
-// allows the answer, withholds it (the caller gets a refusal that holds the
-// policy's message, never the answer) or redacts values of it by JSON
-// pointer. It runs after the answer schema and the detectors.
+// The answer policy step: a plain HTTP tool's answers (of every status,
+// with a body) decided by the Rego and WASM policies its answer section
+// names (answer.policies), which see the answer as input.answer beside the
+// call's usual input. A policy allows the answer, withholds it (the caller
+// gets a refusal that holds the policy's message, never the answer) or
+// redacts values of it by JSON pointer. It runs after the answer schema
+// and the detectors.
 
 // AnswerPolicyConfig is the answer policies' part of a tool's answer
 // section.
 type AnswerPolicyConfig struct {
 	// Policies names policies of the policies section (the names request
-	// policies use) that decide the tool's 2xx answers, in order. The
-	// tool's policy_mode and fail_open apply to them as to its request
-	// policies; global policies do not decide answers. Default: none.
+	// policies use) that decide the tool's answers (of every status, with
+	// a body), in order. The tool's policy_mode and fail_open apply to
+	// them as to its request policies; global policies do not decide
+	// answers. Default: none.
 	Policies []string `yaml:"policies"`
 	// PolicyHeaders names answer headers the policies see in
 	// input.answer.headers besides content-type. Default: none.
@@ -77,7 +79,7 @@ func (c *Config) compileAnswerPolicy(t *tool, p string) error {
 	return nil
 }
 
-// answerPolicyStep asks a tool's answer policies about a 2xx answer.
+// answerPolicyStep asks a tool's answer policies about an answer.
 type answerPolicyStep struct {
 	tool    string
 	chk     AnswerChecker
@@ -97,10 +99,11 @@ func buildAnswerPolicy(e *chainEnv) answerStep {
 
 func (s answerPolicyStep) maxAnswerBytes() int64 { return s.limit }
 
+// readsEveryStatus: an error page reaches the caller as surely as a result
+// does, and the policies see its status.
+func (s answerPolicyStep) readsEveryStatus() bool { return true }
+
 func (s answerPolicyStep) answer(ctx context.Context, c *call, a *answer) *refusal {
-	if a.Status/100 != 2 {
-		return nil // the policies decide results; errors upstream gave pass as they are
-	}
 	subject := fmt.Sprintf("Tool '%s' answered", s.tool)
 	v, why := readPolicyAnswer(a, c.st.cfg.Limits.MaxJSONDepth)
 	if why != "" {
