@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,29 +20,6 @@ import (
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/wasm"
 )
-
-// answerGuardSrc is an answer policy: it withholds an answer that holds a
-// social security number, and redacts e-mail addresses and card numbers.
-const answerGuardSrc = `package answers.guard
-
-withhold contains "the answer holds a social security number" if input.answer.body.ssn
-
-redact contains "/email" if input.answer.body.email
-
-redact contains sprintf("/items/%d/card", [i]) if {
-	some i, item in input.answer.body.items
-	item.card
-}
-`
-
-// answerOwnerSrc reads the call's arguments with the answer: a record of
-// another owner than the one asked for is withheld.
-const answerOwnerSrc = `package answers.owner
-
-withhold contains "the answer is about another owner than the one asked for" if {
-	input.answer.body.owner != input.arguments.owner
-}
-`
 
 // answerBrokenSrc fails on an answer whose owner and name differ: its
 // rule owner is complete and would have two values, an evaluation error
@@ -64,9 +42,6 @@ tools:
   - name: records
     match: {host: 127.0.0.1, method: GET, path: /records}
     answer: {policies: [guard]}
-  - name: owned
-    match: {host: 127.0.0.1, method: GET, path: /owned}
-    answer: {policies: [owner]}
   - name: dryrun
     match: {host: 127.0.0.1, method: GET, path: /dryrun}
     policy_mode: dry_run
@@ -82,18 +57,17 @@ tools:
 
 // Answers of the policy upstream, by ?a=.
 const (
-	answerSSN      = "078-05-1120"
-	answerEmail    = "ada@example.org"
-	answerCard     = "4111 1111 1111 1111"
-	answerRecord   = `{"owner":"ada","name":"Ada","email":"` + answerEmail + `","items":[{"sku":"A1","card":"` + answerCard + `"},{"sku":"B2"}]}`
-	answerWithSSN  = `{"owner":"ada","name":"Ada","ssn":"` + answerSSN + `"}`
-	answerOtherOwn = `{"owner":"bob","name":"Bob","ssn":"` + answerSSN + `"}`
+	answerSSN     = "078-05-1120"
+	answerEmail   = "ada@example.org"
+	answerCard    = "4111 1111 1111 1111"
+	answerRecord  = `{"owner":"ada","name":"Ada","email":"` + answerEmail + `","items":[{"sku":"A1","card":"` + answerCard + `"},{"sku":"B2"}]}`
+	answerWithSSN = `{"owner":"ada","name":"Ada","ssn":"` + answerSSN + `"}`
 )
 
 // policyUpstream answers ?a= on every path, as JSON unless ?ct= says
 // another Content-Type; ?a=raw answers ?body= as it is.
 func policyUpstream(t *testing.T) *httptest.Server {
-	answers := map[string]string{"record": answerRecord, "ssn": answerWithSSN, "other": answerOtherOwn, "text": "Ada's record is fine"}
+	answers := map[string]string{"record": answerRecord, "ssn": answerWithSSN, "text": "Ada's record is fine"}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		body, ok := answers[q.Get("a")]
@@ -115,12 +89,11 @@ func policyUpstream(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// answerEngines compiles a Rego answer policy for each engine toolgate
-// runs Rego on: OPA's interpreter, the compiled engine, and WASM (OPA's
-// compiler, run in wazero).
-func answerEngines(t *testing.T, name, src string) map[string]policies.Evaluator {
+// answerEngines compiles a Rego answer policy (files: name to source) for
+// each engine toolgate runs Rego on: OPA's interpreter, the compiled
+// engine, and WASM (OPA's compiler, run in wazero).
+func answerEngines(t *testing.T, name string, files map[string][]byte) map[string]policies.Evaluator {
 	t.Helper()
-	files := map[string][]byte{name + ".rego": []byte(src)}
 	interp, err := rego.Compile(name, files)
 	if err != nil {
 		t.Fatal(err)
@@ -204,13 +177,16 @@ func callAnswer(t *testing.T, g *gate, path string, n int) answerGot {
 func TestAnswerPolicy(t *testing.T) {
 	up := policyUpstream(t)
 	n := 0x4200
-	for engine, guard := range answerEngines(t, "guard", answerGuardSrc) {
+	// The guard is docs/answers.md's example policy.
+	files, err := rego.Read(filepath.Join("..", "examples", "policies", "record_guard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for engine, guard := range answerEngines(t, "guard", files) {
 		t.Run(engine, func(t *testing.T) {
-			owner := answerEngines(t, "owner", answerOwnerSrc)[engine]
-			broken := answerEngines(t, "broken", answerBrokenSrc)[engine]
+			broken := answerEngines(t, "broken", map[string][]byte{"broken.rego": []byte(answerBrokenSrc)})[engine]
 			g := startAnswerGate(t, answerPolicyConfig, up.URL, map[string]proxy.AnswerChecker{
 				"records":     answerSet("records", policies.ModeEnforce, false, guard),
-				"owned":       answerSet("owned", policies.ModeEnforce, false, owner),
 				"dryrun":      answerSet("dryrun", policies.ModeDryRun, false, guard),
 				"broken":      answerSet("broken", policies.ModeEnforce, false, broken),
 				"broken_open": answerSet("broken_open", policies.ModeEnforce, true, broken),
@@ -235,11 +211,12 @@ func TestAnswerPolicy(t *testing.T) {
 					wantVerdict: sink.AnswerRedacted, wantFindings: []string{"policy:guard"}, wantRedacted: 2},
 				{name: "a text answer the policy finds nothing in passes", path: "/records?a=text&ct=text/plain", wantStatus: 200,
 					wantKept: []string{"Ada's record is fine"}, wantVerdict: sink.AnswerPassed},
-				{name: "the owner asked for answers", path: "/owned?a=ssn&owner=ada", wantStatus: 200,
-					wantKept: []string{answerSSN}, wantVerdict: sink.AnswerPassed},
-				{name: "another owner's record withheld", path: "/owned?a=other&owner=ada", wantStatus: 502,
-					wantReason: "answer_withheld", wantDetail: "policy 'owner' withholds", wantGone: []string{answerSSN, "Bob"},
-					wantVerdict: sink.AnswerWithheld, wantFindings: []string{"policy:owner"}},
+				{name: "the owner asked for gets the record, redacted", path: "/records?a=record&owner=ada", wantStatus: 200,
+					wantGone: []string{answerEmail, answerCard}, wantKept: []string{`"name":"Ada"`},
+					wantVerdict: sink.AnswerRedacted, wantFindings: []string{"policy:guard"}, wantRedacted: 2},
+				{name: "a record of another owner than the one asked for withheld", path: "/records?a=record&owner=bob", wantStatus: 502,
+					wantReason: "answer_withheld", wantDetail: "policy 'guard' withholds: the answer is about another owner", wantGone: []string{answerEmail, "Ada"},
+					wantVerdict: sink.AnswerWithheld, wantFindings: []string{"policy:guard"}},
 				{name: "dry run passes what it would withhold", path: "/dryrun?a=ssn", wantStatus: 200,
 					wantKept: []string{answerSSN}, wantVerdict: sink.AnswerWouldWithhold, wantFindings: []string{"policy:guard"}},
 				{name: "dry run passes what it would redact", path: "/dryrun?a=record", wantStatus: 200,
