@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -291,6 +292,50 @@ func TestAnswerPolicy(t *testing.T) {
 						}
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestAnswerPolicyWasmModule runs a toolgate-ABI module (WAT, built by
+// make wasm-fixtures) as an answer policy: its decision's withhold and
+// redact take effect as a Rego policy's do, and it sees the body's member
+// names folded to lower case.
+func TestAnswerPolicyWasmModule(t *testing.T) {
+	up := policyUpstream(t)
+	engine, err := wasm.NewEngine(context.Background(), wasm.EngineOptions{CacheDir: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close(context.Background()) })
+	mod, err := wasm.Host{Engine: engine}.LoadWasm(context.Background(), "abi", filepath.Join("..", "wasm", "testdata", "answer_guard.wasm"), policies.WasmOptions{Deadline: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startAnswerGate(t, answerPolicyConfig, up.URL, map[string]proxy.AnswerChecker{"records": answerSet("records", policies.ModeEnforce, false, mod)})
+	for i, tt := range []struct {
+		name, path string
+		wantStatus int
+		wantBody   string
+	}{
+		{"ssn withheld", "/records?a=ssn", 502, ""},
+		{"SSN withheld", "/records?a=raw&body=" + url.QueryEscape(`{"SSN":"`+answerSSN+`"}`), 502, ""},
+		{"EMAIL redacted", "/records?a=raw&body=" + url.QueryEscape(`{"name":"Ada","EMAIL":"`+answerEmail+`"}`), 200, `{"EMAIL":"[redacted:policy:abi]","name":"Ada"}`},
+		{"clean passes", "/records?a=raw&body=" + url.QueryEscape(`{"name":"Ada"}`), 200, `{"name":"Ada"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := callAnswer(t, g, tt.path, 0x4300+i)
+			if got.status != tt.wantStatus {
+				t.Fatalf("status %d, body %s; want %d", got.status, got.body, tt.wantStatus)
+			}
+			if strings.Contains(string(got.body), answerSSN) || strings.Contains(string(got.body), answerEmail) {
+				t.Errorf("the caller received the value: %s", got.body)
+			}
+			if tt.wantStatus == 502 && (got.env == nil || got.env.Error.Reason != "answer_withheld" || !strings.Contains(got.env.Error.Detail, "policy 'abi' withholds")) {
+				t.Errorf("body %s; want an answer_withheld envelope naming policy 'abi'", got.body)
+			}
+			if tt.wantBody != "" && string(got.body) != tt.wantBody {
+				t.Errorf("body %s; want %s", got.body, tt.wantBody)
 			}
 		})
 	}
