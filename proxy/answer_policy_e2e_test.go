@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -183,6 +185,18 @@ func TestAnswerPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "answers.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guardFile := filepath.Join("..", "examples", "policies", "record_guard", "record_guard.rego")
+	src := string(files[guardFile])
+	if !strings.Contains(src, "package ") {
+		t.Fatalf("%s not read: %v", guardFile, slices.Collect(maps.Keys(files)))
+	}
+	if !strings.Contains(string(doc), "```rego\n"+src[strings.Index(src, "package "):]+"```") {
+		t.Error("docs/answers.md's Rego example is not examples/policies/record_guard/record_guard.rego (from its package line)")
+	}
 	for engine, guard := range answerEngines(t, "guard", files) {
 		t.Run(engine, func(t *testing.T) {
 			broken := answerEngines(t, "broken", map[string][]byte{"broken.rego": []byte(answerBrokenSrc)})[engine]
@@ -212,8 +226,9 @@ func TestAnswerPolicy(t *testing.T) {
 					wantVerdict: sink.AnswerRedacted, wantFindings: []string{"policy:guard"}, wantRedacted: 2},
 				{name: "a text answer the policy finds nothing in passes", path: "/records?a=text&ct=text/plain", wantStatus: 200,
 					wantKept: []string{"Ada's record is fine"}, wantVerdict: sink.AnswerPassed},
-				{name: "the owner asked for gets the record, redacted", path: "/records?a=record&owner=ada", wantStatus: 200,
-					wantGone: []string{answerEmail, answerCard}, wantKept: []string{`"name":"Ada"`},
+				{name: "docs/answers.md's example: the owner asked for gets the record, redacted", path: "/records?a=record&owner=ada", wantStatus: 200,
+					wantGone: []string{answerEmail, answerCard},
+					wantKept: []string{`{"email":"[redacted:policy:guard]","items":[{"card":"[redacted:policy:guard]","sku":"A1"},{"sku":"B2"}],"name":"Ada","owner":"ada"}`},
 					wantVerdict: sink.AnswerRedacted, wantFindings: []string{"policy:guard"}, wantRedacted: 2},
 				{name: "a record of another owner than the one asked for withheld", path: "/records?a=record&owner=bob", wantStatus: 502,
 					wantReason: "answer_withheld", wantDetail: "policy 'guard' withholds: the answer is about another owner", wantGone: []string{answerEmail, "Ada"},
