@@ -82,13 +82,7 @@ func (s *Set) CheckAnswer(ctx context.Context, in *Input) AnswerDecision {
 			res, err, timedOut = s.eval(ctx, b.Policy, in)
 		}
 		if err != nil {
-			reason, what := bucketing.ReasonPolicyError, "failed: "+err.Error()
-			switch {
-			case timedOut:
-				reason, what = bucketing.ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
-			case errors.Is(err, context.DeadlineExceeded):
-				reason, what = bucketing.ReasonPolicyTimeout, "did not decide in time: "+strings.TrimPrefix(err.Error(), "timeout: ")
-			}
+			reason, what := s.failure(err, timedOut)
 			if s.failOpen || b.Mode == ModeDryRun {
 				d.FailedOpen = append(d.FailedOpen, b.Policy.Name()+": "+reason)
 				continue

@@ -132,15 +132,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 	for _, b := range s.bound {
 		res, err, timedOut := s.eval(ctx, b.Policy, in)
 		if err != nil {
-			reason, what := bucketing.ReasonPolicyError, "failed: "+err.Error()
-			switch {
-			case timedOut:
-				reason, what = bucketing.ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
-			case errors.Is(err, context.DeadlineExceeded):
-				// The policy's own, shorter deadline (a WASM module's): its
-				// error says which.
-				reason, what = bucketing.ReasonPolicyTimeout, "did not decide in time: "+strings.TrimPrefix(err.Error(), "timeout: ")
-			}
+			reason, what := s.failure(err, timedOut)
 			if s.failOpen || b.Mode == ModeDryRun {
 				d.FailedOpen = append(d.FailedOpen, b.Policy.Name()+": "+reason)
 				continue
@@ -195,6 +187,21 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 		}
 	}
 	return d
+}
+
+// failure words a policy's failed evaluation: its reason
+// (ReasonPolicyError or ReasonPolicyTimeout) and what the policy did, to
+// follow "policy 'NAME' ".
+func (s *Set) failure(err error, timedOut bool) (reason, what string) {
+	switch {
+	case timedOut:
+		return bucketing.ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
+	case errors.Is(err, context.DeadlineExceeded):
+		// The policy's own, shorter deadline (a WASM module's): its error
+		// says which.
+		return bucketing.ReasonPolicyTimeout, "did not decide in time: " + strings.TrimPrefix(err.Error(), "timeout: ")
+	}
+	return bucketing.ReasonPolicyError, "failed: " + err.Error()
 }
 
 // eval runs one policy within the set's deadline: its result or error, and

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -110,24 +109,6 @@ func polAttacks() []polAttack {
 	}
 }
 
-// polUpstream serves each attack's answer, tagged by the X-Attack header.
-func polUpstream(t *testing.T, attacks map[string]polAttack) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := attacks[r.Header.Get("X-Attack")]
-		for k, vs := range a.header {
-			w.Header()[k] = vs
-		}
-		st := a.status
-		if st == 0 {
-			st = http.StatusOK
-		}
-		w.WriteHeader(st)
-		io.WriteString(w, a.body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // polReceived is the body a client read, and that body as a reader decodes
 // it: by its Content-Encoding, and from UTF-16 when it says so.
 func polReceived(resp *http.Response, body []byte) string {
@@ -155,11 +136,12 @@ func polReceived(resp *http.Response, body []byte) string {
 // real toolgate with a real Rego policy (the compiled engine, the
 // default) and counts what reached the caller.
 func TestAdversarialAnswerPolicies(t *testing.T) {
-	attacks := map[string]polAttack{}
+	// The answers group's upstream serves each answer, tagged by X-Attack.
+	attacks := map[string]ansAttack{}
 	for _, a := range polAttacks() {
-		attacks[a.name] = a
+		attacks[a.name] = ansAttack{status: a.status, header: a.header, body: a.body}
 	}
-	up := polUpstream(t, attacks)
+	up := ansUpstream(t, attacks)
 	u, _ := url.Parse(up.URL)
 	pol, err := rego.Compile("answers", map[string][]byte{"answers.rego": []byte(polPolicy)})
 	if err != nil {
