@@ -116,13 +116,7 @@ func (s *Set) CheckAnswer(ctx context.Context, in *Input) AnswerDecision {
 	}
 	if d.Withhold {
 		d.Redact = nil
-		d.Detail = fmt.Sprintf("Tool '%s' answered with content policy '%s' withholds: %s", s.tool, d.Policies[0], d.Violations[0].Message)
-		switch n := len(d.Violations) - 1; {
-		case n == 1:
-			d.Detail += " (and 1 more)"
-		case n > 1:
-			d.Detail += fmt.Sprintf(" (and %d more)", n)
-		}
+		d.Detail = fmt.Sprintf("Tool '%s' answered with content policy '%s' withholds: %s", s.tool, d.Policies[0], d.Violations[0].Message) + andMore(len(d.Violations)-1)
 	}
 	return d
 }

@@ -178,15 +178,21 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 		if allValidation {
 			d.Code = bucketing.CodeValidation
 		}
-		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message)
-		switch n := len(d.Violations) - 1; {
-		case n == 1:
-			d.Detail += " (and 1 more problem)"
-		case n > 1:
-			d.Detail += fmt.Sprintf(" (and %d more problems)", n)
-		}
+		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message) + andMore(len(d.Violations)-1)
 	}
 	return d
+}
+
+// andMore ends a detail that names one message of n+1: "", " (and 1 more
+// problem)" or " (and n more problems)".
+func andMore(n int) string {
+	switch {
+	case n == 1:
+		return " (and 1 more problem)"
+	case n > 1:
+		return fmt.Sprintf(" (and %d more problems)", n)
+	}
+	return ""
 }
 
 // failure words a policy's failed evaluation: its reason

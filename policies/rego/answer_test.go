@@ -72,7 +72,7 @@ func TestCheckAnswer(t *testing.T) {
 		{name: "a withhold wins over redactions", pols: []bound{{ansRedactA, policies.ModeEnforce}, {ansWithhold, policies.ModeEnforce}},
 			in: in(200, "application/json", `{"owner":"bob","email":"e@x.org","ssn":"1"}`),
 			want: policies.AnswerDecision{Withhold: true, Policies: []string{"p1"},
-				Detail: "Tool 't' answered with content policy 'p1' withholds: holds an ssn (and 1 more)",
+				Detail: "Tool 't' answered with content policy 'p1' withholds: holds an ssn (and 1 more problem)",
 				Violations: []policies.Violation{{Reason: bucketing.ReasonPolicyDenied, Message: "holds an ssn", Code: bucketing.CodePolicy},
 					{Reason: bucketing.ReasonPolicyDenied, Message: "not the owner asked for", Code: bucketing.CodePolicy}}}},
 		{name: "status seen", pols: []bound{{ansWithhold, policies.ModeEnforce}}, in: in(418, "application/json", `{"owner":"ada"}`),
