@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,29 +66,17 @@ const (
 	answerWithSSN = `{"owner":"ada","name":"Ada","ssn":"` + answerSSN + `"}`
 )
 
-// policyUpstream answers ?a= on every path, as JSON unless ?ct= says
-// another Content-Type; ?a=raw answers ?body= as it is.
+// policyUpstream answers ?a= on every path (cannedUpstream).
 func policyUpstream(t *testing.T) *httptest.Server {
-	answers := map[string]string{"record": answerRecord, "ssn": answerWithSSN, "text": "Ada's record is fine"}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		body, ok := answers[q.Get("a")]
-		if q.Get("a") == "raw" {
-			body, ok = q.Get("body"), true
-		}
-		if !ok {
-			http.Error(w, "no such answer", http.StatusTeapot)
-			return
-		}
-		ct := "application/json"
-		if q.Has("ct") {
-			ct = q.Get("ct")
-		}
-		w.Header().Set("Content-Type", ct)
-		io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	j := "application/json"
+	return cannedUpstream(t, map[string]cannedAnswer{
+		"record":      {ctype: j, body: answerRecord},
+		"ssn":         {ctype: j, body: answerWithSSN},
+		"text":        {ctype: "text/plain", body: "Ada's record is fine"},
+		"ssn-upper":   {ctype: j, body: `{"SSN":"` + answerSSN + `"}`},
+		"email-upper": {ctype: j, body: `{"name":"Ada","EMAIL":"` + answerEmail + `"}`},
+		"clean":       {ctype: j, body: `{"name":"Ada"}`},
+	})
 }
 
 // answerEngines compiles a Rego answer policy (files: name to source) for
@@ -224,7 +211,7 @@ func TestAnswerPolicy(t *testing.T) {
 				{name: "e-mail and card redacted by pointer", path: "/records?a=record", wantStatus: 200,
 					wantGone: []string{answerEmail, answerCard}, wantKept: []string{`"name":"Ada"`, `"sku":"A1"`, `{"sku":"B2"}`},
 					wantVerdict: sink.AnswerRedacted, wantFindings: []string{"policy:guard"}, wantRedacted: 2},
-				{name: "a text answer the policy finds nothing in passes", path: "/records?a=text&ct=text/plain", wantStatus: 200,
+				{name: "a text answer the policy finds nothing in passes", path: "/records?a=text", wantStatus: 200,
 					wantKept: []string{"Ada's record is fine"}, wantVerdict: sink.AnswerPassed},
 				{name: "docs/answers.md's example: the owner asked for gets the record, redacted", path: "/records?a=record&owner=ada", wantStatus: 200,
 					wantGone:    []string{answerEmail, answerCard},
@@ -334,9 +321,9 @@ func TestAnswerPolicyWasmModule(t *testing.T) {
 		wantBody   string
 	}{
 		{"ssn withheld", "/records?a=ssn", 502, ""},
-		{"SSN withheld", "/records?a=raw&body=" + url.QueryEscape(`{"SSN":"`+answerSSN+`"}`), 502, ""},
-		{"EMAIL redacted", "/records?a=raw&body=" + url.QueryEscape(`{"name":"Ada","EMAIL":"`+answerEmail+`"}`), 200, `{"EMAIL":"[redacted:policy:abi]","name":"Ada"}`},
-		{"clean passes", "/records?a=raw&body=" + url.QueryEscape(`{"name":"Ada"}`), 200, `{"name":"Ada"}`},
+		{"SSN withheld", "/records?a=ssn-upper", 502, ""},
+		{"EMAIL redacted", "/records?a=email-upper", 200, `{"EMAIL":"[redacted:policy:abi]","name":"Ada"}`},
+		{"clean passes", "/records?a=clean", 200, `{"name":"Ada"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := callAnswer(t, g, tt.path, 0x4300+i)
