@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
@@ -299,13 +300,39 @@ func foldCopy(v any, depth int) any {
 	return v
 }
 
-// policyName is a member name as answer policies see it: its case folding,
-// in lower case.
+// policyName is a member name as answer policies see it: each letter
+// replaced by one representative of its case-folding orbit (the lower-case
+// letter where the orbit has one: "SSN", "Ssn" and "ſsn" all read "ssn").
+// It maps rune by rune, so two names read alike exactly when they are
+// equal under case folding, which readAnswer refuses within one object.
 func policyName(k string) string {
 	if !needsFold(k) {
 		return k
 	}
-	return strings.ToLower(foldName(k))
+	var b strings.Builder
+	for _, r := range k {
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
+// foldRune is r's representative: the least rune of its case-folding
+// orbit, or that rune's lower case when it is in the orbit too.
+func foldRune(r rune) rune {
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		least = min(least, f)
+	}
+	l := unicode.ToLower(least)
+	for f := unicode.SimpleFold(least); l != least; f = unicode.SimpleFold(f) {
+		if f == l {
+			return l
+		}
+		if f == least {
+			break
+		}
+	}
+	return least
 }
 
 // lookupFolded finds the container and key (or index) that a JSON pointer
