@@ -272,10 +272,25 @@ func pinRefusal(detail, msg string) *refusal {
 }
 
 // PinChanges lists the MCP tools whose last listing differs from their pin,
-// that a complete list no longer names, or that were pinned at first sight
-// and not yet accepted: what an operator has to decide (admin GET
-// /mcp/pins/changes, and /status).
-func (s *Server) PinChanges() []mcppin.Verdict { return s.pins.store.Changes(true) }
+// that a complete list no longer names, or (on a route with new_tools:
+// change) that were pinned at first sight and not yet accepted: what an
+// operator has to decide (admin GET /mcp/pins/changes, and /status).
+func (s *Server) PinChanges() []mcppin.Verdict {
+	review := map[string]bool{}
+	for _, t := range s.state.Load().cfg.tools {
+		if t.mcp != nil && t.mcp.cfg.Pin.NewTools == mcppin.NewToolsChange {
+			review[t.cfg.Name] = true
+		}
+	}
+	all := s.pins.store.Changes(true)
+	out := all[:0]
+	for _, v := range all {
+		if v.State != mcppin.StateSame || review[v.Route] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 // AcceptPin accepts the change of one MCP tool's definition: the listed
 // definition whose digest the operator reviewed becomes its pin
