@@ -521,3 +521,32 @@ func writePinLock(t *testing.T, up *pinServer) string {
 	}
 	return path
 }
+
+// TestPinsSurviveReload: a change seen before a reload is still refused
+// after it (the pins belong to the server, not to the snapshot), and the
+// server pays nothing past the bound.
+func TestPinsSurviveReload(t *testing.T) {
+	up := startPinServer(t)
+	w := startPinWorld(t, up, "", nil)
+	w.list(t)
+	up.addPay(&mcp.Tool{Description: "Pays an amount.", InputSchema: json.RawMessage(pinPayOpen)})
+	w.list(t)
+	var cfg proxy.Config
+	dec := yaml.NewDecoder(strings.NewReader(pinConfig(up.url, "")))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.g.srv.Swap(proxy.Snapshot{Config: &cfg, Version: "reloaded"}); err != nil {
+		t.Fatal(err)
+	}
+	if ref := w.call(t, "pay", map[string]any{"amount": 500}); ref == nil || ref.Reason != bucketing.ReasonDefinitionChanged {
+		t.Errorf("pay 500 after a reload: %+v; want definition_changed", ref)
+	}
+	if paid, _ := up.executed(); len(paid) != 0 {
+		t.Errorf("the server paid %v", paid)
+	}
+}
