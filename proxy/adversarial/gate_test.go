@@ -57,6 +57,12 @@ type gate struct {
 // returned as an error, so a test can count a refusal at load time.
 func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 	t.Helper()
+	return startGateApprover(t, cfgYAML, nil)
+}
+
+// startGateApprover is startGate with an approval step (nil: none).
+func startGateApprover(t testing.TB, cfgYAML string, approver proxy.Approver) (*gate, error) {
+	t.Helper()
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
 	dec.KnownFields(true)
@@ -76,7 +82,7 @@ func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, proxy.Options{Recorder: g.queue, Sidecar: "adversarial"})
+	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, proxy.Options{Recorder: g.queue, Sidecar: "adversarial", Approver: approver})
 	if err != nil {
 		t.Fatal(err)
 	}

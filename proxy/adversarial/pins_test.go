@@ -24,7 +24,6 @@ import (
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/proxy/mcppin"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // The pins group (docs/security.md, "MCP tool definitions: pinned"): an
@@ -148,15 +147,11 @@ func pinConfig(upURL, pin string) string {
 func startPinWorld(t *testing.T, up *pinServer, pin string, approver proxy.Approver) *pinWorld {
 	t.Helper()
 	w := &pinWorld{up: up}
-	if approver == nil {
-		g, err := startGate(t, pinConfig(up.url, pin))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.g = g
-	} else {
-		w.g = startGateWith(t, pinConfig(up.url, pin), approver)
+	g, err := startGateApprover(t, pinConfig(up.url, pin), approver)
+	if err != nil {
+		t.Fatal(err)
 	}
+	w.g = g
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1.0.0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -168,48 +163,6 @@ func startPinWorld(t *testing.T, up *pinServer, pin string, approver proxy.Appro
 	t.Cleanup(func() { cs.Close() })
 	w.cs = cs
 	return w
-}
-
-// startGateWith is startGate with an approver.
-func startGateWith(t *testing.T, cfgYAML string, approver proxy.Approver) *gate {
-	t.Helper()
-	var cfg proxy.Config
-	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	g := &gate{path: filepath.Join(t.TempDir(), "events.ndjson")}
-	f, err := sink.OpenFile(sink.FileConfig{Path: g.path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.file = f
-	if g.queue, err = sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, proxy.Options{Recorder: g.queue, Sidecar: "adversarial", Approver: approver})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	g.srv = srv
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		g.queue.Close(ctx)
-		g.file.Close()
-	})
-	return g
 }
 
 // list re-lists the tools, as a client does on tools/list_changed.
