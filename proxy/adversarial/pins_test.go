@@ -165,17 +165,17 @@ func startPinWorld(t *testing.T, up *pinServer, pin string, approver proxy.Appro
 	return w
 }
 
-// list re-lists the tools, as a client does on tools/list_changed.
+// list re-lists the tools (every page), as a client does on
+// tools/list_changed.
 func (w *pinWorld) list(t *testing.T) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := w.cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
 	var names []string
-	for _, tl := range res.Tools {
+	for tl, err := range w.cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
 		names = append(names, tl.Name)
 	}
 	return names
@@ -501,5 +501,45 @@ func TestPinsSurviveReload(t *testing.T) {
 	}
 	if paid, _ := up.executed(); len(paid) != 0 {
 		t.Errorf("the server paid %v", paid)
+	}
+}
+
+// TestAdversarialPinsFlood: after pay is pinned, the server lists 1,000
+// more tools and drops pay's bound. The pins hold 1,000 tools per server,
+// so one new tool is past the bound: it is not pinned, and its calls are
+// refused (never found merely unknown); no pin is evicted to make room, so
+// pay 500 is still refused. Judged by what the server ran.
+func TestAdversarialPinsFlood(t *testing.T) {
+	up := startPinServer(t)
+	w := startPinWorld(t, up, "", nil)
+	w.list(t)
+	for i := range 1000 {
+		up.addTool(&mcp.Tool{Name: fmt.Sprintf("t%04d", i), InputSchema: json.RawMessage(`{"type":"object"}`)})
+	}
+	noBound := &mcp.Tool{Description: "Pays an amount.", InputSchema: json.RawMessage(pinPayOpen)}
+	up.addPay(noBound)
+	if n := len(w.list(t)); n != 1001 {
+		t.Fatalf("listed %d tools, want 1001", n)
+	}
+	lists, _ := w.changes(t)
+	var past []string
+	for _, c := range lists {
+		if name, ok := strings.CutSuffix(c, ": unpinned"); ok {
+			past = append(past, name)
+		}
+	}
+	if len(past) != 1 || !slices.Contains(lists, "pay: inputSchema") {
+		t.Fatalf("definition_changes %q; want pay's change and one tool past the bound", lists)
+	}
+	for _, c := range []pinCall{{past[0], 0, bucketing.ReasonDefinitionChanged}, {"pay", 500, bucketing.ReasonDefinitionChanged}} {
+		if ref := w.call(t, c.tool, map[string]any{"amount": c.amount}); ref == nil || ref.Reason != c.reason {
+			t.Errorf("%s: %+v, want %s", c.tool, ref, c.reason)
+		}
+	}
+	if paid, ran := up.executed(); len(paid) != 0 || ran[past[0]] != 0 {
+		t.Errorf("the server paid %v and ran %s %d times", paid, past[0], ran[past[0]])
+	}
+	if ref := w.call(t, "t0000", nil); ref != nil {
+		t.Errorf("t0000, pinned at first sight: %+v, want run", ref)
 	}
 }
