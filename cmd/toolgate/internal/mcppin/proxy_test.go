@@ -120,3 +120,18 @@ tools:
 		t.Errorf("drain, added after the lock was written: refused %v, %s; want refused as unreviewed", refused, text)
 	}
 }
+
+// TestParseHeaders reads --header values, and refuses one that is not
+// "Name: value" without echoing its value (it may be a token).
+func TestParseHeaders(t *testing.T) {
+	h, err := ParseHeaders([]string{"authorization: Bearer s3cret", "X-Team:  a "})
+	if err != nil || h.Get("Authorization") != "Bearer s3cret" || h.Get("X-Team") != "a" {
+		t.Errorf("ParseHeaders = %v, %v", h, err)
+	}
+	for _, bad := range []string{"Bearer s3cret", ": s3cret", "Bad Name: s3cret", "X: a\r\nY: s3cret"} {
+		_, err := ParseHeaders([]string{bad})
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseHeaders(%q) = %v; want an error without the value", bad, err)
+		}
+	}
+}
