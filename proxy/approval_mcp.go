@@ -52,9 +52,13 @@ func (c *call) approveMCP(ctx context.Context, a Approver) *refusal {
 	annotations := m.srv.Hints(tc.Name).AsMap()
 	state, own := ownState(tc.State)
 	fresh := len(tc.State) == 0 && len(tc.Responses) == 0
+	ask := c.ask
+	if ask == nil {
+		ask = m.pinAsk // a changed tool under mcp.pin.on_change: approve
+	}
 	q := policies.ApprovalCall{
 		Tool: tc.Name, Arguments: tc.Args, Agent: c.ev.Agent, Session: c.ev.Session,
-		TraceID: c.ev.TraceID, Annotations: annotations, Ask: c.ask, Token: state,
+		TraceID: c.ev.TraceID, Annotations: annotations, Ask: ask, Token: state,
 	}
 	if own && m.batch {
 		// The stateless era has no batches, and toolgate never asks in one:

@@ -827,7 +827,8 @@ func readLimited(name string, max int64) ([]byte, error) {
 }
 
 // Files lists the files the section reads besides the configuration file,
-// resolved against dir as Validate resolves them: each tool's schema_file.
+// resolved against dir as Validate resolves them: each tool's schema_file
+// and each MCP route's mcp.pin.lock_file.
 // It reads only the data, so it answers for a section that does not
 // validate too (hot reload watches these files).
 func (c *Config) Files(dir string) []string {
@@ -835,6 +836,9 @@ func (c *Config) Files(dir string) []string {
 	for _, t := range c.Tools {
 		if t.SchemaFile != "" {
 			files = append(files, section.Resolve(dir, t.SchemaFile))
+		}
+		if t.MCP.Pin.LockFile != "" {
+			files = append(files, section.Resolve(dir, t.MCP.Pin.LockFile))
 		}
 	}
 	return files

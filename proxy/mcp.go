@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/mcp"
+	"github.com/toolgate/toolgate/proxy/mcppin"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -32,6 +33,9 @@ type mcpCall struct {
 	route  *mcpRoute
 	server string // host + path, for events and policies
 	key    string // scheme://host/path, for the schema cache
+	// pinKey keys the server's pins (mcppin.ServerKey), as the lock file
+	// toolgate mcp pin writes does.
+	pinKey string
 	// privKey keys the lists the server marked cacheScope "private": key
 	// and a hash of the caller's authorization context.
 	privKey string
@@ -59,6 +63,9 @@ type mcpCall struct {
 	sch     *policies.Schema
 	why     error
 	unknown bool
+	// pinAsk is the approval mcpPinStep asks for a changed tool under
+	// mcp.pin.on_change: approve; nil when none.
+	pinAsk *policies.Approval
 
 	// ans reads the answer: its CallID is the tools/call whose outcome
 	// is recorded, its ListID a tools/list whose answer is learned.
@@ -72,7 +79,7 @@ type mcpCall struct {
 func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 	t := c.t
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath()}
+		key: target.Scheme + "://" + target.Host + target.EscapedPath(), pinKey: mcppin.ServerKey(target)}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
 	m.srv = c.s.mcp.Resolve(m.key, m.privKey)
 	c.mcp = m
@@ -221,8 +228,12 @@ func (m *mcpCall) ListChanged() {
 	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
 }
 
-// Listed learns the tools/list result the answer held.
-func (m *mcpCall) Listed(res *mcp.ToolsListResult, complete bool) { m.learnList(res, complete) }
+// Listed learns the tools/list result the answer held; the call's event
+// names the definitions that differ from their pins.
+func (m *mcpCall) Listed(res *mcp.ToolsListResult, complete bool) {
+	changes := m.learnList(res, readPinDefs(res.Raw), complete)
+	m.c.ev.DefinitionChanges = append(m.c.ev.DefinitionChanges, changes...)
+}
 
 // settle completes the bucketed result of an answer with what its
 // JSON-RPC messages said, and records the call's outcome.
@@ -266,15 +277,23 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 
 // learnList stores a tools/list answer where its cacheScope says: lists
 // marked "private" under the caller's authorization context, others under
-// the server.
-func (m *mcpCall) learnList(res *mcp.ToolsListResult, complete bool) {
+// the server. Its definitions (defs) are observed against the pins first
+// (pinList): a tool whose change the route does not follow is learned as
+// pinned, and a list that cannot be read alike by every reader is not
+// learned at all. It returns the definition changes to record.
+func (m *mcpCall) learnList(res *mcp.ToolsListResult, defs pinDefs, complete bool) []string {
+	tools, changes, ok := m.pinList(res.Tools, defs, complete)
+	if !ok {
+		return changes
+	}
 	srv := m.c.s.mcp.Server(m.key)
 	if res.CacheScope == mcp.CacheScopePrivate {
 		srv = m.c.s.mcp.Server(m.privKey)
 	}
-	srv.Learn(res.Tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
+	srv.Learn(tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
 	if complete {
 		m.c.st.names.Observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
 	}
 	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
+	return changes
 }

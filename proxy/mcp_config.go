@@ -1,12 +1,17 @@
 package proxy
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/mcp"
+	"github.com/toolgate/toolgate/proxy/mcppin"
 )
 
 // Protocols, as named in ToolConfig.Protocol.
@@ -43,6 +48,9 @@ type mcpRoute struct {
 	cfg    MCPConfig
 	strict bool
 	tools  map[string]*mcpToolRule
+	// lock is the route's entries of its mcp.pin.lock_file; nil without
+	// one. Swap loads them into the server's pins.
+	lock *mcppin.Lock
 }
 
 // mcpToolRule is one tool's compiled override.
@@ -91,6 +99,13 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		return section.Under(p+".mcp", err)
 	}
 	m := &mcpRoute{cfg: *mc, strict: tc.Strict == nil || *tc.Strict, tools: make(map[string]*mcpToolRule, len(mc.Tools))}
+	if mc.Pin.LockFile != "" {
+		lock, err := c.readLock(p+".mcp.pin.lock_file", tc.Name, mc.Pin.LockFile)
+		if err != nil {
+			return err
+		}
+		m.lock = lock
+	}
 	for _, name := range slices.Sorted(maps.Keys(mc.Tools)) {
 		tcfg := mc.Tools[name]
 		tp := p + ".mcp.tools." + name
@@ -113,4 +128,28 @@ func (c *Config) compileMCP(t *tool, p string) error {
 	}
 	t.mcp = m
 	return nil
+}
+
+// readLock reads an MCP route's mcp.pin.lock_file (relative to the
+// configuration file) and keeps the route's own entries. A file that does
+// not exist is an error here (the CLI creates it: toolgate mcp pin); one
+// that does not parse fails the load with its own FILE:LINE. The file's
+// bytes count in the configuration's version.
+func (c *Config) readLock(p, route, file string) (*mcppin.Lock, error) {
+	f := section.Resolve(c.dir, file)
+	if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+		return nil, fieldErr(p, "%s does not exist; write it with toolgate mcp pin --route %s --lock %s", f, route, file)
+	}
+	lock, err := mcppin.ReadLock(f)
+	if err != nil {
+		return nil, section.At(p, err)
+	}
+	own := &mcppin.Lock{Version: lock.Version}
+	for _, e := range lock.Pins {
+		if e.Route == route {
+			own.Pins = append(own.Pins, e)
+			fmt.Fprintf(c.digest, "%s\x00%s\x00%s\x00%s\x00", f, e.Server, e.Tool, e.Digest)
+		}
+	}
+	return own, nil
 }

@@ -448,7 +448,9 @@ func TestMCPSchemaSources(t *testing.T) {
 		}
 	})
 	t.Run("refreshed when the list changes", func(t *testing.T) {
-		up, _, cs := mcpEnv(t, "", nil)
+		// Followed only under on_change: record; the default refuses a
+		// changed tool (TestAdversarialPins).
+		up, _, cs := mcpEnv(t, "    mcp: {pin: {on_change: record}}\n", nil)
 		ctx := context.Background()
 		if _, err := cs.ListTools(ctx, nil); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/proxy/mcp"
+	"github.com/toolgate/toolgate/proxy/mcppin"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -90,7 +91,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	c.ch = c.st.chains[t]
 	c.evalCaller(r)
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath()}
+		key: target.Scheme + "://" + target.Host + target.EscapedPath(), pinKey: mcppin.ServerKey(target)}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
 	m.srv = s.mcp.Resolve(m.key, m.privKey)
 	m.stateless = mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))
@@ -115,7 +116,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 		if err != nil {
 			return Verdict{}, err
 		}
-		m.learnList(res, true)
+		m.learnList(res, readPinDefs(res.Raw), true)
 	}
 	m.listedOnly = true
 	params, err := json.Marshal(map[string]any{"name": toolName, "arguments": args})

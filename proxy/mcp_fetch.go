@@ -41,10 +41,12 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 	defer cancel()
 	start := time.Now()
 	var status, pages int
-	defer func() { c.recordFetch(start, status, pages, err) }()
+	var changes []string
+	defer func() { c.recordFetch(start, status, pages, changes, err) }()
 	tp := "00-" + c.ev.TraceID + "-" + newSpanID() + "-01"
 	meta = mcp.WithTraceparent(mcp.WithoutProgressToken(meta), tp)
 	var all mcp.ToolsListResult
+	var raws []json.RawMessage
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxFetchPages {
@@ -57,6 +59,7 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 		}
 		pages++
 		all.Tools = append(all.Tools, res.Tools...)
+		raws = append(raws, res.Raw)
 		if page == 0 {
 			all.CacheScope = res.CacheScope
 		}
@@ -68,13 +71,14 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 		}
 		cursor = res.NextCursor
 	}
-	c.mcp.learnList(&all, true)
+	changes = c.mcp.learnList(&all, readPinDefs(raws...), true)
 	return nil
 }
 
 // recordFetch records toolgate's own tools/list as an event: the caller's
-// identity and trace, no tool, rpc_method tools/list.
-func (c *call) recordFetch(start time.Time, status, pages int, err error) {
+// identity and trace, no tool, rpc_method tools/list, and the definitions
+// that differed from their pins.
+func (c *call) recordFetch(start time.Time, status, pages int, changes []string, err error) {
 	ev := c.ev
 	ev.EventID = uuid.NewString()
 	ev.Time = start.UTC()
@@ -82,6 +86,7 @@ func (c *call) recordFetch(start time.Time, status, pages int, err error) {
 	ev.Refused, ev.Inspected, ev.Envelope = false, true, false
 	ev.ViolationPaths, ev.DryRunDenied, ev.DryRunViolations, ev.PolicyError = nil, false, nil, ""
 	ev.RequestBytes, ev.ResponseBytes, ev.RetryAfterMS = 0, 0, 0
+	ev.DefinitionChanges = changes
 	ev.UpstreamStatus = status
 	now := time.Now()
 	ev.TotalUS = now.Sub(start).Microseconds()

@@ -183,7 +183,9 @@ func TestMCPListFreshness(t *testing.T) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
-	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.URL), nil, nil, nil, 10*time.Millisecond)
+	// The change is followed under on_change: record only; the default
+	// refuses a changed tool (TestAdversarialPins).
+	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.URL)+"    mcp: {pin: {on_change: record}}\n", nil, nil, nil, 10*time.Millisecond)
 
 	call := func() string {
 		t.Helper()

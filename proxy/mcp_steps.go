@@ -51,18 +51,21 @@ type mcpSchemaStep struct {
 	byTool map[string][]requestStep
 }
 
-func newMCPSchemaStep(route *mcpRoute) requestStep {
-	s := &mcpSchemaStep{route: route, def: mcpRuleSteps(route, route.rule("")), byTool: map[string][]requestStep{}}
+func newMCPSchemaStep(route *mcpRoute, approver bool) requestStep {
+	pin := mcpPinStep{mode: &route.cfg.Pin, approver: approver}
+	s := &mcpSchemaStep{route: route, def: mcpRuleSteps(route, route.rule(""), pin), byTool: map[string][]requestStep{}}
 	for name, rule := range route.tools {
-		s.byTool[name] = mcpRuleSteps(route, rule)
+		s.byTool[name] = mcpRuleSteps(route, rule, pin)
 	}
 	return s
 }
 
 // mcpRuleSteps compiles the schema steps of one tool rule: a configured
 // schema is all there is; else the listed schema is looked up, and the
-// tool must be one the server offers and have a usable schema.
-func mcpRuleSteps(route *mcpRoute, rule *mcpToolRule) []requestStep {
+// tool must be one the server offers and have a usable schema. The pin
+// step (mcp_pins.go) runs after the lookup and before any schema check,
+// never in dry run.
+func mcpRuleSteps(route *mcpRoute, rule *mcpToolRule, pin requestStep) []requestStep {
 	wrap := func(s requestStep) requestStep {
 		if rule.dryRun {
 			return dryRun{step: s, label: "schema: "}
@@ -70,10 +73,11 @@ func mcpRuleSteps(route *mcpRoute, rule *mcpToolRule) []requestStep {
 		return s
 	}
 	if rule.schema != nil {
-		return []requestStep{wrap(mcpValidateStep{fixed: rule.schema})}
+		return []requestStep{pin, wrap(mcpValidateStep{fixed: rule.schema})}
 	}
 	return []requestStep{
 		mcpLookupStep{rule: rule},
+		pin,
 		wrap(mcpKnownStep{}),
 		wrap(mcpUncheckedStep{refuse: route.cfg.Unchecked == UncheckedRefuse, dry: rule.dryRun}),
 		wrap(mcpValidateStep{}),
@@ -201,6 +205,6 @@ func (s mcpValidateStep) check(_ context.Context, c *call) *refusal {
 // name and whether the call was inspected.
 func (c *call) checkToolCall(ctx context.Context, msg *mcp.Message) *refusal {
 	c.mcp.msg = msg
-	c.ask = nil
+	c.ask, c.mcp.pinAsk = nil, nil
 	return c.ch.run(ctx, c)
 }

@@ -180,6 +180,7 @@ type Server struct {
 	metrics     *metrics
 	mcp         mcp.Schemas         // tool schemas learned from MCP servers
 	mcpUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
+	pins        *mcpPins            // pinned MCP tool definitions, for the server's life (mcp_pins.go)
 	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm        *tlsMetrics
 	connm       *listen.CapMetrics
@@ -227,6 +228,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	}
 	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: listen.NewCapMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
 	s.conns = listen.NewConns(0)
+	s.pins = newMCPPins(snap.Config)
 	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
 		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
@@ -265,6 +267,9 @@ func (s *Server) Swap(snap Snapshot) error {
 	}
 	for _, t := range cfg.tools {
 		t.metrics = s.metrics.forTool(t.cfg.Name)
+	}
+	if err := s.pins.load(cfg); err != nil {
+		return err
 	}
 	st := &state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)}
 	st.chains = compileChains(cfg, &st.Snapshot, s.approver)

@@ -77,7 +77,7 @@ type schemaStep struct {
 
 func buildSchema(e *chainEnv) requestStep {
 	if e.t.mcp != nil {
-		return newMCPSchemaStep(e.t.mcp)
+		return newMCPSchemaStep(e.t.mcp, e.approver != nil)
 	}
 	if e.t.schema == nil {
 		return nil

@@ -437,7 +437,9 @@ tools:
 // admin.token_file, requests without the token or with a wrong one. A
 // reload is judged by the reload counters of /status (OK plus failed):
 // none of the attacks may move them, and the operator's own request
-// (X-Toolgate-Admin, and the token) must.
+// (X-Toolgate-Admin, and the token) must. The same attacks on POST
+// /mcp/pins/accept must be stopped by the guard (401, 403) while the
+// operator's request reaches its handler.
 func TestAdversarialAdmin(t *testing.T) {
 	const token = "admin-token-0123456789abcdef"
 	var tally attackTally
@@ -547,6 +549,25 @@ func TestAdversarialAdmin(t *testing.T) {
 				} else {
 					tally.refused++
 				}
+			}
+			// POST /mcp/pins/accept takes the same guard: every attack is
+			// stopped by it (401 or 403), while the operator's request
+			// reaches the handler (404 here: nothing waits for a decision).
+			for _, a := range attacks {
+				tally.tried++
+				body := a.body
+				if a.ctype == "application/json" {
+					body = `{"route":"r","server":"http://127.0.0.1/mcp","tool":"pay","digest":""}`
+				}
+				if st := post("/mcp/pins/accept", a.ctype, body, a.hdr); st != http.StatusUnauthorized && st != http.StatusForbidden {
+					tally.changed++
+					t.Errorf("%s: POST /mcp/pins/accept answered %d; want the guard's 401 or 403", a.name, st)
+				} else {
+					tally.refused++
+				}
+			}
+			if st := post("/mcp/pins/accept", "application/json", `{"route":"r","server":"http://127.0.0.1/mcp","tool":"pay","digest":""}`, merge(auth, admin)); st != http.StatusNotFound {
+				t.Errorf("the operator's POST /mcp/pins/accept: %d, want 404 (the handler: nothing to accept)", st)
 			}
 			// pprof's symbol lookup answers a program, never a page.
 			tally.tried++

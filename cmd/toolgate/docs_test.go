@@ -149,7 +149,7 @@ var docSkips = []struct{ file, first, why string }{
 
 // docPorts are the fixed ports the docs use; the doc test replaces each
 // with a port the kernel picked, since the machine is shared.
-var docPorts = []string{"8000", "8443", "18080", "18081", "18082", "18090", "18300", "18301", "18302"}
+var docPorts = []string{"8000", "8443", "18080", "18081", "18082", "18090", "18300", "18301", "18302", docMCPPort}
 
 // docReport counts what the doc test did.
 type docReport struct {
@@ -300,6 +300,7 @@ func newDocEnv(t *testing.T, root string) *docEnv {
 	for _, p := range docPorts {
 		e.ports[p] = docFreePort(t)
 	}
+	startDocMCPServer(t, e.ports[docMCPPort])
 	// The commands' environment: only what they need. Secrets the example
 	// configuration names are set; no proxy variable leaks in from the
 	// machine running the test.

@@ -57,12 +57,25 @@ type gate struct {
 // returned as an error, so a test can count a refusal at load time.
 func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 	t.Helper()
-	return startGateSnap(t, cfgYAML, proxy.Snapshot{})
+	return startGateWith(t, cfgYAML, proxy.Snapshot{}, nil)
 }
 
 // startGateSnap is startGate with the snapshot's collaborators (checkers)
 // taken from snap.
 func startGateSnap(t testing.TB, cfgYAML string, snap proxy.Snapshot) (*gate, error) {
+	t.Helper()
+	return startGateWith(t, cfgYAML, snap, nil)
+}
+
+// startGateApprover is startGate with an approval step (nil: none).
+func startGateApprover(t testing.TB, cfgYAML string, approver proxy.Approver) (*gate, error) {
+	t.Helper()
+	return startGateWith(t, cfgYAML, proxy.Snapshot{}, approver)
+}
+
+// startGateWith is startGate with the snapshot's collaborators from snap
+// and an approval step (nil: none).
+func startGateWith(t testing.TB, cfgYAML string, snap proxy.Snapshot, approver proxy.Approver) (*gate, error) {
 	t.Helper()
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
@@ -84,7 +97,7 @@ func startGateSnap(t testing.TB, cfgYAML string, snap proxy.Snapshot) (*gate, er
 		t.Fatal(err)
 	}
 	snap.Config, snap.Version = &cfg, "adversarial"
-	srv, err := proxy.New(snap, proxy.Options{Recorder: g.queue, Sidecar: "adversarial"})
+	srv, err := proxy.New(snap, proxy.Options{Recorder: g.queue, Sidecar: "adversarial", Approver: approver})
 	if err != nil {
 		t.Fatal(err)
 	}

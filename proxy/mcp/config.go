@@ -1,6 +1,9 @@
 package mcp
 
-import "github.com/toolgate/toolgate/internal/section"
+import (
+	"github.com/toolgate/toolgate/internal/section"
+	"github.com/toolgate/toolgate/proxy/mcppin"
+)
 
 // Unknown-tool modes, as named in Config.UnknownTool.
 const (
@@ -63,6 +66,11 @@ type Config struct {
 	// Tools overrides settings per MCP tool name. A schema given here
 	// replaces the learned one.
 	Tools map[string]ToolConfig `yaml:"tools"`
+	// Pin pins the tool definitions the server lists (docs/mcp.md,
+	// "Pinned tool definitions"): on for every MCP route. Default:
+	// on_change refuse, new_tools pin (change with a lock file), no
+	// allow-list, no ignored fields, no lock file.
+	Pin mcppin.Mode `yaml:"pin"`
 }
 
 // ToolConfig overrides one MCP tool's checks.
@@ -117,6 +125,9 @@ func (mc *Config) Validate() error {
 			return section.Errorf(b.name, "must be positive")
 		}
 	}
+	if err := mc.Pin.Validate(); err != nil {
+		return section.Under("pin", err)
+	}
 	return nil
 }
 
@@ -124,5 +135,6 @@ func (mc *Config) Validate() error {
 // another protocol must leave it.
 func (mc *Config) IsZero() bool {
 	return mc.UnknownTool == "" && mc.Unchecked == "" && !mc.DryRun && mc.MaxTools == 0 && mc.MaxSchemaBytes == 0 &&
-		mc.MaxMessageBytes == 0 && len(mc.Tools) == 0
+		mc.MaxMessageBytes == 0 && len(mc.Tools) == 0 && mc.Pin.OnChange == "" && mc.Pin.NewTools == "" &&
+		len(mc.Pin.Allow) == 0 && len(mc.Pin.Ignore) == 0 && mc.Pin.LockFile == ""
 }

@@ -265,6 +265,20 @@ type ToolsListResult struct {
 	NextCursor string       `json:"nextCursor"`
 	TTLMs      *int64       `json:"ttlMs"`
 	CacheScope string       `json:"cacheScope"`
+	// Raw is the result object as the server wrote it (a copy), set when
+	// the result is decoded from JSON: the pins digest every member of each
+	// tool, and the typed fields above drop those toolgate does not read.
+	Raw json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON decodes a tools/list result and keeps its text in Raw.
+func (r *ToolsListResult) UnmarshalJSON(data []byte) error {
+	type plain ToolsListResult
+	if err := json.Unmarshal(data, (*plain)(r)); err != nil {
+		return err
+	}
+	r.Raw = append(json.RawMessage(nil), data...)
+	return nil
 }
 
 // CallResult is the part of a tools/call result toolgate reads.

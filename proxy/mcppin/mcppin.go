@@ -146,8 +146,12 @@ func Diff(old, new Definition) []string {
 const MaxToolName = 512
 
 // MaxDepth bounds how deep the arrays and objects of a tools/list result
-// nest for ParseTools.
-const MaxDepth = 128
+// nest for ParseTools. It is encoding/json's own bound, so every list the
+// proxy's readers decode is pinned too: a list the pins could not read
+// would be refused whole (a schema too deep to check is the schema
+// checks' to judge, per tool). The walk is iterative and the result is
+// already bounded by the route's mcp.max_message_bytes.
+const MaxDepth = 10000
 
 // ParseTools reads the tools of one tools/list result (the JSON-RPC
 // result object) strictly: each tool an object, decoded with numbers as

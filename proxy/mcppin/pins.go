@@ -346,14 +346,25 @@ func (pn *pin) verdict(v *Verdict) {
 }
 
 // Status returns what the last observation found for one tool, for the
-// check of a tools/call: StateUnknown when the tool has no pin (nothing
-// listed it yet, or it was past the bounds). Fresh is false.
+// check of a tools/call: StateUnpinned for a tool listed past the bounds
+// (as far as they remember it), StateUnknown when the tool has no pin and
+// was not seen past them. Fresh is false.
 func (p *Pins) Status(route, server, tool string) Verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v := Verdict{Route: route, Server: server, Tool: tool, State: StateUnknown}
-	sp := p.servers[serverKey{route, server}]
+	k := serverKey{route, server}
+	sp := p.servers[k]
 	if sp == nil || sp.tools[tool] == nil {
+		// A tool listed past the bounds is not pinned, and stays
+		// unreviewed: a later call must not find it merely unknown.
+		name := tool
+		if len(name) > MaxToolName {
+			name = sum([]byte(name))
+		}
+		if (sp == nil && p.overflow[k]) || (sp != nil && sp.unpinned[name]) {
+			v.State = StateUnpinned
+		}
 		return v
 	}
 	pn := sp.tools[tool]

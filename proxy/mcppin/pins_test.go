@@ -127,6 +127,17 @@ func TestObserveBounds(t *testing.T) {
 	if got := states(p.Observe(route, "http://127.0.0.1:9/mcp", list(t, pay), true)); !slices.Equal(got, []string{"pay:unpinned"}) {
 		t.Errorf("past max servers, again: %v; want not fresh", got)
 	}
+	// A later call finds the tools past the bounds unpinned, not unknown
+	// (an unknown tool passes where new tools are pinned at first sight).
+	if v := p.Status(route, server, "refund"); v.State != StateUnpinned {
+		t.Errorf("Status of a tool past max tools: %s, want unpinned", v.State)
+	}
+	if v := p.Status(route, "http://127.0.0.1:9/mcp", "pay"); v.State != StateUnpinned {
+		t.Errorf("Status of a tool of a server past max servers: %s, want unpinned", v.State)
+	}
+	if v := p.Status(route, server, "never_listed"); v.State != StateUnknown {
+		t.Errorf("Status of a tool never listed: %s, want unknown", v.State)
+	}
 	rug := strings.Replace(pay, `,"maximum":100`, ``, 1)
 	if got := states(p.Observe(route, server, list(t, rug), true)); !slices.Equal(got, []string{"pay:changed[inputSchema]!"}) {
 		t.Errorf("the pin was not kept: %v", got)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -274,4 +275,20 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	return n, err
+}
+
+// ParseHeaders reads --header values, each "Name: value", into a header;
+// an error names the value's position, never its text.
+func ParseHeaders(values []string) (http.Header, error) {
+	h := http.Header{}
+	for i, v := range values {
+		name, value, ok := strings.Cut(v, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
+			// The value is not echoed: it may be a token.
+			return nil, fmt.Errorf("mcp pin: --header number %d is not 'Name: value'", i+1)
+		}
+		h.Add(textproto.CanonicalMIMEHeaderKey(name), strings.TrimSpace(value))
+	}
+	return h, nil
 }

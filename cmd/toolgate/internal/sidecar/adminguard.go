@@ -9,7 +9,8 @@ import (
 )
 
 // AdminHeader is the header every state-changing request to the admin
-// listener (POST /reload, POST /debug/pprof/symbol) must carry. A web page
+// listener (POST /reload, POST /mcp/pins/accept, POST /debug/pprof/symbol)
+// must carry. A web page
 // cannot send a custom header to another origin without a CORS preflight,
 // which the admin listener never grants, so a request bearing it comes
 // from a program (curl, the CLI, a script), not from a page an operator

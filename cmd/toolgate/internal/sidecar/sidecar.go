@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcppin"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/tracing"
 )
@@ -217,8 +218,9 @@ func policiesInForce(lc *config.Loaded) []PolicyStatus {
 	return out
 }
 
-// adminHandler serves /healthz, /readyz, /metrics, /status, /ca.crt and
-// POST /reload, behind guardAdmin.
+// adminHandler serves /healthz, /readyz, /metrics, /status, /ca.crt,
+// GET /mcp/pins/changes, POST /reload and POST /mcp/pins/accept, behind
+// guardAdmin.
 func (sc *Sidecar) adminHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sc.events.collectors()...)
@@ -248,6 +250,8 @@ func (sc *Sidecar) adminHandler() http.Handler {
 		enc.Encode(sc.status())
 	})
 	mux.Handle("POST /reload", sc.reload)
+	mux.HandleFunc("GET /mcp/pins/changes", sc.servePinChanges)
+	mux.HandleFunc("POST /mcp/pins/accept", sc.servePinAccept)
 	mux.HandleFunc("GET /ca.crt", sc.serveCA)
 	if sc.cfg.Load().Admin.Pprof {
 		mountPprof(mux)
@@ -316,6 +320,10 @@ type status struct {
 	MCPUnusableSchemas []proxy.UnusableSchema `json:"mcp_unusable_schemas,omitempty"`
 	// State is the fleet's shared state (state.redis); absent without it.
 	State *StateStatus `json:"state,omitempty"`
+	// MCPPinChanges lists the MCP tools whose definitions wait for an
+	// operator's decision (changed, removed, or not yet reviewed; GET
+	// /mcp/pins/changes); absent when none.
+	MCPPinChanges []mcppin.Verdict `json:"mcp_pin_changes,omitempty"`
 }
 
 // StateStatus is the "state" object of /status: the fleet's Redis and
@@ -364,6 +372,7 @@ func (sc *Sidecar) status() status {
 		Bundles: sc.bundles.Status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
 		State:              stateStatus(cfg),
+		MCPPinChanges:      sc.proxy.PinChanges(),
 	}
 }
 
