@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
+	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 )
 

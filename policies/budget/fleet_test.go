@@ -354,7 +354,17 @@ func TestFleetClusterFailover(t *testing.T) {
 	if master == nil {
 		t.Fatalf("no node at %s", addr)
 	}
-	time.Sleep(200 * time.Millisecond) // let the replica catch up
+	// Let the replica catch up: replication is ordered, so once a write
+	// made after every call is acknowledged by the replica (WAIT), so are
+	// the calls' counts. (A fixed sleep was not enough on a loaded machine.)
+	mc := redis.NewClient(&redis.Options{Addr: addr})
+	if err := mc.Set(context.Background(), "{b}:failover-sync", 1, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acked, err := mc.Wait(context.Background(), 1, 20*time.Second).Result(); err != nil || acked < 1 {
+		t.Fatalf("the replica did not acknowledge the counts within 20s: %d, %v", acked, err)
+	}
+	mc.Close()
 	master.Kill()
 	refusedAway, fleetAgain := 0, false
 	deadline := time.Now().Add(30 * time.Second)

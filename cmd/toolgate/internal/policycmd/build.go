@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/exit"
+	"github.com/toolgate/toolgate/internal/atomicfile"
 	"github.com/toolgate/toolgate/policies/opabundle"
 	"github.com/toolgate/toolgate/policies/policytest"
 	"github.com/toolgate/toolgate/policies/rego"
