@@ -43,6 +43,8 @@ type mcpRoute struct {
 	cfg    MCPConfig
 	strict bool
 	tools  map[string]*mcpToolRule
+	// answer is the route's answer checks (mcp_answer.go); nil when none.
+	answer *mcpAnswerRule
 }
 
 // mcpToolRule is one tool's compiled override.

@@ -246,6 +246,11 @@ func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 		pb.capturing = true
 	}
 	if c.mcp != nil {
+		if c.mcp.hold != nil {
+			if whole := c.mcp.holdAnswer(r, resp); whole != nil {
+				resp = whole
+			}
+		}
 		c.mcp.begin(resp)
 		pb.stream = pb.stream || c.mcp.ans.Streaming()
 	}
