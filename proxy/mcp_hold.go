@@ -316,19 +316,25 @@ func (s *sseHold) feed(b []byte) {
 		b = nil
 		s.events()
 		if int64(len(s.ev)) > s.h.limit {
-			if s.h.pass {
-				s.h.m.noteMCPAnswer(sink.AnswerUninspected, nil, 0)
-				s.out = append(s.out, s.ev...)
-				s.passing = true
-			} else {
-				if w := s.h.unreadable(nil, fmt.Sprintf("an event larger than the %d bytes its answer checks read", s.h.limit)); w != nil {
-					s.out = append(s.out, mcp.EventMessage(w)...)
-				}
-				s.dropping = true
-			}
+			s.out = append(s.out, s.over(s.ev)...)
+			s.passing, s.dropping = s.h.pass, !s.h.pass
 			s.ev, s.scan = tail(s.ev), 0
 		}
 	}
+}
+
+// over is what the client gets of an event (or its start) larger than
+// the bound: the event as it is under unreadable: pass, otherwise a
+// withheld result in place of the call's response.
+func (s *sseHold) over(event []byte) []byte {
+	if s.h.pass {
+		s.h.m.noteMCPAnswer(sink.AnswerUninspected, nil, 0)
+		return event
+	}
+	if w := s.h.unreadable(nil, fmt.Sprintf("an event larger than the %d bytes its answer checks read", s.h.limit)); w != nil {
+		return mcp.EventMessage(w)
+	}
+	return nil
 }
 
 // tail keeps the last two bytes of an event past the bound: enough to
@@ -397,6 +403,9 @@ func (s *sseHold) events() {
 
 // release is what the client gets of one whole event.
 func (s *sseHold) release(event []byte) []byte {
+	if int64(len(event)) > s.h.limit {
+		return s.over(event)
+	}
 	data, id, ok := eventData(event)
 	if !ok {
 		return event // no data: nothing a client dispatches
