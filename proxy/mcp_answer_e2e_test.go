@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -268,5 +270,43 @@ func TestMCPAnswerUncheckedRouteUnchanged(t *testing.T) {
 	resp.Body.Close()
 	if string(got) != body {
 		t.Errorf("through a route without answer checks the client got %q; want upstream's %q", got, body)
+	}
+}
+
+// TestMCPAnswerConfigErrors: an MCP route's answer section is refused
+// when it loads with a field that makes no sense there, the field named.
+func TestMCPAnswerConfigErrors(t *testing.T) {
+	tests := []struct{ name, proto, answer, want string }{
+		{"schema on mcp", "mcp", "{schema: {type: object}}", "tools[0].answer.schema"},
+		{"unknown output_schema", "mcp", "{output_schema: strict}", "tools[0].answer.output_schema"},
+		{"max_bytes alone", "mcp", "{max_bytes: 10}", "tools[0].answer.max_bytes"},
+		{"unreadable alone", "mcp", "{unreadable: pass}", "tools[0].answer.unreadable"},
+		{"on_finding without detect", "mcp", "{output_schema: enforce, on_finding: redact}", "tools[0].answer.on_finding"},
+		{"negative max_bytes", "mcp", "{output_schema: enforce, max_bytes: -1}", "tools[0].answer.max_bytes"},
+		{"unknown detector", "mcp", "{detect: [secretz]}", "tools[0].answer"},
+		{"output_schema on http", "http", "{output_schema: enforce}", "tools[0].answer.output_schema"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg proxy.Config
+			dec := yaml.NewDecoder(strings.NewReader("tools:\n  - name: x\n    protocol: " + tt.proto + "\n    match: {host: 127.0.0.1, path: /x}\n    answer: " + tt.answer + "\n"))
+			dec.KnownFields(true)
+			err := dec.Decode(&cfg)
+			if err == nil {
+				err = cfg.Validate(t.TempDir())
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v; want one naming %s", err, tt.want)
+			}
+		})
+	}
+	for _, ok := range []string{"{output_schema: enforce}", "{detect: [secrets], on_finding: redact, unreadable: pass, max_bytes: 4096}", "{output_schema: off, detect: [pii]}", "{output_schema: dry_run, unreadable: pass}"} {
+		var cfg proxy.Config
+		if err := yaml.Unmarshal([]byte("tools:\n  - name: x\n    protocol: mcp\n    match: {host: 127.0.0.1, path: /x}\n    answer: "+ok+"\n"), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(t.TempDir()); err != nil {
+			t.Errorf("answer %s: %v", ok, err)
+		}
 	}
 }
