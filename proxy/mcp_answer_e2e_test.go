@@ -310,3 +310,31 @@ func TestMCPAnswerConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPAnswerClientsGetResults: the mainstream clients (the TypeScript
+// SDK v1 and v2 clients, which validate structuredContent against a
+// tool's outputSchema, and the Go SDK's) return a withheld result to
+// their caller as an isError result, not an exception, for a tool with an
+// outputSchema too; and a conforming result still passes.
+func TestMCPAnswerClientsGetResults(t *testing.T) {
+	npmClients(t)
+	up := startAnswersUpstream(t, false)
+	e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.URL)+"    answer: {output_schema: enforce, detect: [secrets]}\n", nil, nil, nil, 10*time.Millisecond)
+	calls := []clientCall{
+		{Name: "secret", Tool: "leaky", Args: map[string]any{}, isError: true},
+		{Name: "schema", Tool: "broken", Args: map[string]any{}, isError: true},
+		{Name: "no structuredContent", Tool: "unstructured", Args: map[string]any{}, isError: true},
+		{Name: "conforming", Tool: "owner", Args: map[string]any{}},
+	}
+	for _, client := range []string{"v1", "v2", "go"} {
+		t.Run(client, func(t *testing.T) {
+			res := runClient(t, client, e.reverse+"/mcp", calls)
+			for _, c := range calls {
+				r := res[c.Name]
+				if !r.Returned || r.IsError != c.isError || strings.Contains(r.Text, detectGHP) || strings.Contains(r.Text, "many") {
+					t.Errorf("%s: returned=%v isError=%v text %q error %q; want isError=%v, nothing withheld", c.Name, r.Returned, r.IsError, r.Text, r.Error, c.isError)
+				}
+			}
+		})
+	}
+}
