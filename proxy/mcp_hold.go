@@ -266,6 +266,7 @@ type sseHold struct {
 	dropping bool // the current event is past the bound and is dropped
 	err      error
 	buf      []byte // what upstream's bytes are read into
+	eof      bool   // upstream's body ended
 }
 
 func (s *sseHold) Read(p []byte) (int, error) {
@@ -280,6 +281,12 @@ func (s *sseHold) Read(p []byte) (int, error) {
 		s.feed(s.buf[:n])
 		if err != nil {
 			s.err = err
+			if !s.passing && !s.dropping {
+				// A CR the stream ends with ends its line: there is no LF
+				// to wait for.
+				s.eof = true
+				s.events()
+			}
 		}
 	}
 	n := copy(p, s.out)
@@ -382,10 +389,10 @@ func (s *sseHold) events() {
 		}
 		end := i + j + 1
 		if s.ev[i+j] == '\r' {
-			if end == len(s.ev) {
+			if end == len(s.ev) && !s.eof {
 				return // a CR at the end: wait to see whether LF follows
 			}
-			if s.ev[end] == '\n' {
+			if end < len(s.ev) && s.ev[end] == '\n' {
 				end++
 			}
 		}
@@ -407,8 +414,8 @@ func (s *sseHold) release(event []byte) []byte {
 		return s.over(event)
 	}
 	data, id, ok := eventData(event)
-	if !ok {
-		return event // no data: nothing a client dispatches
+	if !ok || len(mcp.TrimJSONSpace(data)) == 0 {
+		return event // no data: nothing a client dispatches, or reads as a message
 	}
 	out := s.h.rewrite(data)
 	switch {
