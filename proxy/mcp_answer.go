@@ -104,8 +104,9 @@ func (m *mcpCall) armAnswerChecks(msgs []mcp.Message) {
 			calls[mcp.IDText(msgs[i].ID)] = tc.Name
 		}
 	}
-	m.hold = &mcpHold{m: m, limit: rule.limit, pass: rule.pass, calls: calls}
-	m.hold.hooks = append(m.hold.hooks, m.checkResult)
+	h := m.holdFor(rule.limit, rule.pass)
+	h.calls = calls
+	h.hooks = append(h.hooks, m.checkResult)
 }
 
 // verdictRank orders answer verdicts: an event keeps the strongest its

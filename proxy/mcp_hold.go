@@ -28,9 +28,29 @@ import (
 // A hook is given each JSON-RPC message of the answer (each member of a
 // batch) and says what the client gets in its place. The answer checks
 // (mcp_answer.go) are one hook; a hook that rewrites a tools/list result
-// (pinned definitions filtering the list) is another: append it to
-// mcpHold.hooks for a request that holds a tools/list, and arm the hold
-// the way armAnswerChecks does.
+// (pinned definitions filtering the list) is another: for a request that
+// holds a tools/list (mcpCall.ans.ListID set), before dispatch,
+//
+//	h := m.holdFor(limit, false)
+//	h.hooks = append(h.hooks, func(raw []byte, msg *mcp.Message) []byte { ... })
+//
+// where the hook rewrites the response whose id is ListID (its result's
+// tools filtered) and returns raw for every other message. What the
+// client gets is what mcp.AnswerReader then learns from.
+
+// holdFor returns the exchange's hold, armed when it is not yet: what it
+// holds is bounded by the largest limit asked for, and what cannot be
+// read passes unchecked only when every user of the hold lets it. Append
+// a hook to the hold it returns.
+func (m *mcpCall) holdFor(limit int64, pass bool) *mcpHold {
+	if m.hold == nil {
+		m.hold = &mcpHold{m: m, limit: limit, pass: pass}
+		return m.hold
+	}
+	m.hold.limit = max(m.hold.limit, limit)
+	m.hold.pass = m.hold.pass && pass
+	return m.hold
+}
 
 // mcpHook sees one message of a held answer (raw, and decoded in msg) and
 // returns what is sent in its place: raw itself to pass it, other bytes to
@@ -137,6 +157,9 @@ func (h *mcpHold) unreadable(raw []byte, why string) []byte {
 	ref := refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
 		fmt.Sprintf("Tool '%s' answered with %s, and its answers are checked", tool, why), nil)
 	if !h.m.batch {
+		if h.m.ans.CallID == nil {
+			return nil // no tools/call to answer (a hold for a tools/list): dropped
+		}
 		return h.withhold(h.m.ans.CallID, tool, ref)
 	}
 	var out []json.RawMessage
