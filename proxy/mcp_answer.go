@@ -164,7 +164,10 @@ func (m *mcpCall) checkResult(raw []byte, msg *mcp.Message) []byte {
 	}
 	var ref *refusal
 	isError, _ := res["isError"].(bool)
-	if rule.schema != outputSchemaOff && tool != "" && !isError && !mcp.IsInputRequired(msg.Result) {
+	_, content := res["content"]
+	_, isTask := res["task"].(map[string]any)
+	isTask = isTask && !content // a CreateTaskResult: the result comes by tasks/result
+	if rule.schema != outputSchemaOff && tool != "" && !isError && !isTask && !mcp.IsInputRequired(msg.Result) {
 		ref = m.checkOutputSchema(tool, subject, res)
 		if ref != nil && ref.reason == reasonAnswerUnreadable {
 			if rule.pass {
