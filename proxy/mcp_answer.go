@@ -153,10 +153,9 @@ func (m *mcpCall) checkResult(raw []byte, msg *mcp.Message) []byte {
 	if msg.Error != nil {
 		return m.scanError(raw, msg, subject, tool)
 	}
-	dec := json.NewDecoder(bytes.NewReader(msg.Result))
-	dec.UseNumber()
-	var res map[string]any
-	if dec.Decode(&res) != nil || res == nil {
+	v, _ := decodeAnswerJSON(msg.Result)
+	res, isObj := v.(map[string]any)
+	if !isObj {
 		return m.hold.unreadable(raw, "a result that is not a JSON object")
 	}
 	if !isCall {
@@ -258,17 +257,32 @@ func (m *mcpCall) checkOutputSchema(tool, subject string, res map[string]any) *r
 }
 
 // scanError scans a JSON-RPC error's message and data: a client shows
-// them to the model as it shows a result.
+// them to the model as it shows a result. A finding withholds the call's
+// result or is redacted in place.
 func (m *mcpCall) scanError(raw []byte, msg *mcp.Message, subject, tool string) []byte {
+	return m.scanMember(raw, "error", rawMember(raw, "error"), func(j *detectJudgement) []byte {
+		return m.hold.withhold(msg.ID, tool, j.refusal(subject, nil))
+	})
+}
+
+// scanOther scans a message of the answer that is not a response (a
+// progress or logging notification, a request of the server's): a finding
+// drops it (withhold) or is redacted in its params.
+func (m *mcpCall) scanOther(raw []byte, msg *mcp.Message) []byte {
+	return m.scanMember(raw, "params", msg.Params, func(*detectJudgement) []byte { return nil })
+}
+
+// scanMember runs the route's detectors on one member of a message (value,
+// as sent): with a finding, the message is what withhold makes of it, or
+// the member is redacted in place. Without detectors it passes as it is.
+func (m *mcpCall) scanMember(raw []byte, member string, value []byte, withhold func(*detectJudgement) []byte) []byte {
 	det := m.route.answer.detect
-	if det == nil {
+	if det == nil || len(value) == 0 {
 		return raw
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(mcp.TrimJSONSpace(rawMember(raw, "error"))))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return m.hold.unreadable(raw, "an error that is not a JSON object")
+	v, ok := decodeAnswerJSON(value)
+	if !ok {
+		return m.hold.unreadable(raw, "a message whose "+member+" is not JSON")
 	}
 	j := det.judge(v, false, nil)
 	switch j.verdict {
@@ -277,51 +291,29 @@ func (m *mcpCall) scanError(raw []byte, msg *mcp.Message, subject, tool string) 
 		return raw
 	case sink.AnswerWithheld:
 		m.noteMCPAnswer(sink.AnswerWithheld, j.kinds, 0)
-		return m.hold.withhold(msg.ID, tool, j.refusal(subject, nil))
+		return withhold(&j)
 	case sink.AnswerRedacted:
 		m.noteMCPAnswer(sink.AnswerRedacted, j.kinds, j.n)
 		b, err := marshalAnswer(j.out)
 		if err != nil {
-			return m.hold.unreadable(raw, "an error that cannot be written again after redaction")
+			return m.hold.unreadable(raw, "a message that cannot be written again after redaction")
 		}
-		return rebuild(raw, "error", b)
+		return rebuild(raw, member, b)
 	}
 	m.noteMCPAnswer(j.verdict, j.kinds, 0)
 	return raw
 }
 
-// scanOther scans a message of the answer that is not a response (a
-// progress or logging notification, a request of the server's): a finding
-// drops it (withhold) or is redacted in its params. Without detectors it
-// passes as it is.
-func (m *mcpCall) scanOther(raw []byte, msg *mcp.Message) []byte {
-	det := m.route.answer.detect
-	if det == nil || len(msg.Params) == 0 {
-		return raw
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(msg.Params))
+// decodeAnswerJSON decodes one JSON value of an answer, numbers kept as
+// json.Number (so a redacted answer writes them again as they were).
+func decodeAnswerJSON(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
+	var v any
 	if dec.Decode(&v) != nil {
-		return m.hold.unreadable(raw, "a message whose params are not JSON")
+		return nil, false
 	}
-	j := det.judge(v, false, nil)
-	switch j.verdict {
-	case "":
-		return raw
-	case sink.AnswerWithheld:
-		m.noteMCPAnswer(sink.AnswerWithheld, j.kinds, 0)
-		return nil
-	case sink.AnswerRedacted:
-		m.noteMCPAnswer(sink.AnswerRedacted, j.kinds, j.n)
-		b, err := marshalAnswer(j.out)
-		if err != nil {
-			return nil
-		}
-		return rebuild(raw, "params", b)
-	}
-	m.noteMCPAnswer(j.verdict, j.kinds, 0)
-	return raw
+	return v, true
 }
 
 // rebuild writes a message again with one member (result, error or
