@@ -338,3 +338,45 @@ func TestMCPAnswerClientsGetResults(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPAnswerTSServer checks the answers of the TypeScript SDK v2
+// server (server.mjs, 2026-07-28) through a route with answer checks, with
+// the Go SDK client: a secret and an address redacted in the text and the
+// structuredContent alike (still matching the tool's outputSchema), or the
+// result withheld; a clean, conforming result passes intact.
+func TestMCPAnswerTSServer(t *testing.T) {
+	srv := startTSServer(t)
+	secret := "ghp" + "_" + "aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xY3zA5"
+	for _, tc := range []struct {
+		answer   string
+		withheld bool
+	}{
+		{"{detect: [secrets, pii], on_finding: redact}", false},
+		{"{detect: [secrets, pii]}", true},
+	} {
+		t.Run(tc.answer, func(t *testing.T) {
+			e := newEnvTo(t, strings.ReplaceAll(mcpConfig, "MCPUP", srv.origin)+"    answer: "+tc.answer+"\n", nil, nil, nil, 10*time.Millisecond)
+			cs := connect(t, e.reverse+"/mcp", &http.Client{Timeout: 30 * time.Second}, "", nil)
+			res := callTool(t, cs, "lookup_note", map[string]any{})
+			w := wireOf(t, res)
+			if strings.Contains(w, secret) || strings.Contains(w, detectMail) {
+				t.Fatalf("the client got %s", w)
+			}
+			if tc.withheld {
+				if env := refusalOf(t, res); env == nil || env.Reason != "answer_withheld" {
+					t.Errorf("the client got %s; want an isError result, answer_withheld", w)
+				}
+			} else {
+				sc, _ := res.StructuredContent.(map[string]any)
+				if res.IsError || resultText(res) != "owner [redacted:pii.email], key [redacted:secret.github_token]" ||
+					sc["owner"] != "[redacted:pii.email]" || sc["key"] != "[redacted:secret.github_token]" {
+					t.Errorf("the client got %s; want both redacted in text and structuredContent", w)
+				}
+			}
+			res = callTool(t, cs, "file_ticket", map[string]any{"title": "Crash", "assignee": map[string]any{"login": "ada"}})
+			if sc, _ := res.StructuredContent.(map[string]any); res.IsError || sc["id"] != "T-1" || resultText(res) != `{"id":"T-1"}` {
+				t.Errorf("file_ticket: the client got %s", wireOf(t, res))
+			}
+		})
+	}
+}
