@@ -131,7 +131,7 @@ func (m *mcpCall) noteMCPAnswer(verdict string, kinds []string, n int) {
 // response to no tools/call of the batch.
 func (m *mcpCall) resultTool(id json.RawMessage) (string, bool) {
 	if !m.batch {
-		return m.tc.Name, true
+		return m.hold.calls[mcp.IDText(m.ans.CallID)], true
 	}
 	name, ok := m.hold.calls[mcp.IDText(id)]
 	return name, ok

@@ -124,7 +124,7 @@ func TestMCPAnswerChecks(t *testing.T) {
 				} {
 					res := callTool(t, cs, tc.tool, map[string]any{})
 					env := refusalOf(t, res)
-					if env == nil || env.Code != "policy" || env.Reason != "answer_withheld" {
+					if env == nil || env.Code != "policy" || env.Reason != "answer_withheld" || !strings.Contains(env.Detail, "Tool '"+tc.tool+"'") {
 						t.Fatalf("%s: the client got %s; want an isError result policy/answer_withheld", tc.tool, wireOf(t, res))
 					}
 					if w := wireOf(t, res); strings.Contains(w, tc.secret) || strings.Contains(w, "sunny") || !strings.Contains(w, tc.kind) {

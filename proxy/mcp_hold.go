@@ -153,7 +153,7 @@ func (h *mcpHold) unreadable(raw []byte, why string) []byte {
 		return raw
 	}
 	h.m.noteMCPAnswer(sink.AnswerWithheld, []string{reasonAnswerUnreadable}, 0)
-	tool := h.m.tc.Name
+	tool, _ := h.m.resultTool(h.m.ans.CallID)
 	ref := refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
 		fmt.Sprintf("Tool '%s' answered with %s, and its answers are checked", tool, why), nil)
 	if !h.m.batch {
