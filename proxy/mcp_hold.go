@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/bucketing"
@@ -92,12 +91,9 @@ func (h *mcpHold) begin(r *http.Request, resp *http.Response) *http.Response {
 	if mt, _, _ := canonical.ParseMediaType(ct); mt != "application/json" {
 		return h.whole(r, resp, fmt.Sprintf("a body that is neither JSON nor an event stream (Content-Type %q)", mcp.BoundedText(mt)))
 	}
-	buf, err := readUpTo(resp.Body, resp.ContentLength, h.limit)
-	if err != nil {
-		resp.Body.Close()
-		c.cancel()
-		res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Err: err}, c.rules(), time.Now())
-		return c.fail(r, res, nil, statusForTransport(res))
+	buf, failed := c.readAnswerBody(r, resp, h.limit)
+	if failed != nil {
+		return failed
 	}
 	if int64(len(buf)) > h.limit {
 		if h.pass {
