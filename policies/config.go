@@ -498,6 +498,31 @@ func (l *Loaded) SetFor(tool string, names []string, toolMode string, failOpen b
 	return set, nil
 }
 
+// AnswerSetFor builds the set of a tool's answer policies (its
+// answer.policies): only those named, in order, no global ones (they
+// decide calls, not answers). Modes and fail_open are as in SetFor. It
+// returns nil when no policy would run. An unknown name is an error naming
+// its index in names.
+func (l *Loaded) AnswerSetFor(tool string, names []string, toolMode string, failOpen bool) (*Set, error) {
+	var bound []Bound
+	seen := map[string]bool{}
+	for i, name := range names {
+		lp, ok := l.byName[name]
+		if !ok {
+			return nil, section.At(fmt.Sprintf("answer.policies[%d]", i), fmt.Errorf("no policy named %q; %s", name, definedPolicies(l.order)))
+		}
+		if !seen[name] {
+			seen[name] = true
+			bound = append(bound, Bound{Policy: lp.eval, Mode: lenient(toolMode, l.modes[name])})
+		}
+	}
+	set := NewSet(tool, bound, l.cfg.Deadline, failOpen)
+	if set.Len() == 0 {
+		return nil, nil
+	}
+	return set, nil
+}
+
 func lenient(a, b string) string {
 	rank := map[string]int{ModeEnforce: 0, "": 0, ModeDryRun: 1, ModeOff: 2}
 	if rank[a] >= rank[b] {

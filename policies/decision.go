@@ -81,6 +81,12 @@ type Result struct {
 	// Approval is the policy's request for a person's approval; nil when
 	// it asks none.
 	Approval *Approval
+	// Withholds are the policy's withhold messages (answer policies,
+	// answer.go); none means it withholds nothing.
+	Withholds []Violation
+	// Redacts are the JSON pointers into the answer's body whose values
+	// the policy asks to replace (answer policies).
+	Redacts []string
 }
 
 // Bound is a policy bound to a tool with its effective mode.
@@ -126,15 +132,7 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 	for _, b := range s.bound {
 		res, err, timedOut := s.eval(ctx, b.Policy, in)
 		if err != nil {
-			reason, what := bucketing.ReasonPolicyError, "failed: "+err.Error()
-			switch {
-			case timedOut:
-				reason, what = bucketing.ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
-			case errors.Is(err, context.DeadlineExceeded):
-				// The policy's own, shorter deadline (a WASM module's): its
-				// error says which.
-				reason, what = bucketing.ReasonPolicyTimeout, "did not decide in time: "+strings.TrimPrefix(err.Error(), "timeout: ")
-			}
+			reason, what := s.failure(err, timedOut)
 			if s.failOpen || b.Mode == ModeDryRun {
 				d.FailedOpen = append(d.FailedOpen, b.Policy.Name()+": "+reason)
 				continue
@@ -180,15 +178,36 @@ func (s *Set) Check(ctx context.Context, in *Input) Decision {
 		if allValidation {
 			d.Code = bucketing.CodeValidation
 		}
-		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message)
-		switch n := len(d.Violations) - 1; {
-		case n == 1:
-			d.Detail += " (and 1 more problem)"
-		case n > 1:
-			d.Detail += fmt.Sprintf(" (and %d more problems)", n)
-		}
+		d.Detail = fmt.Sprintf("Tool '%s' refused by policy '%s': %s", s.tool, denied[0], d.Violations[0].Message) + andMore(len(d.Violations)-1)
 	}
 	return d
+}
+
+// andMore ends a detail that names one message of n+1: "", " (and 1 more
+// problem)" or " (and n more problems)".
+func andMore(n int) string {
+	switch {
+	case n == 1:
+		return " (and 1 more problem)"
+	case n > 1:
+		return fmt.Sprintf(" (and %d more problems)", n)
+	}
+	return ""
+}
+
+// failure words a policy's failed evaluation: its reason
+// (ReasonPolicyError or ReasonPolicyTimeout) and what the policy did, to
+// follow "policy 'NAME' ".
+func (s *Set) failure(err error, timedOut bool) (reason, what string) {
+	switch {
+	case timedOut:
+		return bucketing.ReasonPolicyTimeout, fmt.Sprintf("did not decide within %s", s.deadline)
+	case errors.Is(err, context.DeadlineExceeded):
+		// The policy's own, shorter deadline (a WASM module's): its error
+		// says which.
+		return bucketing.ReasonPolicyTimeout, "did not decide in time: " + strings.TrimPrefix(err.Error(), "timeout: ")
+	}
+	return bucketing.ReasonPolicyError, "failed: " + err.Error()
 }
 
 // eval runs one policy within the set's deadline: its result or error, and
@@ -217,8 +236,9 @@ func safeEval(eval func() (Result, error)) (res Result, err error) {
 
 // DecodeDecision reads a policy's decision document: deny (a set of strings,
 // or of objects {msg, path, code}), allow (optional boolean), inject
-// (optional object of header names to strings) and approval (optional:
-// true, or an object {effect, summary}; see Approval).
+// (optional object of header names to strings), approval (optional:
+// true, or an object {effect, summary}; see Approval), and for answer
+// policies withhold and redact (answer.go).
 func DecodeDecision(doc map[string]any) (Result, error) {
 	res := Result{Allowed: true}
 	if a, ok := doc["allow"]; ok {
@@ -246,6 +266,9 @@ func DecodeDecision(doc map[string]any) (Result, error) {
 			}
 			return res.Denies[i].Message < res.Denies[j].Message
 		})
+	}
+	if err := decodeAnswerRules(doc, &res); err != nil {
+		return res, err
 	}
 	if raw, ok := doc["approval"]; ok {
 		a, err := decodeApproval(raw)

@@ -39,6 +39,26 @@ type Input struct {
 	// counts before this call) and repeats (identical calls in this
 	// session in the loop window). Empty without budgets.
 	Budget map[string]any `json:"budget"`
+	// Answer is upstream's answer, for the policies a tool binds to its
+	// answers (the tool's answer.policies); nil, and absent from the
+	// document, when a policy decides a call before it goes upstream.
+	Answer *Answer `json:"answer,omitempty"`
+}
+
+// Answer is upstream's answer as an answer policy sees it (input.answer).
+type Answer struct {
+	// Status is upstream's status code.
+	Status int `json:"status"`
+	// Headers holds only the allow-listed answer headers (content-type,
+	// and those the tool's answer.policy_headers names), by lower-case
+	// name; repeated headers are joined with ", ".
+	Headers map[string]string `json:"headers"`
+	// Body is the answer's body: the parsed JSON value (numbers are
+	// json.Number), or the text of a text/* answer. Every member name of a
+	// JSON body is in lower case (Unicode case folding), as a reader that
+	// matches names regardless of case reads them; JSON pointers a policy
+	// returns in redact use those names.
+	Body any `json:"body"`
 }
 
 // Request is the part of the HTTP request a policy may see.

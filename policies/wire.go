@@ -102,6 +102,17 @@ func (in *Input) AppendJSON(dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a := in.Answer; a != nil {
+		dst = append(dst, `,"answer":{"status":`...)
+		dst = strconv.AppendInt(dst, int64(a.Status), 10)
+		dst = append(dst, `,"headers":`...)
+		dst = appendStringMap(dst, a.Headers)
+		dst = append(dst, `,"body":`...)
+		if dst, err = appendJSONValue(dst, a.Body, 1); err != nil {
+			return nil, err
+		}
+		dst = append(dst, '}')
+	}
 	return append(dst, '}'), nil
 }
 

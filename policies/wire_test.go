@@ -51,6 +51,15 @@ func TestDecodeResult(t *testing.T) {
 		{"allow string", `{"allow":"yes"}`, Result{}, "allow must be a boolean"},
 		{"bad header", `{"inject":{"a b":"1"}}`, Result{}, "valid header name"},
 		{"too large", `{"deny":["` + strings.Repeat("x", MaxDecisionBytes) + `"]}`, Result{}, "larger than"},
+		{"withhold and redact", `{"withhold":["b",{"msg":"a","path":"/x"}],"redact":["/z","/a~1b"]}`,
+			Result{Allowed: true, Withholds: []Violation{{Reason: bucketing.ReasonPolicyDenied, Message: "a", Code: bucketing.CodePolicy}, {Reason: bucketing.ReasonPolicyDenied, Message: "b", Code: bucketing.CodePolicy}},
+				Redacts: []string{"/a~1b", "/z"}}, ""},
+		{"withhold not a set", `{"withhold":"x"}`, Result{}, "withhold must be a set"},
+		{"withhold object without msg", `{"withhold":[{"path":"/x"}]}`, Result{}, "a withhold object needs"},
+		{"redact not a pointer", `{"redact":["email"]}`, Result{}, "JSON pointers"},
+		{"redact of the whole body", `{"redact":[""]}`, Result{}, "JSON pointers"},
+		{"redact with a bad escape", `{"redact":["/a~2"]}`, Result{}, "JSON pointers"},
+		{"redact not a set", `{"redact":{"/a":true}}`, Result{}, "redact must be a set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +84,8 @@ func TestDecodeResult(t *testing.T) {
 // what it accepts has valid codes and one-line header injections.
 func FuzzDecodeResult(f *testing.F) {
 	for _, s := range []string{`{}`, `{"deny":["x",{"msg":"m","path":"/a"}],"allow":false,"inject":{"X-A":"b"}}`,
-		`{"deny":{}}`, `null`, `{"inject":{"a":"b\r\n"}}`, `{"allow":true} x`, "\x00\xff"} {
+		`{"deny":{}}`, `null`, `{"inject":{"a":"b\r\n"}}`, `{"allow":true} x`, "\x00\xff",
+		`{"withhold":["x",{"msg":"m"}],"redact":["/a/0","/b~0"]}`, `{"redact":["/a~"]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -94,6 +104,16 @@ func FuzzDecodeResult(f *testing.F) {
 		for k, v := range res.Inject {
 			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n") {
 				t.Fatalf("bad inject %q: %q", k, v)
+			}
+		}
+		for _, v := range res.Withholds {
+			if v.Path != "" || v.Message == "" {
+				t.Fatalf("bad withhold %+v from %q", v, data)
+			}
+		}
+		for _, p := range res.Redacts {
+			if !strings.HasPrefix(p, "/") || !validPointer(p) {
+				t.Fatalf("bad redact pointer %q from %q", p, data)
 			}
 		}
 	})

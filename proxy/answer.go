@@ -54,10 +54,13 @@ func (c *call) noteAnswer(verdict string, kinds []string, redactions int64) {
 }
 
 // answerEntry is one place in the order of answer steps: how a tool's
-// step there is built (nil: the tool has none).
+// step there is built (nil: the tool has none), from the tool alone
+// (build) or from the snapshot too (buildEnv, for a step that calls a
+// collaborator such as the answer policies).
 type answerEntry struct {
-	name  string
-	build func(t *tool) answerStep
+	name     string
+	build    func(t *tool) answerStep
+	buildEnv func(e *chainEnv) answerStep
 }
 
 // answerOrder is the order of a plain HTTP tool's answer steps. A new
@@ -66,6 +69,7 @@ type answerEntry struct {
 var answerOrder = []answerEntry{
 	{name: "answer_schema", build: buildAnswerSchema},
 	{name: "answer_detect", build: buildAnswerDetect},
+	{name: "answer_policy", buildEnv: buildAnswerPolicy},
 }
 
 // reasonAnswerUnreadable: upstream's answer cannot be checked (not a JSON
@@ -93,10 +97,15 @@ const defaultAnswerBytes = 1 << 20
 // of an answer they read.
 // It also reports whether an answer larger than that passes unchecked,
 // and whether a step reads answers of every status.
-func buildAnswerSteps(t *tool) (steps []answerStep, limit int64, pass, all bool) {
+func buildAnswerSteps(e *chainEnv) (steps []answerStep, limit int64, pass, all bool) {
 	pass = true
 	for _, en := range answerOrder {
-		s := en.build(t)
+		var s answerStep
+		if en.buildEnv != nil {
+			s = en.buildEnv(e)
+		} else {
+			s = en.build(e.t)
+		}
 		if s == nil {
 			continue
 		}

@@ -36,6 +36,9 @@ type AnswerConfig struct {
 	// AnswerDetectConfig is the built-in detectors' part (answer_detect.go):
 	// detect, on_finding, mode, unreadable, instruction_threshold.
 	AnswerDetectConfig `yaml:",inline"`
+	// AnswerPolicyConfig is the answer policies' part (answer_policy.go):
+	// policies, policy_headers.
+	AnswerPolicyConfig `yaml:",inline"`
 	// OutputSchema, on an MCP route only, is how a tools/call result is
 	// held to the outputSchema its tool lists: enforce (a result whose
 	// structuredContent does not match, or that has none, is withheld),
@@ -56,6 +59,9 @@ const reasonAnswerSchema = "answer_schema"
 // path) and compiles its schema.
 func (c *Config) compileAnswer(t *tool, p string) error {
 	a := &t.cfg.Answer
+	if err := c.compileAnswerPolicy(t, p); err != nil {
+		return err
+	}
 	if t.cfg.Protocol == ProtocolMCP {
 		return c.compileMCPAnswer(t, p)
 	}
@@ -63,7 +69,7 @@ func (c *Config) compileAnswer(t *tool, p string) error {
 		return fieldErr(p+".answer.output_schema", "set only for protocol: mcp (a plain HTTP tool's answers are held to answer.schema)")
 	}
 	if a.Schema == nil && a.SchemaFile == "" {
-		if a.MaxBytes != 0 && len(a.Detect) == 0 {
+		if a.MaxBytes != 0 && len(a.Detect) == 0 && len(a.Policies) == 0 {
 			return fieldErr(p+".answer.max_bytes", "set without answer.schema or answer.schema_file: nothing reads the answer")
 		}
 		return c.compileAnswerDetect(t, p)

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,23 +48,15 @@ tools:
     match: {host: 127.0.0.1, method: GET, path: /plain}
 `
 
-// answerUpstream answers what its query asks: ?a=NAME picks one of the
-// answers below (the secret value stands for content a refusal must never
-// echo).
-func answerUpstream(t *testing.T) *httptest.Server {
-	answers := map[string]struct {
-		ctype, body string
-		status      int
-	}{
-		"good":      {"application/json", `{"hits":[{"id":"P1","score":0.5}]}`, 200},
-		"bad-score": {"application/json", `{"hits":[{"id":"P1","score":"secret-value-7"}]}`, 200},
-		"extra":     {"application/json", `{"hits":[],"secret-value-7":true}`, 200},
-		"duplicate": {"application/json", `{"hits":[],"hits":[{"id":"secret-value-7"}]}`, 200},
-		"text":      {"text/plain", `secret-value-7`, 200},
-		"array":     {"application/json", `[{"id":"secret-value-7"}]`, 200},
-		"huge":      {"application/json", `{"hits":[{"id":"` + strings.Repeat("x", 8192) + `","score":0}]}`, 200},
-		"not-found": {"application/json", `{"error":"secret-value-7 not found"}`, 404},
-	}
+// cannedAnswer is one answer a cannedUpstream gives.
+type cannedAnswer struct {
+	ctype, encoding, body string
+	status                int // 200 when 0
+}
+
+// cannedUpstream answers what its query asks: ?a=NAME picks one of
+// answers (418 for a name it lacks).
+func cannedUpstream(t *testing.T, answers map[string]cannedAnswer) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := answers[r.URL.Query().Get("a")]
 		if !ok {
@@ -71,11 +64,29 @@ func answerUpstream(t *testing.T) *httptest.Server {
 			return
 		}
 		w.Header().Set("Content-Type", a.ctype)
-		w.WriteHeader(a.status)
+		if a.encoding != "" {
+			w.Header().Set("Content-Encoding", a.encoding)
+		}
+		w.WriteHeader(cmp.Or(a.status, http.StatusOK))
 		io.WriteString(w, a.body)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// answerUpstream gives the answer schema's cases (the secret value stands
+// for content a refusal must never echo).
+func answerUpstream(t *testing.T) *httptest.Server {
+	return cannedUpstream(t, map[string]cannedAnswer{
+		"good":      {ctype: "application/json", body: `{"hits":[{"id":"P1","score":0.5}]}`},
+		"bad-score": {ctype: "application/json", body: `{"hits":[{"id":"P1","score":"secret-value-7"}]}`},
+		"extra":     {ctype: "application/json", body: `{"hits":[],"secret-value-7":true}`},
+		"duplicate": {ctype: "application/json", body: `{"hits":[],"hits":[{"id":"secret-value-7"}]}`},
+		"text":      {ctype: "text/plain", body: `secret-value-7`},
+		"array":     {ctype: "application/json", body: `[{"id":"secret-value-7"}]`},
+		"huge":      {ctype: "application/json", body: `{"hits":[{"id":"` + strings.Repeat("x", 8192) + `","score":0}]}`},
+		"not-found": {ctype: "application/json", body: `{"error":"secret-value-7 not found"}`, status: 404},
+	})
 }
 
 // TestAnswerSchema sends calls through a real toolgate to a real Go
@@ -177,6 +188,12 @@ func TestAnswerConfigErrors(t *testing.T) {
 		{"bad schema", "match: {path: /x}\n    answer: {schema: {type: objekt}}", "tools[0].answer.schema"},
 		{"both schema and file", "match: {path: /x}\n    answer: {schema: {type: object}, schema_file: a.json}", "tools[0].answer.schema_file"},
 		{"on an mcp route", "protocol: mcp\n    match: {path: /mcp}\n    answer: {schema: {type: object}}", "tools[0].answer"},
+		{"unknown detector", "match: {path: /x}\n    answer: {detect: [secretz]}", "tools[0].answer"},
+		{"unknown on_finding", "match: {path: /x}\n    answer: {detect: [secrets], on_finding: drop}", "tools[0].answer.on_finding"},
+		{"unknown mode", "match: {path: /x}\n    answer: {detect: [secrets], mode: audit}", "tools[0].answer.mode"},
+		{"unknown unreadable", "match: {path: /x}\n    answer: {detect: [secrets], unreadable: skip}", "tools[0].answer.unreadable"},
+		{"on_finding without detect", "match: {path: /x}\n    answer: {on_finding: redact}", "tools[0].answer.on_finding"},
+		{"threshold out of range", "match: {path: /x}\n    answer: {detect: [instructions], instruction_threshold: 1000}", "instruction_threshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

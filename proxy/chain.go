@@ -103,7 +103,7 @@ func compileChain(t *tool, snap *Snapshot, approver Approver) *chain {
 		}
 	}
 	if t.mcp == nil {
-		ch.answers, ch.answerLimit, ch.answerPass, ch.answerAll = buildAnswerSteps(t)
+		ch.answers, ch.answerLimit, ch.answerPass, ch.answerAll = buildAnswerSteps(e)
 	}
 	return ch
 }

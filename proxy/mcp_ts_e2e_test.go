@@ -1,11 +1,9 @@
 package proxy_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -49,57 +48,11 @@ func startTSServer(t testing.TB, env ...string) *tsServer {
 }
 
 // startNodeServer runs a server script of proxy/testdata/mcpts under node
-// until the test ends; the script prints "listening <port>" once it
-// listens on 127.0.0.1, and exits when its stdin closes.
+// until the test ends (testutil.StartNodeServer).
 func startNodeServer(t testing.TB, script string, env ...string) *tsServer {
 	t.Helper()
-	node, dir := tsSDK(t)
-	cmd := exec.Command(node, script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe() // the server exits when its stdin closes
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l := <-line:
-		var port int
-		if _, err := fmt.Sscanf(l, "listening %d", &port); err != nil {
-			t.Fatalf("%s said %q", script, l)
-		}
-		return &tsServer{origin: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start within 60s", script)
-	}
-	return nil
+	_, dir := tsSDK(t)
+	return &tsServer{origin: testutil.StartNodeServer(t, dir, script, env...)}
 }
 
 // tsStep is one line client.mjs printed.

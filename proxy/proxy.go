@@ -120,6 +120,9 @@ type Snapshot struct {
 	// Checkers holds each tool's policy step by tool name; a tool without
 	// an entry has no policies.
 	Checkers map[string]Checker
+	// AnswerCheckers holds each tool's answer policies (answer.policies)
+	// by tool name; a tool without an entry has no answer policy step.
+	AnswerCheckers map[string]AnswerChecker
 	// PolicyHeaders are the request headers (lower-case names) policies may
 	// see in input.request.headers. Default: content-type and user-agent.
 	PolicyHeaders []string

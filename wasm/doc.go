@@ -32,6 +32,10 @@
 //	 "allow": true,
 //	 "inject": {"Header-Name": "value"}}
 //
+// and, for a module a tool binds to its answers (the input then has an
+// "answer" key: status, headers, body), "withhold" (messages, as deny) and
+// "redact" (JSON pointers into the answer's body).
+//
 // Every key is optional; an empty object allows the call. The bytes must
 // stay valid until the next call into the instance (a module typically
 // keeps one output buffer). An instance serves one call at a time; the host

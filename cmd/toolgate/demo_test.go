@@ -178,8 +178,20 @@ func TestDemo(t *testing.T) {
 	if want := fmt.Sprintf("plays %d calls", n); !strings.Contains(string(readme), want) {
 		t.Errorf("README.md does not say the demo %s", want)
 	}
-	if got := len(readEvents(t, events)); got != n {
+	evs := readEvents(t, events)
+	if got := len(evs); got != n {
 		t.Errorf("%d events in %s, want %d", got, events, n)
+	}
+	// The answers section: the account's token and e-mail were redacted,
+	// its notes' instruction withheld.
+	answers := map[string]string{}
+	for _, e := range evs {
+		if e.Tool == "account_lookup" || e.Tool == "account_notes" {
+			answers[e.Tool] = fmt.Sprintf("%s %v %d", e.Answer, e.AnswerFindings, e.Redactions)
+		}
+	}
+	if answers["account_lookup"] != "redacted [pii.email secret.github_token] 2" || answers["account_notes"] != "withheld [instruction] 0" {
+		t.Errorf("the answers section's events: %v; want account_lookup redacted (a token and an e-mail), account_notes withheld (an instruction)", answers)
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("stderr = %q, want nothing", stderr.String())

@@ -137,6 +137,10 @@ func Script() []Call {
 		{Via: ViaProxy, Method: "POST", Path: "/v1/documents/d1:batchUpdate", ContentType: js, Envelope: true, Session: "demo-approval",
 			Body: deletion, Note: "the same call again asks anew"},
 
+		{Section: "answers: what comes back is checked too",
+			Via: ViaProxy, Method: "GET", Path: "/v1/accounts/a1", Envelope: true, Note: "a token and an e-mail in the answer: redacted"},
+		{Via: ViaProxy, Method: "GET", Path: "/v1/accounts/a1/notes", Note: "an instruction hidden in the answer: withheld"},
+
 		{Section: "upstream failures, bucketed",
 			Via: ViaProxy, Method: "POST", Path: "/v1/targets/search", ContentType: js,
 			Body: `{"query":"quota"}`, Note: "a 403 that is really a rate limit (rule)"},

@@ -29,6 +29,8 @@
 //	| POST /v1/documents/{doc_id}:batchUpdate | Docs-like edits (JSON); unknown fields are silently ignored            |
 //	| POST /v1/documents/{doc_id}/edit        | the same as :batchUpdate                                               |
 //	| POST /v1/notes                          | form-encoded note (title, body, tags repeated): 201 JSON               |
+//	| GET /v1/accounts/{id}                   | account record holding an access token and an e-mail address           |
+//	| GET /v1/accounts/{id}/notes             | text/plain notes holding an injected instruction for the model         |
 //	| GET /faults/status/{code}               | that status, JSON {"status":code}; 400 is text/plain; 429 and 503 add  |
 //	|                                         | Retry-After: 2; 401 adds WWW-Authenticate: Bearer                      |
 //	| GET /faults/slow                        | sleeps ms (default 5000) unless the request is cancelled, then 200     |

@@ -82,38 +82,9 @@ import (
 	"github.com/toolgate/toolgate/policies/rego"
 )
 
-// Verdict is what the checks decide for a call, as the sidecar's evaluation
-// (proxy.Evaluate) reports it; its fields are proxy.Verdict's, so the
-// command converts one into the other.
-type Verdict struct {
-	// Allowed is true when the call would go upstream.
-	Allowed bool
-	// Status is the HTTP status of the refusal; 0 when allowed.
-	Status int
-	// Envelope is the exact body a refused caller gets; nil when allowed.
-	Envelope []byte
-	// Code, Reason and Detail are the refusal's; empty when allowed.
-	Code, Reason, Detail string
-	// Paths are the violations' JSON pointers.
-	Paths []string
-	// Messages are the violations' messages.
-	Messages []string
-	// Inject are the headers that would be added upstream; secrets from
-	// the environment are shown as "(set)".
-	Inject map[string]string
-	// DryRun are the messages of dry-run policies that would have denied.
-	DryRun []string
-	// PolicyError names policies that failed while the tool fails open.
-	PolicyError string
-	// Answer is, for a refused MCP tools/call, the JSON-RPC response the
-	// caller gets over HTTP 200. Nil otherwise.
-	Answer []byte
-	// Approval is, for an allowed call, a policy's request that a person
-	// approve it; nil when no policy asks.
-	Approval *policies.Approval
-	// Unchecked is true for an MCP tools/call no schema checked.
-	Unchecked bool
-}
+// Verdict is what the checks decide for a call, as the sidecar's
+// evaluation (proxy.Evaluate) reports it.
+type Verdict = policies.Verdict
 
 // MCPTools names the tools of an MCP route for a case: a recorded
 // tools/list answer.

@@ -1,6 +1,9 @@
 package rego
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/toolgate/toolgate/policies"
@@ -30,7 +33,7 @@ func inputValue(in *policies.Input) map[string]any {
 	if args == nil {
 		args = map[string]any{}
 	}
-	return map[string]any{
+	m := map[string]any{
 		"tool":      in.Tool,
 		"arguments": args,
 		"request": map[string]any{
@@ -48,6 +51,19 @@ func inputValue(in *policies.Input) map[string]any {
 		"tool_annotations": in.Annotations(),
 		"budget":           in.Budgets(),
 	}
+	if a := in.Answer; a != nil {
+		m["answer"] = answerValue(a)
+	}
+	return m
+}
+
+// answerValue is input.answer as plain JSON-shaped Go values.
+func answerValue(a *policies.Answer) map[string]any {
+	h := make(map[string]any, len(a.Headers))
+	for k, v := range a.Headers {
+		h[k] = v
+	}
+	return map[string]any{"status": json.Number(strconv.Itoa(a.Status)), "headers": h, "body": a.Body}
 }
 
 // document is the input as the compiled engine reads it
@@ -98,6 +114,12 @@ func (d document) Field(key string) (ast.Value, bool) {
 		return v, err == nil
 	case "budget":
 		v, err := ast.InterfaceToValue(in.Budgets())
+		return v, err == nil
+	case "answer":
+		if in.Answer == nil {
+			return nil, false
+		}
+		v, err := ast.InterfaceToValue(answerValue(in.Answer))
 		return v, err == nil
 	default:
 		return nil, false
@@ -153,6 +175,16 @@ func (d document) Subfield(key, field string) (ast.Value, bool) {
 		}
 		v, err := ast.InterfaceToValue(b)
 		return v, err == nil
+	case "answer":
+		if in.Answer == nil {
+			return nil, false
+		}
+		a, ok := answerValue(in.Answer)[field]
+		if !ok {
+			return nil, false
+		}
+		v, err := ast.InterfaceToValue(a)
+		return v, err == nil
 	case "caller":
 		switch field {
 		case "agent":
@@ -174,7 +206,7 @@ func stringsObject(m map[string]string) ast.Object {
 
 // The input document's keys, and its request's and caller's.
 var (
-	inputKeys   = []string{"arguments", "budget", "caller", "protocol", "request", "server", "tool", "tool_annotations", "trace_id"}
+	inputKeys   = []string{"answer", "arguments", "budget", "caller", "protocol", "request", "server", "tool", "tool_annotations", "trace_id"}
 	requestKeys = []string{"method", "host", "path", "path_vars", "query", "headers"}
 	callerKeys  = []string{"agent", "session"}
 )

@@ -260,7 +260,7 @@ func queryOptions(query string, modules []*ast.Module) []func(*rego.Rego) {
 }
 
 // decisionQuery reads only the decision rules the package defines (deny,
-// allow, inject, approval) rather than the whole package document, so helper rules
+// allow, inject, approval, and the answer rules withhold and redact) rather than the whole package document, so helper rules
 // are evaluated only as far as the decision needs them. A partial rule
 // (deny contains ..., inject[k] := ...) is always defined, empty when no
 // rule fires, and is read directly; a rule that may be undefined (allow
@@ -315,6 +315,16 @@ func decisionQuery(pkg string, modules []*ast.Module, bind string) string {
 	}
 	if k := rules["approval"]; k != nil {
 		parts = append(parts, "approval"+bind+"[a | a := "+ref+".approval]")
+	}
+	// The answer rules (policies bound to a tool's answers), read as deny.
+	for _, name := range []string{"withhold", "redact"} {
+		if k := rules[name]; k != nil {
+			if k.partial {
+				parts = append(parts, name+bind+ref+"."+name)
+			} else {
+				parts = append(parts, name+bind+"[m | some m in "+ref+"."+name+"]")
+			}
+		}
 	}
 	if len(parts) == 0 {
 		return "true"
@@ -416,7 +426,7 @@ func fastResult(rs []*ast.Term) (policies.Result, bool) {
 	obj.Until(func(k, v *ast.Term) bool {
 		name, _ := k.Value.(ast.String)
 		switch name {
-		case "deny":
+		case "deny", "withhold", "redact":
 			set, isSet := v.Value.(ast.Set)
 			ok = isSet && set.Len() == 0
 		case "allow":

@@ -57,6 +57,13 @@ type gate struct {
 // returned as an error, so a test can count a refusal at load time.
 func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 	t.Helper()
+	return startGateSnap(t, cfgYAML, proxy.Snapshot{})
+}
+
+// startGateSnap is startGate with the snapshot's collaborators (checkers)
+// taken from snap.
+func startGateSnap(t testing.TB, cfgYAML string, snap proxy.Snapshot) (*gate, error) {
+	t.Helper()
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
 	dec.KnownFields(true)
@@ -76,7 +83,8 @@ func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, proxy.Options{Recorder: g.queue, Sidecar: "adversarial"})
+	snap.Config, snap.Version = &cfg, "adversarial"
+	srv, err := proxy.New(snap, proxy.Options{Recorder: g.queue, Sidecar: "adversarial"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/testutil"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -194,8 +195,7 @@ func startTSReader(t *testing.T) (readerServer, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
+	if _, err := exec.LookPath("node"); err != nil {
 		t.Log("the TypeScript SDK server is left out: node is not installed (Node 20 or later; scripts/testdeps.sh installs the SDK)")
 		return readerServer{}, false
 	}
@@ -203,50 +203,7 @@ func startTSReader(t *testing.T) (readerServer, bool) {
 		t.Logf("the TypeScript SDK server is left out: @modelcontextprotocol/server is not installed in %s; run `bash scripts/testdeps.sh`", dir)
 		return readerServer{}, false
 	}
-	cmd := exec.Command(node, "readers.mjs")
-	cmd.Dir = dir
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe() // the server exits when its stdin closes
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, stdout)
-	}()
-	var port int
-	select {
-	case l := <-line:
-		if _, err := fmt.Sscanf(l, "listening %d", &port); err != nil {
-			t.Fatalf("readers.mjs said %q", l)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("readers.mjs did not start within 60s")
-	}
-	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
+	origin := testutil.StartNodeServer(t, dir, "readers.mjs")
 	take := func() ([]execution, error) {
 		resp, err := http.Get(origin + "/control/executed")
 		if err != nil {

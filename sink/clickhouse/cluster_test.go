@@ -325,8 +325,8 @@ func TestClusterDocumentedQueries(t *testing.T) {
 	multi := openClusterCH(t, shardsConfig(c, cdb))
 	ctx := context.Background()
 	for _, w := range []*clickhouse.Writer{single, multi} {
-		docs, mcp, scope := docEvents(), mcpEvents(), limitScopeEvents()
-		for _, b := range [][]sink.Event{docs, docs[10:25], mcp, mcp[:9], scope, scope[:7]} { // three replays
+		docs, mcp, scope, ans, defs := docEvents(), mcpEvents(), limitScopeEvents(), answerEvents(), definitionEvents()
+		for _, b := range [][]sink.Event{docs, docs[10:25], mcp, mcp[:9], scope, scope[:7], ans, ans[:3], defs, defs[:3]} { // five replays
 			if err := w.WriteEvents(ctx, b); err != nil {
 				t.Fatal(err)
 			}

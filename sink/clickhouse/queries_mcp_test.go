@@ -12,7 +12,7 @@ import (
 
 // otherQueryTests names the queries of docs/queries.md that tests other
 // than TestDocumentedQueries run on their own seeded events.
-var otherQueryTests = []string{"mcp_outcomes", "limit_scope"}
+var otherQueryTests = []string{"mcp_outcomes", "limit_scope", "answers_over_time", "answer_share_per_tool", "definition_changes", "definition_changed_refusals"}
 
 // mcpEvents are the MCP events TestDocumentedMCPQuery seeds.
 func mcpEvents() []sink.Event {

@@ -77,6 +77,23 @@ func docFill(db, q string) string {
 		"{bucket}", "3600", "{tool}", "'docs_edit'").Replace(q)
 }
 
+// checkDocQuery runs the documented query name, as written, on database db
+// and checks its rows as fmt.Sprint prints them.
+func checkDocQuery(t *testing.T, srv *chtest.Server, db string, queries map[string]string, name, want string) {
+	t.Helper()
+	q, ok := queries[name]
+	if !ok {
+		t.Fatalf("docs/queries.md has no query %q", name)
+	}
+	rows, err := srv.TryQuery(docFill(db, q))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, docFill(db, q))
+	}
+	if got := fmt.Sprint(rows); got != want {
+		t.Errorf("rows:\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestDocumentedQueries runs every query of docs/queries.md, as written,
 // on seeded events (with a replayed batch among them) and checks what an
 // analyst would read off each.
@@ -106,19 +123,7 @@ func TestDocumentedQueries(t *testing.T) {
 		{"revisions_per_sidecar", "[[sc-a r2 2026-11-20 11:30:05 9] [sc-a r1 2026-11-20 10:30:09 14] [sc-b r2 2026-11-20 11:30:07 13] [sc-b r1 2026-11-20 10:30:01 2]]"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			q, ok := queries[tc.name]
-			if !ok {
-				t.Fatalf("docs/queries.md has no query %q", tc.name)
-			}
-			rows, err := srv.TryQuery(docFill(db, q))
-			if err != nil {
-				t.Fatalf("%v\n%s", err, docFill(db, q))
-			}
-			if got := fmt.Sprint(rows); got != tc.want {
-				t.Errorf("rows:\n got %s\nwant %s", got, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkDocQuery(t, srv, db, queries, tc.name, tc.want) })
 	}
 	if len(queries) != len(tests)+len(otherQueryTests) {
 		t.Errorf("docs/queries.md has %d named queries, the tests check %d", len(queries), len(tests)+len(otherQueryTests))

@@ -22,21 +22,28 @@ const benchEvents = 1_000_000
 // seedMillion creates toolgate's schema through the sink's migrations and
 // fills events with benchEvents generated rows in one INSERT ... SELECT on
 // the server (the rollups fill through their views): 40 tools, 25 agents,
-// 8 sidecars, every error code, spread over the 24 hours before now.
+// 8 sidecars, every error code, every answer verdict (with a kind found
+// in those redacted, withheld or in dry run), a changed MCP tool
+// definition in one event of 97, spread over the 24 hours before now.
 func seedMillion(b *testing.B, srv *chtest.Server) string {
 	b.Helper()
 	db := seed(b, srv, nil)
 	cols := "event_id, time, time_us, sidecar, listener, tool, agent, session, trace_id, method, host, path_template, upstream_status, ok, " +
 		"error_code, error_class, reason, detail, violation_paths, envelope, refused, retry_after_ms, total_us, upstream_us, " +
-		"request_bytes, response_bytes, config_version, policy_version, dry_run_denied, dry_run_violations, policy_error"
+		"request_bytes, response_bytes, config_version, policy_version, dry_run_denied, dry_run_violations, policy_error, " +
+		"answer, answer_findings, redactions, definition_changes"
 	q := fmt.Sprintf(`INSERT INTO %s.events (%s)
 SELECT concat('ev-', toString(number)), toDateTime(%d - 1 - (number * 7919) %% 86400), 0,
     concat('sc-', toString(number %% 8)), 'forward', concat('tool_', toString(number %% 40)), concat('agent-', toString(number %% 25)),
     '', concat('trace-', toString(number)), 'GET', 'upstream.example', '/v1/x', 200, ec = '',
     ec, '', if(ec = '', '', concat('r_', ec)),
     if(ec IN ('validation', 'policy'), concat('Tool ''tool_', toString(number %% 40), ''' got unknown argument ''a', toString(number %% 17), ''''), ''),
-    [], number %% 3 != 0, 0, 0, toInt64(1000 + number %% 5000), 0, 0, 0, '', '', 0, [], ''
-FROM (SELECT number, arrayElement(['', '', '', 'validation', 'policy', 'rate_limit', 'auth', 'upstream', 'unknown'], toUInt64(number %% 9 + 1)) AS ec
+    [], number %% 3 != 0, 0, 0, toInt64(1000 + number %% 5000), 0, 0, 0, '', '', 0, [], '',
+    ans, if(ans IN ('redacted', 'withheld', 'would_redact'), [concat('kind_', toString(number %% 6))], emptyArrayString()),
+    toUInt32(if(ans = 'redacted', number %% 4 + 1, 0)),
+    if(number %% 97 = 0, [concat('tool_', toString(number %% 40), ': description')], emptyArrayString())
+FROM (SELECT number, arrayElement(['', '', '', 'validation', 'policy', 'rate_limit', 'auth', 'upstream', 'unknown'], toUInt64(number %% 9 + 1)) AS ec,
+          arrayElement(['', '', 'passed', 'passed', 'redacted', 'withheld', 'would_redact', 'uninspected'], toUInt64(number %% 8 + 1)) AS ans
       FROM system.numbers LIMIT %d)`, db, cols, now.Unix(), benchEvents)
 	srv.Exec(b, q)
 	if got := srv.Query(b, "SELECT count() FROM "+db+".events"); got[0][0] != fmt.Sprint(benchEvents) {
@@ -106,8 +113,9 @@ func BenchmarkDashboard(b *testing.B) {
 			}
 			b.ReportMetric(float64(page.Microseconds())/1000, "page-ms")
 			// The page's queries: one per panel, latency's apart from
-			// failures'.
-			want := []string{"adoption", "budgets", "failures", "freshness", "latency", "messages", "options", "revisions", "tools"}
+			// failures', the kinds found apart from answers', the refusals
+			// apart from the definition changes'.
+			want := []string{"adoption", "answer_findings", "answer_redactions", "answers", "budgets", "definition_refusals", "definitions", "failures", "freshness", "latency", "messages", "options", "revisions", "tools"}
 			if !slices.Equal(names, want) {
 				b.Errorf("observed queries %v; want the page's %v", names, want)
 			}

@@ -5,7 +5,9 @@
 // The page shows failures over time stacked by error code, a per-tool table
 // (calls, failure rate, top code, p50/p95 latency, a sparkline), the most
 // frequent validation and policy messages with a sample trace id, envelope
-// adoption per tool, and each sidecar's freshness. Charts are SVG drawn on
+// adoption per tool, what the answer checks redacted and withheld per tool,
+// the MCP tool definitions that changed from their pins (and the calls
+// refused for them), and each sidecar's freshness. Charts are SVG drawn on
 // the server from at most MaxBuckets buckets, so thousands of points stay
 // readable. The view (time range, bucket, tool, agent, error code) lives in
 // the URL query, so a link shares it. Each panel also answers as JSON under
@@ -148,7 +150,7 @@ func Open(cfg Config, log *slog.Logger) (*Dashboard, error) {
 		Auth:         clickhouse.Auth{Database: cfg.Database, Username: cfg.Username, Password: pw},
 		DialTimeout:  cfg.DialTimeout,
 		ReadTimeout:  cfg.QueryTimeout,
-		MaxOpenConns: 8, // a page runs its seven queries at once
+		MaxOpenConns: 10, // a page runs its ten panels at once
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: clickhouse: %w", err)
@@ -207,6 +209,10 @@ func (d *Dashboard) panels() map[string]panelFunc {
 		"adoption":  func(ctx context.Context, f Filter) (any, error) { return d.store.adoption(ctx, f) },
 		"budgets":   func(ctx context.Context, f Filter) (any, error) { return d.store.budgets(ctx, f) },
 		"revisions": func(ctx context.Context, f Filter) (any, error) { return d.store.revisions(ctx, f) },
+		"answers":   func(ctx context.Context, f Filter) (any, error) { return d.store.answers(ctx, f) },
+		"definitions": func(ctx context.Context, f Filter) (any, error) {
+			return d.store.definitions(ctx, f)
+		},
 		"freshness": func(ctx context.Context, f Filter) (any, error) { return d.store.freshness(ctx, f, d.cfg.Now()) },
 		"options":   func(ctx context.Context, f Filter) (any, error) { return d.store.options(ctx, f) },
 	}
@@ -264,6 +270,11 @@ type view struct {
 	Link      string // the view's shareable query
 	Ready     float64
 	Took      time.Duration
+
+	// Answers are what the answer checks did per tool; Definitions the
+	// MCP tool definitions that differed from their pins.
+	Answers     []AnswerRow
+	Definitions []DefinitionRow
 }
 
 func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
@@ -318,6 +329,8 @@ func (d *Dashboard) fill(ctx context.Context, v *view) error {
 	g.Go(func() (err error) { v.Adoption, err = d.store.adoption(ctx, f); return err })
 	g.Go(func() (err error) { v.Budgets, err = d.store.budgets(ctx, f); return err })
 	g.Go(func() (err error) { v.Revisions, err = d.store.revisions(ctx, f); return err })
+	g.Go(func() (err error) { v.Answers, err = d.store.answers(ctx, f); return err })
+	g.Go(func() (err error) { v.Definitions, err = d.store.definitions(ctx, f); return err })
 	g.Go(func() (err error) { v.Fresh, err = d.store.freshness(ctx, f, d.cfg.Now()); return err })
 	return g.Wait()
 }

@@ -256,7 +256,7 @@ func TestHostileFilters(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, panel := range []string{"tools", "failures", "messages", "budgets", "revisions", "adoption", "freshness", "options"} {
+			for _, panel := range []string{"tools", "failures", "messages", "budgets", "revisions", "answers", "definitions", "adoption", "freshness", "options"} {
 				var got answer[any]
 				st := getJSON(t, base+"/api/"+panel+"?"+tc.query, &got)
 				if tc.param != "" {

@@ -69,10 +69,13 @@ func grafanaQueries(t *testing.T) map[string]string {
 // dashboard's variables with concrete values, as Grafana would, and runs
 // every query of the Grafana dashboard on the real ClickHouse (18.16 in
 // CI) as the read-only user, for "All" and for one value of each filter.
-// The failures panel must agree with the Go dashboard's numbers.
+// The failures panel must agree with the Go dashboard's numbers, the
+// answers panel with a count made in Go.
 func TestGrafanaQueries(t *testing.T) {
 	srv := chtest.Shared(t)
-	evs := append(genEvents(2000), budgetEvents(60)...) // with the budget step's refusals, for its panel
+	ans := answerEvents(300)
+	evs := append(genEvents(2000), budgetEvents(60)...)         // with the budget step's refusals, for its panel
+	evs = append(append(evs, ans...), definitionEvents(120)...) // and answers and changed definitions, for theirs
 	db := seed(t, srv, evs)
 	addReader(t, srv)
 	queries := grafanaQueries(t)
@@ -113,6 +116,22 @@ func TestGrafanaQueries(t *testing.T) {
 				}
 				if v.name == "quote in a value" && strings.HasPrefix(name, "panel") && !strings.Contains(name, "freshness") && strings.TrimSpace(out) != "" {
 					t.Errorf("rows for a tool that does not exist:\n%s", out)
+				}
+				if strings.HasPrefix(name, "panel Answers:") && v.name == "all" {
+					// tool, checked, passed, redacted, withheld, would_redact, would_withhold, uninspected, redactions, ...
+					want := map[string]string{}
+					for tool, r := range wantAnswers(ans, from, "", "") {
+						want[tool] = fmt.Sprint(r.Checked, r.Passed, r.Redacted, r.Withheld, r.WouldRedact, r.WouldWithhold, r.Uninspected, r.Redactions)
+					}
+					got := map[string]string{}
+					for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+						if f := strings.Split(line, "\t"); len(f) == 11 {
+							got[f[0]] = strings.Join(f[1:9], " ")
+						}
+					}
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("answers per tool %v, want %v", got, want)
+					}
 				}
 				if strings.HasPrefix(name, "panel Failures over time") && v.name != "quote in a value" {
 					want := map[string]uint64{}

@@ -54,11 +54,15 @@ const (
 	keyDecision     = "toolgate.decision"
 	keyViolations   = "toolgate.violation_count"
 	keyPolicyError  = "toolgate.policy_error"
+	keyAnswer       = "toolgate.answer"
+	keyFindings     = "toolgate.answer_findings"
+	keyRedactions   = "toolgate.redactions"
 	operationTool   = "execute_tool"
 	methodToolsCall = "tools/call"
 	// eventDecision names the span events of check decisions.
 	eventDecision = "toolgate.decision"
-	// maxPaths bounds toolgate.violation_paths.
+	// maxPaths bounds toolgate.violation_paths (and
+	// toolgate.answer_findings).
 	maxPaths = 32
 )
 
@@ -161,6 +165,15 @@ func attributes(ev *sink.Event) []attribute.KeyValue {
 	}
 	if ev.UpstreamUS > 0 {
 		a = append(a, attribute.Int64(keyUpstreamUS, ev.UpstreamUS))
+	}
+	if ev.Answer != "" {
+		a = append(a, attribute.String(keyAnswer, ev.Answer))
+	}
+	if len(ev.AnswerFindings) > 0 {
+		a = append(a, attribute.StringSlice(keyFindings, ev.AnswerFindings[:min(len(ev.AnswerFindings), maxPaths)]))
+	}
+	if ev.Redactions > 0 {
+		a = append(a, attribute.Int64(keyRedactions, ev.Redactions))
 	}
 	return a
 }

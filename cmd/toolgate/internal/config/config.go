@@ -339,9 +339,13 @@ func (lc *Loaded) bindPolicies(dir string, prev *policies.Loaded) (err error) {
 			checkers[t.Name] = set
 		}
 	}
+	answers, err := answerCheckers(pol, lc.Tools)
+	if err != nil {
+		return err
+	}
 	lc.LoadedPolicies = pol
 	lc.Snapshot = proxy.Snapshot{
-		Config: &lc.Config, Checkers: checkers, PolicyHeaders: pol.Headers(),
+		Config: &lc.Config, Checkers: checkers, AnswerCheckers: answers, PolicyHeaders: pol.Headers(),
 		Version: lc.Version, PolicyVersion: pol.Version(),
 	}
 	return nil

@@ -54,7 +54,7 @@ func EvalMCP(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, 
 	if err != nil {
 		return err
 	}
-	policytest.PrintVerdict(out, tool, policytest.Verdict(v))
+	policytest.PrintVerdict(out, tool, v)
 	if !v.Allowed {
 		return exit.Status(exit.Refused)
 	}
@@ -134,7 +134,7 @@ func Eval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h h
 	if err != nil {
 		return err
 	}
-	policytest.PrintVerdict(out, tool, policytest.Verdict(v))
+	policytest.PrintVerdict(out, tool, v)
 	if !v.Allowed && v.Reason == "wrong_type" && readsStrings(lc, tool) {
 		fmt.Fprintln(out, "\nnote: this tool reads arguments from the path, the query string or a form, where the sidecar turns \"5\" into 5 as the schema asks; --args is read as a JSON body is, without that coercion: write numbers and booleans as JSON")
 	}
@@ -184,12 +184,12 @@ type caseConfig struct{ lc *config.Loaded }
 
 func (c caseConfig) Evaluate(ctx context.Context, tool string, args map[string]any, h http.Header) (policytest.Verdict, error) {
 	v, err := proxy.Evaluate(ctx, c.lc.Snapshot, tool, args, h)
-	return policytest.Verdict(v), err
+	return v, err
 }
 
 func (c caseConfig) EvaluateMCP(ctx context.Context, t policytest.MCPTools, tool string, args map[string]any, h http.Header) (policytest.Verdict, error) {
 	v, err := proxy.EvaluateMCP(ctx, c.lc.Snapshot, proxy.MCPTools{Route: t.Route, List: t.List}, tool, args, h)
-	return policytest.Verdict(v), err
+	return v, err
 }
 
 func (c caseConfig) PolicySection() (string, *policies.Config) { return c.lc.Path, &c.lc.Policies }
