@@ -149,12 +149,9 @@ type answerAller interface {
 // the bytes read.
 func (c *call) runAnswers(ctx context.Context, r *http.Request, resp *http.Response) *http.Response {
 	ch := c.ch
-	buf, err := readUpTo(resp.Body, resp.ContentLength, ch.answerLimit)
-	if err != nil {
-		resp.Body.Close()
-		c.cancel()
-		res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Err: err}, c.rules(), time.Now())
-		return c.fail(r, res, nil, statusForTransport(res))
+	buf, failed := c.readAnswerBody(r, resp, ch.answerLimit)
+	if failed != nil {
+		return failed
 	}
 	if int64(len(buf)) > ch.answerLimit {
 		if ch.answerPass {
@@ -193,6 +190,21 @@ func (c *call) runAnswers(ctx context.Context, r *http.Request, resp *http.Respo
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(a.Body))
 	return nil
+}
+
+// readAnswerBody reads upstream's answer up to limit bytes and one more (so
+// that a larger answer shows as longer than limit). When the read fails
+// (upstream cut the answer short, or timed out), the call fails and
+// failed is the caller's answer.
+func (c *call) readAnswerBody(r *http.Request, resp *http.Response, limit int64) (buf []byte, failed *http.Response) {
+	buf, err := readUpTo(resp.Body, resp.ContentLength, limit)
+	if err != nil {
+		resp.Body.Close()
+		c.cancel()
+		res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Err: err}, c.rules(), time.Now())
+		return nil, c.fail(r, res, nil, statusForTransport(res))
+	}
+	return buf, nil
 }
 
 // refuseAnswer answers a call whose upstream answer an answer step refused:

@@ -77,9 +77,6 @@ func (c *Config) compileAnswerDetect(t *tool, p string) error {
 		}
 		return nil
 	}
-	if t.cfg.Protocol == ProtocolMCP {
-		return fieldErr(p+".answer.detect", "set only for protocol: http (an mcp route's answers are JSON-RPC)")
-	}
 	if err := oneOf(&a.OnFinding, p+".answer.on_finding", onFindingWithhold, onFindingRedact); err != nil {
 		return err
 	}
@@ -115,24 +112,131 @@ func oneOf(v *string, field string, allowed ...string) error {
 	return nil
 }
 
-// answerDetectStep scans a 2xx answer with the tool's detectors.
-type answerDetectStep struct {
-	tool   string
+// detectRule is a compiled detectors section: the detectors, and what
+// an answer with a finding gets. A plain HTTP tool's detect step and an
+// MCP route's result checks (mcp_answer.go) share it.
+type detectRule struct {
 	det    *detect.Detector
 	redact bool
 	dryRun bool
 	pass   bool // unreadable answers pass unchecked
-	limit  int64
-	names  map[string]struct{} // names the answer schema declares, shown in paths
+}
+
+// newDetectRule is the rule of a validated detectors section; nil when
+// no detector runs.
+func newDetectRule(a *AnswerDetectConfig) *detectRule {
+	if a.det == nil {
+		return nil
+	}
+	return &detectRule{det: a.det, redact: a.OnFinding == onFindingRedact, dryRun: a.Mode == policies.ModeDryRun, pass: a.Unreadable == unreadablePass}
+}
+
+// detectJudgement is what a detectRule made of one answer value.
+type detectJudgement struct {
+	// verdict is a sink.Answer* value; "" when nothing was found.
+	verdict string
+	// kinds are the kinds found, each once; findings the findings in the
+	// value (not its names or headers).
+	kinds    []string
+	findings []detect.Finding
+	// where says why the value is withheld whatever on_finding says: a
+	// finding in a member name or a header, or a scan cut short; "" for
+	// content.
+	where string
+	// out is the value redacted, and n how many values were replaced,
+	// when verdict is redacted.
+	out any
+	n   int
+}
+
+// judge scans an answer value (a JSON value, or text when text is true)
+// and its member names; hdrKinds are the kinds already found in the
+// answer's headers. A finding in a member name, or in a header when
+// findings are withheld, withholds the answer in any on_finding mode, as
+// does a scan cut short by a bound: what lies past it was not scanned.
+func (r *detectRule) judge(v any, text bool, hdrKinds []string) detectJudgement {
+	var rep detect.Report
+	if text {
+		rep = r.det.ScanText(v.(string))
+	} else {
+		rep = r.det.Scan(v)
+	}
+	j := detectJudgement{kinds: findingKinds(rep.Findings), findings: rep.Findings}
+	keyKinds := r.scanNames(v)
+	for _, k := range append(keyKinds, hdrKinds...) {
+		if !slices.Contains(j.kinds, k) {
+			j.kinds = append(j.kinds, k)
+		}
+	}
+	withhold := func(where string) detectJudgement {
+		j.where, j.verdict = where, sink.AnswerWithheld
+		if r.dryRun {
+			j.verdict = sink.AnswerWouldWithhold
+		}
+		return j
+	}
+	switch {
+	case len(keyKinds) > 0:
+		return withhold("with content its answer checks withhold in its member names")
+	case len(hdrKinds) > 0 && !r.redact:
+		return withhold("with content its answer checks withhold in its headers")
+	case rep.Incomplete != detect.BoundNone:
+		j.kinds = append(j.kinds, "incomplete")
+		return withhold(fmt.Sprintf("with more than its detectors scan at once (%s)", rep.Incomplete))
+	case len(rep.Findings) == 0 && len(hdrKinds) == 0:
+		return j
+	}
+	switch {
+	case r.redact && r.dryRun:
+		j.verdict = sink.AnswerWouldRedact
+	case r.redact:
+		j.verdict, j.out = sink.AnswerRedacted, v
+		if len(rep.Findings) > 0 {
+			var counts map[detect.Kind]int
+			j.out, counts = detect.RedactFindings(v, rep.Findings)
+			j.n = total(counts)
+		}
+	case r.dryRun:
+		j.verdict = sink.AnswerWouldWithhold
+	default:
+		j.verdict = sink.AnswerWithheld
+	}
+	return j
+}
+
+// refusal is the refusal of a withheld answer: it names the kinds found
+// and where (paths whose member names are not declared in names shown as
+// "*"), never what was found. subject is "Tool 'x' answered".
+func (j *detectJudgement) refusal(subject string, names map[string]struct{}) *refusal {
+	if j.where != "" {
+		if strings.HasPrefix(j.where, "with content") {
+			return refuse(bucketing.CodePolicy, reasonAnswerWithheld, fmt.Sprintf("%s %s (%s)", subject, j.where, strings.Join(j.kinds, ", ")), nil)
+		}
+		return refuse(bucketing.CodePolicy, reasonAnswerWithheld, subject+" "+j.where, nil)
+	}
+	vs := make([]bucketing.Violation, 0, min(len(j.findings), 10))
+	for _, f := range j.findings[:min(len(j.findings), 10)] {
+		vs = append(vs, bucketing.Violation{Path: redactPath(f.Pointer, names), Message: "the answer holds " + string(f.Kind)})
+	}
+	return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
+		fmt.Sprintf("%s with content its answer checks withhold (%s)", subject, strings.Join(j.kinds, ", ")), vs)
+}
+
+// answerDetectStep scans a 2xx answer with the tool's detectors.
+type answerDetectStep struct {
+	*detectRule
+	tool  string
+	limit int64
+	names map[string]struct{} // names the answer schema declares, shown in paths
 }
 
 func buildAnswerDetect(t *tool) answerStep {
 	a := t.cfg.Answer
-	if a.det == nil {
+	r := newDetectRule(&a.AnswerDetectConfig)
+	if r == nil {
 		return nil
 	}
-	return answerDetectStep{tool: t.cfg.Name, det: a.det, redact: a.OnFinding == onFindingRedact,
-		dryRun: a.Mode == policies.ModeDryRun, pass: a.Unreadable == unreadablePass, limit: a.MaxBytes, names: a.names}
+	return answerDetectStep{detectRule: r, tool: t.cfg.Name, limit: a.MaxBytes, names: a.names}
 }
 
 func (s answerDetectStep) maxAnswerBytes() int64 { return s.limit }
@@ -156,86 +260,35 @@ func (s answerDetectStep) answer(_ context.Context, c *call, a *answer) *refusal
 		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
 			fmt.Sprintf("%s with %s, and its answers are scanned by detectors", subject, why), nil)
 	}
-	var rep detect.Report
-	if text {
-		rep = s.det.ScanText(v.(string))
-	} else {
-		rep = s.det.Scan(v)
-	}
-	kinds := findingKinds(rep.Findings)
-	// What a redaction cannot replace in place withholds the answer in
-	// any mode: a finding in a member name.
-	keyKinds := s.scanNames(v)
 	hdr, hdrKinds, hdrN := s.scanHeader(a.Header)
-	for _, k := range append(keyKinds, hdrKinds...) {
-		if !slices.Contains(kinds, k) {
-			kinds = append(kinds, k)
-		}
-	}
-	if len(keyKinds) > 0 || (len(hdrKinds) > 0 && !s.redact) {
-		if s.dryRun {
-			c.noteAnswer(sink.AnswerWouldWithhold, kinds, 0)
-			return nil
-		}
-		c.noteAnswer(sink.AnswerWithheld, kinds, 0)
-		where := "its member names"
-		if len(keyKinds) == 0 {
-			where = "its headers"
-		}
-		return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
-			fmt.Sprintf("%s with content its answer checks withhold in %s (%s)", subject, where, strings.Join(kinds, ", ")), nil)
-	}
-	if rep.Incomplete != detect.BoundNone {
-		// What lies past a bound was not scanned: it never passes as if
-		// it had been, redacted or not.
-		kinds = append(kinds, "incomplete")
-		if s.dryRun {
-			c.noteAnswer(sink.AnswerWouldWithhold, kinds, 0)
-			return nil
-		}
-		c.noteAnswer(sink.AnswerWithheld, kinds, 0)
-		return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
-			fmt.Sprintf("%s with more than its detectors scan at once (%s)", subject, rep.Incomplete), nil)
-	}
-	if len(rep.Findings) == 0 && len(hdrKinds) == 0 {
+	j := s.judge(v, text, hdrKinds)
+	switch j.verdict {
+	case "":
+		return nil
+	case sink.AnswerWithheld:
+		c.noteAnswer(sink.AnswerWithheld, j.kinds, 0)
+		return j.refusal(subject, s.names)
+	case sink.AnswerRedacted:
+	default:
+		c.noteAnswer(j.verdict, j.kinds, 0)
 		return nil
 	}
-	switch {
-	case s.redact && s.dryRun:
-		c.noteAnswer(sink.AnswerWouldRedact, kinds, 0)
-		return nil
-	case s.redact:
-		if hdrN > 0 {
-			for k, vs := range hdr {
-				a.Header[k] = vs
-			}
-		}
-		if len(rep.Findings) == 0 {
-			c.noteAnswer(sink.AnswerRedacted, kinds, int64(hdrN))
-			return nil
-		}
-		red, counts := detect.RedactFindings(v, rep.Findings)
-		out, err := []byte(nil), error(nil)
-		if text {
-			out = []byte(red.(string))
-		} else if out, err = marshalAnswer(red); err != nil {
-			return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable, subject+" with JSON that cannot be written again after redaction", nil)
-		}
-		n := total(counts) + hdrN
-		a.replace(out)
-		c.noteAnswer(sink.AnswerRedacted, kinds, int64(n))
-		return nil
-	case s.dryRun:
-		c.noteAnswer(sink.AnswerWouldWithhold, kinds, 0)
+	for k, vs := range hdr {
+		a.Header[k] = vs
+	}
+	if len(j.findings) == 0 {
+		c.noteAnswer(sink.AnswerRedacted, j.kinds, int64(hdrN))
 		return nil
 	}
-	c.noteAnswer(sink.AnswerWithheld, kinds, 0)
-	vs := make([]bucketing.Violation, 0, min(len(rep.Findings), 10))
-	for _, f := range rep.Findings[:min(len(rep.Findings), 10)] {
-		vs = append(vs, bucketing.Violation{Path: redactPath(f.Pointer, s.names), Message: "the answer holds " + string(f.Kind)})
+	out, err := []byte(nil), error(nil)
+	if text {
+		out = []byte(j.out.(string))
+	} else if out, err = marshalAnswer(j.out); err != nil {
+		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable, subject+" with JSON that cannot be written again after redaction", nil)
 	}
-	return refuse(bucketing.CodePolicy, reasonAnswerWithheld,
-		fmt.Sprintf("%s with content its answer checks withhold (%s)", subject, strings.Join(kinds, ", ")), vs)
+	a.replace(out)
+	c.noteAnswer(sink.AnswerRedacted, j.kinds, int64(j.n+hdrN))
+	return nil
 }
 
 // headersNotScanned are answer headers the detectors do not read: those
@@ -248,7 +301,7 @@ var headersNotScanned = map[string]bool{"Content-Type": true, "Content-Length": 
 // instruction in a header reaches a caller that reads headers as surely
 // as one in the body. It returns the values with the findings redacted
 // (only the headers that had some), the kinds found and how many.
-func (s answerDetectStep) scanHeader(h http.Header) (http.Header, []string, int) {
+func (s *detectRule) scanHeader(h http.Header) (http.Header, []string, int) {
 	var red http.Header
 	var kinds []string
 	n := 0
@@ -283,7 +336,7 @@ func (s answerDetectStep) scanHeader(h http.Header) (http.Header, []string, int)
 // scanNames scans the member names of a JSON answer, which the detectors'
 // walk of values does not: a secret can be a name as well as a value. It
 // returns the kinds found.
-func (s answerDetectStep) scanNames(v any) []string {
+func (s *detectRule) scanNames(v any) []string {
 	var kinds []string
 	var walk func(v any, depth int)
 	walk = func(v any, depth int) {

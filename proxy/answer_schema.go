@@ -39,6 +39,13 @@ type AnswerConfig struct {
 	// AnswerPolicyConfig is the answer policies' part (answer_policy.go):
 	// policies, policy_headers.
 	AnswerPolicyConfig `yaml:",inline"`
+	// OutputSchema, on an MCP route only, is how a tools/call result is
+	// held to the outputSchema its tool lists: enforce (a result whose
+	// structuredContent does not match, or that has none, is withheld),
+	// dry_run (recorded as would_withhold) or off. Default enforce when
+	// the route has an answer section; a route without one checks nothing
+	// (mcp_answer.go).
+	OutputSchema string `yaml:"output_schema"`
 
 	schema *policies.Schema    // compiled by compileAnswer
 	names  map[string]struct{} // the property names the schema declares
@@ -55,14 +62,17 @@ func (c *Config) compileAnswer(t *tool, p string) error {
 	if err := c.compileAnswerPolicy(t, p); err != nil {
 		return err
 	}
+	if t.cfg.Protocol == ProtocolMCP {
+		return c.compileMCPAnswer(t, p)
+	}
+	if a.OutputSchema != "" {
+		return fieldErr(p+".answer.output_schema", "set only for protocol: mcp (a plain HTTP tool's answers are held to answer.schema)")
+	}
 	if a.Schema == nil && a.SchemaFile == "" {
 		if a.MaxBytes != 0 && len(a.Detect) == 0 && len(a.Policies) == 0 {
 			return fieldErr(p+".answer.max_bytes", "set without answer.schema or answer.schema_file: nothing reads the answer")
 		}
 		return c.compileAnswerDetect(t, p)
-	}
-	if t.cfg.Protocol == ProtocolMCP {
-		return fieldErr(p+".answer", "set only for protocol: http (an mcp route's answers are JSON-RPC)")
 	}
 	switch {
 	case a.MaxBytes < 0:

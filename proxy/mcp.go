@@ -70,6 +70,9 @@ type mcpCall struct {
 	// ans reads the answer: its CallID is the tools/call whose outcome
 	// is recorded, its ListID a tools/list whose answer is learned.
 	ans mcp.AnswerReader
+	// hold holds the answer back for the route's answer checks
+	// (mcp_hold.go); nil when nothing holds it.
+	hold *mcpHold
 }
 
 // handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
@@ -190,6 +193,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 				"MCP server "+m.server+" got a tools/call whose params toolgate cannot rewrite", nil))
 		}
 	}
+	m.armAnswerChecks(msgs)
 	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
 	if _, passed := resp.Body.(*passBody); !passed && m.ans.CallID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
 		// toolgate's own failure (upstream unreachable, timed out): the
@@ -241,6 +245,9 @@ func (m *mcpCall) settle(res bucketing.Result) bucketing.Result {
 	resp, unread := m.ans.Response()
 	if m.ans.CallID == nil {
 		return res
+	}
+	if withheld, ok := m.settleAnswer(); ok {
+		return withheld
 	}
 	ev := &m.c.ev
 	switch {

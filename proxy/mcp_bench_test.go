@@ -28,16 +28,22 @@ func BenchmarkMCP(b *testing.B) {
 	// setup starts a server and a sidecar and returns where a route calls.
 	setup := func(b *testing.B, route, era string) target {
 		up := startMCPUpstreamEra(b, era == "2026-07-28")
-		e := newEnvTo(b, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), nil, nil, nil, time.Second)
+		cfg := strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL)
+		if route == "forward-answers" {
+			// The route's answer checks: the result held and scanned by
+			// every detector (mcp_answer.go).
+			cfg += "    answer: {output_schema: enforce, detect: [secrets, pii, instructions]}\n"
+		}
+		e := newEnvTo(b, cfg, nil, nil, nil, time.Second)
 		switch route {
-		case "forward":
+		case "forward", "forward-answers":
 			return target{up.srv.URL + "/mcp", &url.URL{Scheme: "http", Host: e.srv.Addr("forward", 0)}}
 		case "reverse":
 			return target{e.reverse + "/mcp", nil}
 		}
 		return target{up.srv.URL + "/mcp", nil}
 	}
-	routes := []string{"direct", "forward", "reverse"}
+	routes := []string{"direct", "forward", "reverse", "forward-answers"}
 	args := map[string]any{"title": "Crash on save", "labels": []any{"bug", "p1"},
 		"assignee": map[string]any{"login": "ada", "team": map[string]any{"id": 7, "name": "core"}},
 		"steps":    []any{map[string]any{"action": "open", "count": 1}, map[string]any{"action": "save", "count": 2}}}

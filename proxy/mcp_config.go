@@ -51,6 +51,8 @@ type mcpRoute struct {
 	// lock is the route's entries of its mcp.pin.lock_file; nil without
 	// one. Swap loads them into the server's pins.
 	lock *mcppin.Lock
+	// answer is the route's answer checks (mcp_answer.go); nil when none.
+	answer *mcpAnswerRule
 }
 
 // mcpToolRule is one tool's compiled override.

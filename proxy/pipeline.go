@@ -298,7 +298,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	// An answer toolgate reads (to envelope it, or for the answer steps)
 	// must arrive decoded.
 	checksAnswer := c.ch != nil && len(c.ch.answers) > 0
-	cleanRequestHeaders(out.Header, c.envelope || checksAnswer)
+	cleanRequestHeaders(out.Header, c.envelope || checksAnswer || (c.mcp != nil && c.mcp.hold != nil))
 	// Injected headers go only to the tool's own origin (checkOrigin
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).

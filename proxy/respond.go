@@ -240,6 +240,11 @@ func textResponse(r *http.Request, status int, msg string) *http.Response {
 // first bucketing.MaxRuleBody bytes).
 func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 	c.ev.Envelope = false
+	if c.mcp != nil && c.mcp.hold != nil {
+		if whole := c.mcp.holdAnswer(r, resp); whole != nil {
+			resp = whole
+		}
+	}
 	pb := &passBody{c: c, rc: resp.Body, status: resp.StatusCode, header: resp.Header, length: resp.ContentLength, stream: resp.ContentLength < 0}
 	if c.t != nil && c.t.needsBody() {
 		pb.capture = make([]byte, 0, 512)

@@ -239,8 +239,9 @@ type ListedTool struct {
 	Name        string          `json:"name"`
 	InputSchema json.RawMessage `json:"inputSchema"`
 	Annotations *ToolHints      `json:"annotations"`
-	// OutputSchema is only looked at for presence: a client validates
-	// structuredContent against it (see ServerTools.PlainResult).
+	// OutputSchema: a client validates structuredContent against it (see
+	// ServerTools.PlainResult), and so do an MCP route's answer checks
+	// (ServerTools.OutputSchema).
 	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 

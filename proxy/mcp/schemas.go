@@ -62,7 +62,12 @@ type learnedTool struct {
 	hints *ToolHints // the listed annotations; nil when none
 	// output is true when the tool lists an outputSchema (not JSON null):
 	// clients check a result's structuredContent against it.
-	output   bool
+	output bool
+	// outDoc is the listed outputSchema (nil when none, or larger than
+	// the bound); outSch and outErr its compiled form (OutputSchema).
+	outDoc   []byte
+	outSch   *policies.Schema
+	outErr   error
 	sum      [32]byte
 	doc      []byte // nil when too large or too complex
 	unusable error  // why doc is nil: ErrSchemaTooLarge, or the shape bound crossed
@@ -160,6 +165,7 @@ func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSche
 		output := hasOutputSchema(lt.OutputSchema)
 		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
 			old.hints, old.output = lt.Annotations, output
+			old.setOutput(lt.Name, lt.OutputSchema, maxSchemaBytes)
 			continue
 		}
 		if _, known := s.tools[lt.Name]; !known && len(s.tools) >= maxTools {
@@ -181,6 +187,7 @@ func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSche
 				s.bytes += len(doc)
 			}
 		}
+		lt2.setOutput(lt.Name, lt.OutputSchema, maxSchemaBytes)
 		s.tools[lt.Name] = lt2
 	}
 	for name, lt := range s.tools {
@@ -310,4 +317,58 @@ func (s *ServerTools) PlainResult(name string) bool {
 	defer s.mu.Unlock()
 	lt := s.tools[name]
 	return lt != nil && !lt.output
+}
+
+// setOutput keeps a listed outputSchema's text for OutputSchema, unless it
+// is the one already kept.
+func (lt *learnedTool) setOutput(name string, raw json.RawMessage, maxSchemaBytes int) {
+	raw = bytes.TrimSpace(raw)
+	if !hasOutputSchema(raw) {
+		lt.outDoc, lt.outSch, lt.outErr = nil, nil, nil
+		return
+	}
+	if bytes.Equal(raw, lt.outDoc) {
+		return
+	}
+	lt.outSch, lt.outErr = nil, nil
+	if len(raw) > maxSchemaBytes {
+		lt.outDoc, lt.outErr = nil, ErrSchemaTooLarge
+		return
+	}
+	lt.outDoc = append([]byte(nil), raw...)
+	if err := policies.CheckSchemaShape(name, lt.outDoc, policies.DefaultSchemaLimits); err != nil {
+		lt.outDoc, lt.outErr = nil, err
+	}
+}
+
+// OutputSchema returns the compiled outputSchema a tool lists, as written
+// (not made strict: a result may hold members the schema does not name
+// unless it says otherwise). listed is false when the server has not
+// listed the tool, or listed it without an outputSchema; a listed schema
+// that is too large or does not compile returns listed true, a nil schema
+// and the reason.
+func (s *ServerTools) OutputSchema(name string) (sch *policies.Schema, listed bool, why error) {
+	s.mu.Lock()
+	lt := s.tools[name]
+	if lt == nil || !lt.output {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	doc, sch, why := lt.outDoc, lt.outSch, lt.outErr
+	s.mu.Unlock()
+	if sch != nil || why != nil {
+		return sch, true, why
+	}
+	if doc == nil {
+		return nil, true, ErrSchemaTooLarge
+	}
+	// Compiled outside the lock, as Lookup compiles; formats toolgate does
+	// not check are left unchecked, as the server's own library leaves them.
+	sch, why = policies.CompileSchema(doc, policies.SchemaOptions{Tool: name, Strict: false, UnknownFormats: policies.FormatsIgnore})
+	s.mu.Lock()
+	if bytes.Equal(lt.outDoc, doc) {
+		lt.outSch, lt.outErr = sch, why
+	}
+	s.mu.Unlock()
+	return sch, true, why
 }

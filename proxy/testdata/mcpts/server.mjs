@@ -53,6 +53,18 @@ function buildServer() {
     inputSchema: fromJsonSchema(issueSchema),
     outputSchema: fromJsonSchema({ type: 'object', properties: { id: { type: 'string' } }, required: ['id'] }),
   }, async () => { counts.file_ticket++; return { content: [{ type: 'text', text: '{"id":"T-1"}' }], structuredContent: { id: 'T-1' } }; });
+  // lookup_note answers with a secret and an e-mail address, in its text
+  // and its structuredContent (built at run time, so that no file holds a
+  // string a secret scanner would take for a key): for answer checks.
+  server.registerTool('lookup_note', {
+    description: 'Look up a note',
+    inputSchema: fromJsonSchema({ type: 'object' }),
+    outputSchema: fromJsonSchema({ type: 'object', properties: { owner: { type: 'string' }, key: { type: 'string' } }, required: ['owner'] }),
+  }, async () => {
+    const key = 'ghp' + '_' + 'aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xY3zA5';
+    const owner = 'ada.lovelace' + '@' + 'example.org';
+    return { content: [{ type: 'text', text: `owner ${owner}, key ${key}` }], structuredContent: { owner, key } };
+  });
   server.registerTool('slow_report', {
     description: 'A report that streams progress',
     inputSchema: fromJsonSchema({ type: 'object', properties: { pages: { type: 'integer' } } }),

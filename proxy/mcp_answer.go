@@ -1,0 +1,366 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/mcp"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// The answer checks of an MCP route: a tools/call's result is held to the
+// outputSchema its tool lists and scanned by the built-in detectors before
+// the client sees it. The answer is held back (mcp_hold.go) until the
+// checks ran: a JSON answer whole, an event stream one event at a time. A
+// result the checks withhold reaches the client as an isError result that
+// names what failed and never holds the result; a redacted one has
+// "[redacted:<kind>]" in place of each finding and is otherwise intact. A
+// route without an answer section has no checks, and its answers stream
+// past as before.
+
+// The values of answer.output_schema.
+const (
+	outputSchemaEnforce = policies.ModeEnforce
+	outputSchemaDryRun  = policies.ModeDryRun
+	outputSchemaOff     = "off"
+)
+
+// mcpAnswerRule is an MCP route's compiled answer section.
+type mcpAnswerRule struct {
+	// schema is output_schema: enforce, dry_run or off.
+	schema string
+	// detect is the detectors' rule; nil when none runs.
+	detect *detectRule
+	// pass is true when an answer the checks cannot read (larger than
+	// limit, encoded, not JSON-RPC) goes on unchecked.
+	pass  bool
+	limit int64
+}
+
+// compileMCPAnswer validates an MCP route's answer section (p is the
+// tool's field path). The route has answer checks when output_schema or
+// detect is set; output_schema defaults to enforce then.
+func (c *Config) compileMCPAnswer(t *tool, p string) error {
+	a := &t.cfg.Answer
+	if a.Schema != nil || a.SchemaFile != "" {
+		return fieldErr(p+".answer.schema", "set only for protocol: http; an mcp route holds each result to its tool's own outputSchema (answer.output_schema)")
+	}
+	if a.OutputSchema == "" && len(a.Detect) == 0 {
+		for field, set := range map[string]bool{"max_bytes": a.MaxBytes != 0, "unreadable": a.Unreadable != ""} {
+			if set {
+				return fieldErr(p+".answer."+field, "set without answer.output_schema or answer.detect: nothing reads the answer")
+			}
+		}
+		return c.compileAnswerDetect(t, p)
+	}
+	if err := oneOf(&a.OutputSchema, p+".answer.output_schema", outputSchemaEnforce, outputSchemaDryRun, outputSchemaOff); err != nil {
+		return err
+	}
+	if len(a.Detect) > 0 {
+		if err := c.compileAnswerDetect(t, p); err != nil {
+			return err
+		}
+	} else {
+		for field, set := range map[string]bool{"on_finding": a.OnFinding != "", "mode": a.Mode != "", "instruction_threshold": a.InstructionThreshold != 0} {
+			if set {
+				return fieldErr(p+".answer."+field, "set without answer.detect: no detector runs")
+			}
+		}
+		if err := oneOf(&a.Unreadable, p+".answer.unreadable", unreadableRefuse, unreadablePass); err != nil {
+			return err
+		}
+		switch {
+		case a.MaxBytes < 0:
+			return fieldErr(p+".answer.max_bytes", "must be positive")
+		case a.MaxBytes == 0:
+			a.MaxBytes = defaultAnswerBytes
+		}
+	}
+	if a.OutputSchema == outputSchemaOff && len(a.Detect) == 0 {
+		return nil
+	}
+	t.mcp.answer = &mcpAnswerRule{schema: a.OutputSchema, detect: newDetectRule(&a.AnswerDetectConfig),
+		pass: a.Unreadable == unreadablePass, limit: a.MaxBytes}
+	return nil
+}
+
+// armAnswerChecks holds the answer to a request that holds a tools/call,
+// on a route with answer checks: each response is checked as the result
+// of the tools/call it answers, and with detectors every other message
+// of the answer (notifications, the server's requests) is scanned too.
+func (m *mcpCall) armAnswerChecks(msgs []mcp.Message) {
+	rule := m.route.answer
+	if rule == nil || m.ans.CallID == nil {
+		return
+	}
+	calls := map[string]string{}
+	for i := range msgs {
+		if msgs[i].Method == mcp.MethodToolsCall && msgs[i].IsRequest() {
+			tc, _ := mcp.ParseToolCall(msgs[i].Params)
+			calls[mcp.IDText(msgs[i].ID)] = tc.Name
+		}
+	}
+	h := m.holdFor(rule.limit, rule.pass)
+	h.calls = calls
+	h.hooks = append(h.hooks, m.checkResult)
+}
+
+// verdictRank orders answer verdicts: an event keeps the strongest its
+// messages got.
+var verdictRank = map[string]int{"": 0, sink.AnswerPassed: 1, sink.AnswerUninspected: 2, sink.AnswerWouldRedact: 3,
+	sink.AnswerRedacted: 4, sink.AnswerWouldWithhold: 5, sink.AnswerWithheld: 6}
+
+// noteMCPAnswer records what the checks did with one message of the
+// answer: the event keeps the strongest verdict, and every kind found.
+func (m *mcpCall) noteMCPAnswer(verdict string, kinds []string, n int) {
+	c := m.c
+	v := c.ev.Answer
+	if verdictRank[verdict] > verdictRank[v] {
+		v = verdict
+	}
+	c.noteAnswer(v, kinds, int64(n))
+}
+
+// resultTool is the tool whose result a response is: the call's, for a
+// single tools/call whatever the response's id (a client of one request
+// takes any response as its answer); by id in a batch. ok is false for a
+// response to no tools/call of the batch.
+func (m *mcpCall) resultTool(id json.RawMessage) (string, bool) {
+	if !m.batch {
+		return m.hold.calls[mcp.IDText(m.ans.CallID)], true
+	}
+	name, ok := m.hold.calls[mcp.IDText(id)]
+	return name, ok
+}
+
+// checkResult is the answer checks' hook: a response to a tools/call is
+// held to the tool's outputSchema and scanned; any other message is
+// scanned when the route has detectors.
+func (m *mcpCall) checkResult(raw []byte, msg *mcp.Message) []byte {
+	rule := m.route.answer
+	if !msg.IsResponse() {
+		return m.scanOther(raw, msg)
+	}
+	tool, isCall := m.resultTool(msg.ID)
+	if isCall && m.hold.withheld(msg.ID) {
+		return nil // its call was answered already: the answer was unreadable
+	}
+	subject := fmt.Sprintf("Tool '%s' answered", tool)
+	if msg.Error != nil {
+		return m.scanError(raw, msg, subject, tool)
+	}
+	v, _ := decodeAnswerJSON(msg.Result)
+	res, isObj := v.(map[string]any)
+	if !isObj {
+		return m.hold.unreadable(raw, "a result that is not a JSON object")
+	}
+	if !isCall {
+		tool = ""
+	}
+	var ref *refusal
+	isError, _ := res["isError"].(bool)
+	_, content := res["content"]
+	_, isTask := res["task"].(map[string]any)
+	isTask = isTask && !content // a CreateTaskResult: the result comes by tasks/result
+	if rule.schema != outputSchemaOff && tool != "" && !isError && !isTask && !mcp.IsInputRequired(msg.Result) {
+		ref = m.checkOutputSchema(tool, subject, res)
+		if ref != nil && ref.reason == reasonAnswerUnreadable {
+			if rule.pass {
+				m.noteMCPAnswer(sink.AnswerUninspected, nil, 0)
+				ref = nil
+			}
+		} else if ref != nil && rule.schema == outputSchemaDryRun {
+			m.noteMCPAnswer(sink.AnswerWouldWithhold, []string{reasonAnswerSchema}, 0)
+			ref = nil
+		}
+	}
+	var out map[string]any
+	if ref == nil && rule.detect != nil {
+		j := rule.detect.judge(res, false, nil)
+		switch j.verdict {
+		case sink.AnswerWithheld:
+			m.noteMCPAnswer(sink.AnswerWithheld, j.kinds, 0)
+			ref = j.refusal(subject, nil)
+		case sink.AnswerRedacted:
+			out, _ = j.out.(map[string]any)
+			m.noteMCPAnswer(sink.AnswerRedacted, j.kinds, j.n)
+		case "":
+		default:
+			m.noteMCPAnswer(j.verdict, j.kinds, 0)
+		}
+	}
+	if ref != nil {
+		if m.c.ev.Answer != sink.AnswerWithheld {
+			m.noteMCPAnswer(sink.AnswerWithheld, []string{ref.reason}, 0)
+		}
+		return m.hold.withhold(msg.ID, tool, ref)
+	}
+	m.noteMCPAnswer(sink.AnswerPassed, nil, 0)
+	if out == nil {
+		return raw
+	}
+	b, err := marshalAnswer(out)
+	if err != nil {
+		return m.hold.unreadable(raw, "a result that cannot be written again after redaction")
+	}
+	return rebuild(raw, "result", b)
+}
+
+// checkOutputSchema holds a result to the outputSchema its tool lists. A
+// tool that lists one and answers without structuredContent breaks the
+// specification ("servers MUST provide structured results that conform
+// to this schema"): a violation too. It returns nil when the tool lists
+// none, or the result matches.
+func (m *mcpCall) checkOutputSchema(tool, subject string, res map[string]any) *refusal {
+	sch, listed, why := m.srv.OutputSchema(tool)
+	switch {
+	case !listed:
+		return nil
+	case sch == nil:
+		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
+			fmt.Sprintf("%s, and the outputSchema it lists cannot be used to check the result (%v)", subject, why), nil)
+	}
+	raw, has := res["structuredContent"]
+	sc, isObj := raw.(map[string]any)
+	var vs []policies.Violation
+	switch {
+	case !has:
+		vs = []policies.Violation{{Path: "/structuredContent", Message: "missing: the tool lists an outputSchema, so its results must have structuredContent", Expected: "present"}}
+	case !isObj:
+		has = false
+		vs = []policies.Violation{{Path: "/structuredContent", Message: "not a JSON object", Expected: "object"}}
+	default:
+		if vs = sch.Validate(sc); len(vs) == 0 {
+			vs = sch.FoldedNames(sc)
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	for i := range vs {
+		if has {
+			// Member names of the result are its content: only indices
+			// are shown.
+			vs[i].Path = "/structuredContent" + redactPath(vs[i].Path, nil)
+		}
+		vs[i].Got = ""
+		if vs[i].Reason == bucketing.ReasonUnknownField {
+			vs[i].Message = "undeclared member"
+		}
+	}
+	return refuse(bucketing.CodeUpstream, reasonAnswerSchema,
+		fmt.Sprintf("%s with a result that does not match its outputSchema (%d violation(s), first at %s)", subject, len(vs), vs[0].Path), vs)
+}
+
+// scanError scans a JSON-RPC error's message and data: a client shows
+// them to the model as it shows a result. A finding withholds the call's
+// result or is redacted in place.
+func (m *mcpCall) scanError(raw []byte, msg *mcp.Message, subject, tool string) []byte {
+	return m.scanMember(raw, "error", rawMember(raw, "error"), func(j *detectJudgement) []byte {
+		return m.hold.withhold(msg.ID, tool, j.refusal(subject, nil))
+	})
+}
+
+// scanOther scans a message of the answer that is not a response (a
+// progress or logging notification, a request of the server's): a finding
+// drops it (withhold) or is redacted in its params.
+func (m *mcpCall) scanOther(raw []byte, msg *mcp.Message) []byte {
+	return m.scanMember(raw, "params", msg.Params, func(*detectJudgement) []byte { return nil })
+}
+
+// scanMember runs the route's detectors on one member of a message (value,
+// as sent): with a finding, the message is what withhold makes of it, or
+// the member is redacted in place. Without detectors it passes as it is.
+func (m *mcpCall) scanMember(raw []byte, member string, value []byte, withhold func(*detectJudgement) []byte) []byte {
+	det := m.route.answer.detect
+	if det == nil || len(value) == 0 {
+		return raw
+	}
+	v, ok := decodeAnswerJSON(value)
+	if !ok {
+		return m.hold.unreadable(raw, "a message whose "+member+" is not JSON")
+	}
+	j := det.judge(v, false, nil)
+	switch j.verdict {
+	case "":
+		m.noteMCPAnswer(sink.AnswerPassed, nil, 0)
+		return raw
+	case sink.AnswerWithheld:
+		m.noteMCPAnswer(sink.AnswerWithheld, j.kinds, 0)
+		return withhold(&j)
+	case sink.AnswerRedacted:
+		m.noteMCPAnswer(sink.AnswerRedacted, j.kinds, j.n)
+		b, err := marshalAnswer(j.out)
+		if err != nil {
+			return m.hold.unreadable(raw, "a message that cannot be written again after redaction")
+		}
+		return rebuild(raw, member, b)
+	}
+	m.noteMCPAnswer(j.verdict, j.kinds, 0)
+	return raw
+}
+
+// decodeAnswerJSON decodes one JSON value of an answer, numbers kept as
+// json.Number (so a redacted answer writes them again as they were).
+func decodeAnswerJSON(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// rebuild writes a message again with one member (result, error or
+// params) replaced; its other members are kept as sent.
+func rebuild(raw []byte, member string, value []byte) []byte {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	obj[member] = value
+	b, err := marshalAnswer(obj)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// rawMember is one member of a JSON object, as sent; nil when absent.
+func rawMember(raw []byte, name string) []byte {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	return obj[name]
+}
+
+// settleAnswer completes the bucketed result of a call whose result the
+// answer checks withheld: the client got an isError result toolgate made,
+// recorded as a refusal with the checks' code and reason (upstream was
+// called: refused stays false). ok is false when nothing was withheld.
+func (m *mcpCall) settleAnswer() (bucketing.Result, bool) {
+	if m.hold == nil || m.hold.ref == nil {
+		return bucketing.Result{}, false
+	}
+	ref := m.hold.ref
+	ev := &m.c.ev
+	ev.Outcome = sink.OutcomeRefused
+	m.c.noteRefusal(ref)
+	return bucketing.Result{Code: ref.code, Class: bucketing.ClassOf(ref.code), Reason: ref.reason}, true
+}
+
+// holdAnswer holds upstream's answer to a call with answer checks (see
+// mcpHold); it returns the client's answer when the answer is replaced
+// whole, or nil when resp goes on, its body rewritten.
+func (m *mcpCall) holdAnswer(r *http.Request, resp *http.Response) *http.Response {
+	if resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusAccepted {
+		return nil
+	}
+	return m.hold.begin(r, resp)
+}
