@@ -73,6 +73,12 @@ type mcpCall struct {
 	// hold holds the answer back for the route's answer checks
 	// (mcp_hold.go); nil when nothing holds it.
 	hold *mcpHold
+	// pinVerdicts are the verdicts of the last tools/list observed against
+	// the pins (pinList); listFiltered is true once a held tools/list was
+	// learned and filtered (mcp_pins.go), so the answer reader does not
+	// learn it again.
+	pinVerdicts  []mcppin.Verdict
+	listFiltered bool
 }
 
 // handleMCP runs the pipeline for a call on an MCP route. Only POST bodies
@@ -194,6 +200,7 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 		}
 	}
 	m.armAnswerChecks(msgs)
+	m.armListFilter()
 	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)
 	if _, passed := resp.Body.(*passBody); !passed && m.ans.CallID != nil && !batch && resp.Header.Get(HeaderErrorCode) != "" {
 		// toolgate's own failure (upstream unreachable, timed out): the
@@ -235,6 +242,9 @@ func (m *mcpCall) ListChanged() {
 // Listed learns the tools/list result the answer held; the call's event
 // names the definitions that differ from their pins.
 func (m *mcpCall) Listed(res *mcp.ToolsListResult, complete bool) {
+	if m.listFiltered {
+		return // learned from what the server sent, before it was filtered
+	}
 	changes := m.learnList(res, readPinDefs(res.Raw), complete)
 	m.c.ev.DefinitionChanges = append(m.c.ev.DefinitionChanges, changes...)
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,6 +142,7 @@ func (m *mcpCall) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (
 		p.markUnreadable(route, m.pinKey, "")
 	}
 	verdicts := p.store.Observe(route, m.pinKey, defs.tools, complete)
+	m.pinVerdicts = verdicts
 	var held map[string]bool
 	for i := range verdicts {
 		v := &verdicts[i]
@@ -175,6 +177,68 @@ func (m *mcpCall) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (
 		}
 	}
 	return learn, changes, true
+}
+
+// armListFilter holds the answer to a request that holds a tools/list, on
+// a route whose pins change what a listing shows (mcp.pin.on_change other
+// than record, or an allow-list): the list is observed against the pins
+// and learned as the server sent it, and the client gets it as mcp.pin
+// says: a changed tool listed as it was pinned (refuse, approve) or not
+// at all (hide), a tool the allow-list lacks not at all. A list larger
+// than mcp.max_message_bytes passes as it comes, unlearned, as before
+// pinning: its tools keep their last pins and schemas.
+func (m *mcpCall) armListFilter() {
+	mode := &m.route.cfg.Pin
+	if m.ans.ListID == nil || (mode.OnChange == mcppin.OnChangeRecord && len(mode.Allow) == 0) {
+		return
+	}
+	h := m.holdFor(int64(m.route.cfg.MaxMessageBytes), true)
+	h.hooks = append(h.hooks, m.filterList)
+}
+
+// filterList is the hold's hook for a tools/list response: it learns the
+// list (observing it against the pins) and returns it filtered.
+func (m *mcpCall) filterList(raw []byte, msg *mcp.Message) []byte {
+	if !msg.IsResponse() || !bytes.Equal(msg.ID, m.ans.ListID) || msg.Result == nil {
+		return raw
+	}
+	var res mcp.ToolsListResult
+	if err := json.Unmarshal(msg.Result, &res); err != nil {
+		return raw // not a tools/list result: nothing to learn or filter
+	}
+	defs := readPinDefs(res.Raw)
+	m.c.ev.DefinitionChanges = append(m.c.ev.DefinitionChanges, m.learnList(&res, defs, !m.ans.ListCursor && res.NextCursor == "")...)
+	m.listFiltered = true
+	var out []byte
+	err := defs.err
+	if err == nil {
+		out, err = mcppin.Filter(msg.Result, m.route.cfg.Pin.Lister(m.c.s.pins.store, m.pinVerdicts))
+	}
+	if err != nil {
+		// A list clients would read differently never reaches one: its
+		// server's calls are refused until it lists its tools readably.
+		return listErrorResponse(msg.ID, m.server)
+	}
+	if bytes.Equal(out, msg.Result) {
+		return raw
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return listErrorResponse(msg.ID, m.server)
+	}
+	obj["result"] = out
+	b, _ := json.Marshal(obj)
+	return b
+}
+
+// listErrorResponse is the JSON-RPC error a client gets in place of a
+// tools/list result toolgate cannot read alike for every client.
+func listErrorResponse(id json.RawMessage, server string) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
+		"code":    -32603,
+		"message": "toolgate: MCP server " + server + " listed its tools in a form clients read differently (a member named twice, or nested too deep); its tools are refused until it lists them readably",
+	}})
+	return b
 }
 
 // reportable reports whether a fresh verdict is a change to record: a
