@@ -54,8 +54,9 @@ type gate struct {
 
 // startGate decodes and validates cfgYAML as the cmd does (known fields
 // only) and starts the listeners. A configuration toolgate refuses is
-// returned as an error, so a test can count a refusal at load time.
-func startGate(t testing.TB, cfgYAML string) (*gate, error) {
+// returned as an error, so a test can count a refusal at load time. Each
+// tweak may set an Option the file cannot (the egress group's resolver).
+func startGate(t testing.TB, cfgYAML string, tweak ...func(*proxy.Options)) (*gate, error) {
 	t.Helper()
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
@@ -76,7 +77,11 @@ func startGate(t testing.TB, cfgYAML string) (*gate, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, proxy.Options{Recorder: g.queue, Sidecar: "adversarial"})
+	opts := proxy.Options{Recorder: g.queue, Sidecar: "adversarial"}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	srv, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "adversarial"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
