@@ -162,6 +162,28 @@ func (c *Config) egressRoutedAs(ctx context.Context, host, addr string) bool {
 	return false
 }
 
+// resolvingDial is dial with names resolved by r (Options.EgressResolver)
+// instead of the system resolver: the first address r gives is dialled.
+func resolvingDial(r egress.Resolver, dial upstream.DialFunc) upstream.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := netip.ParseAddr(h); err == nil {
+			return dial(ctx, network, addr)
+		}
+		as, err := r.LookupNetIP(ctx, "ip", h)
+		if err != nil {
+			return nil, err
+		}
+		if len(as) == 0 {
+			return nil, &net.DNSError{Err: "no addresses", Name: h, IsNotFound: true}
+		}
+		return dial(ctx, network, net.JoinHostPort(as[0].Unmap().String(), p))
+	}
+}
+
 // egressDialer is the upstream dialer of a Server: the guard, then loop
 // registration (upstream.DialerFunc).
 func (s *Server) egressDialer() upstream.DialFunc {

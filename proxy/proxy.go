@@ -164,8 +164,9 @@ type Options struct {
 	// (events.on_write_failure: refuse; see EventGate). Default nil: calls
 	// are answered whatever becomes of their events.
 	Events EventGate
-	// EgressResolver resolves the destinations the egress guard checks
-	// (proxy/egress). Default nil: the system resolver. Tests set it to
+	// EgressResolver resolves every upstream destination toolgate dials:
+	// those the egress guard checks (proxy/egress), and the tool hosts it
+	// dials as given. Default nil: the system resolver. Tests set it to
 	// make names resolve to stand-ins; cmd never does, and no
 	// configuration field reaches it.
 	EgressResolver egress.Resolver
@@ -241,6 +242,9 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	}
 	s.netDial = (&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	s.egressResolver = opts.EgressResolver
+	if r := opts.EgressResolver; r != nil {
+		s.netDial = resolvingDial(r, s.netDial)
+	}
 	s.dial = s.egressDialer()
 	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.Upstream(), s.dial)
 	s.upstream = upstream.New(s.transport, s.dial)
