@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,7 +230,12 @@ func TestAdversarialEgress(t *testing.T) {
 		row{"mitm/literal-loopback", mitm, getTLS("https://127.0.0.1:" + sp + "/")},
 		row{"mitm/mixed-answer", mitm, getTLS("https://mixed.attacker.test:" + ap + "/")},
 	)
+	// tried counts the attacks, refused those answered 403 with a
+	// policy/egress_denied event (or, for the real clients and rebinding,
+	// 403 policy); the stand-ins' counts say whether any reached them.
+	var tried, refused int
 	for _, r := range rows {
+		tried++
 		t.Run(r.name, func(t *testing.T) {
 			trace, tp := newTrace()
 			status := r.send(t, r.gate.srv.Addr("forward", 0), tp)
@@ -238,12 +244,15 @@ func TestAdversarialEgress(t *testing.T) {
 			}
 			if msg := egressRefusalRecorded(t, r.gate, trace); msg != "" {
 				t.Error(msg)
+			} else if status == http.StatusForbidden {
+				refused++
 			}
 		})
 	}
 
 	// Real clients that follow redirects, configured only by a proxy
 	// variable; the first hop is allowed, the Location is not.
+	tried += 3
 	t.Run("redirect-python-requests", func(t *testing.T) {
 		cmd := exec.Command("python3", "-c", `
 import os, requests
@@ -253,6 +262,8 @@ print(r.status_code, r.headers.get("X-Toolgate-Error-Code"), len(r.history))`)
 		out, err := cmd.CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "403 policy 1" {
 			t.Errorf("python requests: %s (%v), want 403 policy after one redirect", out, err)
+		} else {
+			refused++
 		}
 	})
 	t.Run("redirect-curl", func(t *testing.T) {
@@ -260,6 +271,8 @@ print(r.status_code, r.headers.get("X-Toolgate-Error-Code"), len(r.history))`)
 			"http://redirector.attacker.test:"+redirector.port+"/").CombinedOutput()
 		if err != nil || string(out) != "403 1" {
 			t.Errorf("curl -L: %q (%v), want the redirect followed and refused (403 1)", out, err)
+		} else {
+			refused++
 		}
 	})
 
@@ -268,25 +281,40 @@ print(r.status_code, r.headers.get("X-Toolgate-Error-Code"), len(r.history))`)
 	// (the address checked); every later one is refused.
 	t.Run("rebind", func(t *testing.T) {
 		before := allowed.hits.Load()
+		ok := true
 		for i := range 4 {
 			_, tp := newTrace()
 			status := goDo(t, named.srv.Addr("forward", 0), nil, http.MethodGet, "http://rebind.attacker.test:"+ap+"/", tp, "")
 			if want := map[bool]int{true: 200, false: 403}[i == 0]; status != want {
 				t.Errorf("call %d: %d, want %d", i, status, want)
+				ok = false
 			}
+		}
+		if ok {
+			refused++
 		}
 		if n := allowed.hits.Load() - before; n != 1 {
 			t.Errorf("the allowed server ran %d requests, want 1 (the first call, at the checked address)", n)
 		}
 	})
 
+	reached := 0
 	for _, s := range []struct {
 		name string
 		s    *standIn
 	}{{"127.0.0.1:" + sp, target}, {"127.0.0.2:" + ap, rebound}} {
 		if n, h := s.s.accepted.Load(), s.s.hits.Load(); n != 0 || h != 0 {
+			reached++
 			t.Errorf("the stand-in on %s accepted %d connections and ran %d requests: egress reached it", s.name, n, h)
 		}
+	}
+	t.Logf("egress: %d attacks tried, %d refused, stand-ins reached: %d", tried, refused, reached)
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("`TestAdversarialEgress`: %d attacks tried, %d refused, %d reached a stand-in.", tried, refused, reached); !strings.Contains(string(doc), want) {
+		t.Errorf("docs/security.md should say %q", want)
 	}
 	if h := redirector.hits.Load(); h < 5 {
 		t.Errorf("the redirector ran %d requests; the redirect rows did not reach it", h)
@@ -389,4 +417,63 @@ func rawConnectStatus(t *testing.T, proxyAddr, authority, tp string) int {
 		io.Copy(io.Discard, br)
 	}
 	return resp.StatusCode
+}
+
+// TestSecurityDocEgressRows checks that every test docs/security.md's
+// egress section names is a test of this package or of proxy/egress, and
+// that every row pattern it names matches a row of TestAdversarialEgress.
+func TestSecurityDocEgressRows(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## Egress: where toolgate connects\n")
+	if !ok {
+		t.Fatal("docs/security.md has no section \"Egress: where toolgate connects\"")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	var src strings.Builder
+	for _, glob := range []string{"*_test.go", "../egress/*_test.go"} {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Write(b)
+		}
+	}
+	own, err := os.ReadFile("egress_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, rows := 0, 0
+	for _, line := range strings.Split(sec, "\n") {
+		if !strings.HasPrefix(line, "| E") {
+			continue
+		}
+		cols := strings.Split(line, "|")
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cols[len(cols)-2], -1) {
+			name := m[1]
+			switch {
+			case strings.HasPrefix(name, "Test") || strings.HasPrefix(name, "Fuzz"):
+				tests++
+				if !strings.Contains(src.String(), "func "+name+"(") {
+					t.Errorf("docs/security.md names %s, which is no test of proxy/adversarial or proxy/egress", name)
+				}
+			default:
+				rows++
+				// A row is named by a string literal of egress_test.go: the
+				// part after the gate ("*/") and before a trailing "*".
+				frag := name[strings.LastIndexByte(name, '/')+1:]
+				frag = strings.TrimSuffix(frag, "*")
+				if !strings.Contains(string(own), "\"/"+frag) && !strings.Contains(string(own), "\""+frag) {
+					t.Errorf("docs/security.md names the row %q, which matches no row of TestAdversarialEgress", name)
+				}
+			}
+		}
+	}
+	if tests < 5 || rows < 8 {
+		t.Errorf("found %d tests and %d rows in the egress table; has it changed?", tests, rows)
+	}
 }
