@@ -284,7 +284,9 @@ func TestClosedHost(t *testing.T) {
 	}
 	// A host no tool names: unmatched decides (an IPv6 loopback would be
 	// the tools' host too, so the tools move to another host here).
-	other := strings.ReplaceAll(base, "host: localhost,", "host: tools.invalid,")
+	// The upstream is on loopback, which no tool names now: the egress
+	// guard lets it through only when egress.allow lists it.
+	other := strings.ReplaceAll(base, "host: localhost,", "host: tools.invalid,") + "egress: {allow: [127.0.0.1]}\n"
 	e := newEnv(t, other)
 	if status, _ := rawCall(t, e.srv.Addr("forward", 0), "GET", "http://127.0.0.1:"+up.port()+"/admin", "x", ""); status != 200 {
 		t.Errorf("unmatched call to a host no tool names: %d, want 200 (unmatched: pass)", status)
@@ -301,7 +303,7 @@ func TestClosedHost(t *testing.T) {
 func TestInjectOnlyToOrigin(t *testing.T) {
 	a, b := newRecUpstream(t), newRecUpstream(t)
 	tool := func(host string, overHTTP bool) string {
-		s := "listen: {forward: 127.0.0.1:0}\ntools:\n  - name: keyed\n    match: {host: \"" + host + "\", method: GET, path: /k}\n    inject_headers: {X-Key: sekrit}\n"
+		s := "listen: {forward: 127.0.0.1:0}\negress: {allow: [127.0.0.1]}\ntools:\n  - name: keyed\n    match: {host: \"" + host + "\", method: GET, path: /k}\n    inject_headers: {X-Key: sekrit}\n"
 		if overHTTP {
 			s += "    inject_over_http: true\n"
 		}
@@ -382,7 +384,9 @@ func TestConnectToToolHostAlias(t *testing.T) {
 		{"alias of the tool host", onHost("localhost") + rig.tlsSection("  insecure_skip_verify: true\n"), "127.0.0.1:" + tlsPort, "127.0.0.1"},
 		// The tools name tool.test; the CONNECT names an address no tool
 		// names, and the TLS inside names tool.test.
-		{"sni of a tool host", onHost("tool.test") + rig.tlsSection("  insecure_skip_verify: true\n"), "127.0.0.1:" + tlsPort, "tool.test"},
+		// The CONNECT's address is loopback, which no tool names: the
+		// egress guard refuses it unless egress.allow lists it.
+		{"sni of a tool host", onHost("tool.test") + rig.tlsSection("  insecure_skip_verify: true\n") + "egress: {allow: [127.0.0.1]}\n", "127.0.0.1:" + tlsPort, "tool.test"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.cfg)
@@ -426,7 +430,9 @@ func TestDialGuard(t *testing.T) {
 		t.Skipf("host name %q does not resolve to loopback here (%v %v)", name, addrs, err)
 	}
 	up := newRecUpstream(t)
-	e := newEnv(t, strings.ReplaceAll(routeConfig, "UPPORT", up.port()))
+	// egress.allow admits loopback, so that the dial guard, not the egress
+	// guard, is what refuses the name.
+	e := newEnv(t, strings.ReplaceAll(routeConfig, "UPPORT", up.port())+"egress: {allow: [127.0.0.0/8, \"::1\"]}\n")
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/v1/tools", `{"q":"toolong"}`},
 		{"GET", "/admin", ""},

@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/listen"
 )
 
@@ -73,6 +74,14 @@ type Config struct {
 	Tools []ToolConfig `yaml:"tools"`
 	// TLS is HTTPS interception (the CA) and upstream verification.
 	TLS listen.TLSConfig `yaml:"tls"`
+	// Egress guards the destinations no tool names (proxy/egress): a call
+	// or tunnel to one that is or resolves to a loopback, private,
+	// link-local, metadata or other non-public address is refused as
+	// policy/egress_denied unless egress.allow lists it. Default (also
+	// when the section is absent): mode enforce, allow none, lookup_timeout
+	// 5s; tools' match.host and reverse listeners' upstreams are never
+	// checked.
+	Egress egress.Config `yaml:"egress"`
 
 	dir     string            // where relative schema files resolve
 	tools   []*tool           // compiled by Validate
@@ -442,6 +451,9 @@ func (c *Config) Validate(dir string) error {
 	case UnmatchedPass, UnmatchedDeny:
 	default:
 		return fieldErr("unmatched", "unknown mode %q; expected pass or deny", c.Unmatched)
+	}
+	if err := c.Egress.Validate(); err != nil {
+		return section.Under("egress", err)
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

@@ -27,6 +27,7 @@ tools:
   - name: checked
     match: {method: POST, path: /checked}
     schema: {type: object, properties: {n: {type: integer}}}
+egress: {allow: [127.0.0.1]}
 `
 
 // blockingUpstream answers /hold only once release is closed, and

@@ -611,6 +611,7 @@ listen: {forward: 127.0.0.1:0}
 tools:
   - name: elsewhere
     match: {host: api.example.test, path: /x}
+egress: {allow: [127.0.0.1]}
 `, "", nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -649,6 +650,7 @@ limits: {max_conns: 2}
 tools:
   - name: elsewhere
     match: {host: api.example.test, path: /x}
+egress: {allow: [127.0.0.1]}
 `, "", nil)
 	target := strings.TrimPrefix(up.srv.URL, "http://")
 	var tunnels []net.Conn

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 	"github.com/toolgate/toolgate/proxy/upstream"
@@ -132,6 +133,21 @@ func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) 
 		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
 	}
+	// The egress guard, so that a refusal is answered with its envelope:
+	// goproxy's own tunnel dial checks again (and dials only what it
+	// checked), and a name that answers differently then is still refused
+	// (tunnelled records it). A sniffed tunnel is checked by its dial.
+	if !st.cfg.namesHosts() && st.guard != nil {
+		rh, rp, err := net.SplitHostPort(hostport)
+		if err != nil {
+			rh, rp = hostport, "443"
+		}
+		if _, err := st.guard.Check(ctx, rh, rp); err != nil {
+			if de := (*egress.DeniedError)(nil); errors.As(err, &de) {
+				return listen.ConnectRefuse, refuse(de.Code(), de.Reason(), de.Detail(), nil)
+			}
+		}
+	}
 	return listen.ConnectTunnel, nil
 }
 
@@ -194,6 +210,11 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 	// answered as the failure it is rather than with a 200.
 	h, p, _ := canonConnect(r.Context(), st.cfg, hostport)
 	up, err := s.dial(st.cfg.guarded(context.Background(), h, p), "tcp", hostport)
+	if de := (*egress.DeniedError)(nil); errors.As(err, &de) {
+		s.connect(st, r, hostport, refuse(de.Code(), de.Reason(), de.Detail(), nil)).Write(c)
+		c.Close()
+		return
+	}
 	if errors.Is(err, errOtherName) {
 		s.connect(st, r, hostport, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 			"CONNECT to "+hostport+" refused: it reached a loopback host tools name, under another name", nil)).Write(c)

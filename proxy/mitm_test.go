@@ -261,7 +261,7 @@ func TestConnectOtherHosts(t *testing.T) {
 	other := "localhost:" + port
 	onPort1 := strings.ReplaceAll(strings.Replace(baseConfig, hostsPass, "", 1), "host: 127.0.0.1,", `host: "127.0.0.1:1",`)
 
-	pass := newEnv(t, onPort1+rig.tlsSection(""))
+	pass := newEnv(t, onPort1+rig.tlsSection("")+"egress: {allow: [127.0.0.1]}\n")
 	upPool := x509.NewCertPool()
 	upPool.AddCert(rig.ts.Certificate())
 	tc := connectTLS(t, pass.srv.Addr("forward", 0), other, &tls.Config{RootCAs: upPool, ServerName: "example.com"})

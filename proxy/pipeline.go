@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -163,8 +164,10 @@ func (rt routed) Check(remote net.Addr) error {
 }
 
 // guarded returns ctx carrying the host and port a call or tunnel was
-// routed as, and the dial guard when tools name a loopback host.
+// routed as, for the egress guard (egressDial), and the dial guard when
+// tools name a loopback host.
 func (c *Config) guarded(ctx context.Context, host, port string) context.Context {
+	ctx = context.WithValue(ctx, egressRouteKey{}, &egressRoute{host: host, port: port, cfg: c})
 	if len(c.aliases.loopback) == 0 {
 		return ctx
 	}
@@ -333,6 +336,10 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		if r.Context().Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return c.clientGone(r)
 		}
+		if de := (*egress.DeniedError)(nil); errors.As(err, &de) {
+			c.upStart = time.Time{}
+			return c.refuse(r, refuse(de.Code(), de.Reason(), de.Detail(), nil))
+		}
 		if errors.Is(err, errOtherName) {
 			c.upStart = time.Time{}
 			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
@@ -346,6 +353,9 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			c.s.log.Debug("upstream TLS certificate refused", "tool", c.ev.Tool, "host", c.ev.Host, "err", err.Error())
 		}
 		return c.fail(r, res, nil, statusForTransport(res))
+	}
+	if de := egressNoted(r.Context()); de != nil {
+		c.noteWouldRefuse("egress: " + de.Detail())
 	}
 	removeHopHeaders(resp.Header)
 	removeOwnHeaders(resp.Header)

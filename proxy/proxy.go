@@ -80,6 +80,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/proxy/upstream"
@@ -166,6 +167,12 @@ type Options struct {
 	// (events.on_write_failure: refuse; see EventGate). Default nil: calls
 	// are answered whatever becomes of their events.
 	Events EventGate
+	// EgressResolver resolves every upstream destination toolgate dials:
+	// those the egress guard checks (proxy/egress), and the tool hosts it
+	// dials as given. Default nil: the system resolver. Tests set it to
+	// make names resolve to stand-ins; cmd never does, and no
+	// configuration field reaches it.
+	EgressResolver egress.Resolver
 }
 
 // Server runs the listeners and the pipeline behind them.
@@ -194,6 +201,11 @@ type Server struct {
 	eventsLost  *eventsCounter                                                    // toolgate_proxy_events_unavailable_total
 	eventsLog   logLimit
 	conns       *listen.Conns // every listener's caller connections
+	// netDial connects to an address checked by the egress guard;
+	// egressResolver is the guard's resolver (nil: the system's).
+	netDial        upstream.DialFunc
+	egressResolver egress.Resolver
+	egressLog      logLimit
 
 	mu        sync.Mutex
 	listeners []*listener
@@ -206,6 +218,7 @@ type state struct {
 	cfg    *Config
 	names  *mcp.NameWatch   // nil: no MCP route
 	chains map[*tool]*chain // each tool's steps, compiled for this snapshot (chain.go)
+	guard  *egress.Guard    // the egress guard of this snapshot's tool hosts and egress section
 }
 
 type listener struct {
@@ -232,7 +245,12 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
 		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
-	s.dial = upstream.Dialer(&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}, &s.own)
+	s.netDial = (&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	s.egressResolver = opts.EgressResolver
+	if r := opts.EgressResolver; r != nil {
+		s.netDial = resolvingDial(r, s.netDial)
+	}
+	s.dial = s.egressDialer()
 	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.Upstream(), s.dial)
 	s.upstream = upstream.New(s.transport, s.dial)
 	if ca := snap.Config.TLS.CA(); ca != nil {
@@ -273,6 +291,11 @@ func (s *Server) Swap(snap Snapshot) error {
 	}
 	st := &state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)}
 	st.chains = compileChains(cfg, &st.Snapshot, s.approver)
+	g, err := s.newGuard(cfg)
+	if err != nil {
+		return err
+	}
+	st.guard = g
 	s.state.Store(st)
 	return nil
 }
@@ -491,6 +514,11 @@ func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport str
 	res := bucketing.Classify(bucketing.Outcome{Err: dialErr}, nil, time.Now())
 	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(res.Code), string(res.Class), res.Reason
 	ev.Detail = "Tunnel to " + hostport + " failed: " + res.Detail
+	if de := (*egress.DeniedError)(nil); errors.As(dialErr, &de) {
+		res = bucketing.Result{Code: de.Code(), Class: bucketing.ClassOf(de.Code()), Reason: de.Reason(), Detail: de.Detail()}
+		ev.ErrorCode, ev.ErrorClass, ev.Reason = string(res.Code), string(res.Class), res.Reason
+		ev.Detail, ev.Refused = de.Detail(), true
+	}
 	s.metrics.call("", ev.ErrorCode, 0)
 	s.tlsm.conns.WithLabelValues(listener, "dial_failed").Inc()
 	s.rec.Record(ev)

@@ -566,6 +566,28 @@ hosts:
 			field: "tools[0].mcp.tools.create_issue.schema",
 			want:  []string{`schema for tool "create_issue"`, "/type"},
 		},
+		{
+			name: "egress allow entry with host bits set",
+			yaml: `listen:
+  forward: 127.0.0.1:0
+egress:
+  allow:
+    - 10.0.0.0/8
+    - 10.0.0.1/8 # <-
+`,
+			field: "egress.allow[1]",
+			want:  []string{"did you mean 10.0.0.0/8?"},
+		},
+		{
+			name: "egress unknown mode",
+			yaml: `listen:
+  forward: 127.0.0.1:0
+egress:
+  mode: enforc # <-
+`,
+			field: "egress.mode",
+			want:  []string{`unknown mode "enforc"`},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

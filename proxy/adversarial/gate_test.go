@@ -54,10 +54,11 @@ type gate struct {
 
 // startGate decodes and validates cfgYAML as the cmd does (known fields
 // only) and starts the listeners. A configuration toolgate refuses is
-// returned as an error, so a test can count a refusal at load time.
-func startGate(t testing.TB, cfgYAML string) (*gate, error) {
+// returned as an error, so a test can count a refusal at load time. Each
+// tweak may set an Option the file cannot (the egress group's resolver).
+func startGate(t testing.TB, cfgYAML string, tweak ...func(*proxy.Options)) (*gate, error) {
 	t.Helper()
-	return startGateWith(t, cfgYAML, proxy.Snapshot{}, nil)
+	return startGateWith(t, cfgYAML, proxy.Snapshot{}, nil, tweak...)
 }
 
 // startGateSnap is startGate with the snapshot's collaborators (checkers)
@@ -75,7 +76,7 @@ func startGateApprover(t testing.TB, cfgYAML string, approver proxy.Approver) (*
 
 // startGateWith is startGate with the snapshot's collaborators from snap
 // and an approval step (nil: none).
-func startGateWith(t testing.TB, cfgYAML string, snap proxy.Snapshot, approver proxy.Approver) (*gate, error) {
+func startGateWith(t testing.TB, cfgYAML string, snap proxy.Snapshot, approver proxy.Approver, tweak ...func(*proxy.Options)) (*gate, error) {
 	t.Helper()
 	var cfg proxy.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
@@ -96,8 +97,12 @@ func startGateWith(t testing.TB, cfgYAML string, snap proxy.Snapshot, approver p
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := proxy.Options{Recorder: g.queue, Sidecar: "adversarial", Approver: approver}
+	for _, f := range tweak {
+		f(&opts)
+	}
 	snap.Config, snap.Version = &cfg, "adversarial"
-	srv, err := proxy.New(snap, proxy.Options{Recorder: g.queue, Sidecar: "adversarial", Approver: approver})
+	srv, err := proxy.New(snap, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

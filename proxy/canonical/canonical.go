@@ -6,13 +6,17 @@
 // Each rule says when a spelling is ambiguous, and the call is then
 // refused. How a call is put in canonical form, and which names are one
 // host (loopback, a tool host's addresses), is proxy's (canonical.go). It
-// must never import proxy; standard library only.
+// must never import proxy; standard library only, and
+// proxy/internal/hostform, whose IPv4 spellings it shares with the egress
+// guard.
 package canonical
 
 import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/proxy/internal/hostform"
 )
 
 // DefaultPort is a scheme's default port: 443 for https, else 80.
@@ -84,10 +88,10 @@ func Host(h string) (string, bool) {
 		h = strings.ToLower(h)
 	}
 	last := h[strings.LastIndexByte(h, '.')+1:]
-	if !numericLabel(last) {
+	if !hostform.NumericLabel(last) {
 		return h, true
 	}
-	a, ok := parseIPv4(h)
+	a, ok := hostform.ParseIPv4(h)
 	if !ok {
 		return "", false
 	}
@@ -105,71 +109,6 @@ func ipv6(s string) (string, bool) {
 		return "", false
 	}
 	return a.Unmap().String(), true
-}
-
-// numericLabel reports whether a label reads as a number (WHATWG URL's
-// "ends in a number"): decimal digits, or 0x and hex digits.
-func numericLabel(s string) bool {
-	if s == "" {
-		return false
-	}
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
-		for i := 2; i < len(s); i++ {
-			if !isHexDigit(s[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// parseIPv4 parses IPv4 the way inet_aton and WHATWG URLs do: one to four
-// parts, each decimal, octal (leading 0) or hex (0x); the last part fills
-// the bytes left.
-func parseIPv4(s string) (netip.Addr, bool) {
-	parts := strings.Split(s, ".")
-	if len(parts) > 4 {
-		return netip.Addr{}, false
-	}
-	var v uint64
-	for i, p := range parts {
-		base := 10
-		switch {
-		case len(p) >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'):
-			base, p = 16, p[2:]
-			if p == "" {
-				p = "0"
-			}
-		case len(p) > 1 && p[0] == '0':
-			base, p = 8, p[1:]
-		}
-		if p == "" || len(p) > 32 {
-			return netip.Addr{}, false
-		}
-		n, err := strconv.ParseUint(p, base, 64)
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		if i < len(parts)-1 {
-			if n > 255 {
-				return netip.Addr{}, false
-			}
-			v = v<<8 | n
-			continue
-		}
-		rest := uint(4 - i) // bytes the last part fills
-		if n >= 1<<(8*rest) {
-			return netip.Addr{}, false
-		}
-		v = v<<(8*rest) | n
-	}
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
 }
 
 func isHexDigit(c byte) bool {

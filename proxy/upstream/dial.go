@@ -152,11 +152,17 @@ func (c *ownConn) ReadFrom(r io.Reader) (int64, error) {
 // refuses, and registering every connection in own before any byte is
 // written on it.
 func Dialer(d *net.Dialer, own *Conns) DialFunc {
+	return DialerFunc(d.DialContext, own)
+}
+
+// DialerFunc is Dialer connecting with dial (the egress guard's dial, in
+// proxy) instead of a net.Dialer.
+func DialerFunc(dial DialFunc, own *Conns) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if a := dialAddr(ctx); a != "" {
 			addr = a
 		}
-		c, err := d.DialContext(ctx, network, addr)
+		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
