@@ -42,6 +42,8 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkPolicyOverhead' -benchtime 1x -count 3 ./proxy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkAnswerCheck' -benchtime 1x ./proxy/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkScan|BenchmarkRedact' -benchmem ./proxy/detect/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkGuardCheck' -benchmem ./proxy/egress/ | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'BenchmarkStatus|BenchmarkObserve' -benchmem ./proxy/mcppin/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkRegoDecision|BenchmarkValidate$$' -benchmem -count $(BENCHCOUNT) ./policies/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkClickHouseInsert|BenchmarkSpoolWrite' -benchtime 20x -count 3 ./sink/ | tee -a bench.out
 	$(GO) test -run '^$$' -bench 'BenchmarkMCP' -benchtime 1s -count $(BENCHCOUNT) ./proxy/ | tee -a bench.out
