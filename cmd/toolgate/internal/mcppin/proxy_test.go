@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // TestPinsLockMatchesProxy pins a live SDK server with Run (toolgate mcp
@@ -46,40 +45,7 @@ tools:
     mcp:
       pin: {lock_file: payments.pins}
 `, origin)
-	var cfg proxy.Config
-	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(dir); err != nil {
-		t.Fatal(err)
-	}
-	f, err := sink.OpenFile(sink.FileConfig{Path: filepath.Join(dir, "events.ndjson")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "test"}, proxy.Options{Recorder: q, Sidecar: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ps.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ps.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		ps.Shutdown(ctx)
-		<-done
-		q.Close(ctx)
-		f.Close()
-	})
+	ps := proxytest.Start(t, cfgYAML, dir, proxy.Options{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -7,17 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/proxy/mcppin"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // TestPinEndpoints drives GET /mcp/pins/changes and POST /mcp/pins/accept
@@ -39,39 +36,9 @@ func TestPinEndpoints(t *testing.T) {
 	defer up.Close()
 
 	dir := t.TempDir()
-	var cfg proxy.Config
 	doc := fmt.Sprintf("listen:\n  forward: \"off\"\n  reverse:\n    - {listen: \"127.0.0.1:0\", upstream: %q}\ntools:\n  - name: payments\n    protocol: mcp\n    match: {host: 127.0.0.1, path: /mcp}\n", up.URL)
-	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(dir); err != nil {
-		t.Fatal(err)
-	}
-	f, err := sink.OpenFile(sink.FileConfig{Path: filepath.Join(dir, "events.ndjson")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := proxy.New(proxy.Snapshot{Config: &cfg, Version: "test"}, proxy.Options{Recorder: q, Sidecar: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ps.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ps.Serve() }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		ps.Shutdown(ctx)
-		<-done
-		q.Close(ctx)
-		f.Close()
-	}()
+	ps := proxytest.Start(t, doc, dir, proxy.Options{})
+
 	list := func() {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, "http://"+ps.Addr("reverse", 0)+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
