@@ -401,6 +401,8 @@ listen:
 admin:
   listen: 127.0.0.1:18090
 unmatched: pass
+egress:
+  allow: [10.77.0.2] # the world's address: private, and reached through the pod's transparent listener
 tls:
   ca_cert: ca/ca.crt
   ca_key: ca/ca.key
