@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 // clientCall is one tools/call clients.mjs makes, and what the client must
@@ -50,7 +52,7 @@ func npmClients(t *testing.T) (node, dir string) {
 	node, dir = tsSDK(t)
 	for _, pkg := range []string{"@modelcontextprotocol/sdk", "@modelcontextprotocol/inspector-cli", "@modelcontextprotocol/server-everything", "@ai-sdk/mcp"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-			t.Skipf("skipped: %s is not installed in %s/node_modules; run `bash scripts/testdeps.sh` (make test does)", pkg, dir)
+			testutil.Missing(t, "%s is not installed in %s/node_modules; run `bash scripts/testdeps.sh` (make test does)", pkg, dir)
 		}
 	}
 	return node, dir

@@ -26,11 +26,11 @@ func tsSDK(t testing.TB) (node, dir string) {
 	}
 	node, err = exec.LookPath("node")
 	if err != nil {
-		t.Skip("skipped: node is not installed; the TypeScript MCP SDK tests need Node 20 or later (scripts/testdeps.sh installs the SDK when node is present)")
+		testutil.Missing(t, "node is not installed; the TypeScript MCP SDK tests need Node 20 or later (scripts/testdeps.sh installs the SDK when node is present)")
 	}
 	for _, pkg := range []string{"client", "server"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "package.json")); err != nil {
-			t.Skipf("skipped: @modelcontextprotocol/%s is not installed in %s/node_modules; run `bash scripts/testdeps.sh` (make test does)", pkg, dir)
+			testutil.Missing(t, "@modelcontextprotocol/%s is not installed in %s/node_modules; run `bash scripts/testdeps.sh` (make test does)", pkg, dir)
 		}
 	}
 	return node, dir

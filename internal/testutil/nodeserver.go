@@ -18,7 +18,7 @@ func StartNodeServer(t testing.TB, dir, script string, env ...string) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("skipped: node is not installed; the TypeScript MCP SDK tests need Node 20 or later (scripts/testdeps.sh installs the SDK when node is present)")
+		Missing(t, "node is not installed; the TypeScript MCP SDK tests need Node 20 or later (scripts/testdeps.sh installs the SDK when node is present)")
 	}
 	cmd := exec.Command(node, script)
 	cmd.Dir = dir

@@ -196,10 +196,16 @@ func startTSReader(t *testing.T) (readerServer, bool) {
 		t.Fatal(err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is not installed, and CI is set: every test dependency must be installed (scripts/testdeps.sh)")
+		}
 		t.Log("the TypeScript SDK server is left out: node is not installed (Node 20 or later; scripts/testdeps.sh installs the SDK)")
 		return readerServer{}, false
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server", "package.json")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("@modelcontextprotocol/server is not installed in %s, and CI is set: every test dependency must be installed (scripts/testdeps.sh)", dir)
+		}
 		t.Logf("the TypeScript SDK server is left out: @modelcontextprotocol/server is not installed in %s; run `bash scripts/testdeps.sh`", dir)
 		return readerServer{}, false
 	}
