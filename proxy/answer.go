@@ -35,10 +35,28 @@ type answer struct {
 	Body []byte
 	// replaced is true when a step rewrote Body.
 	replaced bool
+
+	// What read decoded of Body, kept for the steps after the first.
+	read1 bool
+	v     any
+	text  bool
+	why   string
 }
 
 // replace puts a rewritten body in place of upstream's.
-func (a *answer) replace(body []byte) { a.Body, a.replaced = body, true }
+func (a *answer) replace(body []byte) { a.Body, a.replaced, a.read1 = body, true, false }
+
+// read reads Body as the steps that scan it do (readAnswer), once: the
+// steps after the first share what it decoded, until a step replaces the
+// body. The value is shared, so a step that changes it in place must
+// replace the body afterwards.
+func (a *answer) read(maxDepth int) (v any, text bool, why string) {
+	if !a.read1 {
+		a.v, a.text, a.why = readAnswer(a, maxDepth)
+		a.read1 = true
+	}
+	return a.v, a.text, a.why
+}
 
 // noteAnswer records what the answer checks did with upstream's answer:
 // the verdict (sink.Answer*), the kinds they found (added, each once) and

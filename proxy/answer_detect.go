@@ -251,7 +251,7 @@ func (s answerDetectStep) passesUnreadable() bool { return s.pass }
 
 func (s answerDetectStep) answer(_ context.Context, c *call, a *answer) *refusal {
 	subject := fmt.Sprintf("Tool '%s' answered", s.tool)
-	v, text, why := readAnswer(a, c.st.cfg.Limits.MaxJSONDepth)
+	v, text, why := a.read(c.st.cfg.Limits.MaxJSONDepth)
 	if why != "" {
 		if s.pass {
 			c.noteAnswer(sink.AnswerUninspected, nil, 0)

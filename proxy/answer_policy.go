@@ -224,7 +224,7 @@ func readPolicyAnswer(a *answer, maxDepth int) (v any, why string) {
 	if bytes.HasPrefix(a.Body, []byte("\xef\xbb\xbf")) {
 		return nil, "a body that starts with a byte order mark"
 	}
-	v, text, why := readAnswer(a, maxDepth)
+	v, text, why := a.read(maxDepth)
 	if why != "" || !text {
 		return v, why
 	}
