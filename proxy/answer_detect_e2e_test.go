@@ -129,18 +129,8 @@ func TestAnswerDetect(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, g.reverse+tt.path, nil)
-			if tt.envelope {
-				req.Header.Set(proxy.HeaderEnvelope, "1")
-			}
 			trace := fmt.Sprintf("00-%032x-0000000000000001-01", 0xd0+i)
-			req.Header.Set("Traceparent", trace)
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := getTraced(t, client, g.reverse+tt.path, tt.envelope, trace)
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d, body %.300s; want %d", resp.StatusCode, body, tt.wantStatus)
 			}

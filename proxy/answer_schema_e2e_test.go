@@ -74,6 +74,24 @@ func cannedUpstream(t *testing.T, answers map[string]cannedAnswer) *httptest.Ser
 	return srv
 }
 
+// getTraced GETs u with the trace context trace (and the envelope when
+// asked) and returns the answer with its body read.
+func getTraced(t *testing.T, client *http.Client, u string, envelope bool, trace string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if envelope {
+		req.Header.Set(proxy.HeaderEnvelope, "1")
+	}
+	req.Header.Set("Traceparent", trace)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body
+}
+
 // answerUpstream gives the answer schema's cases (the secret value stands
 // for content a refusal must never echo).
 func answerUpstream(t *testing.T) *httptest.Server {
@@ -117,18 +135,8 @@ func TestAnswerSchema(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, g.reverse+tt.path, nil)
-			if tt.envelope {
-				req.Header.Set(proxy.HeaderEnvelope, "1")
-			}
 			trace := fmt.Sprintf("00-%032x-0000000000000001-01", 0xa0+i)
-			req.Header.Set("Traceparent", trace)
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := getTraced(t, client, g.reverse+tt.path, tt.envelope, trace)
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d, body %s; want %d", resp.StatusCode, body, tt.wantStatus)
 			}
