@@ -367,9 +367,15 @@ func (s *detectRule) scanNames(v any) []string {
 // depth by limits.max_json_depth when they are read.
 const maxNameDepth = 1000
 
-// readAnswer reads an answer's body for the detectors: a JSON value (text
-// false), or the text of a text/* body (text true). why says what makes it
-// unreadable; "" when it was read.
+// readAnswer reads an answer's body for the steps that scan it (the
+// detectors, the answer policies): a JSON value (text false), or the text
+// of a text/* body (text true). It refuses what a caller's reader could
+// read otherwise than the steps do: an encoded body, more than one
+// Content-Type, a charset other than UTF-8, a byte order mark, duplicate
+// names, and text that a lenient reader takes for JSON (a text body that
+// is JSON is read as JSON, so JSON escapes cannot hide what the steps look
+// for; one that looks like JSON but is not is refused). why says what
+// makes it unreadable; "" when it was read.
 func readAnswer(a *answer, maxDepth int) (v any, text bool, why string) {
 	for _, ce := range a.Header.Values("Content-Encoding") {
 		// Every value: a client may decode by any of them.
@@ -377,25 +383,51 @@ func readAnswer(a *answer, maxDepth int) (v any, text bool, why string) {
 			return nil, false, fmt.Sprintf("an encoded body (Content-Encoding %q)", mcp.BoundedText(ce))
 		}
 	}
-	mt, _, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
+	if n := len(a.Header.Values("Content-Type")); n > 1 {
+		return nil, false, fmt.Sprintf("%d Content-Type headers", n)
+	}
+	mt, params, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
+	if cs := strings.ToLower(strings.TrimSpace(params["charset"])); cs != "" && cs != "utf-8" && cs != "utf8" && cs != "us-ascii" {
+		return nil, false, fmt.Sprintf("a body in another charset than UTF-8 (%q)", mcp.BoundedText(cs))
+	}
+	if bytes.HasPrefix(a.Body, []byte("\xef\xbb\xbf")) {
+		return nil, false, "a body that starts with a byte order mark"
+	}
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		if ref := checkJSONNames("the answer", a.Body, maxDepth); ref != nil {
-			return nil, false, "JSON that parsers read differently"
+		if v, ok := readJSONAnswer(a.Body, maxDepth); ok {
+			return v, false, ""
 		}
-		dec := json.NewDecoder(bytes.NewReader(a.Body))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil || dec.More() {
-			return nil, false, "a body that is not one JSON value"
-		}
-		return v, false, ""
+		return nil, false, "a body that is not one JSON value that parsers read alike"
 	case strings.HasPrefix(mt, "text/"):
 		if !utf8.Valid(a.Body) {
 			return nil, false, "text that is not UTF-8"
 		}
+		if t := bytes.TrimLeft(a.Body, " \t\r\n"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+			// A text answer in JSON's clothes: many callers parse it
+			// whatever its media type says.
+			if v, ok := readJSONAnswer(a.Body, maxDepth); ok {
+				return v, false, ""
+			}
+			return nil, false, "text that looks like JSON but is not one JSON value that parsers read alike"
+		}
 		return string(a.Body), true, ""
 	}
 	return nil, false, fmt.Sprintf("a body that is neither JSON nor text (Content-Type %q)", mcp.BoundedText(mt))
+}
+
+// readJSONAnswer decodes one JSON value (numbers as json.Number) that
+// every parser reads alike: no duplicate names, within maxDepth.
+func readJSONAnswer(body []byte, maxDepth int) (v any, ok bool) {
+	if checkJSONNames("the answer", body, maxDepth) != nil {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return nil, false
+	}
+	return v, true
 }
 
 // marshalAnswer writes a redacted JSON answer: no HTML escaping, no

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,8 +10,6 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
-	"github.com/toolgate/toolgate/proxy/canonical"
-	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -106,7 +102,7 @@ func (s answerPolicyStep) readsEveryStatus() bool { return true }
 
 func (s answerPolicyStep) answer(ctx context.Context, c *call, a *answer) *refusal {
 	subject := fmt.Sprintf("Tool '%s' answered", s.tool)
-	v, why := readPolicyAnswer(a, c.st.cfg.Limits.MaxJSONDepth)
+	v, _, why := a.read(c.st.cfg.Limits.MaxJSONDepth)
 	if why != "" {
 		return refuse(bucketing.CodeUpstream, reasonAnswerUnreadable,
 			fmt.Sprintf("%s with %s, and its answers are decided by policies", subject, why), nil)
@@ -203,43 +199,6 @@ func redactingPolicies(v any, rs []policies.Redaction) []string {
 		}
 	}
 	return names
-}
-
-// readPolicyAnswer reads an answer's body for the policies, as the
-// detectors read it (readAnswer: JSON or UTF-8 text, no encoded body, no
-// duplicate names, bounded depth), and refuses further what a caller's
-// reader could read otherwise than the policy does: more than one
-// Content-Type, a charset other than UTF-8, a byte order mark, and text
-// that a lenient reader takes for JSON (a text body that is JSON is read
-// as JSON; one that looks like JSON but is not is refused). why is ""
-// when the body was read.
-func readPolicyAnswer(a *answer, maxDepth int) (v any, why string) {
-	if n := len(a.Header.Values("Content-Type")); n > 1 {
-		return nil, fmt.Sprintf("%d Content-Type headers", n)
-	}
-	_, params, _ := canonical.ParseMediaType(a.Header.Get("Content-Type"))
-	if cs := strings.ToLower(strings.TrimSpace(params["charset"])); cs != "" && cs != "utf-8" && cs != "utf8" && cs != "us-ascii" {
-		return nil, fmt.Sprintf("a body in another charset than UTF-8 (%q)", mcp.BoundedText(cs))
-	}
-	if bytes.HasPrefix(a.Body, []byte("\xef\xbb\xbf")) {
-		return nil, "a body that starts with a byte order mark"
-	}
-	v, text, why := a.read(maxDepth)
-	if why != "" || !text {
-		return v, why
-	}
-	trimmed := bytes.TrimLeft(a.Body, " \t\r\n")
-	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
-		return v, ""
-	}
-	// A text answer in JSON's clothes: many callers parse it whatever its
-	// media type says, so the policy sees what they read.
-	js := &answer{Status: a.Status, Header: http.Header{"Content-Type": {"application/json"}}, Body: a.Body}
-	jv, _, jwhy := readAnswer(js, maxDepth)
-	if jwhy != "" {
-		return nil, "text that looks like JSON but is not one JSON value that parsers read alike"
-	}
-	return jv, ""
 }
 
 // foldNames returns v with every object member name in lower case under

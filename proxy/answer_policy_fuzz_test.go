@@ -26,7 +26,7 @@ func FuzzPolicyAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ct string, body []byte) {
 		a := &answer{Status: 200, Header: http.Header{"Content-Type": {ct}}, Body: body}
-		v, why := readPolicyAnswer(a, 64)
+		v, _, why := readAnswer(a, 64)
 		if why != "" {
 			return
 		}

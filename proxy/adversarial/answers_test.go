@@ -95,6 +95,10 @@ func ansAttacks() []ansAttack {
 			ansAttack{name: "gzip-upper" + p, path: p, header: hdr("Content-Type", "text/plain", "Content-Encoding", "GZIP"), body: gzipped(ansSecret), secret: ansSecret},
 			ansAttack{name: "identity-then-gzip" + p, path: p, header: hdr("Content-Type", "text/plain", "Content-Encoding", "identity", "Content-Encoding", "gzip"), body: gzipped(ansSecret), secret: ansSecret},
 			ansAttack{name: "bom-json" + p, path: p, header: js, body: "\xef\xbb\xbf" + `{"t":"` + ansSecret + `"}`, secret: ansSecret},
+			ansAttack{name: "text-holding-escaped-json" + p, path: p, header: text, body: `{"token":"` + esc + `"}`, secret: ansSecret},
+			ansAttack{name: "bom-text-holding-escaped-json" + p, path: p, header: text, body: "\xef\xbb\xbf" + `{"token":"` + esc + `"}`, secret: ansSecret},
+			ansAttack{name: "utf-16-text" + p, path: p, header: hdr("Content-Type", "text/plain; charset=utf-16le"), body: utf16le(ansSecret), secret: ansSecret, decode: fromUTF16LE},
+			ansAttack{name: "two-content-types" + p, path: p, header: hdr("Content-Type", "text/plain", "Content-Type", "application/json"), body: `{"token":"` + esc + `"}`, secret: ansSecret},
 			ansAttack{name: "two-json-values" + p, path: p, header: js, body: `{"ok":true} {"t":"` + ansSecret + `"}`, secret: ansSecret},
 			ansAttack{name: "status-400" + p, path: p, status: 400, header: js, body: `{"error":"bad key ` + ansSecret + `"}`, secret: ansSecret},
 			ansAttack{name: "status-500-text" + p, path: p, status: 500, header: text, body: "stack: " + ansSecret, secret: ansSecret},
@@ -118,6 +122,10 @@ func ansAttacks() []ansAttack {
 	)
 	return out
 }
+
+// fromUTF16LE reads UTF-16LE text (ASCII) as a client honouring the
+// charset does.
+func fromUTF16LE(s string) string { return strings.ReplaceAll(s, "\x00", "") }
 
 // entities spells every letter as an HTML character reference.
 func entities(s string) string {
