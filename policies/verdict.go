@@ -21,6 +21,11 @@ type Verdict struct {
 	// inject_headers, then the policies'. Secrets from the environment are
 	// shown as "(set)".
 	Inject map[string]string
+	// InjectOrigin says, when Inject is not empty, the only origin the
+	// headers go to (the tool's: its scheme, host and port) and the
+	// settings that widen it; a call sent elsewhere is refused
+	// (policy/origin_mismatch).
+	InjectOrigin string
 	// DryRun are the messages of dry-run policies that would have denied.
 	DryRun []string
 	// PolicyError names policies that failed while the tool fails open.

@@ -38,9 +38,11 @@ var callerGone = &refusal{reason: reasonClientClosed}
 // there is built (nil: the tool has none).
 type stepEntry struct {
 	name string
-	// args is true for the steps that decide a call's arguments (schema,
-	// policies): what Evaluate runs.
-	args  bool
+	// eval is true for the steps that decide a call from its arguments
+	// and where it goes, with no effect of their own (schema, policies,
+	// origin): what Evaluate runs, so that policy eval and policy test
+	// cannot disagree with the sidecar.
+	eval  bool
 	build func(e *chainEnv) requestStep
 }
 
@@ -48,7 +50,12 @@ type stepEntry struct {
 // steps 2 to 6; steps 0 and 1, canonical form and routing, find the tool
 // whose chain runs, and step 7 is dispatch):
 //
-//	extract → schema → policies → approval → origin → budget
+//	extract → schema → policies → origin → approval → budget
+//
+// Origin runs before approval, so that a person is never asked to approve
+// a call that could not go upstream anyway (its injected headers bound
+// for another origin), and so that Evaluate, which stops before approval
+// and reports the policies' request instead, decides as the sidecar does.
 //
 // An MCP route runs the same order with its own extraction: each
 // tools/call's params (mcpCallStep), then the schema the server listed or
@@ -56,10 +63,10 @@ type stepEntry struct {
 // whole message, so that a batch is admitted all or nothing (admitMCP).
 var requestOrder = []stepEntry{
 	{name: "extract", build: buildExtract},
-	{name: "schema", args: true, build: buildSchema},
-	{name: "policies", args: true, build: buildPolicies},
+	{name: "schema", eval: true, build: buildSchema},
+	{name: "policies", eval: true, build: buildPolicies},
+	{name: "origin", eval: true, build: buildOrigin},
 	{name: "approval", build: buildApproval},
-	{name: "origin", build: buildOrigin},
 	{name: "budget", build: buildBudget},
 }
 
@@ -76,7 +83,7 @@ func (e *chainEnv) checker() Checker { return e.snap.Checkers[e.t.cfg.Name] }
 // link is one compiled step.
 type link struct {
 	name string
-	args bool
+	eval bool
 	step requestStep
 }
 
@@ -99,7 +106,7 @@ func compileChain(t *tool, snap *Snapshot, approver Approver) *chain {
 	ch := &chain{}
 	for _, en := range requestOrder {
 		if s := en.build(e); s != nil {
-			ch.steps = append(ch.steps, link{name: en.name, args: en.args, step: s})
+			ch.steps = append(ch.steps, link{name: en.name, eval: en.eval, step: s})
 		}
 	}
 	if t.mcp == nil {
@@ -127,13 +134,13 @@ func (ch *chain) run(ctx context.Context, c *call) *refusal {
 	return nil
 }
 
-// runArgs runs only the steps that decide the arguments (schema, then
-// policies): the chain without extraction, which Evaluate replaces with
-// the arguments it is given, and without what only a call going upstream
-// does (approval, origin, budget).
-func (ch *chain) runArgs(ctx context.Context, c *call) *refusal {
+// runEval runs the steps Evaluate runs (schema, policies, origin): the
+// chain without extraction, which Evaluate replaces with the arguments it
+// is given, and without what only a call going upstream does (approval,
+// which Evaluate reports instead, and budget, which counts).
+func (ch *chain) runEval(ctx context.Context, c *call) *refusal {
 	for i := range ch.steps {
-		if !ch.steps[i].args {
+		if !ch.steps[i].eval {
 			continue
 		}
 		if ref := ch.steps[i].step.check(ctx, c); ref != nil {

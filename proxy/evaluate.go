@@ -17,12 +17,26 @@ import (
 // too).
 type Verdict = policies.Verdict
 
-// Evaluate runs a tool's checks (the schema, then its policies) on
-// arguments exactly as the pipeline does for a call, without sending
-// anything. headers are the request headers a caller would send (the
-// agent and session headers, allow-listed headers for policies). Path
+// Evaluate runs a tool's checks on arguments exactly as the pipeline does
+// for a call, without sending anything: the tool's chain without
+// extraction (args are given) and dispatch, its schema, its policies and
+// the origin rule for injected headers, as EvaluateAt with the tool's own
+// origin as the URL. headers are the request headers a caller would send
+// (the agent and session headers, allow-listed headers for policies). Path
 // variables of the tool's template are taken from args.
 func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[string]any, headers http.Header) (Verdict, error) {
+	return EvaluateAt(ctx, snap, toolName, "", args, headers)
+}
+
+// EvaluateAt is Evaluate for a call sent to rawURL, as a legacy service
+// would send it (scheme, host, port, path and query): the URL is put in
+// canonical form and routed as the sidecar does, it must reach the named
+// tool, its path variables join args as extraction adds them, and the
+// origin rule sees its scheme and port, so a call the sidecar refuses
+// for going to another origin than the tool's is refused here too. An
+// empty rawURL is the tool's own origin: https, the tool's host (or
+// upstream.invalid) and port, the path filled from args.
+func EvaluateAt(ctx context.Context, snap Snapshot, toolName, rawURL string, args map[string]any, headers http.Header) (Verdict, error) {
 	if snap.Config == nil {
 		return Verdict{}, fmt.Errorf("no configuration")
 	}
@@ -41,10 +55,29 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 	if t.mcp != nil {
 		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists; evaluate one of its tools with a recorded or live tools/list (policy eval --tools-list FILE or --live URL, tools_list: in a case file; see docs/mcp.md)", toolName)
 	}
-	target, vars := evalURL(t, args)
 	method := t.cfg.Match.Method
 	if method == "" {
 		method = http.MethodPost
+	}
+	var target *url.URL
+	var vars map[string]string
+	if rawURL == "" {
+		target, vars = evalURL(t, args)
+	} else {
+		var err error
+		if target, vars, err = evalRoute(ctx, snap.Config, t, method, rawURL); err != nil {
+			return Verdict{}, err
+		}
+		if len(vars) > 0 {
+			merged := make(map[string]any, len(args)+len(vars))
+			for k, v := range args {
+				merged[k] = v
+			}
+			for k, v := range vars {
+				merged[k] = v
+			}
+			args = merged
+		}
 	}
 	r, err := http.NewRequestWithContext(ctx, method, target.String(), http.NoBody)
 	if err != nil {
@@ -60,21 +93,89 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 	c := &call{st: st, t: t, start: time.Now(), client: ctx, in: r, target: target, vars: vars, args: args}
 	c.evalCaller(r)
 	v := Verdict{Allowed: true}
-	// The tool's chain without dispatch: its argument steps (schema,
-	// policies) on the arguments given, as a call's run them.
-	if ref := compileChain(t, &st.Snapshot, nil).runArgs(ctx, c); ref != nil {
+	// The tool's chain without extraction and dispatch: the steps that
+	// decide a call from its arguments and where it goes (schema,
+	// policies, origin), as a call's run them.
+	if ref := compileChain(t, &st.Snapshot, nil).runEval(ctx, c); ref != nil {
 		v = refusedVerdict(ref)
 	} else {
 		v.Inject = c.injected()
 		v.Approval = c.ask
+		if len(v.Inject) > 0 {
+			v.InjectOrigin = t.originText()
+		}
 	}
 	v.DryRun = c.ev.DryRunViolations
 	v.PolicyError = c.ev.PolicyError
 	return v, nil
 }
 
-// evalURL is the URL a call of t with args goes to: the tool's host (or
-// upstream.invalid) and its path template filled from args.
+// evalRoute puts rawURL in canonical form and routes it as the pipeline
+// does; it is an error unless the call reaches t. It returns the
+// canonical URL the call would go to and its path variables.
+func evalRoute(ctx context.Context, cfg *Config, t *tool, method, rawURL string) (*url.URL, map[string]string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, nil, fmt.Errorf("--url %q: expected an absolute http or https URL, as the service sends it", rawURL)
+	}
+	cn, ref := cfg.canonicalize(ctx, method, u)
+	if ref != nil {
+		return nil, nil, fmt.Errorf("--url %q: the sidecar refuses it before routing: %s", rawURL, ref.detail)
+	}
+	got, vars := route(cfg.tools, cn.method, cn.host, cn.port, cn.path)
+	switch {
+	case got == nil:
+		return nil, nil, fmt.Errorf("--url %q: a %s of it matches no tool; tool %q matches %s %s%s", rawURL, cn.method, t.cfg.Name, orAny(t.cfg.Match.Method, "any method"), orAny(t.cfg.Match.Host, "any host"), t.cfg.Match.Path)
+	case got != t:
+		return nil, nil, fmt.Errorf("--url %q: a %s of it is a call of tool %q, not %q", rawURL, cn.method, got.cfg.Name, t.cfg.Name)
+	}
+	return cn.url(t, u.RawQuery), vars, nil
+}
+
+// orAny is s, or what its absence means.
+func orAny(s, absent string) string {
+	if s == "" {
+		return absent
+	}
+	return s
+}
+
+// originText says where t's injected headers go, for a verdict: the only
+// origin the sidecar sends them to, and the settings that widen it.
+func (t *tool) originText() string {
+	scheme := "https"
+	if t.cfg.InjectOverHTTP {
+		scheme = "https or http"
+	}
+	host := t.host
+	if host == "" {
+		host = "the call's host"
+	}
+	port := t.port
+	switch {
+	case port != "":
+	case t.cfg.InjectOverHTTP:
+		port = "443 or 80"
+	default:
+		port = "443"
+	}
+	s := fmt.Sprintf("%s to %s, port %s, only; elsewhere refused (policy/origin_mismatch)", scheme, host, port)
+	var widen []string
+	if !t.cfg.InjectOverHTTP {
+		widen = append(widen, "inject_over_http: true allows plain HTTP")
+	}
+	if t.port == "" && t.host != "" {
+		widen = append(widen, "a port in match.host another port")
+	}
+	if len(widen) > 0 {
+		s += ": " + strings.Join(widen, ", ")
+	}
+	return s
+}
+
+// evalURL is the URL a call of t with args goes to at the tool's own
+// origin: https, the tool's host (or upstream.invalid) and port, and its
+// path template filled from args.
 func evalURL(t *tool, args map[string]any) (*url.URL, map[string]string) {
 	host := t.host
 	if host == "" {
@@ -95,7 +196,7 @@ func evalURL(t *tool, args map[string]any) (*url.URL, map[string]string) {
 		vars[seg.name] = v
 		path.WriteString(seg.prefix + url.PathEscape(v) + seg.suffix)
 	}
-	return &url.URL{Scheme: "http", Host: host, Path: path.String()}, vars
+	return &url.URL{Scheme: "https", Host: host, Path: path.String()}, vars
 }
 
 // evalCaller sets the event's caller fields from r's headers, as the

@@ -128,7 +128,30 @@ func (c *call) checkOrigin(target *url.URL) *refusal {
 		host = "its host"
 	}
 	return refuse(bucketing.CodePolicy, bucketing.ReasonOriginMismatch,
-		fmt.Sprintf("Tool '%s' injects headers only to its own origin (%s, %s, %s), and this call goes to %s://%s", t.cfg.Name, want, host, port, target.Scheme, target.Host), nil)
+		fmt.Sprintf("Tool '%s' injects headers only to its own origin (%s, %s, %s), and this call goes to %s://%s%s", t.cfg.Name, want, host, port, target.Scheme, target.Host, t.originFix(target)), nil)
+}
+
+// originFix names the setting that would let a call to u carry the
+// tool's injected headers, for the origin_mismatch refusal: the operator
+// reads it, and the refusal says what to change rather than only what
+// differs.
+func (t *tool) originFix(u *url.URL) string {
+	var fixes []string
+	if u.Scheme == "http" && !t.cfg.InjectOverHTTP {
+		fixes = append(fixes, "set inject_over_http: true on the tool to send them over plain HTTP")
+	}
+	_, port := splitHostPort(u)
+	want := t.port
+	if want == "" {
+		want = canonical.DefaultPort(u.Scheme)
+	}
+	if port != want && t.host != "" {
+		fixes = append(fixes, fmt.Sprintf("name the port in match.host (%s) to send them to port %s", net.JoinHostPort(t.host, port), port))
+	}
+	if len(fixes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(fixes, ", and ")
 }
 
 // originOK reports whether a canonical upstream URL is the tool's origin.

@@ -27,14 +27,17 @@
 //     decides the call (policy/policy_denied, or validation when every
 //     deny says so; policy_error and policy_timeout when a policy fails
 //     closed); dry-run denials are only recorded;
-//     4a. approval (approval.go): a call a policy or the approvals section
+//     4a. origin: a call that would carry injected headers (configured,
+//     or asked for by a policy) to another origin than the tool's is
+//     refused (policy/origin_mismatch), before anyone is asked to approve
+//     it;
+//     4b. approval (approval.go): a call a policy or the approvals section
 //     says needs a person's approval goes on only with a grant bound to it
 //     (policy/approval_pending, approval_denied; validation/
 //     revision_requested);
 //  5. injection: configured headers, and headers a policy asked for, are
-//     added, after every check, so an injected value can never trip one,
-//     and only when the call goes to the tool's own origin (else
-//     policy/origin_mismatch);
+//     added at dispatch, after every check, so an injected value can never
+//     trip one, and only to the tool's own origin (4a);
 //  6. budgets (budget.go, with a budgets section only): an upstream in 429
 //     backoff (rate_limit/upstream_backoff), the call and cost budgets
 //     (policy/budget_exhausted), loop breaking (policy/loop_detected), and

@@ -83,20 +83,29 @@ their unit tests run. The bundle's signature is not checked here.`,
 }
 
 func newPolicyEvalCmd() *cobra.Command {
-	var cfgPath, tool, args string
+	var cfgPath, tool, args, evalURL string
 	var mf policycmd.MCPFlags
 	var headers []string
 	c := &cobra.Command{
-		Use:   "eval --config FILE --tool NAME --args JSON [--header K=V ...] [--tools-list FILE | --live URL] [--route NAME]",
+		Use:   "eval --config FILE --tool NAME --args JSON [--url URL] [--header K=V ...] [--tools-list FILE | --live URL] [--route NAME]",
 		Short: "Show what the checks decide for one call",
-		Long: `Eval runs one tool's checks (its schema, then its policies) on the given
-arguments as the sidecar would for a call with a JSON body, without sending anything,
-and prints the decision: allowed, needs_approval (a policy holds it for a
+		Long: `Eval runs one tool's checks (its schema, its policies, then the origin rule
+for injected headers: the sidecar's own chain without sending anything) on
+the given arguments as the sidecar would for a call with a JSON body, and
+prints the decision: allowed, needs_approval (a policy holds it for a
 person's approval; shown with the effect and the fields the person sees) or
 refused, the code, reason and detail, each violation's path and message,
 the denials of dry-run policies, the headers that would be injected
-upstream (secrets show as "(set)"), and, for a refusal, the exact envelope
-the caller would get.
+upstream (secrets show as "(set)") with the only origin they go to, and,
+for a refusal, the exact envelope the caller would get.
+
+--url is the URL the call goes to, as the service sends it
+(http://localhost:8080/v1/notes): it is put in canonical form and routed as
+the sidecar does (it must reach --tool; its path variables join the
+arguments), and a tool that injects headers refuses it, as the sidecar
+does, when it goes to another origin than the tool's (plain HTTP without
+inject_over_http, another port than match.host names). Without --url the
+call goes to the tool's own origin (https, its host and port).
 
 --args is the JSON object of arguments, as a JSON body would carry them.
 What eval cannot reproduce: for a tool that reads its arguments from the
@@ -154,13 +163,14 @@ read or fetched), 2 on a usage error.`,
 			if mf.ToolsList != "" || mf.Live != "" {
 				return policycmd.EvalMCP(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h, mf)
 			}
-			return policycmd.Eval(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h)
+			return policycmd.Eval(c.Context(), c.OutOrStdout(), cfgPath, tool, evalURL, args, h)
 		},
 	}
 	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
 	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration, or with --tools-list or --live an MCP tool's name (required)")
 	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
 	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
+	c.Flags().StringVar(&evalURL, "url", "", "the URL the call goes to, as the service sends it (scheme, host, port, path); default: the tool's own origin over https")
 	c.Flags().StringVar(&mf.ToolsList, "tools-list", "", "a recorded tools/list answer (JSON-RPC response or result) giving the MCP tools' schemas")
 	c.Flags().StringVar(&mf.Live, "live", "", "the URL of the MCP server to list the tools of, with the route's own tools/list")
 	c.Flags().StringVar(&mf.Route, "route", "", "the MCP route's name in the configuration (default: its only MCP route)")

@@ -189,6 +189,9 @@ func PrintVerdict(out io.Writer, tool string, v Verdict) {
 		}
 		row("inject", "%s: %s", k, val)
 	}
+	if v.InjectOrigin != "" {
+		row("inject to", "%s", v.InjectOrigin)
+	}
 	if a := v.Approval; a != nil {
 		row("approval", "a person must approve it first (asked by policy '%s'): %s", a.Policy, a.Effect)
 		sk := make([]string, 0, len(a.Summary))

@@ -120,8 +120,9 @@ func ParseHeaders(flags []string) (http.Header, error) {
 }
 
 // Eval runs `toolgate policy eval`: the checks of the configuration at
-// cfgPath on one call of tool, printing the verdict on out.
-func Eval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h http.Header) error {
+// cfgPath on one call of tool, sent to rawURL ("" for the tool's own
+// origin), printing the verdict on out.
+func Eval(ctx context.Context, out io.Writer, cfgPath, tool, rawURL, rawArgs string, h http.Header) error {
 	args, err := policytest.DecodeArguments([]byte(rawArgs))
 	if err != nil {
 		return fmt.Errorf("--args: %w", err)
@@ -130,7 +131,7 @@ func Eval(ctx context.Context, out io.Writer, cfgPath, tool, rawArgs string, h h
 	if err != nil {
 		return err
 	}
-	v, err := proxy.Evaluate(ctx, lc.Snapshot, tool, args, h)
+	v, err := proxy.EvaluateAt(ctx, lc.Snapshot, tool, rawURL, args, h)
 	if err != nil {
 		return err
 	}
