@@ -39,7 +39,7 @@ func ExampleLoad() {
 		fmt.Printf("retmax=%d: %s/%s: %s\n", retmax, d.Code, d.Reason, d.Detail)
 	}
 	// Output:
-	// toolgate.bounds: 3/3 tests pass
+	// toolgate.bounds: 5/5 tests pass
 	// retmax=20: allowed
 	// retmax=500: validation/policy_denied: Tool 'pubmed_search' refused by policy 'bounds': retmax must be at most 100
 }
