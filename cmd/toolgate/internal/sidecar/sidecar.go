@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/reload"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/mcppin"
 	"github.com/toolgate/toolgate/sink"
 	"github.com/toolgate/toolgate/sink/tracing"
@@ -54,6 +55,11 @@ type Options struct {
 	ReloadPoll time.Duration
 	// ReloadSettle overrides reload.settle when positive.
 	ReloadSettle time.Duration
+	// EgressResolver resolves the upstream names the proxy dials
+	// (proxy.Options.EgressResolver). Tests set it to send a
+	// configuration's real tool hosts to stand-ins; no flag or
+	// configuration field reaches it. Default nil: the system resolver.
+	EgressResolver egress.Resolver
 }
 
 // Sidecar is a running toolgate: the proxy, its event path and the admin
@@ -110,6 +116,7 @@ func Start(lc *config.Loaded, o Options) (*Sidecar, error) {
 		Events:   sc.events.gate(lc.Events),
 
 		MaxCallerConns: fds.Callers,
+		EgressResolver: o.EgressResolver,
 	})
 	if err == nil {
 		err = sc.proxy.Listen()
