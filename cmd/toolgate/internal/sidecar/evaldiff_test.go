@@ -405,3 +405,161 @@ func bytesHead(b []byte) string {
 	}
 	return string(b)
 }
+
+// TestEvalAgreesWithSidecarMCP is TestEvalAgreesWithSidecar for the
+// example MCP route: each case of examples/mcp/files.cases.yaml is decided
+// by proxy.EvaluateMCP with the recorded tools/list, and sent as a
+// tools/call through a live sidecar running examples/mcp/toolgate.yaml (its
+// route pointed at a stand-in MCP server that lists the same tools) as an
+// MCP client configured with only a proxy variable sends it. They agree
+// when eval allows ⇔ the server received the tools/call, and eval refuses
+// ⇔ the sidecar answers with an isError result whose envelope has the
+// same code and reason, and the server received no tools/call.
+func TestEvalAgreesWithSidecarMCP(t *testing.T) {
+	examples := filepath.Join("..", "..", "..", "..", "examples", "mcp")
+	file, err := policytest.ReadCaseFile(filepath.Join(examples, "files.cases.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := os.ReadFile(filepath.Join(examples, "tools-list.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(list, &listed); err != nil || listed.Result == nil {
+		t.Fatalf("tools-list.json: %v", err)
+	}
+	srv := &mcpStandIn{list: listed.Result, calls: map[string]bool{}}
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(up)
+	t.Cleanup(func() { hs.Close() })
+
+	cfgPath := filepath.Join(examples, file.Config)
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same configuration, its route and reverse upstream pointed at
+	// the stand-in's port instead of 3001, and the forward listener on.
+	data := strings.ReplaceAll(string(raw), "127.0.0.1:3001", up.Addr().String())
+	data = strings.Replace(data, "listen:\n  reverse:", "listen:\n  forward: 127.0.0.1:0\n  reverse:", 1)
+	data = strings.Replace(data, "listen: 127.0.0.1:18083", "listen: 127.0.0.1:0", 1)
+	dir := t.TempDir()
+	data += fmt.Sprintf("admin:\n  listen: \"off\"\nevents:\n  file:\n    path: %s\n", filepath.Join(dir, "events.ndjson"))
+	lc, err := config.Parse(cfgPath, []byte(data))
+	if err != nil {
+		t.Fatalf("%s, loaded as run loads it: %v", cfgPath, err)
+	}
+	sc, err := Start(lc, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sc.Stop(ctx)
+	})
+	client := &http.Client{
+		Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: sc.ProxyAddr("forward", 0)})},
+		Timeout:   30 * time.Second,
+	}
+	endpoint := "http://" + up.Addr().String() + "/mcp"
+	for i, c := range file.Cases {
+		v, err := proxy.EvaluateMCP(context.Background(), lc.Snapshot, proxy.MCPTools{List: list}, c.Tool, c.JSONArguments, nil)
+		if err != nil {
+			t.Fatalf("case %q: eval: %v", c.Name, err)
+		}
+		id := fmt.Sprintf("diff-%d", i)
+		msg, _ := json.Marshal(map[string]any{
+			"jsonrpc": "2.0", "id": id, "method": "tools/call",
+			"params": map[string]any{"name": c.Tool, "arguments": c.Arguments},
+		})
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(string(msg)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("case %q: %v", c.Name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		reached := srv.took(id)
+		var ans struct {
+			Result struct {
+				IsError bool `json:"isError"`
+				Meta    struct {
+					Envelope struct {
+						Error struct{ Code, Reason string } `json:"error"`
+					} `json:"toolgate/envelope"`
+				} `json:"_meta"`
+			} `json:"result"`
+		}
+		json.Unmarshal(body, &ans)
+		got := ans.Result.Meta.Envelope.Error
+		switch {
+		case v.Allowed && !reached:
+			t.Errorf("case %q: eval allows it; the sidecar answered %d %s and the server got no tools/call", c.Name, resp.StatusCode, bytesHead(body))
+		case !v.Allowed && (reached || !ans.Result.IsError || got.Code != v.Code || got.Reason != v.Reason):
+			t.Errorf("case %q: eval refuses it %s/%s; the sidecar answered %d %s/%s (server got the call: %v): %s", c.Name, v.Code, v.Reason, resp.StatusCode, got.Code, got.Reason, reached, bytesHead(body))
+		}
+	}
+	t.Logf("%d MCP calls compared", len(file.Cases))
+}
+
+// mcpStandIn is a stateless MCP server: it lists the recorded tools and
+// answers every tools/call, remembering the ids of those it got.
+type mcpStandIn struct {
+	list  json.RawMessage
+	mu    sync.Mutex
+	calls map[string]bool
+}
+
+func (s *mcpStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&m); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if m.ID == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var result any
+	switch m.Method {
+	case "initialize":
+		result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "stand-in", "version": "1"}}
+	case "tools/list":
+		result = s.list
+	case "tools/call":
+		var id string
+		json.Unmarshal(m.ID, &id)
+		s.mu.Lock()
+		s.calls[id] = true
+		s.mu.Unlock()
+		result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "done"}}}
+	default:
+		result = map[string]any{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
+}
+
+// took reports whether the server got the tools/call with id.
+func (s *mcpStandIn) took(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[id]
+}
