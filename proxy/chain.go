@@ -98,6 +98,9 @@ type chain struct {
 	answerLimit int64
 	answerPass  bool
 	answerAll   bool
+	// metrics are the tool's series in the server that put the chain in
+	// force (Swap); nil in Evaluate.
+	metrics *toolMetrics
 }
 
 // compileChain builds t's chain for a snapshot.

@@ -443,8 +443,8 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 	if c.gone {
 		label = reasonClientClosed
 	}
-	if c.t != nil {
-		c.t.metrics.observe(label, now.Sub(c.start), up)
+	if c.ch != nil && c.ch.metrics != nil {
+		c.ch.metrics.observe(label, now.Sub(c.start), up)
 	} else {
 		c.s.metrics.call("", label, now.Sub(c.start))
 	}

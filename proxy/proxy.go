@@ -286,14 +286,17 @@ func (s *Server) Swap(snap Snapshot) error {
 	if snap.PolicyHeaders == nil {
 		snap.PolicyHeaders = defaultPolicyHeaders
 	}
-	for _, t := range cfg.tools {
-		t.metrics = s.metrics.forTool(t.cfg.Name)
-	}
 	if err := s.pins.load(cfg); err != nil {
 		return err
 	}
 	st := &state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)}
 	st.chains = compileChains(cfg, &st.Snapshot, s.approver)
+	for t, ch := range st.chains {
+		// A chain, not the compiled tool, holds the server's handles: the
+		// configuration may be shared (another Server, Evaluate), and its
+		// calls count in their own server's series.
+		ch.metrics = s.metrics.forTool(t.cfg.Name)
+	}
 	g, err := s.newGuard(cfg)
 	if err != nil {
 		return err

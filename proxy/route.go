@@ -22,7 +22,6 @@ type tool struct {
 	schema  *policies.Schema
 	mcp     *mcpRoute         // nil unless the protocol is mcp
 	inject  map[string]string // canonical header -> value
-	metrics *toolMetrics
 }
 
 // wantsEnvelope reports whether the caller gets the envelope for this call.
