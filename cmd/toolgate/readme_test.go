@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/modfile"
+)
+
+// TestReadmeInstall checks README.md's install lines, which the doc test
+// cannot run (they fetch over the network), against what they rely on:
+// `go install MODULE/cmd/toolgate@latest` names this package by the module
+// path of go.mod, and works only for a module without replace directives
+// (go install refuses those) at the Go version README says; the clone's
+// `make build` writes the binary the PATH line adds.
+func TestReadmeInstall(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.ParseLax("go.mod", gomod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := mf.Module.Mod.Path
+	if want := "go install " + module + "/cmd/toolgate@latest"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md lacks %q", want)
+	}
+	if len(mf.Replace) > 0 {
+		t.Errorf("go.mod has replace directives: `go install ...@latest`, as README.md says, refuses such a module")
+	}
+	if want := "With Go " + mf.Go.Version + " or later"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q (go.mod's go line)", want)
+	}
+	if want := "git clone https://" + module + " "; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md lacks %q", want)
+	}
+
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := regexp.MustCompile(`(?m)^BIN\s*:=\s*(\S+)$`).FindSubmatch(makefile)
+	if bin == nil {
+		t.Fatal("the Makefile names no BIN")
+	}
+	if !regexp.MustCompile(`(?m)^build:.*\n\t\$\(GO\) build .*-o \$\(BIN\) \./cmd/toolgate$`).Match(makefile) {
+		t.Errorf("the Makefile's build target does not build ./cmd/toolgate into $(BIN)")
+	}
+	dir, name := filepath.Split(string(bin[1]))
+	for _, want := range []string{
+		"`make build` writes `" + string(bin[1]) + "`",
+		`export PATH="$PWD/` + strings.TrimSuffix(dir, "/") + `:$PATH"`,
+	} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks %q (the Makefile's BIN is %s)", want, bin[1])
+		}
+	}
+	if name != "toolgate" {
+		t.Errorf("the Makefile's BIN is %s; README.md's commands call toolgate", bin[1])
+	}
+}
