@@ -69,3 +69,43 @@ func TestReadmeInstall(t *testing.T) {
 		t.Errorf("the Makefile's BIN is %s; README.md's commands call toolgate", bin[1])
 	}
 }
+
+// TestReadmeTestDeps: README.md's `make test` row names every Debian
+// package scripts/testdeps.sh installs for the tests.
+func TestReadmeTestDeps(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "testdeps.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wanted, ok := strings.Cut(string(script), "\nWANTED=(\n")
+	wanted, _, _ = strings.Cut(wanted, "\n)")
+	var row string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "| `make test` |") {
+			row = l
+		}
+	}
+	if !ok || row == "" {
+		t.Fatal("no WANTED list in scripts/testdeps.sh, or no `make test` row in README.md")
+	}
+	n := 0
+	for _, l := range strings.Split(wanted, "\n") {
+		pkg, _, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if !ok {
+			continue
+		}
+		n++
+		if !strings.Contains(row, "`"+pkg+"`") {
+			t.Errorf("README.md's `make test` row does not name %s, which scripts/testdeps.sh installs", pkg)
+		}
+	}
+	if n < 10 {
+		t.Errorf("read %d packages from scripts/testdeps.sh's WANTED; has its form changed?", n)
+	}
+}
