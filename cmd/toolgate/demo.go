@@ -52,7 +52,7 @@ repository) and stops it at the end.`,
 				return err
 			}
 			if dash.Addr == "" {
-				fmt.Fprintln(c.OutOrStdout(), "\nto see these events in the failure dashboard: make demo-dashboard (starts a private ClickHouse), or toolgate demo --clickhouse HOST:9000")
+				fmt.Fprintln(c.OutOrStdout(), "\nto see these events in the failure dashboard, and the approval requests on its Approvals page (the links above):\nmake demo-dashboard (starts a private ClickHouse; needs clickhouse-server), or toolgate demo --clickhouse HOST:9000")
 				return nil
 			}
 			return dash.Run(c.Context(), c.OutOrStdout(), dir)

@@ -36,7 +36,24 @@ func TestDemo(t *testing.T) {
 	script := demo.Script()
 
 	rows := map[int]demoRow{}
+	// A detail longer than demo.DetailWidth wraps onto lines of its own,
+	// which start at the DETAIL column; they join their row's detail.
+	detailAt, last := -1, 0
 	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, "DETAIL"); i > 0 && strings.HasPrefix(line, "#") {
+			detailAt = i
+			continue
+		}
+		if detailAt > 0 && last > 0 && len(line) > detailAt && strings.TrimSpace(line[:detailAt]) == "" && line[detailAt] != ' ' {
+			r := rows[last]
+			cont := strings.TrimRight(line[detailAt:], " ")
+			if len(cont) > demo.DetailWidth {
+				t.Errorf("row %d: a DETAIL line of %d bytes, wider than %d: %q", last, len(cont), demo.DetailWidth, cont)
+			}
+			r.detail += " " + cont
+			rows[last] = r
+			continue
+		}
 		c := cells.Split(strings.TrimRight(line, " "), 8)
 		if len(c) < 7 {
 			continue
@@ -51,8 +68,15 @@ func TestDemo(t *testing.T) {
 		r := demoRow{via: c[1], sent: c[2], status: c[3], answer: c[4], code: c[5], reason: c[6]}
 		if len(c) == 8 {
 			r.detail = c[7]
+			if len(r.detail) > demo.DetailWidth {
+				t.Errorf("row %d: a DETAIL of %d bytes, wider than %d: %q", n, len(r.detail), demo.DetailWidth, r.detail)
+			}
 		}
 		rows[n] = r
+		last = n
+	}
+	if detailAt < 0 {
+		t.Fatalf("no header with a DETAIL column:\n%s", out)
 	}
 	if len(rows) != len(script) {
 		t.Errorf("%d rows, want one per scripted call (%d):\n%s", len(rows), len(script), out)
@@ -126,7 +150,8 @@ func TestDemo(t *testing.T) {
 		{"WASM deny", demoRow{status: "403", answer: "envelope", code: "policy", reason: "policy_denied", detail: "refused by policy 'label_guard'"}},
 		{"legacy caller, raw", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "legacy caller gets the raw answer"}},
 		{"opted-in caller, envelope", demoRow{status: "200", answer: "envelope", code: "ok", reason: "-", detail: "valid; enveloped"}},
-		{"loop broken", demoRow{status: "403", answer: "envelope", code: "policy", reason: "loop_detected", detail: "Tool 'pubmed_search' was called 3 times with the same arguments"}},
+		// The refusal's hint whole: the DETAIL column wraps, never cuts.
+		{"loop broken", demoRow{status: "403", answer: "envelope", code: "policy", reason: "loop_detected", detail: "Tool 'pubmed_search' was called 3 times with the same arguments in this session within 1m0s (loops.max_repeats 3); change the call or stop (retry in "}},
 		{"changed call after the loop", demoRow{status: "200", answer: "raw", code: "ok", reason: "-", detail: "a changed call passes"}},
 	}
 	for _, d := range decisions {
@@ -140,7 +165,22 @@ func TestDemo(t *testing.T) {
 			t.Errorf("%s: no row with status %s, answer %s, code %s, reason %s and a detail containing %q:\n%s", d.name, d.want.status, d.want.answer, d.want.code, d.want.reason, d.want.detail, out)
 		}
 	}
+	for n, r := range rows {
+		if strings.HasSuffix(r.detail, "...") {
+			t.Errorf("row %d: DETAIL %q is cut; it wraps instead", n, r.detail)
+		}
+	}
 	checkDemoApprovals(t, dir, script, rows)
+	// The approval rows link to the Approvals page, which make demo does
+	// not serve: the legend and the footer say what does.
+	for _, want := range []string{
+		"the pending rows link to the Approvals page: make demo-dashboard serves it (make demo does not)",
+		"the approval requests on its Approvals page (the links above):\nmake demo-dashboard",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output does not say %q:\n%s", want, out)
+		}
+	}
 	for _, s := range []string{"edit_approval (Rego, enforce)", "pii_guard (Rego, dry_run)", "session_inject (Rego, inject)", "label_guard (WASM module"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the policy legend lacks %q:\n%s", s, out)

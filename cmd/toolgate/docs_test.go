@@ -116,6 +116,8 @@ func docBlocks(t *testing.T, root, file string) []docBlock {
 // that matches no block fails the test, so this list cannot outlive its
 // blocks.
 var docSkips = []struct{ file, first, why string }{
+	{"README.md", "go install github.com/toolgate/toolgate/cmd/toolgate@latest", "fetches the module over the network; TestReadmeInstall checks the line against go.mod"},
+	{"README.md", "git clone https://github.com/toolgate/toolgate", "clones over the network and builds; TestReadmeInstall checks the lines against go.mod and the Makefile"},
 	{"README.md", "make demo", "make demo is TestDemo; make test is the whole suite"},
 	{"README.md", "toolgate run --config toolgate.yaml", "a sidecar on fixed ports until Ctrl-C; docs/quickstart.md's `toolgate run` is run (ports from the kernel)"},
 	{"docs/config.md", "toolgate run --config toolgate.yaml", "as README's `toolgate run`"},
@@ -162,8 +164,10 @@ type docReport struct {
 // envelope or the event they show, Rego examples are parsed, shell commands
 // run with this package's toolgate, and console blocks ($ command, then its
 // output) have their output checked. docs/quickstart.md runs as one session
-// in order: its services, the sidecar, curl, Python and Node. Untagged
-// blocks are diagrams, listings and sample logs; they are counted, not run.
+// in order: its services, the sidecar, curl, Python and Node; so does
+// README.md's first screen (readmeSession). A block outside a session
+// leaves no process running. Untagged blocks are diagrams, listings and
+// sample logs; they are counted, not run.
 func TestDocExamples(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -182,20 +186,36 @@ func TestDocExamples(t *testing.T) {
 	t.Setenv("OTLP_TOKEN", "doc-test-token") // tracing.md's headers example
 	env := newDocEnv(t, root)
 	var rep docReport
-	var qsRan int
-	var qsFailed bool
+	// Sessions, mostly waiting on their processes, run beside the other
+	// blocks and are counted once they end (below).
+	type sessionResult struct {
+		ran    int
+		failed bool
+	}
+	var sessions []*sessionResult
+	session := func(name string, blocks []docBlock) {
+		res := &sessionResult{}
+		sessions = append(sessions, res)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			res.ran = env.runSession(t, blocks)
+			res.failed = t.Failed()
+		})
+	}
 	used := make([]bool, len(docSkips))
 	for _, f := range files {
 		blocks := docBlocks(t, root, f)
 		if f == filepath.Join("docs", "quickstart.md") {
-			// One session, mostly waiting on its processes: it runs beside
-			// the other blocks, and is counted once it ends (below).
-			t.Run("docs/quickstart.md", func(t *testing.T) {
-				t.Parallel()
-				qsRan = env.runSession(t, blocks)
-				qsFailed = t.Failed()
-			})
+			session("docs/quickstart.md", blocks)
 			continue
+		}
+		if f == "README.md" {
+			var first []docBlock
+			first, blocks = sectionBlocks(t, root, f, blocks, readmeSession)
+			if len(first) == 0 {
+				t.Errorf("README.md has no blocks under %q", readmeSession)
+			}
+			session("README.md first screen", first)
 		}
 		for bi, b := range blocks {
 			if i := skipOf(b); i >= 0 {
@@ -236,10 +256,12 @@ func TestDocExamples(t *testing.T) {
 			t.Errorf("docSkips entry %s %q matches no block: remove it", s.file, s.first)
 		}
 	}
-	t.Cleanup(func() { // after the quick start's session
-		rep.ran += qsRan
-		if qsFailed {
-			rep.failed++
+	t.Cleanup(func() { // after the sessions
+		for _, s := range sessions {
+			rep.ran += s.ran
+			if s.failed {
+				rep.failed++
+			}
 		}
 		t.Logf("doc examples: %d run, %d failing; %d skipped (docSkips); %d untagged blocks (diagrams, listings, logs) not run", rep.ran, rep.failed, rep.skipped, rep.notExamples)
 	})
@@ -255,6 +277,50 @@ func skipOf(b docBlock) int {
 	return -1
 }
 
+// readmeSession is the heading of README.md's section that runs as one
+// session, as docs/quickstart.md does: its configuration, the sidecar it
+// starts and the call it refuses.
+const readmeSession = "## In one screen"
+
+// sectionBlocks splits blocks, of file, into those under the heading (up
+// to the next heading of its level or above) and the others.
+func sectionBlocks(t *testing.T, root, file string, blocks []docBlock, heading string) (in, out []docBlock) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	level, _, _ := strings.Cut(heading, " ")
+	fenced := map[int]bool{} // lines of code blocks, where "# x" is no heading
+	for _, blk := range blocks {
+		for n := blk.line; n <= blk.end; n++ {
+			fenced[n] = true
+		}
+	}
+	start, end := 0, 0
+	for i, l := range strings.Split(string(b), "\n") {
+		switch {
+		case fenced[i+1]:
+		case start == 0 && l == heading:
+			start = i + 1
+		case start > 0 && end == 0 && strings.HasPrefix(l, "#") && len(l)-len(strings.TrimLeft(l, "#")) <= len(level) && strings.HasPrefix(strings.TrimLeft(l, "#"), " "):
+			end = i + 1
+		}
+	}
+	if start == 0 {
+		t.Errorf("%s has no heading %q", file, heading)
+		return nil, blocks
+	}
+	for _, blk := range blocks {
+		if blk.line > start && (end == 0 || blk.line < end) {
+			in = append(in, blk)
+		} else {
+			out = append(out, blk)
+		}
+	}
+	return in, out
+}
+
 // docEnv is the folder the examples run in: the example schemas and
 // policies under the names the docs use, an interception CA, and a bin
 // folder whose toolgate is this test binary.
@@ -262,6 +328,10 @@ type docEnv struct {
 	root, dir, bin string
 	env            []string
 	ports          map[string]string // doc port -> kernel-picked port
+	// session says the blocks run as one reader's session, whose processes
+	// run on from one block to the next (until the test ends). A block
+	// outside a session must stop what it starts.
+	session bool
 }
 
 func newDocEnv(t *testing.T, root string) *docEnv {
@@ -528,15 +598,35 @@ func (e *docEnv) shell(t *testing.T, b docBlock, script string) (string, error) 
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	runErr := cmd.Run()
+	left := false
 	if cmd.Process != nil {
 		pgid := cmd.Process.Pid
 		t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGTERM) })
+		if !e.session && ctx.Err() == nil {
+			left = groupAlive(pgid, 10*time.Second)
+		}
 	}
 	b2, _ := os.ReadFile(out.Name())
 	if ctx.Err() != nil {
 		return string(b2), fmt.Errorf("%s: still running after 30s", b)
 	}
+	if runErr == nil && left {
+		runErr = errors.New("the block ended and left a process running: stop what it starts (trap '... kill ...; wait' EXIT)")
+	}
 	return string(b2), runErr
+}
+
+// groupAlive reports whether a process of the process group pgid is still
+// there after wait.
+func groupAlive(pgid int, wait time.Duration) bool {
+	for deadline := time.Now().Add(wait); ; time.Sleep(50 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+	}
 }
 
 func (e *docEnv) runShell(t *testing.T, b docBlock) {
@@ -622,16 +712,25 @@ func lineMatches(pattern, line string) bool {
 // "# search.py", "// search.mjs".
 var fileNameRE = regexp.MustCompile(`^(?:#|//) ([A-Za-z0-9_.-]+\.(?:yaml|py|mjs|js))\b`)
 
-// runSession runs docs/quickstart.md in order, as a reader would in one
-// terminal: a block whose first line names a file is written to that file
-// (a configuration is then loaded by the real loader too), sh blocks run,
-// console blocks run and have their output checked. It returns the number
-// of blocks run.
+// runSession runs blocks (docs/quickstart.md, README.md's first screen)
+// in order, as a reader would in one terminal: a block whose first line
+// names a file is written to that file (a configuration is then loaded by
+// the real loader too), sh blocks run, console blocks run and have their
+// output checked. Sessions run side by side, so each has its own folder
+// and ports. It returns the number of blocks run.
 func (e *docEnv) runSession(t *testing.T, blocks []docBlock) int {
 	t.Helper()
 	dir := t.TempDir()
 	session := *e
 	session.dir = dir
+	session.session = true
+	session.ports = make(map[string]string, len(e.ports))
+	for doc, real := range e.ports {
+		if doc != docMCPPort { // the doc test's one MCP server, shared
+			real = docFreePort(t)
+		}
+		session.ports[doc] = real
+	}
 	n := 0
 	for _, b := range blocks {
 		if b.lang == "" {

@@ -290,10 +290,15 @@ func Play(ctx context.Context, ep Endpoints, calls []Call) []Result {
 	return out
 }
 
+// DetailWidth is the widest the table's DETAIL column gets: a longer
+// detail wraps, at spaces, onto lines of its own below its row (every
+// other cell empty), and is never cut.
+const DetailWidth = 120
+
 // PrintTable writes one row per call: how it was sent, what the client got
 // back (status, raw or envelope), and the event recorded for it (code,
-// reason, detail), found by the call's session (calls that share a
-// session take its events in order).
+// reason, detail, wrapped at DetailWidth), found by the call's session
+// (calls that share a session take its events in order).
 func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 	// Calls join their events by session; calls that share a session
 	// (played one after another) take its events in order.
@@ -340,7 +345,11 @@ func PrintTable(w io.Writer, results []Result, events []sink.Event) {
 			// The page where a person decides, with the request's id.
 			detail = r.Note + ": " + r.ApprovalURL
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Via, sent(r.Call), status, answer, code, reason, clip(detail, 120))
+		lines := wrap(detail, DetailWidth)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, r.Via, sent(r.Call), status, answer, code, reason, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(tw, "\t\t\t\t\t\t\t%s\n", l)
+		}
 	}
 	tw.Flush()
 }
@@ -358,6 +367,25 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// wrap breaks s at spaces into lines of at most width bytes; a word longer
+// than width has a line of its own. It returns one line at least.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len(line)+1+len(w) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
 }
 
 func dash(s string) string {

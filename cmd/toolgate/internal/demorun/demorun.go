@@ -52,6 +52,7 @@ const legend = `policies       edit_approval (Rego, enforce) on docs_edit: a del
                session_inject (Rego, inject) on session_echo: X-Session-Id upstream
                label_guard (WASM module, toolgate ABI, in wazero) on notes_create: nothing CONFIDENTIAL
 approvals      the demo approves as a person would: toolgate approvals approve ID --as demo-operator
+               the pending rows link to the Approvals page: make demo-dashboard serves it (make demo does not)
 
 `
 
