@@ -5,10 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/policies"
 )
@@ -306,5 +313,112 @@ func TestShippedSchemasUseKnownKeywords(t *testing.T) {
 		if code := run(context.Background(), []string{"policy", "check", "--config", filepath.Join(root, cfg)}, &out, &errb); code != exitOK {
 			t.Errorf("policy check %s = %d:\n%s%s", cfg, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestMCPListedSchemaUnknownKeywords runs a real sidecar in front of a
+// real MCP server (the official Go SDK) whose listed inputSchema misspells
+// maxLength: the schema still checks the calls with its other keywords
+// (strict closing included), judged by what the server's handler ran; the
+// misspelt keyword checks nothing; /status lists it with a suggestion, and
+// only the first call's event and one log line say so.
+func TestMCPListedSchemaUnknownKeywords(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var ran []string // the titles the server's handler ran with
+	s := mcp.NewServer(&mcp.Implementation{Name: "issues", Version: "1.0.0"}, nil)
+	s.AddTool(&mcp.Tool{Name: "create_issue", InputSchema: json.RawMessage(`{"type": "object",
+		"properties": {"title": {"type": "string", "maxLenght": 5}, "priority": {"type": "integer", "maximum": 3}},
+		"required": ["title"], "x-vendor": {"maxium": 1}}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Title string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			mu.Lock()
+			ran = append(ran, args.Title)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created"}}}, nil
+		})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+
+	dir := t.TempDir()
+	r := startRun(t, dir, `listen:
+  forward: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+events:
+  file: {path: events.ndjson}
+  queue: {flush_interval: 20ms}
+tools:
+  - name: issues
+    protocol: mcp
+    match: {host: 127.0.0.1, path: /mcp}
+`)
+	l := r.running(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1.0.0"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: up.URL + "/mcp", HTTPClient: proxyClient(t, l.Forward)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, c := range []struct {
+		args    map[string]any
+		refused bool
+	}{
+		{map[string]any{"title": "a title longer than five", "priority": 2}, false}, // maxLenght checks nothing
+		{map[string]any{"title": "short", "priority": 9}, true},                     // maximum still does
+		{map[string]any{"title": "short", "prioity": 1}, true},                      // strict closing still does
+		{map[string]any{"priority": 1}, true},                                       // required still does
+		{map[string]any{"title": "again", "priority": 1}, false},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "create_issue", Arguments: c.args})
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if res.IsError != c.refused {
+			t.Errorf("%v: isError %v, want %v", c.args, res.IsError, c.refused)
+		}
+	}
+	mu.Lock()
+	got := slices.Clone(ran)
+	mu.Unlock()
+	if want := []string{"a title longer than five", "again"}; !slices.Equal(got, want) {
+		t.Errorf("the server ran %q, want %q", got, want)
+	}
+
+	var st struct {
+		Keywords []struct {
+			Server, Tool string
+			Keywords     []string
+		} `json:"mcp_schema_unknown_keywords"`
+		Unusable []any `json:"mcp_unusable_schemas"`
+	}
+	a := do(t, directClient(t), "GET", "http://"+l.Admin+"/status", nil)
+	if err := json.Unmarshal([]byte(a.body), &st); err != nil {
+		t.Fatalf("/status: %v\n%s", err, a.body)
+	}
+	wantKw := `/properties/title/maxLenght: unknown keyword "maxLenght" (did you mean "maxLength"?)`
+	if len(st.Keywords) != 1 || st.Keywords[0].Tool != "create_issue" || !strings.HasSuffix(st.Keywords[0].Server, "/mcp") ||
+		!slices.Equal(st.Keywords[0].Keywords, []string{wantKw}) || len(st.Unusable) != 0 {
+		t.Errorf("/status: %s", a.body)
+	}
+
+	cs.Close()
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("run exited %d; stderr:\n%s", code, r.stderr)
+	}
+	var noted []string
+	for _, ev := range readEvents(t, filepath.Join(dir, "events.ndjson")) {
+		if ev.RPCMethod == "tools/call" {
+			noted = append(noted, ev.PolicyError)
+		}
+	}
+	if want := []string{"schema: unknown_keywords", "", "", "", ""}; !slices.Equal(noted, want) {
+		t.Errorf("the tools/call events' policy_error: %q, want %q", noted, want)
+	}
+	if n := strings.Count(r.stderr.String(), "the listed schema holds keywords its draft does not define"); n != 1 {
+		t.Errorf("%d log lines about the keywords, want 1; stderr:\n%s", n, r.stderr)
 	}
 }
