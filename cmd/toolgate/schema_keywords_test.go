@@ -23,8 +23,9 @@ import (
 // TestSchemaKeywordErrors runs `toolgate run` and `toolgate policy check`
 // on configurations whose schemas misspell a keyword: each must stop with
 // FILE:LINE of the marked line (the keyword's own line in an inline
-// schema, the schema_file line for a file), the field, the keyword's JSON
-// pointer and the keyword it most likely means.
+// schema, the schema_file line for a file, then the file's own line of
+// the keyword), the field, the keyword's JSON pointer and the keyword it
+// most likely means.
 func TestSchemaKeywordErrors(t *testing.T) {
 	const head = "admin:\n  listen: \"off\"\ntools:\n"
 	tests := []struct {
@@ -135,9 +136,9 @@ func TestSchemaKeywordErrors(t *testing.T) {
     match: {path: /calc}
     schema_file: calc.json # <-
 `,
-			files: map[string]string{"calc.json": `{"type": "object", "properties": {"n": {"type": "integer", "maxium": 10}}}`},
+			files: map[string]string{"calc.json": "{\n  \"type\": \"object\",\n  \"properties\": {\n    \"n\": {\"type\": \"integer\", \"maxium\": 10}\n  }\n}\n"},
 			field: "tools[0].schema_file",
-			want:  []string{`at /properties/n/maxium: unknown keyword "maxium" (did you mean "maximum"?)`},
+			want:  []string{`tools[0].schema_file: calc.json:4: schema for tool "calc": at /properties/n/maxium: unknown keyword "maxium" (did you mean "maximum"?)`},
 		},
 		{
 			name: "in a file a $ref loads",

@@ -1,12 +1,18 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/toolgate/toolgate/internal/section"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -100,4 +106,110 @@ func fieldNode(root *yaml.Node, field string) *yaml.Node {
 		n = next
 	}
 	return n
+}
+
+// schemaFileLine is, for an error at a field "....schema_file" that holds a
+// *policies.SchemaError with a JSON pointer, the schema file as the field
+// names it and the line of the pointer's last member in that file (read
+// relative to dir, at most policies.MaxSchemaFileBytes); line 0 when err is
+// no such error or the line is not found.
+func schemaFileLine(root *yaml.Node, dir, field string, err error) (file string, line int) {
+	var se *policies.SchemaError
+	if !strings.HasSuffix(field, ".schema_file") || !errors.As(err, &se) || se.Pointer == "" {
+		return "", 0
+	}
+	n := fieldNode(root, field)
+	if n == nil || n.Kind != yaml.ScalarNode || n.Value == "" {
+		return "", 0
+	}
+	f, oerr := os.Open(section.Resolve(dir, n.Value))
+	if oerr != nil {
+		return "", 0
+	}
+	defer f.Close()
+	data, rerr := io.ReadAll(io.LimitReader(f, policies.MaxSchemaFileBytes))
+	if rerr != nil {
+		return "", 0
+	}
+	return n.Value, jsonPointerLine(data, se.Pointer)
+}
+
+// withSchemaFileLine puts "FILE:LINE: " before the message of err, a
+// *section.Error, keeping its field; any other error is returned as is.
+func withSchemaFileLine(err error, file string, line int) error {
+	fe, ok := err.(*section.Error)
+	if !ok {
+		return err
+	}
+	return &section.Error{Path: fe.Path, Err: fmt.Errorf("%s:%d: %w", file, line, fe.Err)}
+}
+
+// jsonPointerLine is the line of the member a JSON pointer names (its name's
+// line) in a JSON document, or 0 when the pointer names none (or the root).
+func jsonPointerLine(data []byte, ptr string) int {
+	if !strings.HasPrefix(ptr, "/") {
+		return 0
+	}
+	toks := strings.Split(ptr[1:], "/")
+	for i := range toks {
+		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(toks[i])
+	}
+	type frame struct {
+		arr     bool
+		idx     int    // the element being read, in an array
+		key     string // the member being read, in an object
+		wantKey bool   // an object's next token is a member name
+	}
+	var stack []frame
+	// value notes that a value starts in the container on top.
+	value := func() {
+		if len(stack) == 0 {
+			return
+		}
+		top := &stack[len(stack)-1]
+		if top.arr {
+			top.idx++
+		} else {
+			top.wantKey = true
+		}
+	}
+	// at reports whether the containers below the top one lead along toks.
+	at := func() bool {
+		if len(stack) != len(toks) {
+			return false
+		}
+		for i, f := range stack[:len(stack)-1] {
+			if (f.arr && strconv.Itoa(f.idx) != toks[i]) || (!f.arr && f.key != toks[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0
+		}
+		if len(stack) > 0 && !stack[len(stack)-1].arr && stack[len(stack)-1].wantKey {
+			if key, ok := tok.(string); ok {
+				top := &stack[len(stack)-1]
+				top.key, top.wantKey = key, false
+				if key == toks[len(toks)-1] && at() {
+					return bytes.Count(data[:dec.InputOffset()], []byte("\n")) + 1
+				}
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			value()
+			stack = append(stack, frame{arr: tok == json.Delim('['), idx: -1, wantKey: tok == json.Delim('{')})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			value()
+		}
+	}
 }
