@@ -43,10 +43,18 @@ type UnknownKeyword struct {
 	Document string `json:"document,omitempty"`
 }
 
+// Bounds on what Message and String show of a keyword and of its place:
+// a listed schema is outside input, and its names may be long.
+const (
+	maxKeywordShown = 64
+	maxPlaceShown   = 256
+)
+
 // Message returns the keyword's problem as one phrase, without its
-// pointer: `unknown keyword "maxium" (did you mean "maximum"?)`.
+// pointer: `unknown keyword "maxium" (did you mean "maximum"?)`. A keyword
+// longer than 64 bytes is cut, marked with an ellipsis.
 func (k UnknownKeyword) Message() string {
-	m := fmt.Sprintf("unknown keyword %q", k.Keyword)
+	m := fmt.Sprintf("unknown keyword %q", cut(k.Keyword, maxKeywordShown))
 	if k.Suggest != "" {
 		m += fmt.Sprintf(" (did you mean %q?)", k.Suggest)
 	}
@@ -58,16 +66,13 @@ func (k UnknownKeyword) Message() string {
 
 // String returns the keyword's message with its place: "/properties/n/maxium:
 // unknown keyword ..." (with "file.json#" before the pointer for another
-// document).
+// document). A place longer than 256 bytes is cut.
 func (k UnknownKeyword) String() string {
 	at := k.Pointer
 	if k.Document != "" {
 		at = k.Document + "#" + k.Pointer
 	}
-	if at == "" {
-		at = "/"
-	}
-	return at + ": " + k.Message()
+	return cut(at, maxPlaceShown) + ": " + k.Message()
 }
 
 // UnknownKeywords lists the keywords of the schema's documents that their

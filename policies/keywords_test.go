@@ -192,6 +192,16 @@ func TestUnknownKeywordsMode(t *testing.T) {
 	}
 }
 
+// TestUnknownKeywordShownBounded checks that a long keyword or place (a
+// listed schema's names are outside input) is cut where it is shown.
+func TestUnknownKeywordShownBounded(t *testing.T) {
+	long := strings.Repeat("k", 10000)
+	k := UnknownKeyword{Pointer: "/properties/" + long + "/" + long, Keyword: long}
+	if s := k.String(); len(s) > maxPlaceShown+maxKeywordShown+64 || !strings.Contains(s, "…") {
+		t.Errorf("String() is %d bytes: %.200s", len(s), s)
+	}
+}
+
 func TestNearestKeyword(t *testing.T) {
 	known := KnownKeywords(2020)
 	for in, want := range map[string]string{
