@@ -322,7 +322,9 @@ func TestShippedSchemasUseKnownKeywords(t *testing.T) {
 // maxLength: the schema still checks the calls with its other keywords
 // (strict closing included), judged by what the server's handler ran; the
 // misspelt keyword checks nothing; /status lists it with a suggestion, and
-// only the first call's event and one log line say so.
+// only the first call's event and one log line say so. A hostile listing
+// (100 unknown keywords of 2,000 bytes each) is still checked by its
+// bound, and what /status and the log show of it stays bounded.
 func TestMCPListedSchemaUnknownKeywords(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -338,6 +340,20 @@ func TestMCPListedSchemaUnknownKeywords(t *testing.T) {
 			ran = append(ran, args.Title)
 			mu.Unlock()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "created"}}}, nil
+		})
+	// A hostile listing: 100 unknown keywords with 2,000-byte names, beside
+	// a bound that still checks.
+	flood := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "maximum": 3}}}
+	for i := range 100 {
+		flood[fmt.Sprintf("%04d%s", i, strings.Repeat("k", 2000))] = i
+	}
+	floodDoc, _ := json.Marshal(flood)
+	s.AddTool(&mcp.Tool{Name: "flood", InputSchema: json.RawMessage(floodDoc)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			ran = append(ran, "flood "+string(req.Params.Arguments))
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
@@ -365,16 +381,19 @@ tools:
 	}
 	defer cs.Close()
 	for _, c := range []struct {
+		tool    string
 		args    map[string]any
 		refused bool
 	}{
-		{map[string]any{"title": "a title longer than five", "priority": 2}, false}, // maxLenght checks nothing
-		{map[string]any{"title": "short", "priority": 9}, true},                     // maximum still does
-		{map[string]any{"title": "short", "prioity": 1}, true},                      // strict closing still does
-		{map[string]any{"priority": 1}, true},                                       // required still does
-		{map[string]any{"title": "again", "priority": 1}, false},
+		{"create_issue", map[string]any{"title": "a title longer than five", "priority": 2}, false}, // maxLenght checks nothing
+		{"create_issue", map[string]any{"title": "short", "priority": 9}, true},                     // maximum still does
+		{"create_issue", map[string]any{"title": "short", "prioity": 1}, true},                      // strict closing still does
+		{"create_issue", map[string]any{"priority": 1}, true},                                       // required still does
+		{"create_issue", map[string]any{"title": "again", "priority": 1}, false},
+		{"flood", map[string]any{"n": 9}, true},
+		{"flood", map[string]any{"n": 2}, false},
 	} {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "create_issue", Arguments: c.args})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
 		if err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
@@ -385,7 +404,7 @@ tools:
 	mu.Lock()
 	got := slices.Clone(ran)
 	mu.Unlock()
-	if want := []string{"a title longer than five", "again"}; !slices.Equal(got, want) {
+	if want := []string{"a title longer than five", "again", `flood {"n":2}`}; !slices.Equal(got, want) {
 		t.Errorf("the server ran %q, want %q", got, want)
 	}
 
@@ -393,6 +412,7 @@ tools:
 		Keywords []struct {
 			Server, Tool string
 			Keywords     []string
+			More         int
 		} `json:"mcp_schema_unknown_keywords"`
 		Unusable []any `json:"mcp_unusable_schemas"`
 	}
@@ -401,9 +421,12 @@ tools:
 		t.Fatalf("/status: %v\n%s", err, a.body)
 	}
 	wantKw := `/properties/title/maxLenght: unknown keyword "maxLenght" (did you mean "maxLength"?)`
-	if len(st.Keywords) != 1 || st.Keywords[0].Tool != "create_issue" || !strings.HasSuffix(st.Keywords[0].Server, "/mcp") ||
+	if len(st.Keywords) != 2 || st.Keywords[0].Tool != "create_issue" || !strings.HasSuffix(st.Keywords[0].Server, "/mcp") ||
 		!slices.Equal(st.Keywords[0].Keywords, []string{wantKw}) || len(st.Unusable) != 0 {
-		t.Errorf("/status: %s", a.body)
+		t.Fatalf("/status: %.2000s", a.body)
+	}
+	if f := st.Keywords[1]; f.Tool != "flood" || len(f.Keywords) != 20 || f.More != 80 || len(a.body) > 20000 {
+		t.Errorf("/status for the flood: %d keywords shown, %d more, /status %d bytes; want 20, 80, bounded", len(f.Keywords), f.More, len(a.body))
 	}
 
 	cs.Close()
@@ -416,10 +439,13 @@ tools:
 			noted = append(noted, ev.PolicyError)
 		}
 	}
-	if want := []string{"schema: unknown_keywords", "", "", "", ""}; !slices.Equal(noted, want) {
+	if want := []string{"schema: unknown_keywords", "", "", "", "", "schema: unknown_keywords", ""}; !slices.Equal(noted, want) {
 		t.Errorf("the tools/call events' policy_error: %q, want %q", noted, want)
 	}
-	if n := strings.Count(r.stderr.String(), "the listed schema holds keywords its draft does not define"); n != 1 {
-		t.Errorf("%d log lines about the keywords, want 1; stderr:\n%s", n, r.stderr)
+	if n := strings.Count(r.stderr.String(), "the listed schema holds keywords its draft does not define"); n != 2 {
+		t.Errorf("%d log lines about the keywords, want 2 (one per tool); stderr:\n%.3000s", n, r.stderr)
+	}
+	if strings.Contains(r.stderr.String(), strings.Repeat("k", 300)) {
+		t.Errorf("the log holds a 2,000-byte keyword uncut")
 	}
 }
