@@ -83,6 +83,14 @@ type SchemaOptions struct {
 	// default, also "") fails the compile, naming the known formats;
 	// FormatsIgnore accepts the schema and leaves those formats unchecked.
 	UnknownFormats string
+	// UnknownKeywords says what to do with a keyword the schema's draft
+	// does not define, such as a typo ("maxium"), which the validator
+	// would ignore: KeywordsRefuse (the default, also "") fails the
+	// compile, naming the keyword's pointer and the known keyword it most
+	// likely means; KeywordsIgnore accepts the schema, and the compiled
+	// schema lists them (Schema.UnknownKeywords). Keywords starting with
+	// "x-" are extensions, always accepted.
+	UnknownKeywords string
 	// Dir is the directory that relative $ref file references (such as
 	// "common.json#/$defs/Range") resolve against. Files outside Dir, and
 	// any network reference, are refused. Default "": no file references.
@@ -109,6 +117,9 @@ type Schema struct {
 	// added holds, per closed schema location, property names that strict
 	// closing declared as {} (their real schema lives in a sibling branch).
 	added map[string]map[string]bool
+	// unknownKw lists the unknown keywords a schema compiled with
+	// KeywordsIgnore holds. Read-only after compile.
+	unknownKw []UnknownKeyword
 	// wants caches, per compiled schema, the JSON types it admits on its own
 	// keywords (type, enum, const). Read-only after compile.
 	wants map[*jsonschema.Schema]typeMask
@@ -164,7 +175,12 @@ func (s *Schema) Tool() string { return s.tool }
 // (see translateLegacy), so the closing means the same in every draft.
 //
 // Every "format" must be one toolgate checks (KnownFormats) unless
-// opts.UnknownFormats is FormatsIgnore.
+// opts.UnknownFormats is FormatsIgnore, and every keyword one the
+// schema's draft defines (KnownKeywords) or an "x-" extension, unless
+// opts.UnknownKeywords is KeywordsIgnore. Keywords are read at every
+// place that holds a schema (properties, items, $defs, allOf, ...), in
+// every document the schema loads, never in data (enum, const, default,
+// examples).
 func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -207,6 +223,10 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 		}
 		return nil, se
 	}
+	unknownKw, err := checkKeywords(sch, root, ld, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkFormats(sch, root, ld, opts); err != nil {
 		return nil, err
 	}
@@ -218,7 +238,7 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 			return nil, err
 		}
 	}
-	s = &Schema{tool: opts.Tool, sch: sch, added: added}
+	s = &Schema{tool: opts.Tool, sch: sch, added: added, unknownKw: unknownKw}
 	s.index(allowed)
 	return s, nil
 }

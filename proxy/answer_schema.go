@@ -80,7 +80,7 @@ func (c *Config) compileAnswer(t *tool, p string) error {
 	case a.MaxBytes == 0:
 		a.MaxBytes = defaultAnswerBytes
 	}
-	sch, err := c.loadSchema(p+".answer", t.cfg.Name, a.Schema, a.SchemaFile, schemaOpts{strict: false, unknownFormats: t.cfg.UnknownFormats})
+	sch, err := c.loadSchema(p+".answer", t.cfg.Name, a.Schema, a.SchemaFile, schemaOpts{strict: false, unknownFormats: t.cfg.UnknownFormats, unknownKeywords: t.cfg.UnknownKeywords})
 	if err != nil {
 		return err
 	}

@@ -296,6 +296,14 @@ type ToolConfig struct {
 	// schema and leaves that format unchecked. It applies to Schema,
 	// SchemaFile and the mcp.tools schemas.
 	UnknownFormats string `yaml:"unknown_formats"`
+	// UnknownKeywords is what a schema keyword that the schema's draft does
+	// not define (a typo such as "maxium", which would switch its check
+	// off) does: "refuse" (the default) fails the configuration load,
+	// naming the keyword's place and the keyword it most likely means;
+	// "ignore" loads the schema and the keyword does nothing. Keywords
+	// starting with "x-" are always allowed. It applies to Schema,
+	// SchemaFile, the answer schema and the mcp.tools schemas.
+	UnknownKeywords string `yaml:"unknown_keywords"`
 	// Answer checks what upstream answers before the caller sees it
 	// (answer_schema.go). Default: answers are not checked.
 	Answer AnswerConfig `yaml:"answer"`
@@ -760,8 +768,13 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	default:
 		return nil, fieldErr(p+".unknown_formats", "unknown mode %q; expected %s or %s", tc.UnknownFormats, policies.FormatsRefuse, policies.FormatsIgnore)
 	}
+	switch tc.UnknownKeywords {
+	case "", policies.KeywordsRefuse, policies.KeywordsIgnore:
+	default:
+		return nil, fieldErr(p+".unknown_keywords", "unknown mode %q; expected %s or %s", tc.UnknownKeywords, policies.KeywordsRefuse, policies.KeywordsIgnore)
+	}
 	strict := tc.Strict == nil || *tc.Strict
-	sch, err := c.loadSchema(p, tc.Name, tc.Schema, tc.SchemaFile, schemaOpts{strict: strict, unknownFormats: tc.UnknownFormats})
+	sch, err := c.loadSchema(p, tc.Name, tc.Schema, tc.SchemaFile, schemaOpts{strict: strict, unknownFormats: tc.UnknownFormats, unknownKeywords: tc.UnknownKeywords})
 	if err != nil {
 		return nil, err
 	}
@@ -777,8 +790,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 
 // schemaOpts are a tool's settings for compiling its schemas.
 type schemaOpts struct {
-	strict         bool
-	unknownFormats string
+	strict          bool
+	unknownFormats  string
+	unknownKeywords string
 }
 
 // loadSchema compiles a tool's schema, given inline (a mapping or a
@@ -810,7 +824,7 @@ func (c *Config) loadSchema(p, tool string, inline any, file string, o schemaOpt
 		return nil, nil
 	}
 	s, err := policies.CompileSchema(doc, policies.SchemaOptions{Tool: tool, Strict: o.strict, Dir: dir, UnknownFormats: o.unknownFormats,
-		Limits: policies.FileSchemaLimits})
+		UnknownKeywords: o.unknownKeywords, Limits: policies.FileSchemaLimits})
 	if err != nil {
 		path := p + ".schema"
 		if file != "" {

@@ -121,7 +121,7 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		if tcfg.DryRun != nil {
 			r.dryRun = *tcfg.DryRun
 		}
-		sch, err := c.loadSchema(tp, name, tcfg.Schema, tcfg.SchemaFile, schemaOpts{strict: r.strict, unknownFormats: tc.UnknownFormats})
+		sch, err := c.loadSchema(tp, name, tcfg.Schema, tcfg.SchemaFile, schemaOpts{strict: r.strict, unknownFormats: tc.UnknownFormats, unknownKeywords: tc.UnknownKeywords})
 		if err != nil {
 			return err
 		}

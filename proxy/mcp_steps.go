@@ -120,6 +120,7 @@ func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
 		m.unknown = !known && m.srv.IsListed()
 	}
 	m.sch, m.why = sch, why
+	c.noteListedKeywords(sch)
 	return nil
 }
 

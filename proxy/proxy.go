@@ -190,6 +190,7 @@ type Server struct {
 	metrics     *metrics
 	mcp         mcp.Schemas         // tool schemas learned from MCP servers
 	mcpUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
+	mcpKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (mcp_keywords.go)
 	pins        *mcpPins            // pinned MCP tool definitions, for the server's life (mcp_pins.go)
 	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 	tlsm        *tlsMetrics

@@ -443,9 +443,9 @@ hosts:
 			yaml: `tools:
   - name: signup
     match: {path: /signup}
-    schema: # <-
+    schema:
       properties:
-        email: {type: string, format: idn-email}
+        email: {type: string, format: idn-email} # <-
 `,
 			field: "tools[0].schema",
 			want: []string{`schema for tool "signup": at /properties/email/format: unknown format "idn-email": toolgate would not check it; known formats: date, date-time,`,

@@ -415,7 +415,7 @@ func (e *docEnv) rewritePorts(s string) string {
 var toolKeys = map[string]bool{
 	"inject_headers": true, "inject_over_http": true, "rules": true, "schema": true, "schema_file": true,
 	"args": true, "strict": true, "timeout": true, "envelope": true, "policy_mode": true,
-	"fail_open": true, "unknown_formats": true,
+	"fail_open": true, "unknown_formats": true, "unknown_keywords": true,
 }
 
 // wantedError is, for a configuration block followed closely (a sentence

@@ -225,7 +225,7 @@ func (s *ServerTools) Lookup(name string, strict bool) (sch *policies.Schema, kn
 	// once each; the result is the same.
 	// A server's own schema is not the operator's to fix: a format toolgate
 	// does not check is left unchecked there, as the library leaves it.
-	sch, err = policies.CompileSchema(lt.doc, policies.SchemaOptions{Tool: name, Strict: strict, UnknownFormats: policies.FormatsIgnore})
+	sch, err = policies.CompileSchema(lt.doc, policies.SchemaOptions{Tool: name, Strict: strict, UnknownFormats: policies.FormatsIgnore, UnknownKeywords: policies.KeywordsIgnore})
 	s.mu.Lock()
 	lt.compiled[i], lt.errs[i] = sch, err
 	s.mu.Unlock()
@@ -364,7 +364,7 @@ func (s *ServerTools) OutputSchema(name string) (sch *policies.Schema, listed bo
 	}
 	// Compiled outside the lock, as Lookup compiles; formats toolgate does
 	// not check are left unchecked, as the server's own library leaves them.
-	sch, why = policies.CompileSchema(doc, policies.SchemaOptions{Tool: name, Strict: false, UnknownFormats: policies.FormatsIgnore})
+	sch, why = policies.CompileSchema(doc, policies.SchemaOptions{Tool: name, Strict: false, UnknownFormats: policies.FormatsIgnore, UnknownKeywords: policies.KeywordsIgnore})
 	s.mu.Lock()
 	if bytes.Equal(lt.outDoc, doc) {
 		lt.outSch, lt.outErr = sch, why

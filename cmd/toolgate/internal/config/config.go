@@ -473,7 +473,10 @@ func failedTests(rep policies.TestReport) string {
 type fieldPather interface{ FieldPath() string }
 
 // locate prefixes err with the file and, when err names a field, the line
-// of that field in data, the file's content: FILE:LINE: field: message.
+// of that field in data, the file's content: FILE:LINE: field: message. An
+// error in an inline schema is placed at the line of the keyword its
+// JSON pointer names; one in a schema file names the file and that line
+// ("FILE:LINE: field: SCHEMA.json:LINE: message").
 // The file was decoded already; its node tree is built here, only to place
 // an error.
 func locate(path string, data []byte, err error) error {
@@ -486,7 +489,14 @@ func locate(path string, data []byte, err error) error {
 	if field != "" {
 		_ = yaml.Unmarshal(data, &root)
 	}
-	if line := yamlfile.LineOf(&root, field); line > 0 {
+	line := yamlfile.LineOf(&root, field)
+	if l := schemaLine(&root, field, err); l > 0 {
+		line = l // the offending keyword's own line in an inline schema
+	}
+	if f, l := schemaFileLine(&root, section.Dir(path), field, err); l > 0 {
+		err = withSchemaFileLine(err, f, l) // and its line in a schema file
+	}
+	if line > 0 {
 		return fmt.Errorf("%s:%d: %w", path, line, err)
 	}
 	return fmt.Errorf("%s: %w", path, err)

@@ -325,6 +325,11 @@ type status struct {
 	// compilable); their calls pass unchecked or are refused as
 	// mcp.unchecked says. Absent when there are none.
 	MCPUnusableSchemas []proxy.UnusableSchema `json:"mcp_unusable_schemas,omitempty"`
+	// MCPSchemaKeywords lists the MCP tools whose listed inputSchema holds
+	// keywords its draft does not define (a typo such as "maxium"): the
+	// rest of the schema checks their calls, those keywords check nothing.
+	// Absent when there are none.
+	MCPSchemaKeywords []proxy.ListedKeywords `json:"mcp_schema_unknown_keywords,omitempty"`
 	// State is the fleet's shared state (state.redis); absent without it.
 	State *StateStatus `json:"state,omitempty"`
 	// MCPPinChanges lists the MCP tools whose definitions wait for an
@@ -378,6 +383,7 @@ func (sc *Sidecar) status() status {
 		Tracing: sc.spans.stats(),
 		Bundles: sc.bundles.Status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
+		MCPSchemaKeywords:  sc.proxy.ListedSchemaKeywords(),
 		State:              stateStatus(cfg),
 		MCPPinChanges:      sc.proxy.PinChanges(),
 	}
