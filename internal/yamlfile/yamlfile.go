@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ func Decode(path string, data []byte, v any) error {
 		if errors.Is(err, io.EOF) {
 			return err
 		}
-		return yamlError(path, data, err)
+		return yamlError(path, data, err, reflect.TypeOf(v))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -38,15 +39,17 @@ func Decode(path string, data []byte, v any) error {
 	return nil
 }
 
-// yamlError rewrites a decoding error as FILE:LINE: message lines.
-func yamlError(path string, data []byte, err error) error {
+// yamlError rewrites a decoding error as FILE:LINE: message lines; t is
+// the type decoded into, whose fields an unknown field's "did you mean"
+// is chosen from.
+func yamlError(path string, data []byte, err error, t reflect.Type) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var root yaml.Node
 		_ = yaml.Unmarshal(data, &root)
 		msgs := make([]string, len(te.Errors))
 		for i, m := range te.Errors {
-			msgs[i] = path + ":" + typeErrorText(&root, m)
+			msgs[i] = path + ":" + typeErrorText(&root, t, m)
 		}
 		return errors.New(strings.Join(msgs, "\n"))
 	}
@@ -59,7 +62,7 @@ func yamlError(path string, data []byte, err error) error {
 
 var (
 	yamlLine      = regexp.MustCompile(`^line (\d+): `)
-	unknownField  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+	unknownField  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
 	wrongType     = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+) .* into (\S+)$`)
 	yamlTypeNames = map[string]string{"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
 		"map": "a mapping", "seq": "a list", "null": "null", "timestamp": "a timestamp"}
@@ -67,11 +70,13 @@ var (
 
 // typeErrorText rewrites one of yaml.v3's decoding errors ("line 7: field
 // pth not found in type proxy.MatchConfig") as "7: tools[0].match.pth:
-// unknown field", naming the field by its path and leaving Go types out.
-func typeErrorText(root *yaml.Node, m string) string {
+// unknown field; did you mean path?", naming the field by its path and
+// leaving Go types out; t is the type decoded into.
+func typeErrorText(root *yaml.Node, t reflect.Type, m string) string {
 	if g := unknownField.FindStringSubmatch(m); g != nil {
 		line, _ := strconv.Atoi(g[1])
-		return g[1] + ": " + fieldAt(root, line, g[2]) + ": unknown field"
+		field := fieldAt(root, line, g[2])
+		return g[1] + ": " + field + ": unknown field" + didYouMean(g[2], knownFields(t, g[3], field))
 	}
 	if g := wrongType.FindStringSubmatch(m); g != nil {
 		line, _ := strconv.Atoi(g[1])
