@@ -116,7 +116,39 @@ max_body_bytes: lots # <-
 unmatched: pass: deny # <-
 `,
 			want: []string{"mapping values are not allowed"},
-			bug:  "yamlError formats syntax errors as 'FILE: line N: ...', not 'FILE:N: ...' like every other error",
+		},
+		{
+			name: "a key indented one space short",
+			yaml: `listen:
+  forward: 127.0.0.1:0
+tools:
+  - name: search
+    match:
+      host: 127.0.0.1
+      path: /esearch
+     method: GET # <-
+`,
+			want: []string{"did not find expected key; check this line's indentation against the lines above it"},
+		},
+		{
+			name: "a top-level key indented",
+			yaml: `listen:
+  forward: 127.0.0.1:0
+
+# Calls no tool names are refused.
+ unmatched: deny # <-
+`,
+			want: []string{"did not find expected key; check this line's indentation"},
+		},
+		{
+			name: "a tool's key at the list's level",
+			yaml: `tools:
+  - name: search
+    match:
+      host: 127.0.0.1
+  timeout: 5s # <-
+`,
+			want: []string{"did not find expected '-' indicator; check this line's indentation"},
 		},
 		{
 			name: "two YAML documents",

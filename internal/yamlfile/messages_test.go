@@ -94,3 +94,50 @@ func TestUnknownFieldSameTypeName(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntaxErrorLine checks that a syntax error names the line to fix:
+// yaml.v3 names the line before it, and for a line indented less than its
+// neighbours the line where the enclosing mapping or list starts.
+func TestSyntaxErrorLine(t *testing.T) {
+	const indent = "; check this line's indentation against the lines above it"
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"a key one space short, deep in a tool",
+			"listen:\n  forward: a\ntools:\n  - name: t\n    match:\n      host: example.com\n      path: /x\n     method: GET\n",
+			"f.yaml:8: did not find expected key" + indent},
+		{"a key at its list's level",
+			"listen:\n  forward: a\ntools:\n  - name: t\n    match:\n      host: example.com\n  path: /x\n",
+			"f.yaml:7: did not find expected '-' indicator" + indent},
+		{"a top-level key indented by one",
+			"listen:\n  forward: a\n tools:\n  - name: t\n",
+			"f.yaml:3: did not find expected key" + indent},
+		{"blank lines and a comment before it",
+			"listen:\n  forward: a\n\n\n  # the transparent listener\n transparent: b\n",
+			"f.yaml:6: did not find expected key" + indent},
+		{"a list item one space deeper",
+			"tools:\n  - name: a\n    match: {path: /a}\n  - name: b\n     match: {path: /b}\n",
+			"f.yaml:5: mapping values are not allowed in this context; is this line indented deeper than the key above it, or does a value hold an unquoted \": \"?"},
+		{"a key indented too far",
+			"tools:\n  - name: t\n    match:\n      host: example.com\n        path: /x\n",
+			"f.yaml:5: mapping values are not allowed in this context; is this line indented deeper than the key above it, or does a value hold an unquoted \": \"?"},
+		{"an error on the first line, which yaml.v3 gives no line",
+			"name: a: b\n",
+			"f.yaml:1: mapping values are not allowed in this context; is this line indented deeper than the key above it, or does a value hold an unquoted \": \"?"},
+		{"Windows line ends",
+			"listen:\r\n  forward: a\r\ntools:\r\n  - name: t\r\n    match:\r\n      host: example.com\r\n     method: GET\r\n",
+			"f.yaml:7: did not find expected key" + indent},
+		{"no line end at the end",
+			"listen:\n  forward: a\n transparent: b",
+			"f.yaml:3: did not find expected key" + indent},
+		{"an unclosed flow list",
+			"name: a\ntools: [{name: b}\n",
+			"f.yaml:2: did not find expected ',' or ']'"},
+	} {
+		var v any
+		err := Decode("f.yaml", []byte(tc.data), &v)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: err = %v\nwant %s", tc.name, err, tc.want)
+		}
+	}
+}

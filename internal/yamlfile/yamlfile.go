@@ -54,10 +54,75 @@ func yamlError(path string, data []byte, err error, t reflect.Type) error {
 		return errors.New(strings.Join(msgs, "\n"))
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	reported := 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s: %s", path, m[1], msg[len(m[0]):])
+		reported, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	msg += syntaxHints[msg]
+	if line := syntaxLine(data, err, reported); line > 0 {
+		return fmt.Errorf("%s:%d: %s", path, line, msg)
 	}
 	return fmt.Errorf("%s: %s", path, msg)
+}
+
+// syntaxHints say what usually causes a syntax error yaml.v3 reports
+// in words that do not: the first two come from a line indented less than
+// the keys or list items above it (and more than those of the level it
+// would close), the last from one indented more than the key above it.
+var syntaxHints = map[string]string{
+	"did not find expected key":                      "; check this line's indentation against the lines above it",
+	"did not find expected '-' indicator":            "; check this line's indentation against the lines above it",
+	"mapping values are not allowed in this context": "; is this line indented deeper than the key above it, or does a value hold an unquoted \": \"?",
+}
+
+// syntaxLine returns the line of the syntax error err, which yaml.v3
+// reported at line reported (0 when it named none). That number is not
+// the line to fix: for an error of its parser (rather than its scanner)
+// yaml.v3 gives the line before the one it means, and that one is where
+// the mapping or list holding the problem starts, not where the problem
+// is (a line indented one space too few, many lines below). The line of
+// the problem is the first whose inclusion makes the file fail as a whole
+// fails: the first line L such that the file cut after L fails with the
+// same error, same reported line included. It is found by bisection (each
+// step parses a prefix; an error only, so cost matters little). A line
+// no prefix explains (the error is not a syntax error) leaves reported
+// as it is.
+func syntaxLine(data []byte, err error, reported int) int {
+	ends := lineEnds(data)
+	fails := func(l int) bool { // the file cut after line l fails as the whole does
+		var n yaml.Node
+		e := yaml.NewDecoder(bytes.NewReader(data[:ends[l-1]])).Decode(&n)
+		return e != nil && e.Error() == err.Error()
+	}
+	lo, hi := max(reported, 1), len(ends)
+	if lo > hi || !fails(hi) {
+		return reported
+	}
+	for lo < hi {
+		if mid := lo + (hi-lo)/2; fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// lineEnds returns the offset just past each line of data: its line end
+// ("\n", "\r\n" or a lone "\r", as YAML counts lines), or the end of data
+// for a last line without one.
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i, b := range data {
+		if b == '\n' || b == '\r' && (i+1 == len(data) || data[i+1] != '\n') {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' && data[len(data)-1] != '\r' {
+		ends = append(ends, len(data))
+	}
+	return ends
 }
 
 var (
