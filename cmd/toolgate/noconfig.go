@@ -14,13 +14,9 @@ import (
 // names none: toolgate.yaml in the working directory.
 const defaultConfig = "toolgate.yaml"
 
-// errNoConfig is the error of a command that found no configuration file
-// where it looks by default.
-var errNoConfig = errors.New("no configuration")
-
-// checkConfigGiven returns errNoConfig, saying which file was looked for
-// and how to get one, when the command c was given no -c/--config and
-// path, the default, does not exist. A file that exists, or one named by
+// checkConfigGiven returns an error saying which file was looked for and
+// how to get one when the command c was given no -c/--config and path,
+// the default, does not exist. A file that exists, or one named by
 // the flag, is left for the loader to read (and to report on).
 func checkConfigGiven(c *cobra.Command, path string) error {
 	if c.Flags().Changed("config") {
@@ -33,8 +29,8 @@ func checkConfigGiven(c *cobra.Command, path string) error {
 	if abs, err := filepath.Abs(path); err == nil {
 		where = abs
 	}
-	return fmt.Errorf("%w: %s looked for %s, which does not exist\n"+
+	return fmt.Errorf("no configuration: %s looked for %s, which does not exist\n"+
 		"give one with %s -c FILE; to write one, start from examples/toolgate.yaml in toolgate's source tree "+
 		"(every key, commented; docs/config.md) or the one-tool file of docs/quickstart.md",
-		errNoConfig, c.CommandPath(), where, c.CommandPath())
+		c.CommandPath(), where, c.CommandPath())
 }
