@@ -39,9 +39,11 @@ const (
 // stay within its disk budget.
 const DropBudget = "budget"
 
-// ErrSpoolInUse is returned, wrapped with the lock file's path, by
-// OpenSpool when another Spool (in this process or another) holds the
-// directory.
+// ErrSpoolInUse is returned by OpenSpool when another Spool (in this
+// process or another) holds the directory, wrapped with the holder (its
+// pid, as the lock file records it), the directory and the lock file:
+// "sink: spool directory in use: another toolgate process (pid 1234) holds
+// DIR (flock on DIR/LOCK)".
 var ErrSpoolInUse = errors.New("sink: spool directory in use")
 
 // SpoolConfig configures a Spool. Only Dir must be set: Validate replaces

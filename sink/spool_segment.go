@@ -26,7 +26,7 @@ import (
 //	00000000000000000008.map   the segment being appended to (at most one per process), through a memory mapping
 //	00000000000000000008.open  the same, appended to with write(2) where the file system cannot map it
 //	corrupt/00000000000000000005.seg   a damaged segment, as it was found
-//	LOCK                       held (flock) by the process using the spool
+//	LOCK                       held (flock) by the process using the spool, which writes its pid there
 //
 // A segment is a sequence of records, each
 //

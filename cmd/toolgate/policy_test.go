@@ -234,7 +234,7 @@ func TestPolicyTestFailures(t *testing.T) {
 					"      outcom: refused\n",
 			},
 			wantCode:  exitError,
-			wantLines: []string{"FAIL limits.cases.yaml", "  DIR/limits.cases.yaml:6: cases[0].expect.outcom: unknown field"},
+			wantLines: []string{"FAIL limits.cases.yaml", "  DIR/limits.cases.yaml:6: cases[0].expect.outcom: unknown field; did you mean outcome?"},
 		},
 		{
 			name: "an allowed case with a code",

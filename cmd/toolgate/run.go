@@ -39,6 +39,9 @@ was; /status, the metrics and the log say why.`,
 			if err != nil {
 				return exit.AsUsage(err)
 			}
+			if err := checkConfigGiven(c, cfgPath); err != nil {
+				return err
+			}
 			lc, err := config.Load(cfgPath)
 			if err != nil {
 				return err
@@ -58,7 +61,7 @@ was; /status, the metrics and the log say why.`,
 			return sc.Wait(c.Context())
 		},
 	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	c.Flags().StringVarP(&cfgPath, "config", "c", defaultConfig, "configuration file")
 	c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return c
 }

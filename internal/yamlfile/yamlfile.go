@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ func Decode(path string, data []byte, v any) error {
 		if errors.Is(err, io.EOF) {
 			return err
 		}
-		return yamlError(path, data, err)
+		return yamlError(path, data, err, reflect.TypeOf(v))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -38,28 +39,95 @@ func Decode(path string, data []byte, v any) error {
 	return nil
 }
 
-// yamlError rewrites a decoding error as FILE:LINE: message lines.
-func yamlError(path string, data []byte, err error) error {
+// yamlError rewrites a decoding error as FILE:LINE: message lines; t is
+// the type decoded into, whose fields an unknown field's "did you mean"
+// is chosen from.
+func yamlError(path string, data []byte, err error, t reflect.Type) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var root yaml.Node
 		_ = yaml.Unmarshal(data, &root)
 		msgs := make([]string, len(te.Errors))
 		for i, m := range te.Errors {
-			msgs[i] = path + ":" + typeErrorText(&root, m)
+			msgs[i] = path + ":" + typeErrorText(&root, t, m)
 		}
 		return errors.New(strings.Join(msgs, "\n"))
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	reported := 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s: %s", path, m[1], msg[len(m[0]):])
+		reported, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	msg += syntaxHints[msg]
+	if line := syntaxLine(data, err, reported); line > 0 {
+		return fmt.Errorf("%s:%d: %s", path, line, msg)
 	}
 	return fmt.Errorf("%s: %s", path, msg)
 }
 
+// syntaxHints say what usually causes a syntax error yaml.v3 reports
+// in words that do not: the first two come from a line indented less than
+// the keys or list items above it (and more than those of the level it
+// would close), the last from one indented more than the key above it.
+var syntaxHints = map[string]string{
+	"did not find expected key":                      "; check this line's indentation against the lines above it",
+	"did not find expected '-' indicator":            "; check this line's indentation against the lines above it",
+	"mapping values are not allowed in this context": "; is this line indented deeper than the key above it, or does a value hold an unquoted \": \"?",
+}
+
+// syntaxLine returns the line of the syntax error err, which yaml.v3
+// reported at line reported (0 when it named none). That number is not
+// the line to fix: for an error of its parser (rather than its scanner)
+// yaml.v3 gives the line before the one it means, and that one is where
+// the mapping or list holding the problem starts, not where the problem
+// is (a line indented one space too few, many lines below). The line of
+// the problem is the first whose inclusion makes the file fail as a whole
+// fails: the first line L such that the file cut after L fails with the
+// same error, same reported line included. It is found by bisection (each
+// step parses a prefix; an error only, so cost matters little). A line
+// no prefix explains (the error is not a syntax error) leaves reported
+// as it is.
+func syntaxLine(data []byte, err error, reported int) int {
+	ends := lineEnds(data)
+	fails := func(l int) bool { // the file cut after line l fails as the whole does
+		var n yaml.Node
+		e := yaml.NewDecoder(bytes.NewReader(data[:ends[l-1]])).Decode(&n)
+		return e != nil && e.Error() == err.Error()
+	}
+	lo, hi := max(reported, 1), len(ends)
+	if lo > hi || !fails(hi) {
+		return reported
+	}
+	for lo < hi {
+		if mid := lo + (hi-lo)/2; fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// lineEnds returns the offset just past each line of data: its line end
+// ("\n", "\r\n" or a lone "\r", as YAML counts lines), or the end of data
+// for a last line without one.
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i, b := range data {
+		if b == '\n' || b == '\r' && (i+1 == len(data) || data[i+1] != '\n') {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' && data[len(data)-1] != '\r' {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
 var (
 	yamlLine      = regexp.MustCompile(`^line (\d+): `)
-	unknownField  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+	unknownField  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
 	wrongType     = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+) .* into (\S+)$`)
 	yamlTypeNames = map[string]string{"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
 		"map": "a mapping", "seq": "a list", "null": "null", "timestamp": "a timestamp"}
@@ -67,11 +135,13 @@ var (
 
 // typeErrorText rewrites one of yaml.v3's decoding errors ("line 7: field
 // pth not found in type proxy.MatchConfig") as "7: tools[0].match.pth:
-// unknown field", naming the field by its path and leaving Go types out.
-func typeErrorText(root *yaml.Node, m string) string {
+// unknown field; did you mean path?", naming the field by its path and
+// leaving Go types out; t is the type decoded into.
+func typeErrorText(root *yaml.Node, t reflect.Type, m string) string {
 	if g := unknownField.FindStringSubmatch(m); g != nil {
 		line, _ := strconv.Atoi(g[1])
-		return g[1] + ": " + fieldAt(root, line, g[2]) + ": unknown field"
+		field := fieldAt(root, line, g[2])
+		return g[1] + ": " + field + ": unknown field" + didYouMean(g[2], knownFields(t, g[3], field))
 	}
 	if g := wrongType.FindStringSubmatch(m); g != nil {
 		line, _ := strconv.Atoi(g[1])

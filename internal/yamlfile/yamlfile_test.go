@@ -1,8 +1,11 @@
 package yamlfile
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -62,17 +65,33 @@ func TestLineOf(t *testing.T) {
 	}
 }
 
-// FuzzDecode feeds Decode arbitrary bytes: it never panics, and every
-// error but io.EOF names the file.
+// FuzzDecode feeds Decode arbitrary bytes: it never panics, every error
+// but io.EOF names the file, and a line it names is one of the file's.
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{"", "name: a\n", "tools:\n  - pth: /x\n", "tools:\n  - max: x\n", "a: &a [*a, *a]\n", "---\n---\n", "name: [\n"} {
+	for _, s := range []string{"", "name: a\n", "tools:\n  - pth: /x\n", "tools:\n  - max: x\n", "a: &a [*a, *a]\n", "---\n---\n", "name: [\n",
+		"name: a\ntools:\n  - path: /x\n   max: 3\n", "name: a\n tools: []\n", "tools:\n  - path: /x\n  max: 3\n", "name: a: b", "tools:\r\n  - pth: /x\r\n"} {
 		f.Add([]byte(s))
 	}
+	lineRE := regexp.MustCompile(`^f\.yaml:(\d+):`)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var d doc
 		err := Decode("f.yaml", data, &d)
-		if err != nil && !errors.Is(err, io.EOF) && !strings.HasPrefix(err.Error(), "f.yaml") {
+		if err == nil || errors.Is(err, io.EOF) {
+			return
+		}
+		if !strings.HasPrefix(err.Error(), "f.yaml") {
 			t.Errorf("error %q does not name the file", err)
+		}
+		utf16 := bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) // its lines are not counted in bytes
+		if m := lineRE.FindStringSubmatch(err.Error()); m != nil && !utf16 {
+			// Every line break YAML counts, "\r\n" as two (an upper bound).
+			breaks := 0
+			for _, b := range [][]byte{[]byte("\n"), []byte("\r"), []byte("\u0085"), []byte("\u2028"), []byte("\u2029")} {
+				breaks += bytes.Count(data, b)
+			}
+			if n, _ := strconv.Atoi(m[1]); n < 1 || n > breaks+1 {
+				t.Errorf("error %q names a line the file of %d line breaks lacks", err, breaks)
+			}
 		}
 	})
 }

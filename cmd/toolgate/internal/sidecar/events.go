@@ -49,7 +49,7 @@ func openEvents(ec events.Config, log *slog.Logger) (*eventPath, error) {
 		sp, err := sink.OpenSpool(ec.Spool, ch, log.With("component", "spool"))
 		if err != nil {
 			ch.Close()
-			return nil, fmt.Errorf("open spool: %w", err)
+			return nil, fmt.Errorf("open spool: %w", spoolInUse(err, "a spool", "another events.spool.dir"))
 		}
 		ep.ch, ep.spool, w = ch, sp, sp
 		if ec.ClickHouse.RetentionDays > 0 {
@@ -58,7 +58,7 @@ func openEvents(ec events.Config, log *slog.Logger) (*eventPath, error) {
 	} else if ec.File.Journaled() {
 		sp, f, err := sink.OpenJournaledFile(ec.File, ec.Spool, log.With("component", "spool"))
 		if err != nil {
-			return nil, fmt.Errorf("open events file: %w", err)
+			return nil, fmt.Errorf("open events file: %w", spoolInUse(err, "an events file and its journal", "another events.file.path (and events.spool.dir, if set)"))
 		}
 		ep.file, ep.spool, w = f, sp, sp
 	} else {
@@ -79,6 +79,17 @@ func openEvents(ec events.Config, log *slog.Logger) (*eventPath, error) {
 	}
 	ep.queue = q
 	return ep, nil
+}
+
+// spoolInUse adds to the error of a spool another process holds what the
+// operator can do about it: two sidecars cannot share what (the spool, or
+// the events file and its journal), so stop the other or give this one
+// another fix. Other errors it returns as they are.
+func spoolInUse(err error, what, fix string) error {
+	if !errors.Is(err, sink.ErrSpoolInUse) {
+		return err
+	}
+	return fmt.Errorf("%w; two sidecars cannot share %s: stop that one, or give this one %s", err, what, fix)
 }
 
 // gate is the proxy's EventGate: the queue under events.on_write_failure:
