@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"github.com/toolgate/toolgate/internal/suggest"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -312,63 +314,12 @@ func unknownKeyword(k, ptr string, draft int) UnknownKeyword {
 }
 
 // nearestKeyword returns the known keyword that k most likely misspells,
-// or "" when none is close: the same word in another case or with '_' or
-// '-' between its parts, else the nearest by edit distance (adjacent
-// letters swapped counting one), within a distance that grows with the
-// word's length.
+// or "" when none is close (suggest.Nearest: the same word in another case
+// or with '_' or '-' between its parts, else the nearest by edit distance,
+// within a distance that grows with the word's length).
 func nearestKeyword(k string, known []string) string {
-	norm := func(s string) string {
-		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
-	}
-	nk := norm(k)
-	if len(k) > 64 {
-		return ""
-	}
-	for _, c := range known {
-		if norm(c) == nk {
-			return c
-		}
-	}
-	limit := 1
-	switch {
-	case len(nk) >= 9:
-		limit = 3
-	case len(nk) >= 5:
-		limit = 2
-	}
-	best, bestD := "", limit+1
-	for _, c := range known {
-		if d := editDistance(nk, strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
+	best, _ := suggest.Nearest(k, known)
 	return best
-}
-
-// editDistance is the optimal string alignment distance between a and b
-// (insertions, deletions, substitutions and swaps of adjacent bytes).
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // maxKeywordsInError bounds the unknown keywords one compile error lists.
