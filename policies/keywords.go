@@ -1,14 +1,14 @@
 package policies
 
 import (
-	"github.com/toolgate/toolgate/internal/suggest"
-
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/internal/suggest"
 )
 
 // Values of SchemaOptions.UnknownKeywords.
