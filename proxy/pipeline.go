@@ -77,7 +77,7 @@ func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Respo
 			c.noteWouldRefuse(fmt.Sprintf("call %s %s matches no tool on a host tools name (hosts[].unmatched: dry_run)", cn.method, target.EscapedPath()))
 		case mode == "" && st.cfg.Unmatched == UnmatchedDeny:
 			return c.refuse(r, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
-				fmt.Sprintf("Call %s %s matches no tool and unmatched calls are denied", cn.method, c.ev.Host), nil))
+				fmt.Sprintf("Call %s %s matches no tool and unmatched calls are denied (unmatched: pass lets them through)", cn.method, c.ev.Host), nil))
 		}
 		return c.dispatch(r, target, r.Body, r.ContentLength, 0)
 	}
