@@ -131,7 +131,7 @@ func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) 
 	}
 	if st.cfg.Unmatched == UnmatchedDeny {
 		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
-			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied", nil)
+			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied (unmatched: pass lets them through)", nil)
 	}
 	// The egress guard, so that a refusal is answered with its envelope:
 	// goproxy's own tunnel dial checks again (and dials only what it
