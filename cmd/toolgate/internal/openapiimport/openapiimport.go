@@ -51,6 +51,10 @@ const (
 // document it cannot read as OpenAPI.
 var ErrDocument = errors.New("not a usable OpenAPI document")
 
+// errPanic marks a panic recovered while importing: a bug (FuzzImport
+// fails on it), answered as an error rather than a crash.
+var errPanic = errors.New("internal error")
+
 // Options says how a document becomes tools. The zero value imports every
 // operation against the document's only server, with strict tools.
 type Options struct {
@@ -124,11 +128,14 @@ type Result struct {
 func Import(ctx context.Context, data []byte, opts Options) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("%w: the importer failed on it: %v", ErrDocument, r)
+			res, err = nil, fmt.Errorf("%w: %w in the importer: %v", ErrDocument, errPanic, r)
 		}
 	}()
 	if len(data) > MaxDocumentBytes {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrDocument, MaxDocumentBytes)
+	}
+	if opts.Prefix != "" && (!toolNameRE.MatchString(opts.Prefix) || len(opts.Prefix) > maxNameLen/2) {
+		return nil, fmt.Errorf("%w: --prefix %q: lower-case letters, digits, '_', '-' and '.', starting with a letter or digit, at most %d characters", ErrServer, opts.Prefix, maxNameLen/2)
 	}
 	doc, version, err := load(ctx, data)
 	if err != nil {
@@ -194,7 +201,7 @@ var methodOrder = []string{"GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "P
 func load(ctx context.Context, data []byte) (doc *openapi3.T, version string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			doc, err = nil, fmt.Errorf("%w: the parser failed: %v", ErrDocument, r)
+			doc, err = nil, fmt.Errorf("%w: %w in the OpenAPI parser: %v", ErrDocument, errPanic, r)
 		}
 	}()
 	var head struct {
@@ -954,6 +961,9 @@ func dropAt(doc map[string]any, ptr string) bool {
 	}
 	return false
 }
+
+// toolNameRE is toolgate's rule for tool names (proxy's config.go).
+var toolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,127}$`)
 
 var (
 	camelRE   = regexp.MustCompile(`([a-z0-9])([A-Z])`)
