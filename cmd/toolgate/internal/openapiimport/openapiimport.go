@@ -95,6 +95,8 @@ type Tool struct {
 	Schema map[string]any
 	// Operation names the operation in the document, "GET /pet/{petId}".
 	Operation string
+	// OperationID is the operation's operationId, "" when it has none.
+	OperationID string
 	// Notes say what of the operation the tool does not check (header
 	// parameters, media types other than the one read, patterns toolgate
 	// cannot compile), one sentence each.
@@ -176,7 +178,7 @@ func Import(ctx context.Context, data []byte, opts Options) (res *Result, err er
 				res.Refused = append(res.Refused, Refusal{Operation: opName, OperationID: op.OperationID, Reason: err.Error()})
 				continue
 			}
-			t.Operation = opName
+			t.Operation, t.OperationID = opName, op.OperationID
 			t.Name = uniqueName(opts.Prefix, op.OperationID, m, p, used)
 			if opts.NotStrict {
 				f := false
@@ -189,6 +191,9 @@ func Import(ctx context.Context, data []byte, opts Options) (res *Result, err er
 			}
 			res.Tools = append(res.Tools, *t)
 		}
+	}
+	if err := validateTools(res); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDocument, err)
 	}
 	return res, nil
 }
@@ -301,11 +306,11 @@ func newImporter(doc *openapi3.T, opts Options) (*importer, error) {
 		return nil, fmt.Errorf("%w: %v", ErrDocument, err)
 	}
 	im := &importer{doc: doc, is31: doc.IsOpenAPI31OrLater(), raw: raw, opts: opts, queryKeys: map[string]bool{}}
-	if s, err := pickServer(doc.Servers, opts.Server); err != nil {
+	s, err := pickServer(doc.Servers, opts.Server)
+	if err != nil {
 		return nil, err
-	} else {
-		im.server = s
 	}
+	im.server = s
 	if doc.Components != nil {
 		for _, sr := range doc.Components.SecuritySchemes {
 			if sr != nil && sr.Value != nil && sr.Value.Type == "apiKey" && sr.Value.In == "query" && sr.Value.Name != "" {
@@ -481,7 +486,7 @@ func (im *importer) operation(p, method string, item *openapi3.PathItem, op *ope
 		}
 		t.Notes = append(t.Notes, notes...)
 		t.Args = append(t.Args, src)
-		if err := mergeBody(root, props, &required, sources, body, op.RequestBody.Value.Required, src); err != nil {
+		if err := mergeBody(root, props, &required, sources, body, op.RequestBody.Value.Required); err != nil {
 			return nil, err
 		}
 	}
@@ -775,7 +780,7 @@ var objectKeys = map[string]bool{
 // parameters: a plain object's keywords move to the root; any other schema
 // is applied in place (allOf, or anyOf with "no body" when the body is
 // optional).
-func mergeBody(root, props map[string]any, required *[]string, sources map[string]string, body map[string]any, bodyRequired bool, src string) error {
+func mergeBody(root, props map[string]any, required *[]string, sources map[string]string, body map[string]any, bodyRequired bool) error {
 	declared := declaredNames(body, 0)
 	for _, n := range declared {
 		if prev, dup := sources[n]; dup {
@@ -843,7 +848,6 @@ func mergeBody(root, props map[string]any, required *[]string, sources map[strin
 	} else {
 		root["anyOf"] = []any{body, absent()}
 	}
-	_ = src
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,5 +324,70 @@ func TestReimportDiff(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "no change to its 16 tools") {
 		t.Errorf("re-import of the same document:\n%s", stdout.String())
+	}
+}
+
+// TestToolsTheLoaderRefuses: a tool toolgate's configuration check would
+// refuse (a path literal not in canonical form, two tools matching the
+// same calls) is a refused operation, and the rest still load.
+func TestToolsTheLoaderRefuses(t *testing.T) {
+	doc := `
+openapi: 3.0.0
+info: {title: t, version: "1"}
+servers: [{url: "https://api.example.org"}]
+paths:
+  /a/{x}:
+    get: {operationId: byX, parameters: [{name: x, in: path, required: true, schema: {type: string}}], responses: {"200": {description: ok}}}
+  /a/{y}:
+    get: {operationId: byY, parameters: [{name: y, in: path, required: true, schema: {type: string}}], responses: {"200": {description: ok}}}
+  /b/%62:
+    get: {operationId: escaped, responses: {"200": {description: ok}}}
+  /c:
+    get: {operationId: fine, responses: {"200": {description: ok}}}
+`
+	res, err := Import(context.Background(), []byte(doc), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, ",") != "by_x,fine" {
+		t.Errorf("tools %v, want by_x and fine", names)
+	}
+	reasons := map[string]string{}
+	for _, r := range res.Refused {
+		reasons[r.Operation] = r.Reason
+	}
+	if !strings.Contains(reasons["GET /a/{y}"], "toolgate does not load its tool") || !strings.Contains(reasons["GET /b/%62"], "toolgate does not load its tool") {
+		t.Errorf("refused %q", reasons)
+	}
+}
+
+// TestImportFromURL fetches the document over HTTP; a failing URL is an
+// error naming its status.
+func TestImportFromURL(t *testing.T) {
+	doc, err := os.ReadFile("testdata/petstore-expanded.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/openapi.yaml" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(doc)
+	}))
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), RunOptions{Source: srv.URL + "/openapi.yaml"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "name: find_pets") || !strings.Contains(stderr.String(), "4 operations imported") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	if err := Run(context.Background(), RunOptions{Source: srv.URL + "/missing.yaml"}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a missing document: %v", err)
 	}
 }
