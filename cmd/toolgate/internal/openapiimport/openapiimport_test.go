@@ -81,6 +81,9 @@ components:
         price: {type: number, minimum: 0, exclusiveMinimum: true}
         code: {type: string, format: byte}
         color: {type: string, enum: [red, blue], nullable: true}
+        owner:
+          nullable: true
+          allOf: [{$ref: '#/components/schemas/Circle'}]
     Circle:
       type: object
       required: [kind, radius]
@@ -143,9 +146,12 @@ func TestTranslations(t *testing.T) {
 		{"update_http_item", `{"item_id": 7, "name": null}`, true},                   // nullable
 		{"update_http_item", `{"item_id": 7, "name": "a", "color": null}`, true},     // nullable enum
 		{"update_http_item", `{"item_id": 7, "name": "a", "color": "green"}`, false}, // enum
-		{"update_http_item", `{"item_id": 7, "name": "a", "id": 3}`, false},          // readOnly: not in requests
-		{"update_http_item", `{"item_id": 7, "name": "a", "nmae": "b"}`, false},      // additionalProperties: false kept
-		{"update_http_item", `{"item_id": 7, "name": "a", "price": 0}`, false},       // exclusiveMinimum: true
+		{"update_http_item", `{"item_id": 7, "name": "a", "owner": null}`, true},     // nullable allOf
+		{"update_http_item", `{"item_id": 7, "name": "a", "owner": {"kind": "c", "radius": 1}}`, true},
+		{"update_http_item", `{"item_id": 7, "name": "a", "owner": {"kind": "c", "raduis": 1}}`, false},
+		{"update_http_item", `{"item_id": 7, "name": "a", "id": 3}`, false},     // readOnly: not in requests
+		{"update_http_item", `{"item_id": 7, "name": "a", "nmae": "b"}`, false}, // additionalProperties: false kept
+		{"update_http_item", `{"item_id": 7, "name": "a", "price": 0}`, false},  // exclusiveMinimum: true
 		{"update_http_item", `{"item_id": 7, "name": "a", "price": 0.5}`, true},
 		{"update_http_item", `{"item_id": 7, "name": "a", "code": "aGk="}`, true}, // format byte
 		{"update_http_item", `{"item_id": 7, "name": "a", "code": "not base64!"}`, false},

@@ -152,7 +152,18 @@ func (cv *converter) convert(node any, depth int) (any, error) {
 	cv.translateFormat(m, out)
 	cv.translateBounds(m, out)
 	if !cv.im.is31 && m["nullable"] == true {
-		nullable(out)
+		if _, typed := out["type"]; !typed && len(out) > 0 {
+			// nullable beside allOf/oneOf without a type (the 3.0 way to
+			// make a $ref nullable): null, or the schema.
+			ro := out["readOnly"]
+			delete(out, "readOnly")
+			out = map[string]any{"anyOf": []any{map[string]any{"type": "null"}, out}}
+			if ro == true {
+				out["readOnly"] = true
+			}
+		} else {
+			nullable(out)
+		}
 	}
 	if d, ok := m["discriminator"].(map[string]any); ok {
 		if pn, ok := d["propertyName"].(string); ok {
