@@ -429,9 +429,11 @@ func (im *importer) operation(p, method string, item *openapi3.PathItem, op *ope
 			t.Notes = append(t.Notes, fmt.Sprintf("%s parameter %q: toolgate checks path, query and body arguments, not %ss", prm.In, prm.Name, prm.In))
 			continue
 		case "path":
-			if r, ok := renames[name]; ok {
-				name = r
+			r, ok := renames[name]
+			if !ok {
+				return nil, opError("path parameter %q is not in the path %s", prm.Name, p)
 			}
+			name = r
 			hasPath = true
 		case "query":
 			hasQuery = true
@@ -576,8 +578,8 @@ func template(base, p string) (string, map[string]string, error) {
 		return "", nil, opError("path %q does not start with '/'", p)
 	}
 	full := base + p
-	if full != "/" {
-		full = strings.TrimSuffix(full, "/") + map[bool]string{true: "/", false: ""}[strings.HasSuffix(p, "/") && p != "/"]
+	if p == "/" && base != "" {
+		full = base // the server's root, without a trailing slash
 	}
 	renames := map[string]string{}
 	taken := map[string]bool{}

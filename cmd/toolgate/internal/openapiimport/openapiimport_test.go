@@ -350,6 +350,8 @@ paths:
     get: {operationId: escaped, responses: {"200": {description: ok}}}
   /c:
     get: {operationId: fine, responses: {"200": {description: ok}}}
+  /d:
+    get: {operationId: ghost, parameters: [{name: id, in: path, required: true, schema: {type: string}}], responses: {"200": {description: ok}}}
 `
 	res, err := Import(context.Background(), []byte(doc), Options{})
 	if err != nil {
@@ -368,6 +370,9 @@ paths:
 	}
 	if !strings.Contains(reasons["GET /a/{y}"], "toolgate does not load its tool") || !strings.Contains(reasons["GET /b/%62"], "toolgate does not load its tool") {
 		t.Errorf("refused %q", reasons)
+	}
+	if !strings.Contains(reasons["GET /d"], `path parameter "id" is not in the path /d`) {
+		t.Errorf("a path parameter the path lacks: refused as %q", reasons["GET /d"])
 	}
 }
 
