@@ -67,7 +67,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.Version = buildVersion()
 	root.SetVersionTemplate("toolgate {{.Version}}\n")
-	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd(), newPolicyCmd(), newSchemaCmd(), newDashboardCmd(), newCACmd(), newApprovalsCmd(), newMCPCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newVersionCmd(), newPolicyCmd(), newSchemaCmd(), newDashboardCmd(), newCACmd(), newApprovalsCmd(), newMCPCmd(), newToolsCmd())
 	return root
 }
 
