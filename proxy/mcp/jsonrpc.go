@@ -236,7 +236,10 @@ func ParseToolCall(params json.RawMessage) (ToolCall, *Problem) {
 
 // ListedTool is one entry of a tools/list result, as toolgate reads it.
 type ListedTool struct {
-	Name        string          `json:"name"`
+	Name string `json:"name"`
+	// Description is the tool's description as listed; only its first
+	// maxDescription bytes are kept (ServerTools.Described).
+	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
 	Annotations *ToolHints      `json:"annotations"`
 	// OutputSchema: a client validates structuredContent against it (see
