@@ -257,6 +257,7 @@ func TestTracingSpans(t *testing.T) {
 		if s.End.Before(s.Start) || s.End.Sub(s.Start) > 30*time.Second {
 			t.Errorf("%s: span from %s to %s", cl.name, s.Start, s.End)
 		}
+		checkRESTSpan(t, cl.name, s)
 	}
 	if s := byParent[""]; s.TraceID == "" || s.Resource["service.instance.id"] != "traced" {
 		t.Errorf("root span: trace %q resource %v", s.TraceID, s.Resource)
