@@ -22,7 +22,7 @@ type Learner interface {
 // result of a tools/list to learn, and notices that the server's tools
 // changed. It keeps at most one message of the answer (a JSON body, or
 // one server-sent event) of at most the bound Begin is given, and never
-// changes or holds back the bytes. Set CallID, ListID and ListCursor
+// changes or holds back the bytes. Set CallID, ListID, ListCursor and ReqID
 // before Begin; the zero value reads nothing but notices.
 type AnswerReader struct {
 	// CallID is the id of the tools/call whose response is looked for;
