@@ -170,7 +170,10 @@ func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSche
 		doc := bytes.TrimSpace(lt.InputSchema)
 		sum := sha256.Sum256(doc)
 		output := hasOutputSchema(lt.OutputSchema)
-		desc := cutUTF8(lt.Description, maxDescription)
+		var desc string
+		if json.Unmarshal(lt.Description, &desc) == nil {
+			desc = cutUTF8(desc, maxDescription)
+		}
 		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
 			old.hints, old.output, old.desc = lt.Annotations, output, desc
 			old.setOutput(lt.Name, lt.OutputSchema, maxSchemaBytes)

@@ -46,11 +46,19 @@ func TestDescribed(t *testing.T) {
 	var s Schemas
 	st := s.Server("k")
 	long := strings.Repeat("€", maxDescription) // three bytes each: cut inside one
-	st.Learn([]ListedTool{{Name: "a", Description: "Adds"}, {Name: "b", Description: long}, {Name: "c"}}, true, 10, 1<<10, nil)
+	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+	var res ToolsListResult
+	// A description that is not a string is no description, and does not
+	// make the list unreadable.
+	if err := json.Unmarshal([]byte(`{"tools":[{"name":"d","description":5,"inputSchema":{"type":"object"}}]}`), &res); err != nil {
+		t.Fatalf("a list with a numeric description: %v", err)
+	}
+	tools := append([]ListedTool{{Name: "a", Description: str("Adds")}, {Name: "b", Description: str(long)}, {Name: "c"}}, res.Tools...)
+	st.Learn(tools, true, 10, 1<<10, nil)
 	for _, tc := range []struct {
 		name, want string
 		listed     bool
-	}{{"a", "Adds", true}, {"b", long[:maxDescription-maxDescription%3], true}, {"c", "", true}, {"zz", "", false}} {
+	}{{"a", "Adds", true}, {"b", long[:maxDescription-maxDescription%3], true}, {"c", "", true}, {"d", "", true}, {"zz", "", false}} {
 		d, listed := st.Described(tc.name)
 		if d != tc.want || listed != tc.listed || !utf8.ValidString(d) || len(d) > maxDescription {
 			t.Errorf("Described(%q) = %q (%d bytes) %v, want %q %v", tc.name, d, len(d), listed, tc.want, tc.listed)
