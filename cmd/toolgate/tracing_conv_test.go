@@ -310,7 +310,12 @@ tracing:
 	c := &rpcClient{t: t, hc: proxyClient(t, l.Forward), base: up.URL, era: era}
 
 	const trace = "7af7651916cd43dd8448eb211c80319c"
-	tp := func(span int, flags string) string { return fmt.Sprintf("00-%s-%016x-%s", trace, 0x1000+span, flags) }
+	sent := map[string]bool{} // every traceparent a caller sent
+	tp := func(span int, flags string) string {
+		v := fmt.Sprintf("00-%s-%016x-%s", trace, 0x1000+span, flags)
+		sent[v] = true
+		return v
+	}
 	parent := func(span int) string { return fmt.Sprintf("%016x", 0x1000+span) }
 	wants := map[string]mcpWant{} // parent span id -> what its span says
 	labels := map[string]string{}
@@ -406,15 +411,19 @@ tracing:
 	// traceparent, unchanged: not a parent of its own making, not sampled.
 	mu.Lock()
 	defer mu.Unlock()
-	// The second is the unknown tool's (mcp.unknown_tool: fetch), under
-	// that caller's traceparent.
-	if len(lists) != 2 {
-		t.Fatalf("toolgate's own tools/list: seen %d times upstream, want 2", len(lists))
+	// The first is the unsampled call's. Later ones (the unknown tool's,
+	// mcp.unknown_tool: fetch; a call that finds the list past its ttlMs
+	// on a slow machine) carry their caller's traceparent as well.
+	if len(lists) < 2 {
+		t.Fatalf("toolgate's own tools/list: seen %d times upstream, want the unsampled call's and the unknown tool's", len(lists))
 	}
-	for i, caller := range []string{unsampled, tp(8, "01")} {
-		hdr, body, _ := strings.Cut(lists[i], "|")
-		if hdr != caller || !strings.Contains(body, `"traceparent":"`+caller+`"`) {
-			t.Errorf("toolgate's own tools/list %d carried header %q body %s, want the caller's %s unchanged", i, hdr, body, caller)
+	for i, l := range lists {
+		hdr, body, _ := strings.Cut(l, "|")
+		if i == 0 && hdr != unsampled {
+			t.Errorf("toolgate's first tools/list carried header %q, want the unsampled caller's %s unchanged", hdr, unsampled)
+		}
+		if !sent[hdr] || !strings.Contains(body, `"traceparent":"`+hdr+`"`) {
+			t.Errorf("toolgate's own tools/list %d carried header %q body %s, want a caller's traceparent unchanged in both", i, hdr, body)
 		}
 	}
 
