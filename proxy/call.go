@@ -39,6 +39,7 @@ type call struct {
 	ask      *policies.Approval // the policies' approval request, if any
 	bud      BudgetTicket       // nil unless the snapshot has budgets and the call met them
 	upHeader http.Header        // upstream's answer's header, kept for the budget step
+	upProto  string             // upstream's answer's protocol (resp.Proto), for the span
 	// traceparent is the caller's W3C trace context, kept for the Tracer
 	// only when there is one.
 	traceparent string

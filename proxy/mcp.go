@@ -199,6 +199,9 @@ func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
 				"MCP server "+m.server+" got a tools/call whose params toolgate cannot rewrite", nil))
 		}
 	}
+	if c.s.tracer != nil && !batch && msgs[0].IsRequest() && msgs[0].Method != mcp.MethodToolsCall {
+		m.ans.ReqID = msgs[0].ID // its JSON-RPC error goes in the span
+	}
 	m.armAnswerChecks(msgs)
 	m.armListFilter()
 	resp := c.dispatch(r, target, bytesBody(raw), int64(len(raw)), t.cfg.Timeout)

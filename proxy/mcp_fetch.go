@@ -3,8 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,8 +41,23 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 	var status, pages int
 	var changes []string
 	defer func() { c.recordFetch(start, status, pages, changes, err) }()
-	tp := "00-" + c.ev.TraceID + "-" + newSpanID() + "-01"
-	meta = mcp.WithTraceparent(mcp.WithoutProgressToken(meta), tp)
+	// The caller's trace context goes on as it came (its _meta, else its
+	// header, in both places), never a parent of toolgate's making: the
+	// server's span is a child of the caller's span, and a trace the
+	// caller did not sample stays unsampled. A caller without one sends
+	// none.
+	meta = mcp.WithoutProgressToken(meta)
+	tp := r.Header.Get("Traceparent")
+	var mm map[string]json.RawMessage
+	var inMeta string
+	if json.Unmarshal(meta, &mm) == nil && json.Unmarshal(mm[mcp.MetaTraceparent], &inMeta) == nil && inMeta != "" {
+		tp = inMeta
+	}
+	if _, ok := traceIDOf(tp); ok {
+		meta = mcp.WithTraceparent(meta, tp)
+	} else {
+		tp = ""
+	}
 	var all mcp.ToolsListResult
 	var raws []json.RawMessage
 	cursor := ""
@@ -149,7 +162,7 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	if req.Header.Get(mcp.HeaderMethod) != "" {
 		req.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
 	}
-	if req.Header.Get("Traceparent") == "" {
+	if traceparent != "" && req.Header.Get("Traceparent") == "" {
 		req.Header.Set("Traceparent", traceparent)
 	}
 	resp, err := c.sendOwn(req)
@@ -202,11 +215,4 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 		return nil, status, fmt.Errorf("tools/list result: %w", err)
 	}
 	return &res, status, nil
-}
-
-// newSpanID is a random W3C parent-id (16 hex digits).
-func newSpanID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -25,7 +25,8 @@ import (
 // timed out is retryable only for a tool the server calls idempotent or
 // read-only; and the W3C trace context travels in params._meta: a
 // caller's traceparent there names the event's trace, and toolgate's own
-// tools/list carries the trace in its _meta and its headers.
+// tools/list carries the caller's traceparent unchanged in its _meta and
+// its headers.
 func TestMCPToolAnnotations(t *testing.T) {
 	no, yes := false, true
 	s := mcp.NewServer(&mcp.Implementation{Name: "payments", Version: "1.0.0"}, nil)
@@ -117,8 +118,10 @@ deny contains {"msg": "large charges need a person when the tool is destructive"
 		t.Fatalf("toolgate's own tools/list: %d seen upstream, event trace %q", len(lists), fetchTrace)
 	}
 	hdr, body, _ := strings.Cut(lists[0], "|")
-	if !strings.Contains(hdr, trace) || !strings.Contains(body, `"traceparent":"00-`+trace) {
-		t.Errorf("toolgate's own tools/list did not carry the trace %s: header %q body %s", trace, hdr, body)
+	// The caller's traceparent, unchanged: never a parent span of
+	// toolgate's making, never a sampled flag the caller did not set.
+	if caller := "00-" + trace + "-00f067aa0ba902b7-01"; hdr != caller || !strings.Contains(body, `"traceparent":"`+caller+`"`) {
+		t.Errorf("toolgate's own tools/list did not carry the caller's traceparent %s unchanged: header %q body %s", caller, hdr, body)
 	}
 }
 

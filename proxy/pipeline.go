@@ -382,6 +382,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	}
 	removeHopHeaders(resp.Header)
 	removeOwnHeaders(resp.Header)
+	c.upProto = resp.Proto
 	if c.bud != nil {
 		c.upHeader = resp.Header
 	}
@@ -452,7 +453,7 @@ func (c *call) finish(res bucketing.Result, status int, respBytes int64) {
 		c.lost = true
 	}
 	if c.s.tracer != nil {
-		c.s.tracer.TraceCall(ev, c.traceparent)
+		c.s.tracer.TraceCall(ev, c.spanFacts())
 	}
 }
 

@@ -22,7 +22,7 @@ type Learner interface {
 // result of a tools/list to learn, and notices that the server's tools
 // changed. It keeps at most one message of the answer (a JSON body, or
 // one server-sent event) of at most the bound Begin is given, and never
-// changes or holds back the bytes. Set CallID, ListID and ListCursor
+// changes or holds back the bytes. Set CallID, ListID, ListCursor and ReqID
 // before Begin; the zero value reads nothing but notices.
 type AnswerReader struct {
 	// CallID is the id of the tools/call whose response is looked for;
@@ -33,6 +33,11 @@ type AnswerReader struct {
 	ListID json.RawMessage
 	// ListCursor is true when that tools/list asked for a later page.
 	ListCursor bool
+	// ReqID is the id of a request whose JSON-RPC error is noted
+	// (RPCError), whatever its method; nil when none. It costs reading a
+	// JSON answer whole (within the bound), so it is set only when a span
+	// will say it.
+	ReqID json.RawMessage
 
 	learn    Learner
 	max      int
@@ -45,6 +50,7 @@ type AnswerReader struct {
 	found    bool  // the call's response was seen
 	listed   bool  // the tools/list response was seen
 	response Message
+	reqErr   *RPCError // the JSON-RPC error answering ReqID, nil when none
 }
 
 // Begin is told the answer's headers and declared length (-1: none)
@@ -56,7 +62,7 @@ func (a *AnswerReader) Begin(h http.Header, length int64, max int, learn Learner
 		a.sse = NewSSEReader(max, a.onMessage)
 		return
 	}
-	if a.CallID != nil || a.ListID != nil {
+	if a.CallID != nil || a.ListID != nil || a.ReqID != nil {
 		a.capture, a.want = true, length
 	}
 }
@@ -91,7 +97,7 @@ func (a *AnswerReader) readJSON() {
 // call's response, a tools/list result to learn, or a notice that the
 // server's tools changed.
 func (a *AnswerReader) onMessage(data []byte) {
-	if a.CallID == nil && a.ListID == nil && !bytes.Contains(data, []byte(MethodToolsListChanged)) {
+	if a.CallID == nil && a.ListID == nil && a.ReqID == nil && !bytes.Contains(data, []byte(MethodToolsListChanged)) {
 		return
 	}
 	for _, msg := range DecodeMessages(data) {
@@ -107,6 +113,9 @@ func (a *AnswerReader) onMessage(data []byte) {
 			if json.Unmarshal(msg.Result, &res) == nil {
 				a.learn.Listed(&res, !a.ListCursor && res.NextCursor == "")
 			}
+		case a.ReqID != nil && bytes.Equal(msg.ID, a.ReqID) && msg.Error != nil:
+			e := *msg.Error
+			a.reqErr = &e
 		}
 	}
 }
@@ -134,4 +143,17 @@ func (a *AnswerReader) Response() (resp *Message, unread bool) {
 		return &a.response, false
 	}
 	return nil, a.over || (a.sse != nil && a.sse.Skipped() > 0) || a.capture
+}
+
+// RPCError returns the code of the JSON-RPC error that answered ReqID (the
+// answer read to its end first, as Response does); ok is false when no
+// such error was seen.
+func (a *AnswerReader) RPCError() (code int64, ok bool) {
+	if a.capture && !a.read && !a.over {
+		a.readJSON()
+	}
+	if a.reqErr == nil {
+		return 0, false
+	}
+	return a.reqErr.Code, true
 }

@@ -236,7 +236,12 @@ func ParseToolCall(params json.RawMessage) (ToolCall, *Problem) {
 
 // ListedTool is one entry of a tools/list result, as toolgate reads it.
 type ListedTool struct {
-	Name        string          `json:"name"`
+	Name string `json:"name"`
+	// Description is the tool's description as listed: raw, so a list
+	// whose description is not a string is still read (toolgate did not
+	// read it before tracing used it). Only the first maxDescription bytes
+	// of a string are kept (ServerTools.Described).
+	Description json.RawMessage `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
 	Annotations *ToolHints      `json:"annotations"`
 	// OutputSchema: a client validates structuredContent against it (see

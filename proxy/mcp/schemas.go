@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/policies"
 )
@@ -57,8 +58,14 @@ type ServerTools struct {
 	fetching chan struct{} // closed when a fetch under way ends; nil when none
 }
 
+// maxDescription bounds the description kept of a listed tool, in bytes:
+// it names the tool in a trace span (gen_ai.tool.description), nothing
+// more.
+const maxDescription = 256
+
 // learnedTool is one tool's schema as the server listed it.
 type learnedTool struct {
+	desc  string     // the listed description, at most maxDescription bytes
 	hints *ToolHints // the listed annotations; nil when none
 	// output is true when the tool lists an outputSchema (not JSON null):
 	// clients check a result's structuredContent against it.
@@ -163,8 +170,12 @@ func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSche
 		doc := bytes.TrimSpace(lt.InputSchema)
 		sum := sha256.Sum256(doc)
 		output := hasOutputSchema(lt.OutputSchema)
+		var desc string
+		if json.Unmarshal(lt.Description, &desc) == nil {
+			desc = cutUTF8(desc, maxDescription)
+		}
 		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
-			old.hints, old.output = lt.Annotations, output
+			old.hints, old.output, old.desc = lt.Annotations, output, desc
 			old.setOutput(lt.Name, lt.OutputSchema, maxSchemaBytes)
 			continue
 		}
@@ -175,7 +186,7 @@ func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSche
 		if old := s.tools[lt.Name]; old != nil {
 			s.bytes -= len(old.doc)
 		}
-		lt2 := &learnedTool{sum: sum, hints: lt.Annotations, output: output, unusable: ErrSchemaTooLarge}
+		lt2 := &learnedTool{sum: sum, desc: desc, hints: lt.Annotations, output: output, unusable: ErrSchemaTooLarge}
 		if len(doc) <= maxSchemaBytes && len(doc) > 0 && s.bytes+len(doc) <= maxServerSchemaBytes {
 			// The shape is checked as the schema is learned, so a schema
 			// too deep or too costly to compile is refused now, and never
@@ -267,6 +278,29 @@ func (s *ServerTools) Stale() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.expires.IsZero() && time.Now().After(s.expires)
+}
+
+// Described reports whether the server listed a tool of that name, and
+// its description as listed (at most maxDescription bytes, cut at a
+// character's end; "" when none).
+func (s *ServerTools) Described(name string) (desc string, listed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lt := s.tools[name]; lt != nil {
+		return lt.desc, true
+	}
+	return "", false
+}
+
+// cutUTF8 cuts s to at most n bytes, at the end of a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Hints returns a listed tool's annotations, or nil.

@@ -36,7 +36,7 @@ func TestAnswerAttributes(t *testing.T) {
 		ev.EventID = "ev-" + tc.name
 		ev.TraceID = "6666666666666666666666666666666" + string(rune('0'+i))
 		ev.Answer, ev.AnswerFindings, ev.Redactions = tc.answer, tc.findings, tc.redactions
-		e.TraceCall(ev, "")
+		e.TraceCall(ev, known(ev.Tool, ""))
 	}
 	e.Shutdown(context.Background())
 	byEvent := map[any]map[string]any{}

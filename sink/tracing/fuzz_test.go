@@ -37,6 +37,6 @@ func FuzzTraceCall(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tp, traceID, tool, method, id, host string) {
 		ev := &sink.Event{Time: time.Now(), TraceID: traceID, Tool: tool, RPCMethod: method, RPCID: id, Host: host,
 			MCPServer: host, Refused: len(tool)%2 == 0, Reason: method, ErrorCode: "validation", ViolationPaths: []string{tool}}
-		e.TraceCall(ev, tp)
+		e.TraceCall(ev, sink.SpanFacts{Traceparent: tp, KnownTool: tool, ToolDescription: method + tool, RPCError: len(id)%2 == 1, RPCErrorCode: int64(len(host))})
 	})
 }

@@ -150,14 +150,15 @@ func (e *Exporter) Stats() Stats {
 	return s
 }
 
-// TraceCall builds the span of one finished call and queues it. traceparent
-// is the caller's W3C trace context (the request's traceparent header, or
-// an MCP request's params._meta.traceparent), "" when it sent none. ev is
-// only read, and not kept.
-func (e *Exporter) TraceCall(ev *sink.Event, traceparent string) {
+// TraceCall builds the span of one finished call and queues it. f says
+// what the event does not: the caller's W3C trace context (the request's
+// traceparent header, or an MCP request's params._meta.traceparent; ""
+// when it sent none), which tool the call names when it is known, the
+// server's JSON-RPC error. ev is only read, and not kept.
+func (e *Exporter) TraceCall(ev *sink.Event, f sink.SpanFacts) {
 	ctx := context.Background()
-	if traceparent != "" {
-		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+	if f.Traceparent != "" {
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": f.Traceparent})
 	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		// A root span: its trace id is the event's, so the trace and the
@@ -165,15 +166,15 @@ func (e *Exporter) TraceCall(ev *sink.Event, traceparent string) {
 		ctx = context.WithValue(ctx, rootTraceKey{}, ev.TraceID)
 	}
 	start := ev.Time
-	_, span := e.tracer.Start(ctx, spanName(ev), trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindClient))
+	_, span := e.tracer.Start(ctx, spanName(ev, &f), trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindClient))
 	if !span.IsRecording() {
 		return // sampled out: nothing more is built
 	}
 	end := start.Add(time.Duration(ev.TotalUS) * time.Microsecond)
-	span.SetAttributes(attributes(ev)...)
+	span.SetAttributes(attributes(ev, &f)...)
 	addDecisions(span, ev, end)
-	if !ev.OK && ev.ErrorCode != "" {
-		span.SetStatus(codesError, ev.ErrorCode+": "+ev.Reason)
+	if failed(ev, &f) {
+		span.SetStatus(codesError, statusDescription(ev, &f))
 	}
 	span.End(trace.WithTimestamp(end))
 }

@@ -113,6 +113,12 @@ func event(tool, traceID string) *sink.Event {
 		Method: "GET", Host: "api.example:8443", PathTemplate: "/search", UpstreamStatus: 200, OK: true, TotalUS: 1500, UpstreamUS: 1000}
 }
 
+// known is the facts of a call of a configured tool, with the caller's
+// traceparent.
+func known(tool, traceparent string) sink.SpanFacts {
+	return sink.SpanFacts{Traceparent: traceparent, KnownTool: tool}
+}
+
 const (
 	callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	callerSpan  = "00f067aa0ba902b7"
@@ -129,12 +135,12 @@ func TestParentage(t *testing.T) {
 			e := start(t, tracing.Config{Endpoint: rcv.URL(), Protocol: proto, SampleRatio: ratio(0)})
 			root := start(t, tracing.Config{Endpoint: rcv.URL(), Protocol: proto})
 
-			e.TraceCall(event("child", callerTrace), "00-"+callerTrace+"-"+callerSpan+"-01")
-			e.TraceCall(event("unsampled", callerTrace), "00-"+callerTrace+"-"+callerSpan+"-00")
-			e.TraceCall(event("ratio0", "11111111111111111111111111111111"), "")
+			e.TraceCall(event("child", callerTrace), known("child", "00-"+callerTrace+"-"+callerSpan+"-01"))
+			e.TraceCall(event("unsampled", callerTrace), known("unsampled", "00-"+callerTrace+"-"+callerSpan+"-00"))
+			e.TraceCall(event("ratio0", "11111111111111111111111111111111"), known("ratio0", ""))
 			rootTrace := "22222222222222222222222222222222"
-			root.TraceCall(event("root", rootTrace), "")
-			root.TraceCall(event("badparent", rootTrace), "00-"+rootTrace+"-0000000000000000-01")
+			root.TraceCall(event("root", rootTrace), known("root", ""))
+			root.TraceCall(event("badparent", rootTrace), known("badparent", "00-"+rootTrace+"-0000000000000000-01"))
 			for _, x := range []*tracing.Exporter{e, root} {
 				if err := x.Shutdown(context.Background()); err != nil {
 					t.Fatal(err)
@@ -201,7 +207,7 @@ func TestCollectorAway(t *testing.T) {
 	for i := range n {
 		ev := event("t", "33333333333333333333333333333333")
 		ev.EventID = string(rune('a' + i%26))
-		e.TraceCall(ev, "")
+		e.TraceCall(ev, known(ev.Tool, ""))
 	}
 	// 200 spans built and queued (or dropped) never wait on the network;
 	// the bound is generous for a loaded machine and far below one export
@@ -234,7 +240,7 @@ func TestRefusedCollector(t *testing.T) {
 	rcv := otlptest.Start(t)
 	rcv.Refuse(400)
 	e := start(t, tracing.Config{Endpoint: rcv.URL()})
-	e.TraceCall(event("t", "44444444444444444444444444444444"), "")
+	e.TraceCall(event("t", "44444444444444444444444444444444"), known("t", ""))
 	e.Shutdown(context.Background())
 	if st := e.Stats(); st.DroppedExportFailed != 1 || st.Exported != 0 {
 		t.Errorf("stats = %+v, want 1 export failure", st)
@@ -254,7 +260,7 @@ func TestDecisionEvents(t *testing.T) {
 	ev.ViolationPaths = []string{"/amount"}
 	ev.DryRunDenied, ev.DryRunViolations = true, []string{"would deny VALUE-IN-DRYRUN"}
 	ev.PolicyError = "slow: policy_timeout"
-	e.TraceCall(ev, "")
+	e.TraceCall(ev, known(ev.Tool, ""))
 	e.Shutdown(context.Background())
 	spans := rcv.Spans()
 	if len(spans) != 1 {
@@ -319,7 +325,7 @@ func BenchmarkTraceCall(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				e.TraceCall(ev, tp)
+				e.TraceCall(ev, known(ev.Tool, tp))
 			}
 		})
 	}
