@@ -327,6 +327,12 @@ type ToolConfig struct {
 	// denial) or "off". The stricter of the tool's and a policy's own mode
 	// loses: either one in dry_run means dry run.
 	PolicyMode string `yaml:"policy_mode"`
+	// SchemaMode is what the tool's schema does with a call it would
+	// refuse: "enforce" (the default: refuse it) or "dry_run" (forward it
+	// anyway and record each violation in the event's dry_run_violations,
+	// prefixed "schema: "), to try a schema on live traffic before it
+	// refuses anything. An mcp route's schemas take mcp.dry_run instead.
+	SchemaMode string `yaml:"schema_mode"`
 	// FailOpen lets a call through when a policy fails or runs past its
 	// deadline; the event records the failure. Default false: such calls
 	// are refused as policy/policy_error or policy/policy_timeout.
@@ -736,6 +742,13 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	case policies.ModeEnforce, policies.ModeDryRun, policies.ModeOff:
 	default:
 		return nil, fieldErr(p+".policy_mode", "unknown mode %q; expected enforce, dry_run or off", tc.PolicyMode)
+	}
+	switch tc.SchemaMode {
+	case "":
+		t.cfg.SchemaMode = policies.ModeEnforce
+	case policies.ModeEnforce, policies.ModeDryRun:
+	default:
+		return nil, fieldErr(p+".schema_mode", "unknown mode %q; expected enforce or dry_run", tc.SchemaMode)
 	}
 	if err := tc.Rules.Validate(); err != nil {
 		var re *bucketing.RuleError
