@@ -333,6 +333,10 @@ type ToolConfig struct {
 	// prefixed "schema: "), to try a schema on live traffic before it
 	// refuses anything. An mcp route's schemas take mcp.dry_run instead.
 	SchemaMode string `yaml:"schema_mode"`
+	// Observe records the shape of each call's arguments (never their
+	// values) in its event, for toolgate schema suggest; it refuses
+	// nothing. true, or a mapping of options (ObserveConfig). Default off.
+	Observe ObserveConfig `yaml:"observe"`
 	// FailOpen lets a call through when a policy fails or runs past its
 	// deadline; the event records the failure. Default false: such calls
 	// are refused as policy/policy_error or policy/policy_timeout.
@@ -780,6 +784,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	}
 	t.schema = sch
 	if err := c.compileMCP(t, p); err != nil {
+		return nil, err
+	}
+	if err := t.validateObserve(p); err != nil {
 		return nil, err
 	}
 	if err := c.compileAnswer(t, p); err != nil {

@@ -16,16 +16,18 @@ type recordingUpstream struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	got map[string][]string // trace id -> bodies received
+	gq  map[string][]string // trace id -> query, a newline, the body
 }
 
 func newRecordingUpstream(t *testing.T) *recordingUpstream {
 	t.Helper()
-	u := &recordingUpstream{got: map[string][]string{}}
+	u := &recordingUpstream{got: map[string][]string{}, gq: map[string][]string{}}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		tr := traceOf(r.Header.Get("Traceparent"))
 		u.got[tr] = append(u.got[tr], string(b))
+		u.gq[tr] = append(u.gq[tr], r.URL.RawQuery+"\n"+string(b))
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"ok":1}`)
@@ -40,6 +42,14 @@ func (u *recordingUpstream) received(trace string) []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.got[trace]...)
+}
+
+// receivedWithQuery is what the calls of a trace brought: each one's query
+// string, a newline, and its body.
+func (u *recordingUpstream) receivedWithQuery(trace string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.gq[trace]...)
 }
 
 // modeSchema is the schema both tools of TestAdversarialSchemaMode carry.
