@@ -400,8 +400,8 @@ func Parse(text string) (*Shape, error) {
 	if d := s.depth(); d > 2*MaxDepth+2 {
 		return nil, fmt.Errorf("%w: nested %d deep", ErrShape, d)
 	}
-	if !s.countsOK() {
-		return nil, fmt.Errorf("%w: a negative count", ErrShape)
+	if !s.valid() {
+		return nil, fmt.Errorf("%w: a negative count, or a type or format toolgate does not record", ErrShape)
 	}
 	return &s, nil
 }
@@ -419,10 +419,28 @@ func (s *Shape) depth() int {
 	return d + 1
 }
 
-func (s *Shape) countsOK() bool {
-	for _, m := range []map[string]int{s.Types, s.Formats, s.Lexical, s.Enum} {
-		for _, n := range m {
-			if n < 0 {
+// known are the keys a shape's counts may have, by map.
+var (
+	knownTypes   = map[string]bool{TypeObject: true, TypeArray: true, TypeString: true, TypeInteger: true, TypeNumber: true, TypeBoolean: true, TypeNull: true}
+	knownLexical = map[string]bool{TypeInteger: true, TypeNumber: true, TypeBoolean: true}
+	knownFormats = func() map[string]bool {
+		m := map[string]bool{}
+		for _, f := range Formats {
+			m[f] = true
+		}
+		return m
+	}()
+)
+
+// valid reports whether every count is non-negative and every type,
+// format and lexical kind one toolgate records, at every place.
+func (s *Shape) valid() bool {
+	for _, c := range []struct {
+		m     map[string]int
+		known map[string]bool
+	}{{s.Types, knownTypes}, {s.Formats, knownFormats}, {s.Lexical, knownLexical}, {s.Enum, nil}} {
+		for k, n := range c.m {
+			if n < 0 || c.known != nil && !c.known[k] {
 				return false
 			}
 		}
@@ -431,11 +449,11 @@ func (s *Shape) countsOK() bool {
 		return false
 	}
 	for _, m := range s.Members {
-		if m != nil && !m.countsOK() {
+		if m != nil && !m.valid() {
 			return false
 		}
 	}
-	return s.Items == nil || s.Items.countsOK()
+	return s.Items == nil || s.Items.valid()
 }
 
 // Count is how many values the shape counts: at a member, how many
