@@ -16,6 +16,7 @@ import (
 func newSchemaSuggestCmd() *cobra.Command {
 	var tool, events, write string
 	var asJSON bool
+	var opts schemasuggest.Options
 	c := &cobra.Command{
 		Use:   "suggest",
 		Short: "Propose a tool's argument schema from the calls it observed (observe: true), with the evidence",
@@ -30,7 +31,13 @@ calls were seen, and per field how often it appeared, with which types.
 
 It prints the evidence, then the schema; with --write FILE it writes the
 schema to FILE (for schema_file) and prints the evidence. Try the schema with
-schema_mode: dry_run before you enforce it (docs/schema-suggest.md).`,
+schema_mode: dry_run before you enforce it (docs/schema-suggest.md).
+
+Observed calls include the callers' mistakes. --min-share leaves out of the
+schema what is rarer than that share at its place (a member name, a type,
+strings that do not read as the number the others carry): a typo in 1 call of
+200 is then refused rather than learned. The evidence lists what it left out.
+A member some call lacked is never made required.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if tool == "" || events == "" {
@@ -49,8 +56,11 @@ schema_mode: dry_run before you enforce it (docs/schema-suggest.md).`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", events, err)
 			}
-			sg, err := schemasuggest.Suggest(obs)
+			sg, err := schemasuggest.Suggest(obs, opts)
 			if err != nil {
+				if opts.MinShare < 0 || opts.MinShare > 0.5 {
+					return exit.AsUsage(fmt.Errorf("--min-share: %w", err))
+				}
 				return err
 			}
 			out := c.OutOrStdout()
@@ -78,6 +88,7 @@ schema_mode: dry_run before you enforce it (docs/schema-suggest.md).`,
 	f.StringVar(&tool, "tool", "", "the tool whose observed calls to read (required)")
 	f.StringVar(&events, "events", "", "NDJSON events file, as events.file writes it; - for stdin (required)")
 	f.StringVar(&write, "write", "", "write the schema to this file instead of printing it")
+	f.Float64Var(&opts.MinShare, "min-share", 0, "leave out what is rarer than this share of its place (0 to 0.5; 0.01: a name in under 1% of calls), most likely the callers' mistakes")
 	f.BoolVar(&asJSON, "json", false, "print the schema and its evidence as one JSON document")
 	return c
 }

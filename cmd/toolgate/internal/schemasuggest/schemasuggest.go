@@ -16,6 +16,14 @@
 //   - a format only when every string at the place had it;
 //   - an enum only for the fields the operator listed in
 //     observe.enum_fields, and only when every value there was recorded.
+//
+// Observed traffic holds the callers' mistakes too. Options.MinShare
+// (default 0: off) leaves out of the schema what is rarer than that share
+// at its place (a member name, a type, strings that do not read as the
+// number their source usually carries, strings without the format the
+// others have): a typo seen in 1 call of 200 is then refused rather than
+// learned. What it leaves out is listed in the evidence. It never makes a
+// member required that some call lacked.
 package schemasuggest
 
 import (
@@ -139,6 +147,19 @@ type Field struct {
 	// Open is true when the schema leaves the place open: its shapes were
 	// cut by a bound, or held names too long to record.
 	Open bool `json:"open,omitempty"`
+	// Rare is true when the place was left out of the schema, seen in
+	// fewer than Options.MinShare of the objects at its parent; RareTypes
+	// are the types left out at a place kept.
+	Rare      bool     `json:"rare,omitempty"`
+	RareTypes []string `json:"rare_types,omitempty"`
+}
+
+// Options tune a suggestion.
+type Options struct {
+	// MinShare, between 0 and 0.5, leaves out of the schema what is rarer
+	// than this share at its place (see the package doc). Default 0: all
+	// that was observed is in the schema.
+	MinShare float64
 }
 
 // Suggestion is a proposed schema and its evidence.
@@ -150,6 +171,8 @@ type Suggestion struct {
 	Unshaped int `json:"unshaped,omitempty"`
 	Unread   int `json:"unread,omitempty"`
 	Bad      int `json:"bad,omitempty"`
+	// MinShare is Options.MinShare.
+	MinShare float64 `json:"min_share,omitempty"`
 	// Fields is the evidence, one per place, in path order.
 	Fields []Field `json:"fields"`
 	// Schema is the proposed schema, as JSON.
@@ -158,8 +181,11 @@ type Suggestion struct {
 
 // Suggest builds the schema and its evidence from what was observed, and
 // checks that the schema compiles in toolgate's own (strict) compiler.
-func Suggest(o *Observed) (*Suggestion, error) {
-	sg := &Suggestion{Tool: o.Tool, Calls: o.Calls, Unshaped: o.Unshaped, Unread: o.Unread, Bad: o.Bad}
+func Suggest(o *Observed, opts Options) (*Suggestion, error) {
+	if opts.MinShare < 0 || opts.MinShare > 0.5 {
+		return nil, fmt.Errorf("min share %v: want a share between 0 and 0.5", opts.MinShare)
+	}
+	sg := &Suggestion{Tool: o.Tool, Calls: o.Calls, Unshaped: o.Unshaped, Unread: o.Unread, Bad: o.Bad, MinShare: opts.MinShare}
 	root := sg.schemaOf(&o.Shape, "", o.Calls)
 	doc := ordered{
 		{"$schema", "https://json-schema.org/draft/2020-12/schema"},
@@ -184,8 +210,9 @@ func (sg *Suggestion) schemaOf(s *argshape.Shape, path string, of int) ordered {
 	if path == "" {
 		f.Path = "(arguments)"
 	}
-	types := typesOf(s)
-	coerced := coercedType(s)
+	types, rare := sg.typesOf(s)
+	f.RareTypes = rare
+	coerced := sg.coercedType(s)
 	if coerced != "" {
 		types = []string{coerced}
 		f.Coerced = coerced
@@ -198,7 +225,7 @@ func (sg *Suggestion) schemaOf(s *argshape.Shape, path string, of int) ordered {
 	}
 	if n := s.Types[argshape.TypeString]; n > 0 && coerced == "" {
 		for name, c := range s.Formats {
-			if c == n {
+			if sg.most(c, n) {
 				out = append(out, kv{"format", name})
 				f.Format = name
 			}
@@ -221,6 +248,10 @@ func (sg *Suggestion) schemaOf(s *argshape.Shape, path string, of int) ordered {
 			sub := k
 			if path != "" {
 				sub = path + "." + k
+			}
+			if sg.rare(m.Count(), s.Types[argshape.TypeObject]) {
+				sg.Fields = append(sg.Fields, Field{Path: sub, Seen: m.Count(), Of: s.Types[argshape.TypeObject], Types: m.Types, Rare: true})
+				continue
 			}
 			props = append(props, kv{k, sg.schemaOf(m, sub, s.Types[argshape.TypeObject])})
 			if m.Count() == s.Types[argshape.TypeObject] {
@@ -245,32 +276,49 @@ func (sg *Suggestion) schemaOf(s *argshape.Shape, path string, of int) ordered {
 	return out
 }
 
-// typesOf is the union of the types seen, "integer" folded into "number"
-// when both were.
-func typesOf(s *argshape.Shape) []string {
-	var ts []string
-	for t, n := range s.Types {
-		if n > 0 && !(t == argshape.TypeInteger && s.Types[argshape.TypeNumber] > 0) {
-			ts = append(ts, t)
-		}
-	}
-	sort.Strings(ts)
-	return ts
+// rare reports whether n of total is under the minimum share.
+func (sg *Suggestion) rare(n, total int) bool {
+	return sg.MinShare > 0 && float64(n) < sg.MinShare*float64(total)
 }
 
-// coercedType is the type every string value at the place read as, when
-// all the values were strings from a string-only source.
-func coercedType(s *argshape.Shape) string {
+// most reports whether n of total is all of it, or all but a rare part.
+func (sg *Suggestion) most(n, total int) bool {
+	return n == total || n < total && sg.rare(total-n, total)
+}
+
+// typesOf is the union of the types seen, without the rare ones, and
+// "integer" folded into "number" when both were; and the rare types.
+func (sg *Suggestion) typesOf(s *argshape.Shape) (kept, rare []string) {
+	total := s.Count()
+	for t, n := range s.Types {
+		switch {
+		case n <= 0:
+		case sg.rare(n, total):
+			rare = append(rare, t)
+		case t == argshape.TypeInteger && s.Types[argshape.TypeNumber] > 0 && !sg.rare(s.Types[argshape.TypeNumber], total):
+		default:
+			kept = append(kept, t)
+		}
+	}
+	sort.Strings(kept)
+	sort.Strings(rare)
+	return kept, rare
+}
+
+// coercedType is the type the string values at the place read as (all of
+// them, or all but a rare part), when the values were strings from a
+// string-only source.
+func (sg *Suggestion) coercedType(s *argshape.Shape) string {
 	n := s.Types[argshape.TypeString]
-	if n == 0 || n != s.Count() || s.Strings != n {
+	if n == 0 || !sg.most(n, s.Count()) || s.Strings != n {
 		return ""
 	}
 	switch {
-	case s.Lexical[argshape.TypeInteger] == n:
+	case sg.most(s.Lexical[argshape.TypeInteger], n):
 		return argshape.TypeInteger
-	case s.Lexical[argshape.TypeInteger]+s.Lexical[argshape.TypeNumber] == n:
+	case sg.most(s.Lexical[argshape.TypeInteger]+s.Lexical[argshape.TypeNumber], n):
 		return argshape.TypeNumber
-	case s.Lexical[argshape.TypeBoolean] == n:
+	case sg.most(s.Lexical[argshape.TypeBoolean], n):
 		return argshape.TypeBoolean
 	}
 	return ""
@@ -312,6 +360,9 @@ func (sg *Suggestion) WriteEvidence(w io.Writer) {
 		fmt.Fprintf(w, " (%d more events without a shape)", sg.Unshaped)
 	}
 	fmt.Fprintln(w)
+	if sg.MinShare > 0 {
+		fmt.Fprintf(w, "  left out: what is rarer than %g of its place\n", sg.MinShare)
+	}
 	if sg.Unread > 0 {
 		fmt.Fprintf(w, "  %d calls had a body the tool did not read as arguments: their body is not in the schema\n", sg.Unread)
 	}
@@ -350,6 +401,12 @@ func (sg *Suggestion) WriteEvidence(w io.Writer) {
 		}
 		if f.Open {
 			line += "; left open (shapes cut or names not recorded)"
+		}
+		if len(f.RareTypes) > 0 {
+			line += "; rare types left out: " + strings.Join(f.RareTypes, ", ")
+		}
+		if f.Rare {
+			line += "; rare: left out"
 		}
 		fmt.Fprintln(w, line)
 	}

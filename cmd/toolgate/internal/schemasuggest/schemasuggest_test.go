@@ -45,7 +45,7 @@ func suggest(t testing.TB, evs *bytes.Buffer, tool string) *Suggestion {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sg, err := Suggest(obs)
+	sg, err := Suggest(obs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +212,46 @@ func FuzzRead(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := Suggest(obs); err != nil {
+		if _, err := Suggest(obs, Options{}); err != nil {
 			t.Fatalf("Suggest: %v", err)
 		}
 	})
+}
+
+// TestSuggestMinShare checks that with a minimum share the rare typo and
+// the rare wrong type are left out (and refused by the schema), listed in
+// the evidence, while no member some call lacked becomes required.
+func TestSuggestMinShare(t *testing.T) {
+	var calls []string
+	for i := 0; i < 40; i++ {
+		calls = append(calls, `{"term":"x","retmax":5}`)
+	}
+	calls = append(calls, `{"trem":"x"}`, `{"term":"x","retmax":"many"}`)
+	obs, err := Read(events(t, "t", argshape.Options{}, calls...), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := Suggest(obs, Options{MinShare: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := policies.CompileSchema(sg.Schema, policies.SchemaOptions{Tool: "t", Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[string]bool{`{"term":"x","retmax":5}`: true, `{"term":"x"}`: true, `{"trem":"x"}`: false, `{"term":"x","retmax":"many"}`: false} {
+		if vs := sch.Validate(args(t, c)); (len(vs) == 0) != want {
+			t.Errorf("%s: violations %v; want accepted=%v\n%s", c, vs, want, sg.Schema)
+		}
+	}
+	var ev bytes.Buffer
+	sg.WriteEvidence(&ev)
+	for _, want := range []string{"trem                         1/42    optional string 1; rare: left out", "rare types left out: string"} {
+		if !strings.Contains(ev.String(), want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev.String())
+		}
+	}
+	if _, err := Suggest(obs, Options{MinShare: 0.6}); err == nil {
+		t.Error("min share 0.6 accepted")
+	}
 }
