@@ -235,7 +235,15 @@ func (sg *Suggestion) schemaOf(s *argshape.Shape, path string, of int) ordered {
 		out = append(out, kv{"enum", vals})
 		f.Enum = vals
 	}
-	if s.Types[argshape.TypeObject] > 0 {
+	kept := func(t string) bool {
+		for _, k := range types {
+			if k == t {
+				return true
+			}
+		}
+		return false
+	}
+	if kept(argshape.TypeObject) {
 		names := make([]string, 0, len(s.Members))
 		for k := range s.Members {
 			names = append(names, k)
@@ -269,7 +277,7 @@ func (sg *Suggestion) schemaOf(s *argshape.Shape, path string, of int) ordered {
 	} else if s.Cut {
 		f.Open = true
 	}
-	if s.Types[argshape.TypeArray] > 0 && s.Items != nil && s.Items.Count() > 0 {
+	if kept(argshape.TypeArray) && s.Items != nil && s.Items.Count() > 0 {
 		out = append(out, kv{"items", sg.schemaOf(s.Items, path+"[]", s.Types[argshape.TypeArray])})
 	}
 	sg.Fields = append(sg.Fields, f)
