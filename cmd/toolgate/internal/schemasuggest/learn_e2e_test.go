@@ -411,6 +411,9 @@ func TestLearnFromObservedCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if os.Getenv(writeExampleEnv) != "" {
+		writeObservedExample(t, observing.events)
+	}
 	second := learnTraffic(2, 50, 60, 45)
 	// 2 and 3, without a minimum share (every observed name and type is
 	// learned, the callers' mistakes too) and with 5%.
@@ -488,4 +491,31 @@ func learnAndEnforce(t *testing.T, up *demotools.Server, events string, second [
 	if share("wrong_type") < wantWrong {
 		t.Errorf("learned schemas caught %.0f%% of wrong-type calls; want at least %.0f%%", 100*share("wrong_type"), 100*wantWrong)
 	}
+}
+
+// writeExampleEnv, set, makes TestLearnFromObservedCalls rewrite the
+// example events file docs/schema-suggest.md reads
+// (examples/observe/drug_targets.ndjson): the drug_targets events its
+// observing toolgate wrote.
+const writeExampleEnv = "TOOLGATE_WRITE_OBSERVE_EXAMPLE"
+
+func writeObservedExample(t *testing.T, events string) {
+	b, err := os.ReadFile(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if strings.Contains(line, `"tool":"drug_targets"`) {
+			out = append(out, line...)
+		}
+	}
+	dst := filepath.Join("..", "..", "..", "..", "examples", "observe", "drug_targets.ndjson")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", dst, len(out))
 }
