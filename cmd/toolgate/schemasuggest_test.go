@@ -52,7 +52,7 @@ func TestSchemaSuggestCommand(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"schema", "suggest", "--tool", "search"}, exitUsage, "--tool and --events are required"},
+		{[]string{"schema", "suggest", "--tool", "search"}, exitUsage, "--tool, and one of --events or --clickhouse, are required"},
 		{[]string{"schema", "suggest", "--tool", "other", "--events", events}, exitError, `no observed calls of tool "other" (1 events without a shape)`},
 		{[]string{"schema", "suggest", "--tool", "x", "--events", filepath.Join(dir, "none")}, exitError, "no such file"},
 	} {

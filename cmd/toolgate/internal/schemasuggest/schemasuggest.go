@@ -29,16 +29,19 @@ package schemasuggest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/argshape"
 	"github.com/toolgate/toolgate/sink"
+	"github.com/toolgate/toolgate/sink/clickhouse"
 )
 
 // ErrNoShapes is returned when the events hold no shape of the tool.
@@ -82,10 +85,43 @@ func Read(r io.Reader, tool string) (*Observed, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 	}
+	return o, o.check()
+}
+
+func (o *Observed) check() error {
 	if o.Calls == 0 {
-		return o, fmt.Errorf("%w of tool %q (%d events without a shape): put it in observe mode (observe: true) and let calls flow", ErrNoShapes, tool, o.Unshaped)
+		return fmt.Errorf("%w of tool %q (%d events without a shape): put it in observe mode (observe: true) and let calls flow", ErrNoShapes, o.Tool, o.Unshaped)
 	}
-	return o, nil
+	return nil
+}
+
+// ClickHouse names the ClickHouse events table ReadClickHouse reads.
+type ClickHouse struct {
+	Addr        []string
+	Database    string // default clickhouse.DefaultDatabase
+	Username    string
+	PasswordEnv string // the environment variable holding the password
+}
+
+// ReadClickHouse merges the shapes of tool's calls recorded in ClickHouse
+// at or after since, the newest limit of them. It only reads (no
+// migration): SELECT on the events table is enough.
+func ReadClickHouse(ctx context.Context, ch ClickHouse, tool string, since time.Time, limit int) (*Observed, error) {
+	no := false
+	cfg := clickhouse.Config{Addr: ch.Addr, Database: ch.Database, Username: ch.Username, PasswordEnv: ch.PasswordEnv, Migrate: &no}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w, err := clickhouse.Open(ctx, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	o := &Observed{Tool: tool}
+	if err := w.ArgShapes(ctx, tool, since, limit, func(s string) error { o.addShape(s); return nil }); err != nil {
+		return nil, err
+	}
+	return o, o.check()
 }
 
 func (o *Observed) add(ev sink.Event) {
@@ -96,7 +132,12 @@ func (o *Observed) add(ev sink.Event) {
 		o.Unshaped++
 		return
 	}
-	s, err := argshape.Parse(ev.ArgShape)
+	o.addShape(ev.ArgShape)
+}
+
+// addShape merges one call's encoded shape.
+func (o *Observed) addShape(text string) {
+	s, err := argshape.Parse(text)
 	if err != nil {
 		o.Bad++
 		return
