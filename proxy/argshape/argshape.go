@@ -129,6 +129,9 @@ type Options struct {
 // Of returns the shape of one call's arguments, encoded as compact JSON
 // of at most MaxBytes bytes.
 func Of(args map[string]any, o Options) string {
+	if args == nil {
+		args = map[string]any{}
+	}
 	for budget := MaxNodes; ; budget /= 2 {
 		b := &builder{o: o, budget: budget}
 		s := &Shape{}
