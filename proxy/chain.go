@@ -50,7 +50,10 @@ type stepEntry struct {
 // steps 2 to 6; steps 0 and 1, canonical form and routing, find the tool
 // whose chain runs, and step 7 is dispatch):
 //
-//	extract → schema → policies → origin → approval → budget
+//	extract → observe → schema → policies → origin → approval → budget
+//
+// Observe (observe.go) only records the arguments' shape, for a tool in
+// observe mode; it never refuses.
 //
 // Origin runs before approval, so that a person is never asked to approve
 // a call that could not go upstream anyway (its injected headers bound
@@ -63,6 +66,7 @@ type stepEntry struct {
 // whole message, so that a batch is admitted all or nothing (admitMCP).
 var requestOrder = []stepEntry{
 	{name: "extract", build: buildExtract},
+	{name: "observe", build: buildObserve},
 	{name: "schema", eval: true, build: buildSchema},
 	{name: "policies", eval: true, build: buildPolicies},
 	{name: "origin", eval: true, build: buildOrigin},

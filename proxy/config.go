@@ -335,6 +335,16 @@ type ToolConfig struct {
 	// denial) or "off". The stricter of the tool's and a policy's own mode
 	// loses: either one in dry_run means dry run.
 	PolicyMode string `yaml:"policy_mode"`
+	// SchemaMode is what the tool's schema does with a call it would
+	// refuse: "enforce" (the default: refuse it) or "dry_run" (forward it
+	// anyway and record each violation in the event's dry_run_violations,
+	// prefixed "schema: "), to try a schema on live traffic before it
+	// refuses anything. An mcp route's schemas take mcp.dry_run instead.
+	SchemaMode string `yaml:"schema_mode"`
+	// Observe records the shape of each call's arguments (never their
+	// values) in its event, for toolgate schema suggest; it refuses
+	// nothing. true, or a mapping of options (ObserveConfig). Default off.
+	Observe ObserveConfig `yaml:"observe"`
 	// FailOpen lets a call through when a policy fails or runs past its
 	// deadline; the event records the failure. Default false: such calls
 	// are refused as policy/policy_error or policy/policy_timeout.
@@ -745,6 +755,13 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	default:
 		return nil, fieldErr(p+".policy_mode", "unknown mode %q; expected enforce, dry_run or off", tc.PolicyMode)
 	}
+	switch tc.SchemaMode {
+	case "":
+		t.cfg.SchemaMode = policies.ModeEnforce
+	case policies.ModeEnforce, policies.ModeDryRun:
+	default:
+		return nil, fieldErr(p+".schema_mode", "unknown mode %q; expected enforce or dry_run", tc.SchemaMode)
+	}
 	if err := tc.Rules.Validate(); err != nil {
 		var re *bucketing.RuleError
 		if errors.As(err, &re) {
@@ -780,6 +797,9 @@ func (c *Config) compileTool(i int) (*tool, error) {
 	}
 	t.schema = sch
 	if err := c.compileMCP(t, p); err != nil {
+		return nil, err
+	}
+	if err := t.validateObserve(p); err != nil {
 		return nil, err
 	}
 	if err := c.compileAnswer(t, p); err != nil {

@@ -92,6 +92,8 @@ func (c *Config) compileMCP(t *tool, p string) error {
 		return fieldErr(p+".args", "an mcp route reads its arguments from tools/call; remove args")
 	case t.schema != nil:
 		return fieldErr(p+".schema", "an mcp route learns its schemas from tools/list; give overrides under mcp.tools.NAME.schema")
+	case tc.SchemaMode == policies.ModeDryRun:
+		return fieldErr(p+".schema_mode", "an mcp route's schemas are dry-run with mcp.dry_run (or mcp.tools.NAME.dry_run)")
 	case tc.Envelope == EnvelopeAlways:
 		return fieldErr(p+".envelope", "an mcp route answers in JSON-RPC; the envelope is carried in the result's _meta (and structuredContent)")
 	}

@@ -22,7 +22,10 @@
 //     hosts opens it) and, with unmatched: deny, everywhere;
 //  2. extraction: arguments are read from the path, the query and the body
 //     (bounded; malformed or oversized bodies are refused as validation);
-//  3. schema: arguments are coerced and validated strictly (validation);
+//     2a. observe (observe.go, a tool with observe only): the arguments'
+//     shape, never their values, goes in the event; it refuses nothing;
+//  3. schema: arguments are coerced and validated strictly (validation),
+//     or, with schema_mode: dry_run, what it would refuse is recorded;
 //  4. policies: the tool's Checker (its Rego and WASM policies, in order)
 //     decides the call (policy/policy_denied, or validation when every
 //     deny says so; policy_error and policy_timeout when a policy fails

@@ -22,6 +22,8 @@ type tool struct {
 	schema  *policies.Schema
 	mcp     *mcpRoute         // nil unless the protocol is mcp
 	inject  map[string]string // canonical header -> value
+	// enumFields are the observe section's enum_fields (nil: none).
+	enumFields map[string]bool
 }
 
 // wantsEnvelope reports whether the caller gets the envelope for this call.

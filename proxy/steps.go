@@ -66,7 +66,7 @@ func (s extractStep) check(_ context.Context, c *call) *refusal {
 }
 
 // schemaStep validates the arguments against the tool's schema (step 3),
-// strictly, and refuses an argument spelt in another case than a declared
+// strictly (in dryRun when the tool's schema_mode is dry_run), and refuses an argument spelt in another case than a declared
 // property even where the schema is open: a case-folding upstream (Go's
 // encoding/json into tagged structs reads "Text" as "text") would take it
 // for the property the schema never checked.
@@ -82,7 +82,11 @@ func buildSchema(e *chainEnv) requestStep {
 	if e.t.schema == nil {
 		return nil
 	}
-	return schemaStep{tool: e.t.cfg.Name, schema: e.t.schema}
+	s := schemaStep{tool: e.t.cfg.Name, schema: e.t.schema}
+	if e.t.cfg.SchemaMode == policies.ModeDryRun {
+		return dryRun{step: s, label: "schema: "}
+	}
+	return s
 }
 
 func (s schemaStep) check(_ context.Context, c *call) *refusal {

@@ -186,6 +186,8 @@ func (d *eventDecoder) field(key []byte, e *Event) bool {
 		return d.int64(&e.Redactions)
 	case "definition_changes":
 		return d.strs(&e.DefinitionChanges)
+	case "arg_shape":
+		return d.str(&e.ArgShape)
 	}
 	return false
 }

@@ -72,6 +72,9 @@ func appendEvent(b []byte, ev *Event, omitZero bool) ([]byte, error) {
 	w.strs(`,"answer_findings":`, ev.AnswerFindings)
 	w.int(`,"redactions":`, ev.Redactions)
 	w.strs(`,"definition_changes":`, ev.DefinitionChanges)
+	if ev.ArgShape != "" { // omitempty: absent unless the tool observes
+		w.str(`,"arg_shape":`, ev.ArgShape)
+	}
 	return append(w.b, '}', '\n'), nil
 }
 

@@ -155,6 +155,12 @@ type Event struct {
 	// changed (description, inputSchema, ...), never their values; empty
 	// when every definition matched its pin.
 	DefinitionChanges []string `json:"definition_changes"`
+	// ArgShape is the shape of the call's arguments, never their values, on
+	// a tool in observe mode: member names, JSON types, presence, nesting
+	// and recognised formats as compact JSON (proxy/argshape), at most 4000
+	// bytes; "" (and absent from the event's JSON) for a tool that does
+	// not observe.
+	ArgShape string `json:"arg_shape,omitempty"`
 }
 
 // The verdicts of the answer checks (Event.Answer).

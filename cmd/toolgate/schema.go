@@ -13,11 +13,11 @@ import (
 func newSchemaCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "schema",
-		Short: "The ClickHouse schema toolgate owns",
+		Short: "The ClickHouse schema toolgate owns; argument schemas suggested from observed calls",
 		Args:  exactArgs(0),
 		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	c.AddCommand(newSchemaPrintCmd())
+	c.AddCommand(newSchemaPrintCmd(), newSchemaSuggestCmd())
 	return c
 }
 

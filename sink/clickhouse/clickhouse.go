@@ -642,6 +642,7 @@ func (c *Writer) send(ctx context.Context, events []sink.Event) error {
 			clean(e.LimitScope, maxCHShort),
 			clean(e.Answer, maxCHShort), cleanAll(e.AnswerFindings),
 			uint32(min(max(e.Redactions, 0), math.MaxUint32)), cleanAll(e.DefinitionChanges),
+			clean(e.ArgShape, maxCHString),
 		)
 		if err != nil {
 			b.Abort()

@@ -48,6 +48,7 @@ var eventColumns = []string{
 	"dry_run_violations", "policy_error", "mcp_server", "rpc_method", "rpc_id", "inspected", "outcome",
 	"mcp_protocol", "approval", "budget", "limit_scope",
 	"answer", "answer_findings", "redactions", "definition_changes",
+	"arg_shape",
 }
 
 // Migrations returns the schema steps for a database, in order.
@@ -83,6 +84,9 @@ var eventColumns = []string{
 //     the answer checks did with upstream's answer, the kinds they found,
 //     how many values they replaced; the MCP tool definitions that
 //     differed from their pins.
+//   - arg_shape (13): the shape of the call's arguments on a tool in
+//     observe mode (names, types, formats; never values), for toolgate
+//     schema suggest.
 func Migrations(db string, f Flavor) []Migration {
 	lc, ine := "String", ""
 	if f == FlavorModern {
@@ -221,6 +225,9 @@ ORDER BY (id, time)`),
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}answer_findings Array(String)`),
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}redactions UInt32`),
 			q(`ALTER TABLE {db}.events ADD COLUMN {ine}definition_changes Array(String)`),
+		}},
+		{Version: 13, Name: "events_arg_shape", Statements: []string{
+			q(`ALTER TABLE {db}.events ADD COLUMN {ine}arg_shape String`),
 		}},
 	}
 }
