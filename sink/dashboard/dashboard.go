@@ -210,6 +210,9 @@ func (d *Dashboard) panels() map[string]panelFunc {
 		"budgets":   func(ctx context.Context, f Filter) (any, error) { return d.store.budgets(ctx, f) },
 		"revisions": func(ctx context.Context, f Filter) (any, error) { return d.store.revisions(ctx, f) },
 		"answers":   func(ctx context.Context, f Filter) (any, error) { return d.store.answers(ctx, f) },
+		"schema_dry_run": func(ctx context.Context, f Filter) (any, error) {
+			return d.store.schemaDryRun(ctx, f)
+		},
 		"definitions": func(ctx context.Context, f Filter) (any, error) {
 			return d.store.definitions(ctx, f)
 		},
@@ -275,6 +278,8 @@ type view struct {
 	// MCP tool definitions that differed from their pins.
 	Answers     []AnswerRow
 	Definitions []DefinitionRow
+	// SchemaDryRun is what each tool's dry-run schema would have refused.
+	SchemaDryRun []SchemaDryRunRow
 }
 
 func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
@@ -331,6 +336,7 @@ func (d *Dashboard) fill(ctx context.Context, v *view) error {
 	g.Go(func() (err error) { v.Revisions, err = d.store.revisions(ctx, f); return err })
 	g.Go(func() (err error) { v.Answers, err = d.store.answers(ctx, f); return err })
 	g.Go(func() (err error) { v.Definitions, err = d.store.definitions(ctx, f); return err })
+	g.Go(func() (err error) { v.SchemaDryRun, err = d.store.schemaDryRun(ctx, f); return err })
 	g.Go(func() (err error) { v.Fresh, err = d.store.freshness(ctx, f, d.cfg.Now()); return err })
 	return g.Wait()
 }
