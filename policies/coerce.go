@@ -133,7 +133,7 @@ func (s *Schema) Coerce(args map[string]any) map[string]any {
 	if args == nil {
 		return nil
 	}
-	alts, ok := s.expand(alt{s.sch})
+	alts, ok := s.root, s.rootOK
 	if !ok {
 		return args
 	}
@@ -258,6 +258,16 @@ func (s *Schema) coerceString(str string, alts []alt, wrap bool) any {
 
 // filter keeps the alternatives that admit a type in m.
 func (s *Schema) filter(alts []alt, m typeMask) []alt {
+	all := true
+	for _, a := range alts {
+		if s.altWants(a)&m == 0 {
+			all = false
+			break
+		}
+	}
+	if all {
+		return alts // the callers only read it: no copy when none is dropped
+	}
 	out := alts[:0:0]
 	for _, a := range alts {
 		if s.altWants(a)&m != 0 {

@@ -23,7 +23,7 @@ func (s *Schema) FoldedNames(args map[string]any) []Violation {
 	if args == nil {
 		return nil
 	}
-	alts, ok := s.expand(alt{s.sch})
+	alts, ok := s.root, s.rootOK
 	if !ok {
 		return nil
 	}

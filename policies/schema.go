@@ -123,6 +123,11 @@ type Schema struct {
 	// wants caches, per compiled schema, the JSON types it admits on its own
 	// keywords (type, enum, const). Read-only after compile.
 	wants map[*jsonschema.Schema]typeMask
+	// root is the root schema's in-place composition expanded (expand),
+	// rootOK false past the analysis limits: what Coerce and FoldedNames
+	// start from on every call, computed once. Read-only after compile.
+	root   []alt
+	rootOK bool
 }
 
 // allowedNames lists what a closed object schema accepts.
@@ -240,6 +245,7 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	}
 	s = &Schema{tool: opts.Tool, sch: sch, added: added, unknownKw: unknownKw}
 	s.index(allowed)
+	s.root, s.rootOK = s.expand(alt{s.sch})
 	return s, nil
 }
 
