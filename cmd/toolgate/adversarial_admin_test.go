@@ -68,6 +68,7 @@ DECIDERS
 // and the store must hold no decision. Then the front's real token with
 // the page's token decides, and the call runs upstream once.
 func TestAdversarialDeciders(t *testing.T) {
+	t.Parallel()
 	ch := chtest.Start(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
@@ -441,6 +442,7 @@ tools:
 // /mcp/pins/accept must be stopped by the guard (401, 403) while the
 // operator's request reaches its handler.
 func TestAdversarialAdmin(t *testing.T) {
+	t.Parallel()
 	const token = "admin-token-0123456789abcdef"
 	var tally attackTally
 	for _, tc := range []struct {

@@ -91,6 +91,7 @@ func approvalsCmd(t *testing.T, cfg string, args ...string) (int, string) {
 // revision's note reaches the caller; the audit tables hold one row per
 // request and decision (with who), and events record the states.
 func TestApprovalsTwoSidecarsOneClickHouse(t *testing.T) {
+	t.Parallel()
 	ch := chtest.Start(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {

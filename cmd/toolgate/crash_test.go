@@ -198,6 +198,7 @@ func tally(row *drillRow, l *drillLoad, found map[string]int) []string {
 // and logs the table. Every run must lose no answered call and
 // duplicate none.
 func TestCrashDrill(t *testing.T) {
+	t.Parallel()
 	bin := toolgateBinary(t)
 	ch := chtest.Start(t)
 	up, err := demotools.Start("127.0.0.1:0")

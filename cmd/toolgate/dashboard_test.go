@@ -110,6 +110,7 @@ func getBody(t *testing.T, url string) (int, string) {
 // --clickhouse: its own events are in the dashboard it serves, and its
 // approval requests in the Approvals page.
 func TestDashboardCommand(t *testing.T) {
+	t.Parallel()
 	ch := chtest.Start(t)
 
 	t.Run("config", func(t *testing.T) {

@@ -111,6 +111,7 @@ func (p *process) spoolPending(t *testing.T) int64 {
 // SIGKILL while ClickHouse is down and events wait in its spool; then both
 // come back, and every spooled event is in ClickHouse exactly once.
 func TestFaultSidecarKilledWhileClickHouseDown(t *testing.T) {
+	t.Parallel()
 	bin := toolgateBinary(t)
 	ch := chtest.Start(t)
 	up, err := demotools.Start("127.0.0.1:0")
