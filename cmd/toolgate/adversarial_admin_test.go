@@ -69,7 +69,7 @@ DECIDERS
 // the page's token decides, and the call runs upstream once.
 func TestAdversarialDeciders(t *testing.T) {
 	t.Parallel()
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

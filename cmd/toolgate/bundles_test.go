@@ -694,7 +694,7 @@ func TestBundlePollingCost(t *testing.T) {
 // policy_version, as an analyst finds them.
 func TestBundleRolloutIntoClickHouse(t *testing.T) {
 	t.Parallel()
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	toCH := func(c string) string {
 		return strings.Replace(c, "  file: {path: events.ndjson}\n",
 			"  spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}\n  clickhouse:\n    addr: ["+ch.Addr()+"]\n    database: rollout\n", 1)

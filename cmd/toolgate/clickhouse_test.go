@@ -16,7 +16,7 @@ import (
 // in the tables the analysts query.
 func TestRunIntoClickHouse(t *testing.T) {
 	t.Parallel()
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	runIntoClickHouse(t, "addr: ["+ch.Addr()+"]", ch)
 }
 

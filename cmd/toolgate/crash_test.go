@@ -200,7 +200,7 @@ func tally(row *drillRow, l *drillLoad, found map[string]int) []string {
 func TestCrashDrill(t *testing.T) {
 	t.Parallel()
 	bin := toolgateBinary(t)
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ func getBody(t *testing.T, url string) (int, string) {
 // approval requests in the Approvals page.
 func TestDashboardCommand(t *testing.T) {
 	t.Parallel()
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 
 	t.Run("config", func(t *testing.T) {
 		w, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{ch.Addr()}, Database: "dash",

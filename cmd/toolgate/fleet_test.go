@@ -582,7 +582,7 @@ func fleetMetrics(t *testing.T, s *fleetSidecar) string {
 // and ClickHouse records exactly one use of each grant.
 func TestFleetApprovalSingleUseClickHouseRedis(t *testing.T) {
 	t.Parallel()
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	fleet := startFleetEvents(t, 3, fmt.Sprintf("{addrs: [%s], timeout: 2s}", srv.Addr()), `events:
