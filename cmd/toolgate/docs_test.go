@@ -39,7 +39,8 @@ const asToolgateEnv = "TOOLGATE_TEST_AS_BINARY"
 // TestMain runs the tests, or, with asToolgateEnv set, is `toolgate` as
 // main is. Tests that neither stop nor restart ClickHouse share one server
 // (chtest.Shared), each with a database of its own; chtest.Main stops it
-// when the tests are done.
+// when the tests are done. The toolgate binary the process tests built
+// (toolgateBinary) is removed then too.
 func TestMain(m *testing.M) {
 	if os.Getenv(asToolgateEnv) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,7 +48,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(chtest.Main(m))
+	code := chtest.Main(m)
+	removeToolgateBinary()
+	os.Exit(code)
 }
 
 // docBlock is one fenced block of a Markdown file.

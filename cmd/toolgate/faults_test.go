@@ -46,6 +46,14 @@ func toolgateBinary(t *testing.T) string {
 	return buildOnce.path
 }
 
+// removeToolgateBinary removes the binary toolgateBinary built, if any,
+// and its folder; TestMain calls it once the tests are done.
+func removeToolgateBinary() {
+	if buildOnce.path != "" {
+		os.RemoveAll(filepath.Dir(buildOnce.path))
+	}
+}
+
 // process is a toolgate sidecar running as its own process.
 type process struct {
 	cmd    *exec.Cmd
