@@ -68,7 +68,8 @@ DECIDERS
 // and the store must hold no decision. Then the front's real token with
 // the page's token decides, and the call runs upstream once.
 func TestAdversarialDeciders(t *testing.T) {
-	ch := chtest.Start(t)
+	t.Parallel()
+	ch := chtest.Shared(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -441,6 +442,7 @@ tools:
 // /mcp/pins/accept must be stopped by the guard (401, 403) while the
 // operator's request reaches its handler.
 func TestAdversarialAdmin(t *testing.T) {
+	t.Parallel()
 	const token = "admin-token-0123456789abcdef"
 	var tally attackTally
 	for _, tc := range []struct {

@@ -86,7 +86,7 @@ func mcpCallVia(t *testing.T, forward, endpoint string, extra map[string]any) ma
 // once, without toolgate's state; the same retry again asks anew.
 func TestApprovalsMCPInBandTwoSidecars(t *testing.T) {
 	t.Setenv("TG_TEST_APPROVAL_STATE_KEY", strings.Repeat("q", 32))
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	yes := true
 	var mu sync.Mutex
 	var got []string

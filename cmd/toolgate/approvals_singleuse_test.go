@@ -32,6 +32,7 @@ const singleUseTrials = 1000
 // Before the use was decided under a flock, 11 of 115 such trials went
 // upstream twice.
 func TestApprovalSingleUseAcrossThreeSidecars(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	executed := map[string]int{}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -91,7 +91,8 @@ func approvalsCmd(t *testing.T, cfg string, args ...string) (int, string) {
 // revision's note reaches the caller; the audit tables hold one row per
 // request and decision (with who), and events record the states.
 func TestApprovalsTwoSidecarsOneClickHouse(t *testing.T) {
-	ch := chtest.Start(t)
+	t.Parallel()
+	ch := chtest.Shared(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func sidecarName(t *testing.T) string {
 // site, is refused; with it, the decision records who, and the call goes
 // upstream once.
 func TestApprovalsDashboardPage(t *testing.T) {
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -341,6 +341,18 @@ func TestBundleLifecycle(t *testing.T) {
 	}
 
 	otherKeys := writeKeyPair(t)
+	// Every bundle is built before the failures start: a bundle that
+	// fails is fetched again at each poll, so a build (seconds on a loaded
+	// machine) between reading the counts and publishing let the previous
+	// failure count as the next one.
+	built := func(src bundleSrc, rev, keys string) func() {
+		path := buildBundle(t, src, rev, keys)
+		return func() { r.srv.publish(t, path, "bundle.tar.gz") }
+	}
+	corrupt, err := os.ReadFile(buildBundle(t, bundleSrc{bound: 5}, "corrupt", r.keys))
+	if err != nil {
+		t.Fatal(err)
+	}
 	failures := []struct {
 		name    string
 		publish func()
@@ -348,32 +360,22 @@ func TestBundleLifecycle(t *testing.T) {
 		// activation is true when the bundle downloads and fails to activate.
 		activation bool
 	}{
-		{"signed with another key", func() {
-			r.srv.publish(t, buildBundle(t, bundleSrc{bound: 5}, "evil", otherKeys), "bundle.tar.gz")
-		}, "verif", false},
-		{"unsigned", func() {
-			r.srv.publish(t, buildBundle(t, bundleSrc{bound: 5}, "unsigned", ""), "bundle.tar.gz")
-		}, "signature", false},
-		{"corrupt tarball", func() {
-			b, err := os.ReadFile(buildBundle(t, bundleSrc{bound: 5}, "corrupt", r.keys))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.srv.publishBytes(t, b[:len(b)/2], "bundle.tar.gz")
-		}, "", false},
-		{"failing unit test", func() {
-			r.srv.publish(t, buildBundle(t, bundleSrc{bound: 0}, "failingtest", r.keys), "bundle.tar.gz")
-		}, "test", true},
-		{"builtin toolgate refuses", func() {
-			src := boundsPolicy(50) + "\nfetched := http.send({\"method\": \"GET\", \"url\": \"http://127.0.0.1:1/\"})\n"
-			r.srv.publish(t, buildBundle(t, bundleSrc{policy: src}, "httpsend", r.keys), "bundle.tar.gz")
-		}, "http.send", true},
+		{"signed with another key", built(bundleSrc{bound: 5}, "evil", otherKeys), "verif", false},
+		{"unsigned", built(bundleSrc{bound: 5}, "unsigned", ""), "signature", false},
+		{"corrupt tarball", func() { r.srv.publishBytes(t, corrupt[:len(corrupt)/2], "bundle.tar.gz") }, "", false},
+		{"failing unit test", built(bundleSrc{bound: 0}, "failingtest", r.keys), "test", true},
+		{"builtin toolgate refuses", built(bundleSrc{policy: boundsPolicy(50) + "\nfetched := http.send({\"method\": \"GET\", \"url\": \"http://127.0.0.1:1/\"})\n"}, "httpsend", r.keys), "http.send", true},
 		{"server down", func() { r.srv.down() }, "connect", false},
 	}
 	for _, f := range failures {
 		before := bundleStatus(t, r.admin, r.sc.AdminAddr())
 		f.publish()
+		// A poll under way when the counts were read may still end in the
+		// previous failure: this one's is the first with another error.
 		st := waitBundle(t, r.admin, r.sc.AdminAddr(), f.name+": refused", 30*time.Second, func(st sidecar.BundleStatus) bool {
+			if st.LastError == before.LastError {
+				return false
+			}
 			if f.activation {
 				return st.Activations.Failed > before.Activations.Failed
 			}
@@ -694,7 +696,7 @@ func TestBundlePollingCost(t *testing.T) {
 // policy_version, as an analyst finds them.
 func TestBundleRolloutIntoClickHouse(t *testing.T) {
 	t.Parallel()
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	toCH := func(c string) string {
 		return strings.Replace(c, "  file: {path: events.ndjson}\n",
 			"  spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}\n  clickhouse:\n    addr: ["+ch.Addr()+"]\n    database: rollout\n", 1)

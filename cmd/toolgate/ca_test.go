@@ -27,6 +27,7 @@ func runCmd(args ...string) (int, string, string) {
 }
 
 func TestCAInit(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "ca")
 	code, out, errOut := runCmd("ca", "init", "--dir", dir, "--days", "30", "--name", "test CA")
 	if code != exitOK {
@@ -118,6 +119,7 @@ func TestCABundle(t *testing.T) {
 // a valid call reaches the TLS upstream, the admin listener serves the CA,
 // and a wide-open key is refused at start with its file and line.
 func TestSidecarHTTPS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if code, _, errOut := runCmd("ca", "init", "--dir", filepath.Join(dir, "ca")); code != exitOK {
 		t.Fatal(errOut)
@@ -180,6 +182,7 @@ tools:
 
 // TestAdminCAWithoutCA checks /ca.crt says so when no CA is configured.
 func TestAdminCAWithoutCA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := startRun(t, dir, "listen: {forward: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nevents: {file: {path: "+filepath.Join(dir, "ev.ndjson")+"}}\n")
 	l := r.running(t)
@@ -191,6 +194,7 @@ func TestAdminCAWithoutCA(t *testing.T) {
 // TestReloadTLS checks tls.insecure_skip_verify is logged at start and on
 // every reload, and a reload that changes the tls section is refused.
 func TestReloadTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if code, _, errOut := runCmd("ca", "init", "--dir", filepath.Join(dir, "ca")); code != exitOK {
 		t.Fatal(errOut)

@@ -15,7 +15,8 @@ import (
 // graceful stop, and every event in ClickHouse exactly once with its code,
 // in the tables the analysts query.
 func TestRunIntoClickHouse(t *testing.T) {
-	ch := chtest.Start(t)
+	t.Parallel()
+	ch := chtest.Shared(t)
 	runIntoClickHouse(t, "addr: ["+ch.Addr()+"]", ch)
 }
 
@@ -24,6 +25,7 @@ func TestRunIntoClickHouse(t *testing.T) {
 // replicated and Distributed tables and inserts through them; both servers
 // read every event once.
 func TestRunIntoClickHouseCluster(t *testing.T) {
+	t.Parallel()
 	c := chtest.StartCluster(t)
 	runIntoClickHouse(t, "addr: ["+strings.Join(c.Addrs(), ", ")+"]\n    cluster: "+chtest.ShardsCluster, c.Servers...)
 }

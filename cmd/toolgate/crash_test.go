@@ -198,8 +198,9 @@ func tally(row *drillRow, l *drillLoad, found map[string]int) []string {
 // and logs the table. Every run must lose no answered call and
 // duplicate none.
 func TestCrashDrill(t *testing.T) {
+	t.Parallel()
 	bin := toolgateBinary(t)
-	ch := chtest.Start(t)
+	ch := chtest.Shared(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

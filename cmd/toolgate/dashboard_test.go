@@ -110,7 +110,8 @@ func getBody(t *testing.T, url string) (int, string) {
 // --clickhouse: its own events are in the dashboard it serves, and its
 // approval requests in the Approvals page.
 func TestDashboardCommand(t *testing.T) {
-	ch := chtest.Start(t)
+	t.Parallel()
+	ch := chtest.Shared(t)
 
 	t.Run("config", func(t *testing.T) {
 		w, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{ch.Addr()}, Database: "dash",

@@ -92,6 +92,7 @@ func stallBodies(t *testing.T, forward, upstream string, n int) []net.Conn {
 // first: a valid call is still answered within its client's timeout,
 // /healthz answers, the call's event is written, and a reload succeeds.
 func TestDescriptorBudgetUnderStalledBodies(t *testing.T) {
+	t.Parallel()
 	bin := toolgateBinary(t)
 	up := startUpstream(t)
 	dir := t.TempDir()
@@ -143,6 +144,12 @@ func TestDescriptorBudgetUnderStalledBodies(t *testing.T) {
 	if st.Events.Queue.Written == 0 || st.Events.Queue.Dropped != 0 {
 		t.Errorf("/status events: %+v: want written and none dropped", st.Events.Queue)
 	}
+	// The flood ends before the stop: a graceful stop waits up to
+	// sidecar.ShutdownGrace for connections mid-request, which the
+	// stalled ones are until their body timeout.
+	for _, c := range stalled {
+		c.Close()
+	}
 	p.cmd.Process.Signal(os.Interrupt)
 	p.cmd.Wait()
 	var found bool
@@ -160,6 +167,7 @@ func TestDescriptorBudgetUnderStalledBodies(t *testing.T) {
 // TestDescriptorLimitRaised: a soft limit below the hard one is raised to
 // it at start, and the budget says so.
 func TestDescriptorLimitRaised(t *testing.T) {
+	t.Parallel()
 	bin := toolgateBinary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "toolgate.yaml")

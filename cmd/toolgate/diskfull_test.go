@@ -358,8 +358,10 @@ func droppedAtStop(stderr string) uint64 {
 // calls are answered and every lost event is counted. Both recover when
 // the space returns, with nothing duplicated.
 func TestEventsOnFullDisk(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{events.OnWriteFailureRefuse, events.OnWriteFailureAnswer} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // each mode has its own sidecar and tmpfs
 			res := runDiskFull(t, mode, nil)
 			t.Logf("%s: %s", mode, res)
 			checkDiskFull(t, mode, res)
@@ -371,6 +373,7 @@ func TestEventsOnFullDisk(t *testing.T) {
 // a real ClickHouse, stopped while the spool's tmpfs is full, and started
 // again when the space returns.
 func TestSpoolOnFullDiskClickHouseAway(t *testing.T) {
+	t.Parallel()
 	ch := chtest.Start(t)
 	for _, mode := range []string{events.OnWriteFailureRefuse, events.OnWriteFailureAnswer} {
 		t.Run(mode, func(t *testing.T) {

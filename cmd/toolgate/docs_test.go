@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/cmd/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/chtest"
 	"github.com/toolgate/toolgate/internal/opacli"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/sink"
@@ -36,7 +37,10 @@ import (
 const asToolgateEnv = "TOOLGATE_TEST_AS_BINARY"
 
 // TestMain runs the tests, or, with asToolgateEnv set, is `toolgate` as
-// main is.
+// main is. Tests that neither stop nor restart ClickHouse share one server
+// (chtest.Shared), each with a database of its own; chtest.Main stops it
+// when the tests are done. The toolgate binary the process tests built
+// (toolgateBinary) is removed then too.
 func TestMain(m *testing.M) {
 	if os.Getenv(asToolgateEnv) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -44,7 +48,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := chtest.Main(m)
+	removeToolgateBinary()
+	os.Exit(code)
 }
 
 // docBlock is one fenced block of a Markdown file.

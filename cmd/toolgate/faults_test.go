@@ -46,6 +46,14 @@ func toolgateBinary(t *testing.T) string {
 	return buildOnce.path
 }
 
+// removeToolgateBinary removes the binary toolgateBinary built, if any,
+// and its folder; TestMain calls it once the tests are done.
+func removeToolgateBinary() {
+	if buildOnce.path != "" {
+		os.RemoveAll(filepath.Dir(buildOnce.path))
+	}
+}
+
 // process is a toolgate sidecar running as its own process.
 type process struct {
 	cmd    *exec.Cmd
@@ -111,6 +119,7 @@ func (p *process) spoolPending(t *testing.T) int64 {
 // SIGKILL while ClickHouse is down and events wait in its spool; then both
 // come back, and every spooled event is in ClickHouse exactly once.
 func TestFaultSidecarKilledWhileClickHouseDown(t *testing.T) {
+	t.Parallel()
 	bin := toolgateBinary(t)
 	ch := chtest.Start(t)
 	up, err := demotools.Start("127.0.0.1:0")

@@ -37,6 +37,7 @@ tools:
 // all at once and round-robin over three sidecars, to get more calls
 // executed than the budgets and loop breaking allow in total.
 func TestAdversarialFleetSpreadCalls(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := startExecUpstream(t)
 	fleet := startFleet(t, 3, fmt.Sprintf("{addrs: [%s], timeout: 2s}", srv.Addr()), fleetSearchTools+`
@@ -108,6 +109,7 @@ budgets:
 // proxy records them, cut to limits.max_caller_id_bytes, so the long ids
 // here differ within their first 256 bytes.)
 func TestAdversarialFleetKeySpelling(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := startExecUpstream(t)
 	fleet := startFleet(t, 3, fmt.Sprintf("{addrs: [%s], timeout: 2s}", srv.Addr()), fleetSearchTools+`

@@ -153,6 +153,7 @@ func readEventsIfAny(t *testing.T, path string) []sink.Event {
 // limit_scope fleet; and loop breaking counts identical calls across the
 // three.
 func TestFleetBudgetExactAcrossThreeSidecars(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	const budgetN = 40
@@ -229,6 +230,7 @@ budgets:
 // process, by what the upstream executed. Calls over the rate wait for
 // their turn (max_wait), so the offered load never falls short of it.
 func TestFleetRateAcrossThreeSidecars(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	const rate = 25.0
@@ -273,6 +275,7 @@ budgets:
 // after recovery the fleet's counters count again from Redis, with no
 // call charged twice.
 func TestFleetRedisKilledUnderLoad(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	const per = 6 // each budget, per session
@@ -429,6 +432,7 @@ budgets:
 // parallel retries across three sidecar processes the real upstream
 // executes each approved call exactly once.
 func TestFleetApprovalSingleUseRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	dir := t.TempDir()
@@ -476,6 +480,7 @@ approvals:
 // grant's use is refused as approval_unavailable (retryable), never taken
 // on a local count, and goes through once Redis is back.
 func TestFleetApprovalUseRefusedWithoutRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	dir := t.TempDir()
@@ -576,7 +581,8 @@ func fleetMetrics(t *testing.T, s *fleetSidecar) string {
 // across the three, the real upstream executes each call exactly once,
 // and ClickHouse records exactly one use of each grant.
 func TestFleetApprovalSingleUseClickHouseRedis(t *testing.T) {
-	ch := chtest.Start(t)
+	t.Parallel()
+	ch := chtest.Shared(t)
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	fleet := startFleetEvents(t, 3, fmt.Sprintf("{addrs: [%s], timeout: 2s}", srv.Addr()), `events:

@@ -18,6 +18,7 @@ import (
 // would, and checks their decisions; bad input fails with a clear message
 // and leaves no file behind.
 func TestPolicyBuild(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	for _, out := range []string{"bounds.tar.gz", "bounds.wasm"} {

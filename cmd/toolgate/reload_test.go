@@ -570,7 +570,12 @@ func TestReloadHammer(t *testing.T) {
 	up := startUpstream(t)
 	dir := t.TempDir()
 	writeReloadFixture(t, dir, 80)
-	r := startRun(t, dir, reloadConfig)
+	// Each POST /reload first waits reload.settle for the files to read
+	// the same (TestReloadWaitsForWholeFiles checks that); replaceFile
+	// renames whole files into place, so the hammer keeps it short: at the
+	// default 250ms, 100 rewrites spent 25 s asleep while the clients
+	// filled the events file.
+	r := startRun(t, dir, reloadConfig+"reload: {settle: 20ms}\n")
 	l := r.running(t)
 	admin := directClient(t)
 	bounds := map[string]int{boundsVersion(t, dir): 80} // every valid policy version: its bound

@@ -34,10 +34,14 @@ const zeroBlock = 1 << 20
 // Tarball writes b.
 func (b Bomb) Tarball() []byte {
 	var out bytes.Buffer
+	// One writer, Reset for each member: a new one per member costs its
+	// compressor's state each time, which under the race detector made a
+	// bomb of 512 entries take a second to write.
+	mw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
 	member := func(p []byte) {
-		zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-		zw.Write(p)
-		zw.Close()
+		mw.Reset(&out)
+		mw.Write(p)
+		mw.Close()
 	}
 	var head bytes.Buffer
 	tw := tar.NewWriter(&head)
@@ -100,6 +104,7 @@ func ManyEntries(n int) []byte {
 	zw.Write(h.Bytes())
 	zw.Close()
 	var out bytes.Buffer
+	out.Grow((n+999)/1000*m.Len() + 64)
 	for range (n + 999) / 1000 {
 		out.Write(m.Bytes())
 	}

@@ -62,6 +62,7 @@ func one(t *testing.T, srv *chtest.Server, sql string) string {
 }
 
 func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	db := srv.Database(t)
 	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: db}
@@ -108,6 +109,7 @@ func TestClickHouseMigrateIsIdempotentAndConcurrent(t *testing.T) {
 }
 
 func TestClickHouseWriteAndRollups(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	ctx := context.Background()
@@ -144,6 +146,7 @@ func TestClickHouseWriteAndRollups(t *testing.T) {
 }
 
 func TestClickHouseSanitizesBadValues(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	evs := chEvents(3, "t", "upstream")
@@ -176,6 +179,7 @@ func TestClickHouseSanitizesBadValues(t *testing.T) {
 // ALTERs that add the newer columns; a batch that came between them was
 // once split into rows that were all dropped).
 func TestClickHouseErrorsKeepData(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	for _, tc := range []struct{ name, break_, mend string }{
 		{"table dropped", "DROP TABLE %s.events", ""},
@@ -211,6 +215,7 @@ func TestClickHouseErrorsKeepData(t *testing.T) {
 // materialized column that throws on it) and checks the batch is split
 // until that row alone is dropped and counted, and every other row stored.
 func TestClickHouseIsolatesBadRows(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	q := "`" + db + "`"
@@ -229,6 +234,7 @@ func TestClickHouseIsolatesBadRows(t *testing.T) {
 }
 
 func TestClickHouseRetentionDropsOldPartitions(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	ctx := context.Background()
@@ -259,6 +265,7 @@ func TestClickHouseRetentionDropsOldPartitions(t *testing.T) {
 // ALTER TABLE on an existing table): applied again after its record is
 // lost, it succeeds, and the columns round-trip.
 func TestClickHouseMCPColumns(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	q := "`" + db + "`"
@@ -282,6 +289,7 @@ func TestClickHouseMCPColumns(t *testing.T) {
 // with ALTER TABLE on an existing table): applied again after its record
 // is lost, it succeeds, and the column round-trips.
 func TestClickHouseBudgetColumn(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	q := "`" + db + "`"
@@ -410,6 +418,7 @@ func upgradeFrom3(t *testing.T, cfg clickhouse.Config, atThree func()) {
 // exactly the tables and columns of a new database, which takes the
 // squashed migrations.
 func TestClickHouseUpgradeMatchesNew(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	_, fresh := openCH(t, srv)
 	old := srv.Database(t)
@@ -434,6 +443,7 @@ func TestClickHouseUpgradeMatchesNew(t *testing.T) {
 // an ON CLUSTER statement on every server), apart from the one it had
 // begun.
 func TestClickHouseMigrateSkipsWhatAnotherApplied(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: srv.Database(t)}
 	slow, fast := openUnmigrated(t, cfg), openUnmigrated(t, cfg)

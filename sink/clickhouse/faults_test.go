@@ -107,6 +107,7 @@ func counts(t *testing.T, srv *chtest.Server, db string) (distinct, final, raw s
 }
 
 func TestFaultClickHouseKilledMidStream(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Start(t)
 	p := openPipe(t, srv.Addr(), "faults", t.TempDir())
 	p.write(t, "before", 500)
@@ -126,6 +127,7 @@ func TestFaultClickHouseKilledMidStream(t *testing.T) {
 }
 
 func TestFaultClickHouseDownAtStart(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Start(t)
 	srv.Stop()
 	p := openPipe(t, srv.Addr(), "late", t.TempDir()) // must not fail
@@ -142,6 +144,7 @@ func TestFaultClickHouseDownAtStart(t *testing.T) {
 }
 
 func TestFaultAcknowledgementLost(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Start(t)
 	cut := chtest.NewCuttingProxy(t, srv.Addr())
 	p := openPipe(t, cut.Addr(), "acklost", t.TempDir())
@@ -174,6 +177,7 @@ func TestFaultAcknowledgementLost(t *testing.T) {
 }
 
 func TestFaultEventsTableDropped(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Start(t)
 	p := openPipe(t, srv.Addr(), "dropped", t.TempDir())
 	p.write(t, "before", 100)

@@ -91,6 +91,7 @@ func definitionEvents() []sink.Event {
 // (a replayed batch among them, and events outside the range), and checks
 // what an analyst reads off each.
 func TestDocumentedAnswerQueries(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	ans, defs := answerEvents(), definitionEvents()

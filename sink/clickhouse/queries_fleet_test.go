@@ -39,6 +39,7 @@ func limitScopeEvents() []sink.Event {
 // checks what an operator reads off it; it also shows the limit_scope
 // column (migration 11) round-trips.
 func TestDocumentedLimitScopeQuery(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	evs := limitScopeEvents()

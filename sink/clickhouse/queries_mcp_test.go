@@ -46,6 +46,7 @@ func mcpEvents() []sink.Event {
 // and events outside the range and of other methods) and checks the
 // counts an analyst reads off it.
 func TestDocumentedMCPQuery(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	evs := mcpEvents()

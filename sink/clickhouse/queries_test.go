@@ -98,6 +98,7 @@ func checkDocQuery(t *testing.T, srv *chtest.Server, db string, queries map[stri
 // on seeded events (with a replayed batch among them) and checks what an
 // analyst would read off each.
 func TestDocumentedQueries(t *testing.T) {
+	t.Parallel()
 	srv := chtest.Shared(t)
 	ch, db := openCH(t, srv)
 	evs := docEvents()
