@@ -34,9 +34,6 @@ type SchemaReason struct {
 // MaxSchemaReasons bounds the reasons the panel lists per tool.
 const MaxSchemaReasons = 5
 
-// schemaDryRunPrefix starts a dry-run schema's violation line.
-const schemaDryRunPrefix = "schema: "
-
 // schemaDryRunSQL counts each tool's calls and those a dry-run schema
 // would have refused, for the tools with any (distinct ids, as the other
 // panels count).
