@@ -160,13 +160,16 @@ read or fetched), 2 on a usage error.`,
 			if err != nil {
 				return exit.AsUsage(err)
 			}
+			if err := checkConfigGiven(c, cfgPath); err != nil {
+				return err
+			}
 			if mf.ToolsList != "" || mf.Live != "" {
 				return policycmd.EvalMCP(c.Context(), c.OutOrStdout(), cfgPath, tool, args, h, mf)
 			}
 			return policycmd.Eval(c.Context(), c.OutOrStdout(), cfgPath, tool, evalURL, args, h)
 		},
 	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	c.Flags().StringVarP(&cfgPath, "config", "c", defaultConfig, "configuration file")
 	c.Flags().StringVar(&tool, "tool", "", "the tool's name in the configuration, or with --tools-list or --live an MCP tool's name (required)")
 	c.Flags().StringVar(&args, "args", "{}", "the call's arguments: a JSON object")
 	c.Flags().StringArrayVar(&headers, "header", nil, "a request header as NAME=VALUE (repeatable)")
@@ -192,9 +195,12 @@ one) is named on a "note:" line after "ok", and an events folder that
 cannot be written shows only when run opens it.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkConfigGiven(c, cfgPath); err != nil {
+				return err
+			}
 			return policycmd.Check(c.OutOrStdout(), cfgPath)
 		},
 	}
-	c.Flags().StringVarP(&cfgPath, "config", "c", "toolgate.yaml", "configuration file")
+	c.Flags().StringVarP(&cfgPath, "config", "c", defaultConfig, "configuration file")
 	return c
 }
