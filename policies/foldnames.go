@@ -20,7 +20,7 @@ import (
 // branch); a name a patternProperties matches counts as declared, and a
 // location past Coerce's analysis limits is not looked into.
 func (s *Schema) FoldedNames(args map[string]any) []Violation {
-	if args == nil {
+	if args == nil || !s.mayFold {
 		return nil
 	}
 	alts, ok := s.root, s.rootOK

@@ -66,3 +66,49 @@ func TestFoldedNames(t *testing.T) {
 		t.Error("nil arguments")
 	}
 }
+
+// TestFoldedNamesStrictSkips checks the shortcut for a schema whose every
+// property-declaring schema is closed: FoldedNames looks at nothing, and
+// that is safe because Validate refuses the names it would have found
+// (at the top and nested, through $ref and array items), while a name a
+// pattern admits is no finding either way. A schema with one open
+// location still has its names looked at.
+func TestFoldedNamesStrictSkips(t *testing.T) {
+	const doc = `{
+		"type": "object",
+		"properties": {
+			"title": {"type": "string"},
+			"owner": {"$ref": "#/$defs/person"},
+			"steps": {"type": "array", "items": {"type": "object", "properties": {"count": {"type": "integer"}}}}
+		},
+		"patternProperties": {"^X-": {}},
+		"$defs": {"person": {"type": "object", "properties": {"login": {"type": "string"}}}}
+	}`
+	strict, err := CompileSchema([]byte(doc), SchemaOptions{Tool: "t", Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strict.mayFold {
+		t.Fatal("a strict schema whose every object is closed still walks the case-folded names")
+	}
+	for _, args := range []string{`{"Title":"x"}`, `{"owner":{"Login":"x"}}`, `{"steps":[{"Count":1}]}`} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(args), &m); err != nil {
+			t.Fatal(err)
+		}
+		vs := strict.Validate(m)
+		if len(vs) == 0 || vs[0].Reason != bucketing.ReasonUnknownField {
+			t.Errorf("%s: Validate = %+v, want the case-folded name refused as unknown", args, vs)
+		}
+	}
+	open, err := CompileSchema([]byte(`{"type":"object","properties":{"owner":{"type":"object","properties":{"login":{}}}},"additionalProperties":false}`), SchemaOptions{Tool: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !open.mayFold {
+		t.Fatal("a schema with an open nested object skips the case-folded names")
+	}
+	if vs := open.FoldedNames(map[string]any{"owner": map[string]any{"Login": "x"}}); len(vs) != 1 || vs[0].Path != "/owner/Login" {
+		t.Errorf("open nested object: FoldedNames = %+v, want /owner/Login", vs)
+	}
+}

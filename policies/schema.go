@@ -128,6 +128,11 @@ type Schema struct {
 	// start from on every call, computed once. Read-only after compile.
 	root   []alt
 	rootOK bool
+	// mayFold is false when FoldedNames can find nothing
+	// (openPropertiesReachable): every schema that declares properties
+	// applies together with one whose additionalProperties is false.
+	// Read-only after compile.
+	mayFold bool
 }
 
 // allowedNames lists what a closed object schema accepts.
@@ -673,6 +678,75 @@ func (s *Schema) index(allowed map[string]*allowedNames) {
 			}
 		}
 	})
+	s.mayFold = s.openPropertiesReachable()
+}
+
+// openPropertiesReachable reports whether FoldedNames can find anything:
+// whether a schema that declares properties can be reached from the root,
+// along what FoldedNames follows, without a schema applying to the same
+// value (itself, or one composed with it in place: $ref, allOf, anyOf,
+// oneOf) that has additionalProperties false. Such a schema admits only
+// its own properties and patterns, so Validate already refuses a name
+// that differs from a declared one only by case, and a name a pattern
+// admits is no finding. unevaluatedProperties false does not count: an
+// open branch can evaluate every name. Schemas only $defs holds (strict
+// closing inlines what they described) are not reached.
+func (s *Schema) openPropertiesReachable() bool {
+	type at struct {
+		x      *jsonschema.Schema
+		closed bool
+	}
+	seen := map[at]bool{}
+	var visit func(x *jsonschema.Schema, closed bool) bool
+	visit = func(x *jsonschema.Schema, closed bool) bool {
+		if x == nil || x.Bool != nil || seen[at{x, closed}] {
+			return false
+		}
+		seen[at{x, closed}] = true
+		if ap, ok := x.AdditionalProperties.(bool); ok && !ap {
+			closed = true
+		}
+		if !closed && len(x.Properties) > 0 {
+			return true
+		}
+		// The same value, composed in place.
+		same := []*jsonschema.Schema{x.Ref, x.RecursiveRef}
+		if x.DynamicRef != nil {
+			same = append(same, x.DynamicRef.Ref)
+		}
+		same = append(same, x.AllOf...)
+		same = append(same, x.AnyOf...)
+		same = append(same, x.OneOf...)
+		for _, n := range same {
+			if visit(n, closed) {
+				return true
+			}
+		}
+		// Values inside it: members and items.
+		inner := []*jsonschema.Schema{x.Items2020}
+		inner = append(inner, x.PrefixItems...)
+		for _, p := range x.Properties {
+			inner = append(inner, p)
+		}
+		for _, p := range x.PatternProperties {
+			inner = append(inner, p)
+		}
+		for _, v := range []any{x.AdditionalProperties, x.Items, x.AdditionalItems} {
+			switch v := v.(type) {
+			case *jsonschema.Schema:
+				inner = append(inner, v)
+			case []*jsonschema.Schema:
+				inner = append(inner, v...)
+			}
+		}
+		for _, n := range inner {
+			if visit(n, false) {
+				return true
+			}
+		}
+		return false
+	}
+	return visit(s.sch, false)
 }
 
 // strictCompile closes the compiled schema sch (see CompileSchema): it
