@@ -1,9 +1,7 @@
 package mcp
 
 import (
-	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,23 +60,10 @@ func (f *KeywordFindings) Note(server, tool string, kw []policies.UnknownKeyword
 		e.Seen = time.Now()
 		return false
 	}
-	if _, ok := f.m[k]; !ok && len(f.m) >= maxListedKeywords {
-		var oldest [2]string
-		var at time.Time
-		for k, v := range f.m {
-			if at.IsZero() || v.Seen.Before(at) {
-				oldest, at = k, v.Seen
-			}
-		}
-		delete(f.m, oldest)
-	}
-	e := &ListedKeywords{Server: server, Tool: tool, Seen: time.Now()}
-	for i, u := range kw {
-		if i == maxKeywordsShown {
-			e.More = len(kw) - maxKeywordsShown
-			break
-		}
-		e.Keywords = append(e.Keywords, u.String())
+	makeRoom(f.m, k, maxListedKeywords, func(v *ListedKeywords) time.Time { return v.Seen })
+	e := &ListedKeywords{Server: server, Tool: tool, Keywords: KeywordNames(kw), Seen: time.Now()}
+	if len(kw) > maxKeywordsShown {
+		e.More = len(kw) - maxKeywordsShown
 	}
 	f.m[k] = e
 	return true
@@ -102,12 +87,7 @@ func sameKeywords(e *ListedKeywords, kw []policies.UnknownKeyword) bool {
 func (f *KeywordFindings) List() []ListedKeywords {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	keys := slices.SortedFunc(maps.Keys(f.m), func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
+	keys := serverToolKeys(f.m)
 	out := make([]ListedKeywords, 0, len(keys))
 	for _, k := range keys {
 		e := *f.m[k]

@@ -66,16 +66,7 @@ func (u *UnusableSchemas) Note(server, tool, reason string, why error) {
 		u.m = map[[2]string]UnusableSchema{}
 	}
 	k := [2]string{server, tool}
-	if _, ok := u.m[k]; !ok && len(u.m) >= maxUnusable {
-		var oldest [2]string
-		var at time.Time
-		for k, v := range u.m {
-			if at.IsZero() || v.Seen.Before(at) {
-				oldest, at = k, v.Seen
-			}
-		}
-		delete(u.m, oldest)
-	}
+	makeRoom(u.m, k, maxUnusable, func(v UnusableSchema) time.Time { return v.Seen })
 	u.m[k] = UnusableSchema{Server: server, Tool: tool, Reason: reason, Error: why.Error(), Seen: time.Now()}
 }
 
@@ -85,15 +76,38 @@ func (u *UnusableSchemas) Note(server, tool, reason string, why error) {
 func (u *UnusableSchemas) List() []UnusableSchema {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	keys := slices.SortedFunc(maps.Keys(u.m), func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
+	keys := serverToolKeys(u.m)
 	out := make([]UnusableSchema, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, u.m[k])
 	}
 	return out
+}
+
+// makeRoom keeps a map of per-(server, tool) records under max entries
+// before k is put in: when k is new and the map is full, the record seen
+// least recently goes.
+func makeRoom[V any](m map[[2]string]V, k [2]string, max int, seen func(V) time.Time) {
+	if _, ok := m[k]; ok || len(m) < max {
+		return
+	}
+	var oldest [2]string
+	var at time.Time
+	for k, v := range m {
+		if t := seen(v); at.IsZero() || t.Before(at) {
+			oldest, at = k, t
+		}
+	}
+	delete(m, oldest)
+}
+
+// serverToolKeys is the keys of a per-(server, tool) map, by server, then
+// tool.
+func serverToolKeys[V any](m map[[2]string]V) [][2]string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
 }
