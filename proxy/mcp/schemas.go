@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/textcut"
 	"github.com/toolgate/toolgate/policies"
 )
 
@@ -172,7 +172,7 @@ func (s *ServerTools) Learn(tools []ListedTool, complete bool, maxTools, maxSche
 		output := hasOutputSchema(lt.OutputSchema)
 		var desc string
 		if json.Unmarshal(lt.Description, &desc) == nil {
-			desc = cutUTF8(desc, maxDescription)
+			desc = textcut.Cut(desc, maxDescription)
 		}
 		if old := s.tools[lt.Name]; old != nil && old.sum == sum {
 			old.hints, old.output, old.desc = lt.Annotations, output, desc
@@ -290,17 +290,6 @@ func (s *ServerTools) Described(name string) (desc string, listed bool) {
 		return lt.desc, true
 	}
 	return "", false
-}
-
-// cutUTF8 cuts s to at most n bytes, at the end of a character.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Hints returns a listed tool's annotations, or nil.

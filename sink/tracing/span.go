@@ -5,13 +5,13 @@ import (
 	"net"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/textcut"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -118,7 +118,7 @@ func attributes(ev *sink.Event, f *sink.SpanFacts) []attribute.KeyValue {
 	if f.KnownTool != "" {
 		a = append(a, attribute.String(keyToolName, f.KnownTool))
 		if f.ToolDescription != "" {
-			a = append(a, attribute.String(keyToolDesc, cutUTF8(f.ToolDescription, sink.MaxToolDescription)))
+			a = append(a, attribute.String(keyToolDesc, textcut.Cut(f.ToolDescription, sink.MaxToolDescription)))
 		}
 	}
 	if ev.MCPServer != "" {
@@ -325,17 +325,6 @@ func isVersion(v string) bool {
 		}
 	}
 	return true
-}
-
-// cutUTF8 cuts s to at most n bytes, at the end of a character.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // addDecisions adds the checks' decisions as span events: the step that
