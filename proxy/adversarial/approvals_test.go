@@ -23,13 +23,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policies/approval"
 	"github.com/toolgate/toolgate/policies/approval/audit"
 	"github.com/toolgate/toolgate/proxy"
-	"github.com/toolgate/toolgate/sink"
 )
 
 // The approvals group: a person approves one call, and the attacker tries
@@ -271,15 +270,6 @@ tools:
     protocol: mcp
     match: {host: 127.0.0.1, path: /mcp-b}
 `, w.portA, caFile)
-	var pc proxy.Config
-	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
-	dec.KnownFields(true)
-	if err := dec.Decode(&pc); err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Validate(dir); err != nil {
-		t.Fatal(err)
-	}
 	acfg := approval.Config{URL: "http://127.0.0.1:1/approvals", Tools: map[string]approval.ToolRule{
 		"rec": {Require: approval.RequireAlways}, "rec_edit": {Require: approval.RequireAlways},
 		"rec_raw": {Require: approval.RequireAlways}, "charge": {Require: approval.RequireAlways},
@@ -297,31 +287,7 @@ tools:
 	}
 	sidecarGate := open("adversarial")
 	w.person = open("person")
-	f, err := sink.OpenFile(sink.FileConfig{Path: filepath.Join(dir, "events.ndjson")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sink.NewQueue(f, sink.QueueConfig{FlushInterval: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(proxy.Snapshot{Config: &pc, Version: "adversarial"}, proxy.Options{Recorder: q, Sidecar: "adversarial", Approver: sidecarGate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		q.Close(ctx)
-		f.Close()
-	})
+	srv := proxytest.Start(t, cfgYAML, dir, proxy.Options{Sidecar: "adversarial", Approver: sidecarGate})
 	w.srv = srv
 	w.forward, w.rh, w.rs = srv.Addr("forward", 0), srv.Addr("reverse", 0), srv.Addr("reverse", 1)
 	w.viaProxy = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.forward})}}
