@@ -141,11 +141,7 @@ func (t *tool) originFix(u *url.URL) string {
 		fixes = append(fixes, "set inject_over_http: true on the tool to send them over plain HTTP")
 	}
 	_, port := splitHostPort(u)
-	want := t.port
-	if want == "" {
-		want = canonical.DefaultPort(u.Scheme)
-	}
-	if port != want && t.host != "" {
+	if port != t.originPort(u.Scheme) && t.host != "" {
 		fixes = append(fixes, fmt.Sprintf("name the port in match.host (%s) to send them to port %s", net.JoinHostPort(t.host, port), port))
 	}
 	if len(fixes) == 0 {
@@ -163,11 +159,16 @@ func (t *tool) originOK(u *url.URL) bool {
 	if t.host != "" && host != t.host {
 		return false
 	}
-	want := t.port
-	if want == "" {
-		want = canonical.DefaultPort(u.Scheme)
+	return port == t.originPort(u.Scheme)
+}
+
+// originPort is the port of the tool's origin for scheme: the one
+// match.host names, else the scheme's default.
+func (t *tool) originPort(scheme string) string {
+	if t.port != "" {
+		return t.port
 	}
-	return port == want
+	return canonical.DefaultPort(scheme)
 }
 
 // routed is the dial guard of a call or tunnel: the host it was routed
