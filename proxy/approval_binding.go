@@ -37,13 +37,14 @@ func (c *call) bindCall(q *policies.ApprovalCall, method string, target *url.URL
 	q.Destination = origin + c.ev.PathTemplate
 }
 
-// needsApproval reports whether a tool's calls may need approval before
-// anything about them is read: always when the approver cannot tell at
-// the cost of a map lookup.
-func (s *Server) needsApproval(tool string) bool {
-	if s.approver == nil {
+// needsApproval reports whether a tool's calls may need approval from a
+// before anything about them is read: always when the approver cannot
+// tell at the cost of a map lookup. The chain asks once, when it is
+// compiled.
+func needsApproval(a Approver, tool string) bool {
+	if a == nil {
 		return false
 	}
-	n, ok := s.approver.(approvalNeeder)
+	n, ok := a.(approvalNeeder)
 	return !ok || n.Needs(&policies.ApprovalCall{Tool: tool})
 }

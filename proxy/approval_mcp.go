@@ -43,11 +43,25 @@ type inBandAsk struct {
 	id    string // the approval request
 }
 
+// mcpApprovalStep is an MCP route's approval step (approveMCP).
+type mcpApprovalStep struct{ a Approver }
+
+func buildMCPApproval(e *chainEnv) requestStep {
+	if e.approver == nil {
+		return nil
+	}
+	return mcpApprovalStep{a: e.approver}
+}
+
+func (s mcpApprovalStep) check(ctx context.Context, c *call) *refusal {
+	return c.approveMCP(ctx, s.a)
+}
+
 // approveMCP runs the approval step for a tools/call: as approve, with the
 // in-band ask when the client can take it, and the call's own requestState
 // checked when it is toolgate's.
 func (c *call) approveMCP(ctx context.Context, a Approver) *refusal {
-	m := c.mcp
+	m := mcpOf(c)
 	msg, tc := m.msg, m.tc
 	annotations := m.srv.Hints(tc.Name).AsMap()
 	state, own := ownState(tc.State)
@@ -176,7 +190,7 @@ func stripOwnState(msg mcp.Message) ([]byte, error) {
 // and toolgate's requestState. The call never reaches the server; its
 // event says outcome input_required, approval pending.
 func (c *call) mcpAskInBand(r *http.Request, msg *mcp.Message, ref *refusal) *http.Response {
-	ask := c.mcp.ask
+	ask := mcpOf(c).ask
 	text := fmt.Sprintf("Tool '%s' needs a person's approval before it runs (toolgate approval %s). Open the Approvals page to see the request; once a person allowed to decide approves it, continue.", c.ev.Tool, ask.id)
 	type elicit struct {
 		Mode    string `json:"mode"`

@@ -3,11 +3,14 @@ package proxy
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -22,7 +25,7 @@ import (
 // fields (an http.Request, sink.Event) are not a contract others should
 // build against before the package is split.
 type call struct {
-	s        *Server // nil in Evaluate, which dispatches nothing
+	s        *host // nil in Evaluate, which dispatches nothing
 	st       *state
 	t        *tool // nil when no tool matched
 	start    time.Time
@@ -35,7 +38,7 @@ type call struct {
 	inject   map[string]string // headers the policies asked for
 	cancel   context.CancelFunc
 	cn       canon              // the call's canonical form (zero when refused before it had one)
-	mcp      *mcpCall           // nil unless the tool's protocol is mcp
+	mcp      mcpExchange        // nil unless the tool's protocol is mcp (an *mcpCall)
 	ask      *policies.Approval // the policies' approval request, if any
 	bud      BudgetTicket       // nil unless the snapshot has budgets and the call met them
 	upHeader http.Header        // upstream's answer's header, kept for the budget step
@@ -65,6 +68,62 @@ type call struct {
 	// unread is a body the tool forwards without reading it as its
 	// arguments, read only for an approval to bind.
 	unread []byte
+}
+
+// host is what a call uses of the Server that runs it (nil in Evaluate,
+// which dispatches nothing): where its event goes, its span, the log,
+// the transport to upstream, the metrics, the event gate, and how a call
+// on an MCP route is run.
+type host struct {
+	rec        Recorder
+	tracer     Tracer // nil when tracing is off
+	log        *slog.Logger
+	sidecar    string
+	transport  *http.Transport     // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	upstream   *upstream.Transport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
+	metrics    *metrics
+	events     EventGate      // nil under events.on_write_failure: answer
+	eventsLost *eventsCounter // toolgate_proxy_events_unavailable_total
+	eventsLog  logLimit
+	// mcpHandle runs a call on an MCP route (mcpHost.handle).
+	mcpHandle func(c *call, r *http.Request, target *url.URL) *http.Response
+}
+
+// logLimited logs one line through lim's limit.
+func (h *host) logLimited(lim *logLimit, level slog.Level, msg string, args ...any) {
+	if lim.allow() {
+		h.log.Log(context.Background(), level, msg, args...)
+	}
+}
+
+// mcpExchange is the MCP side of a call on an MCP route (mcpCall), as the
+// pipeline's answer handling, the policies' input and the span see it.
+type mcpExchange interface {
+	// holds reports whether the route's answer checks hold the answer
+	// back until it is read whole.
+	holds() bool
+	// holdAnswer returns the caller's answer when the held answer is
+	// replaced whole, or nil when resp goes on.
+	holdAnswer(r *http.Request, resp *http.Response) *http.Response
+	// begin is told the answer's headers; it reports whether it streams.
+	begin(resp *http.Response) bool
+	// observe sees each chunk of the answer before the caller does.
+	observe(p []byte)
+	// answered reports whether the answer held the response the request
+	// waited for.
+	answered() bool
+	// settle gives the outcome the exchange's messages decide.
+	settle(res bucketing.Result) bucketing.Result
+	// policyInput puts the tools/call being checked in the policies' input.
+	policyInput(in *policies.Input)
+	// spanFacts fills in what the span says of the exchange.
+	spanFacts(f *sink.SpanFacts)
+}
+
+// mcpOf is a call's MCP side, or nil off an MCP route.
+func mcpOf(c *call) *mcpCall {
+	m, _ := c.mcp.(*mcpCall)
+	return m
 }
 
 // setBody records that the body was read: raw is what goes upstream.

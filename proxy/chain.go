@@ -35,7 +35,9 @@ type answerStep interface {
 var callerGone = &refusal{reason: reasonClientClosed}
 
 // stepEntry is one place in the order: its name, and how a tool's step
-// there is built (nil: the tool has none).
+// there is built, for a plain HTTP tool (build) and for an MCP route's
+// tools/call (mcp); a nil builder, or one that returns nil, means the tool
+// has no such step.
 type stepEntry struct {
 	name string
 	// eval is true for the steps that decide a call from its arguments
@@ -44,6 +46,7 @@ type stepEntry struct {
 	// cannot disagree with the sidecar.
 	eval  bool
 	build func(e *chainEnv) requestStep
+	mcp   func(e *chainEnv) requestStep
 }
 
 // requestOrder is the order of a tool's request steps (the package doc's
@@ -62,15 +65,18 @@ type stepEntry struct {
 //
 // An MCP route runs the same order with its own extraction: each
 // tools/call's params (mcpCallStep), then the schema the server listed or
-// the route configures (mcpSchemaStep); its budget step runs once for the
-// whole message, so that a batch is admitted all or nothing (admitMCP).
+// the route configures (mcpSchemaStep), the policies, and its own approval
+// (in band, mcpApprovalStep); it has no observe or origin step (an MCP
+// call goes without injected headers), and its budget step runs once for
+// the whole message, so that a batch is admitted all or nothing
+// (admitMCP).
 var requestOrder = []stepEntry{
-	{name: "extract", build: buildExtract},
+	{name: "extract", build: buildExtract, mcp: buildMCPCall},
 	{name: "observe", build: buildObserve},
-	{name: "schema", eval: true, build: buildSchema},
-	{name: "policies", eval: true, build: buildPolicies},
+	{name: "schema", eval: true, build: buildSchema, mcp: buildMCPSchema},
+	{name: "policies", eval: true, build: buildPolicies, mcp: buildPolicies},
 	{name: "origin", eval: true, build: buildOrigin},
-	{name: "approval", build: buildApproval},
+	{name: "approval", build: buildApproval, mcp: buildMCPApproval},
 	{name: "budget", build: buildBudget},
 }
 
@@ -112,7 +118,14 @@ func compileChain(t *tool, snap *Snapshot, approver Approver) *chain {
 	e := &chainEnv{t: t, snap: snap, approver: approver}
 	ch := &chain{}
 	for _, en := range requestOrder {
-		if s := en.build(e); s != nil {
+		build := en.build
+		if t.mcp != nil {
+			build = en.mcp
+		}
+		if build == nil {
+			continue
+		}
+		if s := build(e); s != nil {
 			ch.steps = append(ch.steps, link{name: en.name, eval: en.eval, step: s})
 		}
 	}

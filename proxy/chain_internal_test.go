@@ -120,7 +120,7 @@ tools:
 		if tl.mcp == nil {
 			continue
 		}
-		s := buildSchema(&chainEnv{t: tl, snap: &Snapshot{Config: &cfg}}).(*mcpSchemaStep)
+		s := buildMCPSchema(&chainEnv{t: tl, snap: &Snapshot{Config: &cfg}}).(*mcpSchemaStep)
 		wrapped := func(steps []requestStep) (n int) {
 			for _, st := range steps {
 				if _, ok := st.(dryRun); ok {

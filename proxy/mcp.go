@@ -26,10 +26,25 @@ const (
 // maxFetchPages bounds the pages of toolgate's own tools/list.
 const maxFetchPages = 20
 
+// mcpHost is what a Server's MCP routes keep for its life.
+type mcpHost struct {
+	mcp         mcp.Schemas         // tool schemas learned from MCP servers
+	mcpUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
+	mcpKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (mcp_keywords.go)
+	pins        *mcpPins            // pinned MCP tool definitions, for the server's life (mcp_pins.go)
+	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
+}
+
+// handle runs a call on an MCP route (handleMCP).
+func (h *mcpHost) handle(c *call, r *http.Request, target *url.URL) *http.Response {
+	return c.handleMCP(h, r, target)
+}
+
 // mcpCall is the MCP side of one exchange on an MCP route: what the
 // request asked, and what is read from the answer as it streams past.
 type mcpCall struct {
 	c      *call
+	h      *mcpHost
 	route  *mcpRoute
 	server string // host + path, for events and policies
 	key    string // scheme://host/path, for the schema cache
@@ -85,12 +100,12 @@ type mcpCall struct {
 // carry JSON-RPC messages; GET (the server's stream) and DELETE (the end
 // of a session) pass through without a body, watched for
 // tools/list_changed, and any method but POST with a body is refused.
-func (c *call) handleMCP(r *http.Request, target *url.URL) *http.Response {
+func (c *call) handleMCP(h *mcpHost, r *http.Request, target *url.URL) *http.Response {
 	t := c.t
-	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
+	m := &mcpCall{c: c, h: h, route: t.mcp, server: target.Host + target.EscapedPath(),
 		key: target.Scheme + "://" + target.Host + target.EscapedPath(), pinKey: mcppin.ServerKey(target)}
 	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
-	m.srv = c.s.mcp.Resolve(m.key, m.privKey)
+	m.srv = h.mcp.Resolve(m.key, m.privKey)
 	c.mcp = m
 	c.in, c.target = r, target
 	c.ev.Tool = ""
@@ -224,10 +239,21 @@ func pathOrArgs(p string) string {
 	return p
 }
 
-// begin is told the answer's headers before its body passes.
-func (m *mcpCall) begin(resp *http.Response) {
+// begin is told the answer's headers before its body passes; it reports
+// whether the answer streams (mcp.AnswerReader.Streaming).
+func (m *mcpCall) begin(resp *http.Response) bool {
 	m.ans.Begin(resp.Header, resp.ContentLength, m.route.cfg.MaxMessageBytes, m)
+	return m.ans.Streaming()
 }
+
+// policyInput puts the tools/call being checked in the policies' input.
+func (m *mcpCall) policyInput(in *policies.Input) {
+	in.Tool, in.Protocol, in.Server = m.tc.Name, ProtocolMCP, m.server
+	in.ToolAnnotations = m.srv.Hints(m.tc.Name).AsMap()
+}
+
+// holds reports whether the route's answer checks hold the answer back.
+func (m *mcpCall) holds() bool { return m.hold != nil }
 
 // observe sees each chunk of the answer before the caller does.
 func (m *mcpCall) observe(p []byte) { m.ans.Observe(p) }
@@ -238,8 +264,8 @@ func (m *mcpCall) answered() bool { return m.ans.Answered() }
 
 // ListChanged forgets the server's tools when it says they changed.
 func (m *mcpCall) ListChanged() {
-	m.c.s.mcp.Forget(m.key)
-	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
+	m.h.mcp.Forget(m.key)
+	m.srv = m.h.mcp.Resolve(m.key, m.privKey)
 }
 
 // Listed learns the tools/list result the answer held; the call's event
@@ -306,14 +332,14 @@ func (m *mcpCall) learnList(res *mcp.ToolsListResult, defs pinDefs, complete boo
 	if !ok {
 		return changes
 	}
-	srv := m.c.s.mcp.Server(m.key)
+	srv := m.h.mcp.Server(m.key)
 	if res.CacheScope == mcp.CacheScopePrivate {
-		srv = m.c.s.mcp.Server(m.privKey)
+		srv = m.h.mcp.Server(m.privKey)
 	}
 	srv.Learn(tools, complete, m.route.cfg.MaxTools, m.route.cfg.MaxSchemaBytes, res.TTLMs)
 	if complete {
 		m.c.st.names.Observe(m.c.t.cfg.Name, res.Tools, m.c.s.log)
 	}
-	m.srv = m.c.s.mcp.Resolve(m.key, m.privKey)
+	m.srv = m.h.mcp.Resolve(m.key, m.privKey)
 	return changes
 }

@@ -357,9 +357,10 @@ func (m *mcpCall) settleAnswer() (bucketing.Result, bool) {
 
 // holdAnswer holds upstream's answer to a call with answer checks (see
 // mcpHold); it returns the client's answer when the answer is replaced
-// whole, or nil when resp goes on, its body rewritten.
+// whole, or nil when resp goes on, its body rewritten or untouched (no
+// answer checks hold it).
 func (m *mcpCall) holdAnswer(r *http.Request, resp *http.Response) *http.Response {
-	if resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusAccepted {
+	if m.hold == nil || resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusAccepted {
 		return nil
 	}
 	return m.hold.begin(r, resp)

@@ -30,7 +30,7 @@ func (c *call) mcpHeaderRefuse(r *http.Request, msg *mcp.Message, env mcp.Envelo
 		}
 	}
 	c.ev.Refused = true
-	c.ev.Detail = "MCP server " + c.mcp.server + " got a request whose headers do not match its body: " + why
+	c.ev.Detail = "MCP server " + mcpOf(c).server + " got a request whose headers do not match its body: " + why
 	c.finish(bucketing.Result{Code: bucketing.CodeValidation, Class: bucketing.ClassUser, Reason: reasonHeaderMismatch}, 0, int64(len(body)))
 	return mcpAnswer(r, http.StatusBadRequest, string(bucketing.CodeValidation), body)
 }
@@ -117,7 +117,7 @@ func (c *call) mcpNotLocalRefuse(r *http.Request, why string) *http.Response {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
 		"code": -32600, "message": "Forbidden: " + why}})
 	c.ev.Refused = true
-	c.ev.Detail = "MCP server " + c.mcp.server + " refused a request through a loopback listener: " + why + " (DNS rebinding)"
+	c.ev.Detail = "MCP server " + mcpOf(c).server + " refused a request through a loopback listener: " + why + " (DNS rebinding)"
 	c.finish(bucketing.Result{Code: bucketing.CodePolicy, Class: bucketing.ClassPolicy, Reason: reasonNotLocal}, 0, int64(len(body)))
 	return mcpAnswer(r, http.StatusForbidden, string(bucketing.CodePolicy), body)
 }

@@ -87,7 +87,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	for k, vs := range headers {
 		r.Header[k] = vs
 	}
-	c := &call{s: s, st: s.state.Load(), t: t, start: time.Now(), client: ctx, in: r, target: target}
+	c := &call{s: &s.host, st: s.state.Load(), t: t, start: time.Now(), client: ctx, in: r, target: target}
 	c.ch = c.st.chains[t]
 	c.evalCaller(r)
 	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
@@ -189,7 +189,7 @@ func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL,
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	limit := c.mcp.route.cfg.MaxMessageBytes
+	limit := mcpOf(c).route.cfg.MaxMessageBytes
 	b, err := readUpTo(resp.Body, resp.ContentLength, int64(limit))
 	if err != nil && !mcp.IsEventStream(resp.Header.Get("Content-Type")) {
 		return nil, nil, err
@@ -231,7 +231,7 @@ func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL
 		}
 	}
 	if mcp.IsEventStream(resp.Header.Get("Content-Type")) {
-		sr := mcp.NewSSEReader(c.mcp.route.cfg.MaxMessageBytes, take)
+		sr := mcp.NewSSEReader(mcpOf(c).route.cfg.MaxMessageBytes, take)
 		sr.Feed(body)
 		sr.Feed([]byte("\n\n"))
 	} else {

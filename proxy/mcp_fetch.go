@@ -25,7 +25,7 @@ import (
 // own (rpc_method tools/list, no tool).
 func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage) (err error) {
 	ctx := r.Context()
-	running, end := c.mcp.srv.BeginFetch()
+	running, end := mcpOf(c).srv.BeginFetch()
 	if running != nil {
 		select {
 		case <-running:
@@ -84,7 +84,7 @@ func (c *call) fetchTools(r *http.Request, target *url.URL, meta json.RawMessage
 		}
 		cursor = res.NextCursor
 	}
-	changes = c.mcp.learnList(&all, readPinDefs(raws...), true)
+	changes = mcpOf(c).learnList(&all, readPinDefs(raws...), true)
 	return nil
 }
 
@@ -111,7 +111,7 @@ func (c *call) recordFetch(start time.Time, status, pages int, changes []string,
 			res.Reason = bucketing.ReasonTimeout
 		}
 		ev.OK, ev.ErrorCode, ev.ErrorClass, ev.Reason = false, string(res.Code), string(res.Class), res.Reason
-		ev.Detail = fmt.Sprintf("toolgate's own tools/list to MCP server %s failed after %d pages", c.mcp.server, pages)
+		ev.Detail = fmt.Sprintf("toolgate's own tools/list to MCP server %s failed after %d pages", mcpOf(c).server, pages)
 	}
 	c.s.rec.Record(ev)
 }
@@ -174,7 +174,7 @@ func (c *call) listPage(ctx context.Context, r *http.Request, target *url.URL, p
 	if resp.StatusCode != http.StatusOK {
 		return nil, status, fmt.Errorf("tools/list answered %s", resp.Status)
 	}
-	limit := c.mcp.route.cfg.MaxMessageBytes
+	limit := mcpOf(c).route.cfg.MaxMessageBytes
 	want := json.RawMessage(strconv.Quote(id))
 	var found *mcp.Message
 	take := func(data []byte) {

@@ -30,8 +30,8 @@ func (c *call) noteListedKeywords(sch *policies.Schema) {
 	if len(kw) == 0 {
 		return
 	}
-	m := c.mcp
-	if !c.s.mcpKeywords.Note(m.server, m.tc.Name, kw) {
+	m := mcpOf(c)
+	if !m.h.mcpKeywords.Note(m.server, m.tc.Name, kw) {
 		return
 	}
 	c.s.log.Warn("mcp: the listed schema holds keywords its draft does not define; they check nothing (the rest of the schema checks the calls)",

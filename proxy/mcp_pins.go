@@ -125,7 +125,7 @@ func readPinDefs(pages ...json.RawMessage) pinDefs {
 // it is learned, and the server's calls are refused until it lists its
 // tools readably.
 func (m *mcpCall) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (learn []mcp.ListedTool, changes []string, ok bool) {
-	p := m.c.s.pins
+	p := m.h.pins
 	route := m.c.t.cfg.Name
 	mode := &m.route.cfg.Pin
 	if defs.err != nil {
@@ -212,7 +212,7 @@ func (m *mcpCall) filterList(raw []byte, msg *mcp.Message) []byte {
 	var out []byte
 	err := defs.err
 	if err == nil {
-		out, err = mcppin.Filter(msg.Result, m.route.cfg.Pin.Lister(m.c.s.pins.store, m.pinVerdicts))
+		out, err = mcppin.Filter(msg.Result, m.route.cfg.Pin.Lister(m.h.pins.store, m.pinVerdicts))
 	}
 	if err != nil {
 		// A list clients would read differently never reaches one: its
@@ -284,14 +284,14 @@ type mcpPinStep struct {
 }
 
 func (s mcpPinStep) check(_ context.Context, c *call) *refusal {
-	m := c.mcp
+	m := mcpOf(c)
 	name := m.tc.Name
 	route := c.t.cfg.Name
-	if why := c.s.pins.unreadableWhy(route, m.pinKey); why != "" && s.mode.OnChange != mcppin.OnChangeRecord {
+	if why := m.h.pins.unreadableWhy(route, m.pinKey); why != "" && s.mode.OnChange != mcppin.OnChangeRecord {
 		c.ev.DefinitionChanges = append(c.ev.DefinitionChanges, "*: unreadable")
 		return pinRefusal(fmt.Sprintf("Tool '%s' of MCP server %s cannot be checked against its pin: the server's last tools/list cannot be read alike by every reader (%s); its calls are refused until the server lists its tools readably", name, m.server, why), "unreadable tools/list")
 	}
-	v := c.s.pins.store.Status(route, m.pinKey, name)
+	v := m.h.pins.store.Status(route, m.pinKey, name)
 	t := s.mode.Treat(&v)
 	switch {
 	case t.NotAllowed:

@@ -35,14 +35,15 @@ func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs [
 	if !batch && !msgs[0].IsRequest() {
 		return c.refuse(r, ref)
 	}
-	if !batch && c.mcp.ask != nil {
+	m := mcpOf(c)
+	if !batch && m.ask != nil {
 		return c.mcpAskInBand(r, &msgs[0], ref)
 	}
 	var body []byte
 	if !batch {
 		var asTask bool
 		if body, asTask = c.refusedTaskAnswer(r, &msgs[0], ref); !asTask {
-			body = mcp.ToolError(msgs[0].ID, refusalText(ref), ref.envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(c.ev.Tool))
+			body = mcp.ToolError(msgs[0].ID, refusalText(ref), ref.envelope(), m.stateless, m.srv.PlainResult(c.ev.Tool))
 		}
 	} else {
 		var out []json.RawMessage
@@ -52,7 +53,7 @@ func (c *call) mcpRefuse(r *http.Request, msgs []mcp.Message, batch bool, refs [
 			}
 			if refs[i] != nil {
 				tc, _ := mcp.ParseToolCall(msgs[i].Params)
-				out = append(out, mcp.ToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), c.mcp.stateless, c.mcp.srv.PlainResult(tc.Name)))
+				out = append(out, mcp.ToolError(msgs[i].ID, refusalText(refs[i]), refs[i].envelope(), m.stateless, m.srv.PlainResult(tc.Name)))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{

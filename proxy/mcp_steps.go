@@ -21,8 +21,10 @@ import (
 // arguments. The first tools/call of a message names the event's tool.
 type mcpCallStep struct{}
 
+func buildMCPCall(*chainEnv) requestStep { return mcpCallStep{} }
+
 func (mcpCallStep) check(_ context.Context, c *call) *refusal {
-	m := c.mcp
+	m := mcpOf(c)
 	tc, ref := mcp.ParseToolCall(m.msg.Params)
 	first := c.ev.Tool == "" && (m.ans.CallID == nil || bytes.Equal(m.ans.CallID, m.msg.ID))
 	if first && tc.Name != "" {
@@ -50,6 +52,8 @@ type mcpSchemaStep struct {
 	def    []requestStep
 	byTool map[string][]requestStep
 }
+
+func buildMCPSchema(e *chainEnv) requestStep { return newMCPSchemaStep(e.t.mcp, e.approver != nil) }
 
 func newMCPSchemaStep(route *mcpRoute, approver bool) requestStep {
 	pin := mcpPinStep{mode: &route.cfg.Pin, approver: approver}
@@ -86,7 +90,7 @@ func mcpRuleSteps(route *mcpRoute, rule *mcpToolRule, pin requestStep) []request
 
 func (s *mcpSchemaStep) check(ctx context.Context, c *call) *refusal {
 	steps := s.def
-	if ts, ok := s.byTool[c.mcp.tc.Name]; ok {
+	if ts, ok := s.byTool[mcpOf(c).tc.Name]; ok {
 		steps = ts
 	}
 	for _, st := range steps {
@@ -103,7 +107,7 @@ func (s *mcpSchemaStep) check(ctx context.Context, c *call) *refusal {
 type mcpLookupStep struct{ rule *mcpToolRule }
 
 func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
-	m := c.mcp
+	m := mcpOf(c)
 	name := m.tc.Name
 	m.unknown = false
 	sch, known, why := m.srv.Lookup(name, s.rule.strict)
@@ -114,7 +118,7 @@ func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
 				// server/utilities/caching allows serving stale on errors).
 				c.s.log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.server, "tool", name, "err", err)
 			}
-			m.srv = c.s.mcp.Resolve(m.key, m.privKey)
+			m.srv = m.h.mcp.Resolve(m.key, m.privKey)
 			sch, known, why = m.srv.Lookup(name, s.rule.strict)
 		}
 		m.unknown = !known && m.srv.IsListed()
@@ -128,7 +132,7 @@ func (s mcpLookupStep) check(_ context.Context, c *call) *refusal {
 type mcpKnownStep struct{}
 
 func (mcpKnownStep) check(_ context.Context, c *call) *refusal {
-	m := c.mcp
+	m := mcpOf(c)
 	if !m.unknown {
 		return nil
 	}
@@ -152,7 +156,7 @@ type mcpUncheckedStep struct {
 }
 
 func (s mcpUncheckedStep) check(_ context.Context, c *call) *refusal {
-	m := c.mcp
+	m := mcpOf(c)
 	name := m.tc.Name
 	unusable := ""
 	if m.why != nil {
@@ -162,7 +166,7 @@ func (s mcpUncheckedStep) check(_ context.Context, c *call) *refusal {
 			what = "is refused (mcp.unchecked: refuse)"
 		}
 		c.s.log.Warn("mcp: the listed schema cannot be used; the call "+what, "server", m.server, "tool", name, "reason", unusable, "err", m.why)
-		c.s.mcpUnusable.Note(m.server, name, unusable, m.why)
+		m.h.mcpUnusable.Note(m.server, name, unusable, m.why)
 		if !s.refuse || s.dry {
 			// The event says why the call passed without a schema.
 			c.notePolicyError("schema: " + unusable)
@@ -193,19 +197,20 @@ type mcpValidateStep struct{ fixed *policies.Schema }
 func (s mcpValidateStep) check(_ context.Context, c *call) *refusal {
 	sch := s.fixed
 	if sch == nil {
-		sch = c.mcp.sch
+		sch = mcpOf(c).sch
 	}
 	if sch == nil {
 		return nil
 	}
-	return validateArgs(c.mcp.tc.Name, sch, c.args)
+	return validateArgs(mcpOf(c).tc.Name, sch, c.args)
 }
 
 // checkToolCall runs the route's chain on one tools/call of the message:
 // its params, the schema, the policies, then approval. It records the tool
 // name and whether the call was inspected.
 func (c *call) checkToolCall(ctx context.Context, msg *mcp.Message) *refusal {
-	c.mcp.msg = msg
-	c.ask, c.mcp.pinAsk = nil, nil
+	m := mcpOf(c)
+	m.msg = msg
+	c.ask, m.pinAsk = nil, nil
 	return c.ch.run(ctx, c)
 }

@@ -25,8 +25,8 @@ func (c *call) refusedTaskAnswer(r *http.Request, msg *mcp.Message, ref *refusal
 	if !ok {
 		return nil, false
 	}
-	m := c.mcp
-	created := c.s.tasks.Add(mcp.TaskOwner(r, m.key), ttl, refusalText(ref), ref.envelope(), m.stateless, m.srv.PlainResult(c.ev.Tool))
+	m := mcpOf(c)
+	created := m.h.tasks.Add(mcp.TaskOwner(r, m.key), ttl, refusalText(ref), ref.envelope(), m.stateless, m.srv.PlainResult(c.ev.Tool))
 	body, _ = json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -54,7 +54,8 @@ func (c *call) answerOwnTask(r *http.Request, msg *mcp.Message) *http.Response {
 	if json.Unmarshal(msg.Params, &p) != nil || json.Unmarshal(p["taskId"], &id) != nil || !strings.HasPrefix(id, mcp.TaskIDPrefix) {
 		return nil
 	}
-	t := c.s.tasks.Get(mcp.TaskOwner(r, c.mcp.key), id)
+	m := mcpOf(c)
+	t := m.h.tasks.Get(mcp.TaskOwner(r, m.key), id)
 	var answer any
 	switch {
 	case t == nil:

@@ -318,11 +318,6 @@ func (l *logLimit) allow() bool {
 }
 
 // logLimited logs msg unless lim let a line through in the last second.
-func (s *Server) logLimited(lim *logLimit, level slog.Level, msg string, args ...any) {
-	if lim.allow() {
-		s.log.Log(context.Background(), level, msg, args...)
-	}
-}
 
 // withCA adds the leaf certificate series of ca.
 func (m *tlsMetrics) withCA(ca *tlsca.CA) {

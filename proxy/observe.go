@@ -81,7 +81,7 @@ func (t *tool) validateObserve(p string) error {
 type observeStep struct{ t *tool }
 
 func buildObserve(e *chainEnv) requestStep {
-	if !e.t.cfg.Observe.On || e.t.mcp != nil {
+	if !e.t.cfg.Observe.On {
 		return nil
 	}
 	return observeStep{t: e.t}

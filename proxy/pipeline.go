@@ -28,7 +28,7 @@ import (
 // refusal in place of its answer (a raw answer's body is cut instead, see
 // passBody).
 func (s *Server) handle(r *http.Request, kind string, target *url.URL) *http.Response {
-	c := &call{s: s, st: s.state.Load(), start: time.Now(), client: r.Context()}
+	c := &call{s: &s.host, st: s.state.Load(), start: time.Now(), client: r.Context()}
 	resp := c.handle(r, kind, target)
 	if c.lost && c.ev.Reason != bucketing.ReasonEventsUnavailable {
 		if _, passed := resp.Body.(*passBody); !passed {
@@ -87,7 +87,7 @@ func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	c.envelope = t.wantsEnvelope(r)
 	c.ch = st.chains[t]
 	if t.mcp != nil {
-		return c.handleMCP(r, target)
+		return c.s.mcpHandle(c, r, target)
 	}
 	c.ev.Inspected = true
 	c.in, c.target, c.vars = r, target, vars
@@ -244,9 +244,8 @@ func (c *call) input() *policies.Input {
 		Protocol: ProtocolHTTP,
 		Budget:   c.budgetInput(),
 	}
-	if m := c.mcp; m != nil {
-		in.Tool, in.Protocol, in.Server = m.tc.Name, ProtocolMCP, m.server
-		in.ToolAnnotations = m.srv.Hints(m.tc.Name).AsMap()
+	if c.mcp != nil {
+		c.mcp.policyInput(in)
 	}
 	return in
 }
@@ -325,7 +324,7 @@ func (c *call) dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	// An answer toolgate reads (to envelope it, or for the answer steps)
 	// must arrive decoded.
 	checksAnswer := c.ch != nil && len(c.ch.answers) > 0
-	cleanRequestHeaders(out.Header, c.envelope || checksAnswer || (c.mcp != nil && c.mcp.hold != nil))
+	cleanRequestHeaders(out.Header, c.envelope || checksAnswer || (c.mcp != nil && c.mcp.holds()))
 	// Injected headers go only to the tool's own origin (checkOrigin
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).
@@ -482,7 +481,7 @@ func (c *call) clientGone(r *http.Request) *http.Response {
 }
 
 // newEvent starts an event with what is known on arrival.
-func (s *Server) newEvent(st *state, kind, method, host string, r *http.Request) sink.Event {
+func (s *host) newEvent(st *state, kind, method, host string, r *http.Request) sink.Event {
 	ev := sink.Event{
 		EventID:       uuid.NewString(),
 		Time:          time.Now().UTC(),

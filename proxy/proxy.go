@@ -183,20 +183,10 @@ type Options struct {
 
 // Server runs the listeners and the pipeline behind them.
 type Server struct {
-	state       atomic.Pointer[state]
-	rec         Recorder
-	tracer      Tracer // nil when tracing is off
-	log         *slog.Logger
-	sidecar     string
-	transport   *http.Transport     // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
-	upstream    *upstream.Transport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
-	metrics     *metrics
-	mcp         mcp.Schemas         // tool schemas learned from MCP servers
-	mcpUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
-	mcpKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (mcp_keywords.go)
-	pins        *mcpPins            // pinned MCP tool definitions, for the server's life (mcp_pins.go)
-	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
-	tlsm        *tlsMetrics
+	host    // what its calls use of it
+	mcpHost // what its MCP routes' calls keep for the server's life
+	state   atomic.Pointer[state]
+	tlsm    *tlsMetrics
 	connm       *listen.CapMetrics
 	capLog      logLimit                                                          // one log line a second for connections over the cap
 	own         upstream.Conns                                                    // upstream connections, for loop detection
@@ -204,9 +194,6 @@ type Server struct {
 	mitm        *listen.Interceptor                                               // nil without a CA
 	tproxy      *transparent                                                      // nil when transparent mode is off
 	approver    Approver                                                          // nil when no call needs approval
-	events      EventGate                                                         // nil under events.on_write_failure: answer
-	eventsLost  *eventsCounter                                                    // toolgate_proxy_events_unavailable_total
-	eventsLog   logLimit
 	conns       *listen.Conns // every listener's caller connections
 	// netDial connects to an address checked by the egress guard;
 	// egressResolver is the guard's resolver (nil: the system's).
@@ -246,7 +233,8 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{rec: opts.Recorder, tracer: opts.Tracer, approver: opts.Approver, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), tlsm: newTLSMetrics(), connm: listen.NewCapMetrics(), events: opts.Events, eventsLost: newEventsUnavailable()}
+	s := &Server{approver: opts.Approver, tlsm: newTLSMetrics(), connm: listen.NewCapMetrics()}
+	s.host = host{rec: opts.Recorder, tracer: opts.Tracer, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), events: opts.Events, eventsLost: newEventsUnavailable(), mcpHandle: s.mcpHost.handle}
 	s.conns = listen.NewConns(0)
 	s.pins = newMCPPins(snap.Config)
 	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {

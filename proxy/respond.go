@@ -240,7 +240,7 @@ func textResponse(r *http.Request, status int, msg string) *http.Response {
 // first bucketing.MaxRuleBody bytes).
 func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 	c.ev.Envelope = false
-	if c.mcp != nil && c.mcp.hold != nil {
+	if c.mcp != nil {
 		if whole := c.mcp.holdAnswer(r, resp); whole != nil {
 			resp = whole
 		}
@@ -251,8 +251,7 @@ func (c *call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 		pb.capturing = true
 	}
 	if c.mcp != nil {
-		c.mcp.begin(resp)
-		pb.stream = pb.stream || c.mcp.ans.Streaming()
+		pb.stream = c.mcp.begin(resp) || pb.stream
 	}
 	resp.Body = pb
 	return resp

@@ -22,19 +22,19 @@ import (
 type extractStep struct {
 	t       *tool
 	checked bool // the tool has a schema or policies
+	// mayAsk is true when the tool's calls may need approval before
+	// anything about them is read (needsApproval).
+	mayAsk bool
 }
 
 func buildExtract(e *chainEnv) requestStep {
-	if e.t.mcp != nil {
-		return mcpCallStep{}
-	}
-	return extractStep{t: e.t, checked: e.t.schema != nil || e.checker() != nil}
+	return extractStep{t: e.t, checked: e.t.schema != nil || e.checker() != nil, mayAsk: needsApproval(e.approver, e.t.cfg.Name)}
 }
 
 func (s extractStep) check(_ context.Context, c *call) *refusal {
 	t, r, cfg := s.t, c.in, c.st.cfg
 	bodySrc, unreadable := bodySource(t, r)
-	gated := !s.checked && bodySrc == 0 && c.s.needsApproval(t.cfg.Name)
+	gated := !s.checked && bodySrc == 0 && s.mayAsk
 	var raw []byte
 	if bodySrc != 0 || s.checked || gated {
 		var err error
@@ -76,9 +76,6 @@ type schemaStep struct {
 }
 
 func buildSchema(e *chainEnv) requestStep {
-	if e.t.mcp != nil {
-		return newMCPSchemaStep(e.t.mcp, e.approver != nil)
-	}
 	if e.t.schema == nil {
 		return nil
 	}
@@ -134,9 +131,6 @@ func buildApproval(e *chainEnv) requestStep {
 }
 
 func (s approvalStep) check(ctx context.Context, c *call) *refusal {
-	if c.mcp != nil {
-		return c.approveMCP(ctx, s.a)
-	}
 	return c.approve(ctx, s.a)
 }
 
@@ -147,7 +141,7 @@ func (s approvalStep) check(ctx context.Context, c *call) *refusal {
 type originStep struct{}
 
 func buildOrigin(e *chainEnv) requestStep {
-	if e.t.mcp != nil || (len(e.t.inject) == 0 && e.checker() == nil) {
+	if len(e.t.inject) == 0 && e.checker() == nil {
 		return nil
 	}
 	return originStep{}
@@ -162,7 +156,7 @@ func (originStep) check(_ context.Context, c *call) *refusal { return c.checkOri
 type budgetStep struct{}
 
 func buildBudget(e *chainEnv) requestStep {
-	if e.t.mcp != nil || e.snap.Budgets == nil {
+	if e.snap.Budgets == nil {
 		return nil
 	}
 	return budgetStep{}
