@@ -183,18 +183,18 @@ type Options struct {
 
 // Server runs the listeners and the pipeline behind them.
 type Server struct {
-	host    // what its calls use of it
-	mcpHost // what its MCP routes' calls keep for the server's life
-	state   atomic.Pointer[state]
-	tlsm    *tlsMetrics
-	connm       *listen.CapMetrics
-	capLog      logLimit                                                          // one log line a second for connections over the cap
-	own         upstream.Conns                                                    // upstream connections, for loop detection
-	dial        func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
-	mitm        *listen.Interceptor                                               // nil without a CA
-	tproxy      *transparent                                                      // nil when transparent mode is off
-	approver    Approver                                                          // nil when no call needs approval
-	conns       *listen.Conns // every listener's caller connections
+	host     // what its calls use of it
+	mcpHost  // what its MCP routes' calls keep for the server's life
+	state    atomic.Pointer[state]
+	tlsm     *tlsMetrics
+	connm    *listen.CapMetrics
+	capLog   logLimit                                                          // one log line a second for connections over the cap
+	own      upstream.Conns                                                    // upstream connections, for loop detection
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
+	mitm     *listen.Interceptor                                               // nil without a CA
+	tproxy   *transparent                                                      // nil when transparent mode is off
+	approver Approver                                                          // nil when no call needs approval
+	conns    *listen.Conns                                                     // every listener's caller connections
 	// netDial connects to an address checked by the egress guard;
 	// egressResolver is the guard's resolver (nil: the system's).
 	netDial        upstream.DialFunc
