@@ -47,7 +47,7 @@ type AnswerConfig struct {
 	// (mcp_answer.go).
 	OutputSchema string `yaml:"output_schema"`
 
-	schema *policies.Schema    // compiled by compileAnswer
+	compiled *policies.Schema    // compiled by compileAnswer
 	names  map[string]struct{} // the property names the schema declares
 }
 
@@ -84,7 +84,7 @@ func (c *Config) compileAnswer(t *tool, p string) error {
 	if err != nil {
 		return err
 	}
-	a.schema = sch
+	a.compiled = sch
 	// The names a refusal may show in a violation's path: those the
 	// schema itself declares. Any other member name is the answer's
 	// content, and is shown as "*".
@@ -155,10 +155,10 @@ type answerSchemaStep struct {
 
 func buildAnswerSchema(t *tool) answerStep {
 	a := t.cfg.Answer
-	if a.schema == nil {
+	if a.compiled == nil {
 		return nil
 	}
-	return answerSchemaStep{tool: t.cfg.Name, schema: a.schema, limit: a.MaxBytes, names: a.names}
+	return answerSchemaStep{tool: t.cfg.Name, schema: a.compiled, limit: a.MaxBytes, names: a.names}
 }
 
 func (s answerSchemaStep) maxAnswerBytes() int64 { return s.limit }

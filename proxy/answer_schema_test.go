@@ -41,7 +41,7 @@ tools:
 	if err := cfg.Validate(f.TempDir()); err != nil {
 		f.Fatal(err)
 	}
-	step := buildAnswerSchema(cfg.tools[0])
+	step := buildAnswerSchema(cfg.compiled[0])
 	if step == nil {
 		f.Fatal("no answer schema step")
 	}

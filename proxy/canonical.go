@@ -209,7 +209,7 @@ func (c *Config) canonicalize(ctx context.Context, method string, u *url.URL) (c
 	if cn.host, ok = c.aliases.place(ctx, host, c.isToolHost); !ok {
 		return cn, ambiguous("the host " + host + " is another name of more than one host that tools name")
 	}
-	if !hasRoutes(c.tools, cn.host, cn.port) {
+	if !hasRoutes(c.compiled, cn.host, cn.port) {
 		cn.path = u.EscapedPath()
 		if cn.path == "" {
 			cn.path = "/"

@@ -158,7 +158,7 @@ func FuzzCanonicalize(f *testing.F) {
 		if ref != nil {
 			return
 		}
-		tl, _ := route(cfg.tools, cn.method, cn.host, cn.port, cn.path)
+		tl, _ := route(cfg.compiled, cn.method, cn.host, cn.port, cn.path)
 		out := cn.url(tl, u.RawQuery)
 		cn2, ref2 := cfg.canonicalize(ctx, cn.method, out)
 		if ref2 != nil {
@@ -170,7 +170,7 @@ func FuzzCanonicalize(f *testing.F) {
 		if cn2.method != cn.method || cn2.host != cn.host || cn2.port != cn.port || cn2.path != cn.path {
 			t.Fatalf("%s %s -> %+v -> %s -> %+v: not a fixed point", method, raw, cn, out, cn2)
 		}
-		if tl2, _ := route(cfg.tools, cn2.method, cn2.host, cn2.port, cn2.path); tl2 != tl {
+		if tl2, _ := route(cfg.compiled, cn2.method, cn2.host, cn2.port, cn2.path); tl2 != tl {
 			t.Fatalf("%s %s routes differently on a second pass", method, raw)
 		}
 	})

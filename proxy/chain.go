@@ -137,8 +137,8 @@ func compileChain(t *tool, snap *Snapshot, approver Approver) *chain {
 
 // compileChains builds every tool's chain for a snapshot.
 func compileChains(cfg *Config, snap *Snapshot, approver Approver) map[*tool]*chain {
-	out := make(map[*tool]*chain, len(cfg.tools))
-	for _, t := range cfg.tools {
+	out := make(map[*tool]*chain, len(cfg.compiled))
+	for _, t := range cfg.compiled {
 		out[t] = compileChain(t, snap, approver)
 	}
 	return out

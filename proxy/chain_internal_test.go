@@ -100,7 +100,7 @@ tools:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			chains := compileChains(&cfg, &tt.snap, tt.approver)
-			for _, tl := range cfg.tools {
+			for _, tl := range cfg.compiled {
 				want, ok := tt.want[tl.cfg.Name]
 				if !ok {
 					continue
@@ -116,7 +116,7 @@ tools:
 	}
 	// The MCP route's dry-run tool has its schema steps wrapped in dryRun;
 	// the route's default steps are not.
-	for _, tl := range cfg.tools {
+	for _, tl := range cfg.compiled {
 		if tl.mcp == nil {
 			continue
 		}

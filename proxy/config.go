@@ -84,7 +84,7 @@ type Config struct {
 	Egress egress.Config `yaml:"egress"`
 
 	dir     string            // where relative schema files resolve
-	tools   []*tool           // compiled by Validate
+	compiled   []*tool           // compiled by Validate
 	digest  hash.Hash         // of every schema file read
 	hostSet map[string]string // canonical "host" and "host:port" of Hosts -> mode
 	aliases *hostAliases
@@ -175,9 +175,9 @@ type LimitsConfig struct {
 	// closed) and counted in toolgate_proxy_connections_refused_total.
 	// Default 1024.
 	MaxConns int `yaml:"max_conns"`
-	// maxConnsSet is true when the file set MaxConns (Validate then keeps
+	// explicitMaxConns is true when the file set MaxConns (Validate then keeps
 	// it whatever the descriptor budget, Options.MaxCallerConns).
-	maxConnsSet bool
+	explicitMaxConns bool
 	// ReadHeaderTimeout bounds reading a request's line and headers.
 	// Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -203,11 +203,11 @@ type LimitsConfig struct {
 // MaxConnsSet reports whether the configuration file set max_conns; when
 // it did not, the descriptor budget (Options.MaxCallerConns) caps the
 // listeners instead.
-func (l LimitsConfig) MaxConnsSet() bool { return l.maxConnsSet }
+func (l LimitsConfig) MaxConnsSet() bool { return l.explicitMaxConns }
 
 // validate applies the defaults and rejects negative limits.
 func (l *LimitsConfig) validate() error {
-	l.maxConnsSet = l.MaxConns != 0
+	l.explicitMaxConns = l.MaxConns != 0
 	ints := []struct {
 		v    *int
 		def  int
@@ -506,7 +506,7 @@ func (c *Config) Validate(dir string) error {
 	if err := c.Limits.validate(); err != nil {
 		return err
 	}
-	c.tools = c.tools[:0]
+	c.compiled = c.compiled[:0]
 	names := map[string]int{}
 	routes := map[string]int{}
 	for i := range c.Tools {
@@ -524,7 +524,7 @@ func (c *Config) Validate(dir string) error {
 			return fieldErr(p+".match", "matches exactly the same calls as tools[%d] (%s)", j, c.Tools[j].Name)
 		}
 		routes[key] = i
-		c.tools = append(c.tools, t)
+		c.compiled = append(c.compiled, t)
 	}
 	if err := c.checkLoopbackSpelling(); err != nil {
 		return err
@@ -532,7 +532,7 @@ func (c *Config) Validate(dir string) error {
 	if err := c.validateHosts(); err != nil {
 		return err
 	}
-	c.aliases = newHostAliases(c.tools)
+	c.aliases = newHostAliases(c.compiled)
 	return c.validateTLS()
 }
 
@@ -583,7 +583,7 @@ func (c *Config) validateHosts() error {
 			return fieldErr(p+".unmatched", "unknown mode %q; expected deny, pass or dry_run", hc.Unmatched)
 		}
 		named := false
-		for _, t := range c.tools {
+		for _, t := range c.compiled {
 			if t.host == h && (port == "" || t.port == "" || t.port == port) {
 				named = true
 				break
@@ -611,7 +611,7 @@ func (c *Config) validateHosts() error {
 // the tool it reaches.
 func (c *Config) checkLoopbackSpelling() error {
 	first := -1
-	for i, t := range c.tools {
+	for i, t := range c.compiled {
 		if t.host == "" || !isLoopback(t.host) {
 			continue
 		}
@@ -619,7 +619,7 @@ func (c *Config) checkLoopbackSpelling() error {
 			first = i
 			continue
 		}
-		if f := c.tools[first]; t.host != f.host {
+		if f := c.compiled[first]; t.host != f.host {
 			return fieldErr(fmt.Sprintf("tools[%d].match.host", i),
 				"%s is the loopback host that tools[%d] (%s) names as %s; toolgate routes every loopback name as one host, so name it one way in every tool",
 				c.Tools[i].Match.Host, first, f.cfg.Name, c.Tools[first].Match.Host)
@@ -630,7 +630,7 @@ func (c *Config) checkLoopbackSpelling() error {
 
 // loopbackToolHost is the loopback host the tools name ("" for none).
 func (c *Config) loopbackToolHost() string {
-	for _, t := range c.tools {
+	for _, t := range c.compiled {
 		if t.host != "" && isLoopback(t.host) {
 			return t.host
 		}
@@ -640,7 +640,7 @@ func (c *Config) loopbackToolHost() string {
 
 // isToolHost reports whether a tool names the canonical host h.
 func (c *Config) isToolHost(h string) bool {
-	for _, t := range c.tools {
+	for _, t := range c.compiled {
 		if t.host == h {
 			return true
 		}
@@ -652,7 +652,7 @@ func (c *Config) isToolHost(h string) bool {
 // when no tool names it (Config.Unmatched decides), else the host's mode.
 func (c *Config) hostMode(host, port string) string {
 	named := false
-	for _, t := range c.tools {
+	for _, t := range c.compiled {
 		if t.host == host && (t.port == "" || t.port == port) {
 			named = true
 			break

@@ -36,7 +36,7 @@ func (c *Config) egressToolHosts() []string {
 			hs = append(hs, h)
 		}
 	}
-	for _, t := range c.tools {
+	for _, t := range c.compiled {
 		if t.host != "" {
 			add(t.host, t.port)
 		}

@@ -42,7 +42,7 @@ func EvaluateAt(ctx context.Context, snap Snapshot, toolName, rawURL string, arg
 	}
 	var t *tool
 	var names []string
-	for _, tt := range snap.Config.tools {
+	for _, tt := range snap.Config.compiled {
 		names = append(names, tt.cfg.Name)
 		if tt.cfg.Name == toolName {
 			t = tt
@@ -122,7 +122,7 @@ func evalRoute(ctx context.Context, cfg *Config, t *tool, method, rawURL string)
 	if ref != nil {
 		return nil, nil, fmt.Errorf("--url %q: the sidecar refuses it before routing: %s", rawURL, ref.detail)
 	}
-	got, vars := route(cfg.tools, cn.method, cn.host, cn.port, cn.path)
+	got, vars := route(cfg.compiled, cn.method, cn.host, cn.port, cn.path)
 	switch {
 	case got == nil:
 		return nil, nil, fmt.Errorf("--url %q: a %s of it matches no tool; tool %q matches %s %s%s", rawURL, cn.method, t.cfg.Name, orAny(t.cfg.Match.Method, "any method"), orAny(t.cfg.Match.Host, "any host"), t.cfg.Match.Path)

@@ -46,7 +46,7 @@ func testTool(t testing.TB, path string, sources ...string) *tool {
 	if err := cfg.Validate(""); err != nil {
 		t.Fatal(err)
 	}
-	return cfg.tools[0]
+	return cfg.compiled[0]
 }
 
 func TestExtractArgs(t *testing.T) {

@@ -33,8 +33,8 @@ import (
 // loopbackKey is every loopback host's key.
 const loopbackKey = "localhost"
 
-// upstreamKey is the key of a canonical host and port ("" for none).
-func upstreamKey(host, port string) string {
+// hostPortKey is the key of a canonical host and port ("" for none).
+func hostPortKey(host, port string) string {
 	host = upstreamHost(host)
 	if port == "" {
 		if strings.IndexByte(host, ':') >= 0 {
@@ -58,7 +58,7 @@ func UpstreamKey(hostport string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return upstreamKey(h, p), nil
+	return hostPortKey(h, p), nil
 }
 
 // upstreamHost is the host part of an upstream key: a canonical host,

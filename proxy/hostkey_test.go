@@ -59,9 +59,9 @@ func TestUpstreamKeySpellings(t *testing.T) {
 				}
 				var b BudgetCall
 				setUpstream(&b, &cn)
-				key := upstreamKey(b.Upstream, b.UpstreamPort)
+				key := hostPortKey(b.Upstream, b.UpstreamPort)
 				if tc.portless {
-					if !b.UpstreamDefaultPort || upstreamKey(b.Upstream, "") != want {
+					if !b.UpstreamDefaultPort || hostPortKey(b.Upstream, "") != want {
 						t.Errorf("%s: key %q (default port %v); want %q on a default port", s, key, b.UpstreamDefaultPort, want)
 					}
 				} else if key != want {

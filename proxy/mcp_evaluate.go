@@ -69,7 +69,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 		if port == "" {
 			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 		}
-		if rt, _ := route(snap.Config.tools, http.MethodPost, strings.ToLower(u.Hostname()), port, u.EscapedPath()); rt != t {
+		if rt, _ := route(snap.Config.compiled, http.MethodPost, strings.ToLower(u.Hostname()), port, u.EscapedPath()); rt != t {
 			return Verdict{}, fmt.Errorf("route %q does not match %s: give the URL its calls go to", t.cfg.Name, u.Redacted())
 		}
 		target = u
@@ -145,7 +145,7 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 func mcpRouteNamed(cfg *Config, name string) (*tool, error) {
 	var found []*tool
 	var names []string
-	for _, t := range cfg.tools {
+	for _, t := range cfg.compiled {
 		if t.mcp == nil {
 			continue
 		}

@@ -27,7 +27,7 @@ type UnlistedName = mcp.UnlistedName
 func newNameWatch(cfg *Config, shared []string) *mcp.NameWatch {
 	own, field := map[string][]string{}, map[string]string{}
 	routes := 0
-	for i, t := range cfg.tools {
+	for i, t := range cfg.compiled {
 		if t.mcp == nil {
 			continue
 		}

@@ -46,7 +46,7 @@ type mcpPins struct {
 // bounded by the largest mcp.max_tools of its MCP routes.
 func newMCPPins(cfg *Config) *mcpPins {
 	most := mcppin.DefaultMaxTools
-	for _, t := range cfg.tools {
+	for _, t := range cfg.compiled {
 		if t.mcp != nil {
 			most = max(most, t.mcp.cfg.MaxTools)
 		}
@@ -56,7 +56,7 @@ func newMCPPins(cfg *Config) *mcpPins {
 
 // load pins the lock file entries of every MCP route of cfg.
 func (p *mcpPins) load(cfg *Config) error {
-	for _, t := range cfg.tools {
+	for _, t := range cfg.compiled {
 		if t.mcp == nil || t.mcp.lock == nil {
 			continue
 		}
@@ -341,7 +341,7 @@ func pinRefusal(detail, msg string) *refusal {
 // operator has to decide (admin GET /mcp/pins/changes, and /status).
 func (s *Server) PinChanges() []mcppin.Verdict {
 	review := map[string]bool{}
-	for _, t := range s.state.Load().cfg.tools {
+	for _, t := range s.state.Load().cfg.compiled {
 		if t.mcp != nil && t.mcp.cfg.Pin.NewTools == mcppin.NewToolsChange {
 			review[t.cfg.Name] = true
 		}

@@ -35,7 +35,7 @@ pins:
 		check   func(t *testing.T, c *Config)
 	}{
 		{name: "on by default", tool: "", check: func(t *testing.T, c *Config) {
-			p := c.tools[0].mcp.cfg.Pin
+			p := c.compiled[0].mcp.cfg.Pin
 			if p.OnChange != "refuse" || p.NewTools != "pin" {
 				t.Errorf("defaults: on_change %q, new_tools %q; want refuse, pin", p.OnChange, p.NewTools)
 			}

@@ -122,7 +122,7 @@ func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) 
 	if !ok {
 		return listen.ConnectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
 	}
-	if hasRoutes(st.cfg.tools, host, port) {
+	if hasRoutes(st.cfg.compiled, host, port) {
 		if s.mitm != nil {
 			return listen.ConnectIntercept, nil
 		}
@@ -172,7 +172,7 @@ func canonConnect(ctx context.Context, cfg *Config, hostport string) (host, port
 // namesHosts reports whether any tool names a host: only then can a
 // tunnel carry calls meant for a tool under another address.
 func (c *Config) namesHosts() bool {
-	for _, t := range c.tools {
+	for _, t := range c.compiled {
 		if t.host != "" {
 			return true
 		}
@@ -265,12 +265,12 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 				s.connect(st, r, hostport, ambiguous("CONNECT to "+hostport+" carries TLS for a server name toolgate cannot read unambiguously"))
 				c.Close()
 				return
-			case hasRoutes(st.cfg.tools, h, p) && s.mitm == nil:
+			case hasRoutes(st.cfg.compiled, h, p) && s.mitm == nil:
 				s.connect(st, r, hostport, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
 					"CONNECT to "+hostport+" refused: it carries TLS for "+h+", a host tools match, and its calls cannot be checked without a CA", nil))
 				c.Close()
 				return
-			case hasRoutes(st.cfg.tools, h, p):
+			case hasRoutes(st.cfg.compiled, h, p):
 				s.tlsm.conns.WithLabelValues("connect", "sni_intercepted").Inc()
 				up.Close()
 				s.mitm.ServeTLS(pc, sni, &listen.Target{Scheme: "https", Authority: joinAuthority(sni, port, "443"), Dial: hostport, Kind: "forward"})

@@ -63,7 +63,7 @@ func (c *call) handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	c.ev.Host = cn.authority()
 	c.cn = cn
 	var vars map[string]string
-	c.t, vars = route(st.cfg.tools, cn.method, cn.host, cn.port, cn.path)
+	c.t, vars = route(st.cfg.compiled, cn.method, cn.host, cn.port, cn.path)
 	target = cn.url(c.t, target.RawQuery)
 
 	if c.t == nil {
@@ -211,7 +211,7 @@ func (c *Config) landsOnLoopbackTool(host, port string, remote net.Addr) bool {
 	if !ok || !ta.IP.IsLoopback() {
 		return false
 	}
-	for _, t := range c.tools {
+	for _, t := range c.compiled {
 		if t.host != "" && isLoopback(t.host) && (t.port == "" || t.port == port) {
 			return true
 		}

@@ -223,7 +223,7 @@ type listener struct {
 
 // New returns a Server for a snapshot whose Config was validated.
 func New(snap Snapshot, opts Options) (*Server, error) {
-	if snap.Config == nil || (snap.Config.tools == nil && len(snap.Config.Tools) > 0) {
+	if snap.Config == nil || (snap.Config.compiled == nil && len(snap.Config.Tools) > 0) {
 		return nil, errors.New("proxy: config was not validated")
 	}
 	if opts.Recorder == nil {
@@ -237,7 +237,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 	s.host = host{rec: opts.Recorder, tracer: opts.Tracer, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), events: opts.Events, eventsLost: newEventsUnavailable(), mcpHandle: s.mcpHost.handle}
 	s.conns = listen.NewConns(0)
 	s.pins = newMCPPins(snap.Config)
-	if opts.MaxCallerConns > 0 && !snap.Config.Limits.maxConnsSet {
+	if opts.MaxCallerConns > 0 && !snap.Config.Limits.explicitMaxConns {
 		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
 	s.netDial = (&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -264,7 +264,7 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 // refused (restart to change them).
 func (s *Server) Swap(snap Snapshot) error {
 	cfg := snap.Config
-	if cfg == nil || (cfg.tools == nil && len(cfg.Tools) > 0) {
+	if cfg == nil || (cfg.compiled == nil && len(cfg.Tools) > 0) {
 		return errors.New("proxy: config was not validated")
 	}
 	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {

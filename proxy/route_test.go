@@ -87,7 +87,7 @@ func TestRoutePrecedence(t *testing.T) {
 		{"GET", "other.example", "443", "/v2/x", "other_host"},
 	}
 	for _, tc := range tests {
-		got, _ := route(cfg.tools, tc.method, tc.host, tc.port, tc.path)
+		got, _ := route(cfg.compiled, tc.method, tc.host, tc.port, tc.path)
 		name := ""
 		if got != nil {
 			name = got.cfg.Name

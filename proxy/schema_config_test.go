@@ -55,7 +55,7 @@ func TestConfigInlineSchemas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vs := cfg.tools[0].schema.Validate(tt.args)
+			vs := cfg.compiled[0].schema.Validate(tt.args)
 			if (vs != nil) != tt.refused {
 				t.Errorf("Validate(%v) = %+v, want refused=%v", tt.args, vs, tt.refused)
 			}

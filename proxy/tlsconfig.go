@@ -19,7 +19,7 @@ func (c *Config) validateTLS() error {
 		if c.Listen.Transparent != "" {
 			return fieldErr("tls.ca_cert", "required when listen.transparent is on: TLS connections are intercepted with certificates this CA signs (create one with `toolgate ca init`)")
 		}
-		for i, tl := range c.tools {
+		for i, tl := range c.compiled {
 			if tl.port == "443" {
 				return fieldErr(fmt.Sprintf("tools[%d].match.host", i), "names port 443, so its calls are HTTPS: set tls.ca_cert and tls.ca_key to intercept them (create a CA with `toolgate ca init`)")
 			}

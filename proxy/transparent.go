@@ -114,7 +114,7 @@ func (tp *transparent) handle(c net.Conn) {
 		c.Close()
 		return
 	}
-	if hasRoutes(st.cfg.tools, sh, sp) || hasRoutes(st.cfg.tools, ah, ap) || st.cfg.Unmatched == UnmatchedDeny {
+	if hasRoutes(st.cfg.compiled, sh, sp) || hasRoutes(st.cfg.compiled, ah, ap) || st.cfg.Unmatched == UnmatchedDeny {
 		tp.s.mitm.ServeTLS(pc, host, &listen.Target{Scheme: "https", Authority: joinAuthority(host, port, "443"), Dial: dial, Kind: "transparent"})
 		return
 	}
