@@ -10,6 +10,10 @@ import (
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/budget"
+	"github.com/toolgate/toolgate/proxy/internal/budgettest"
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/mcpcall"
+	"github.com/toolgate/toolgate/proxy/internal/pipe"
 )
 
 // allowAll is a policy step that allows every call.
@@ -53,7 +57,7 @@ tools:
       tools:
         dry: {dry_run: true}
 `
-	var cfg Config
+	var cfg conf.Config
 	dec := yaml.NewDecoder(strings.NewReader(cfgYAML))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
@@ -63,19 +67,19 @@ tools:
 		t.Fatal(err)
 	}
 	bcfg := budget.Config{Limits: []budget.Limit{{Name: "all", Calls: 10, Window: time.Hour}}}
-	if err := bcfg.Validate([]string{"bare"}, UpstreamKey); err != nil {
+	if err := bcfg.Validate([]string{"bare"}, conf.UpstreamKey); err != nil {
 		t.Fatal(err)
 	}
-	checkers := map[string]Checker{"with_policies": allowAll{}, "mcp_route": allowAll{}}
+	checkers := map[string]pipe.Checker{"with_policies": allowAll{}, "mcp_route": allowAll{}}
 	tests := []struct {
 		name     string
-		snap     Snapshot
-		approver Approver
+		snap     pipe.Snapshot
+		approver conf.Approver
 		want     map[string]string // tool -> its steps
 	}{
 		{
 			name: "schemas and policies",
-			snap: Snapshot{Config: &cfg, Checkers: checkers},
+			snap: pipe.Snapshot{Config: &cfg, Checkers: checkers},
 			want: map[string]string{
 				"bare":          "extract",
 				"schema_only":   "extract → schema",
@@ -87,7 +91,7 @@ tools:
 		},
 		{
 			name:     "approvals and budgets",
-			snap:     Snapshot{Config: &cfg, Budgets: EngineBudgeter(budget.New(&bcfg, nil))},
+			snap:     pipe.Snapshot{Config: &cfg, Budgets: budgettest.Engine(budget.New(&bcfg, nil))},
 			approver: noApproval{},
 			want: map[string]string{
 				"bare":          "extract → approval → budget",
@@ -100,39 +104,39 @@ tools:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			chains := compileChains(&cfg, &tt.snap, tt.approver)
-			for _, tl := range cfg.compiled {
-				want, ok := tt.want[tl.cfg.Name]
+			for _, tl := range cfg.Compiled {
+				want, ok := tt.want[tl.Cfg.Name]
 				if !ok {
 					continue
 				}
-				if got := chains[tl].names(); got != want {
-					t.Errorf("%s: chain %q; want %q", tl.cfg.Name, got, want)
+				if got := chains[tl].Names(); got != want {
+					t.Errorf("%s: chain %q; want %q", tl.Cfg.Name, got, want)
 				}
-				if n := len(chains[tl].answers); (tl.cfg.Name == "answers") != (n == 1) {
-					t.Errorf("%s: %d answer steps", tl.cfg.Name, n)
+				if n := len(chains[tl].Answers); (tl.Cfg.Name == "answers") != (n == 1) {
+					t.Errorf("%s: %d answer steps", tl.Cfg.Name, n)
 				}
 			}
 		})
 	}
 	// The MCP route's dry-run tool has its schema steps wrapped in dryRun;
 	// the route's default steps are not.
-	for _, tl := range cfg.compiled {
-		if tl.mcp == nil {
+	for _, tl := range cfg.Compiled {
+		if tl.MCP == nil {
 			continue
 		}
-		s := buildMCPSchema(&chainEnv{t: tl, snap: &Snapshot{Config: &cfg}}).(*mcpSchemaStep)
-		wrapped := func(steps []requestStep) (n int) {
+		s := mcpcall.BuildMCPSchema(&pipe.ChainEnv{Tool: tl, Snap: &pipe.Snapshot{Config: &cfg}}).(*mcpcall.MCPSchemaStep)
+		wrapped := func(steps []pipe.RequestStep) (n int) {
 			for _, st := range steps {
-				if _, ok := st.(dryRun); ok {
+				if _, ok := st.(pipe.DryRun); ok {
 					n++
 				}
 			}
 			return n
 		}
-		if n := wrapped(s.byTool["dry"]); n != 3 {
+		if n := wrapped(s.ByTool["dry"]); n != 3 {
 			t.Errorf("dry-run tool: %d of its schema steps wrapped in dryRun; want 3 (known, unchecked, validate)", n)
 		}
-		if n := wrapped(s.def); n != 0 {
+		if n := wrapped(s.Def); n != 0 {
 			t.Errorf("default rule: %d steps wrapped in dryRun; want none", n)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/toolgate/toolgate/proxy/internal/conf"
 )
 
 // TestEgressRoutedAs checks when a call routed as a tool's host (by its
@@ -13,15 +15,15 @@ import (
 // header or SNI naming a tool cannot carry a call to a metadata or
 // private address (the transparent listener and sniffed CONNECTs).
 func TestEgressRoutedAs(t *testing.T) {
-	cfg := &Config{Tools: []ToolConfig{
-		{Name: "local", Match: MatchConfig{Host: "localhost:8080", Method: "POST", Path: "/v1/tools"}},
-		{Name: "named", Match: MatchConfig{Host: "tool.test", Method: "POST", Path: "/v1/tools"}},
-		{Name: "literal", Match: MatchConfig{Host: "10.9.9.9", Method: "POST", Path: "/v1/tools"}},
+	cfg := &conf.Config{Tools: []conf.ToolConfig{
+		{Name: "local", Match: conf.MatchConfig{Host: "localhost:8080", Method: "POST", Path: "/v1/tools"}},
+		{Name: "named", Match: conf.MatchConfig{Host: "tool.test", Method: "POST", Path: "/v1/tools"}},
+		{Name: "literal", Match: conf.MatchConfig{Host: "10.9.9.9", Method: "POST", Path: "/v1/tools"}},
 	}}
 	if err := cfg.Validate(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	cfg.aliases.lookup = func(_ context.Context, h string) ([]netip.Addr, error) {
+	cfg.Aliases.Lookup = func(_ context.Context, h string) ([]netip.Addr, error) {
 		if h == "tool.test" {
 			return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil
 		}
@@ -45,11 +47,11 @@ func TestEgressRoutedAs(t *testing.T) {
 		{"other.test", "other.test:443", true},       // dialled as routed: the guard checks it by name
 		{"tool.test", "other.test:443", false},       // another name: checked as itself
 	} {
-		if got := cfg.egressRoutedAs(t.Context(), tc.routed, tc.addr); got != tc.want {
+		if got := cfg.EgressRoutedAs(t.Context(), tc.routed, tc.addr); got != tc.want {
 			t.Errorf("egressRoutedAs(%s, %s) = %v, want %v", tc.routed, tc.addr, got, tc.want)
 		}
 	}
-	hs := cfg.egressToolHosts()
+	hs := cfg.EgressToolHosts()
 	for _, want := range []string{"localhost:8080", "tool.test", "10.9.9.9"} {
 		if !slices.Contains(hs, want) {
 			t.Errorf("egressToolHosts() = %q, want %q among them", hs, want)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/pipe"
 )
 
 // Verdict is what a tool's checks decide for one call, found without
@@ -24,7 +26,7 @@ type Verdict = policies.Verdict
 // origin as the URL. headers are the request headers a caller would send
 // (the agent and session headers, allow-listed headers for policies). Path
 // variables of the tool's template are taken from args.
-func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[string]any, headers http.Header) (Verdict, error) {
+func Evaluate(ctx context.Context, snap pipe.Snapshot, toolName string, args map[string]any, headers http.Header) (Verdict, error) {
 	return EvaluateAt(ctx, snap, toolName, "", args, headers)
 }
 
@@ -36,15 +38,15 @@ func Evaluate(ctx context.Context, snap Snapshot, toolName string, args map[stri
 // for going to another origin than the tool's is refused here too. An
 // empty rawURL is the tool's own origin: https, the tool's host (or
 // upstream.invalid) and port, the path filled from args.
-func EvaluateAt(ctx context.Context, snap Snapshot, toolName, rawURL string, args map[string]any, headers http.Header) (Verdict, error) {
+func EvaluateAt(ctx context.Context, snap pipe.Snapshot, toolName, rawURL string, args map[string]any, headers http.Header) (Verdict, error) {
 	if snap.Config == nil {
 		return Verdict{}, fmt.Errorf("no configuration")
 	}
-	var t *tool
+	var t *conf.Tool
 	var names []string
-	for _, tt := range snap.Config.compiled {
-		names = append(names, tt.cfg.Name)
-		if tt.cfg.Name == toolName {
+	for _, tt := range snap.Config.Compiled {
+		names = append(names, tt.Cfg.Name)
+		if tt.Cfg.Name == toolName {
 			t = tt
 		}
 	}
@@ -52,10 +54,10 @@ func EvaluateAt(ctx context.Context, snap Snapshot, toolName, rawURL string, arg
 		sort.Strings(names)
 		return Verdict{}, fmt.Errorf("no tool named %q; the config has: %s", toolName, strings.Join(names, ", "))
 	}
-	if t.mcp != nil {
+	if t.MCP != nil {
 		return Verdict{}, fmt.Errorf("tool %q is an MCP route: its tools/call are checked against the schemas its server lists; evaluate one of its tools with a recorded or live tools/list (policy eval --tools-list FILE or --live URL, tools_list: in a case file; see docs/mcp.md)", toolName)
 	}
-	method := t.cfg.Match.Method
+	method := t.Cfg.Match.Method
 	if method == "" {
 		method = http.MethodPost
 	}
@@ -86,50 +88,50 @@ func EvaluateAt(ctx context.Context, snap Snapshot, toolName, rawURL string, arg
 	for k, vs := range headers {
 		r.Header[k] = vs
 	}
-	st := &state{Snapshot: snap, cfg: snap.Config}
+	st := &pipe.State{Snapshot: snap, Cfg: snap.Config}
 	if st.PolicyHeaders == nil {
 		st.PolicyHeaders = defaultPolicyHeaders
 	}
-	c := &call{st: st, t: t, start: time.Now(), client: ctx, in: r, target: target, vars: vars, args: args}
-	c.evalCaller(r)
+	c := &pipe.Call{State: st, Tool: t, Start: time.Now(), Client: ctx, In: r, Target: target, Vars: vars, Args: args}
+	evalCaller(c, r)
 	v := Verdict{Allowed: true}
 	// The tool's chain without extraction and dispatch: the steps that
 	// decide a call from its arguments and where it goes (schema,
 	// policies, origin), as a call's run them.
-	if ref := compileChain(t, &st.Snapshot, nil).runEval(ctx, c); ref != nil {
+	if ref := compileChain(t, &st.Snapshot, nil).RunEval(ctx, c); ref != nil {
 		v = refusedVerdict(ref)
 	} else {
-		v.Inject = c.injected()
-		v.Approval = c.ask
+		v.Inject = injected(c)
+		v.Approval = c.Ask
 		if len(v.Inject) > 0 {
-			v.InjectOrigin = t.originText()
+			v.InjectOrigin = originText(t)
 		}
 	}
-	v.DryRun = c.ev.DryRunViolations
-	v.PolicyError = c.ev.PolicyError
+	v.DryRun = c.Event.DryRunViolations
+	v.PolicyError = c.Event.PolicyError
 	return v, nil
 }
 
 // evalRoute puts rawURL in canonical form and routes it as the pipeline
 // does; it is an error unless the call reaches t. It returns the
 // canonical URL the call would go to and its path variables.
-func evalRoute(ctx context.Context, cfg *Config, t *tool, method, rawURL string) (*url.URL, map[string]string, error) {
+func evalRoute(ctx context.Context, cfg *conf.Config, t *conf.Tool, method, rawURL string) (*url.URL, map[string]string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, nil, fmt.Errorf("--url %q: expected an absolute http or https URL, as the service sends it", rawURL)
 	}
-	cn, ref := cfg.canonicalize(ctx, method, u)
+	cn, ref := cfg.Canonicalize(ctx, method, u)
 	if ref != nil {
-		return nil, nil, fmt.Errorf("--url %q: the sidecar refuses it before routing: %s", rawURL, ref.detail)
+		return nil, nil, fmt.Errorf("--url %q: the sidecar refuses it before routing: %s", rawURL, ref.Detail)
 	}
-	got, vars := route(cfg.compiled, cn.method, cn.host, cn.port, cn.path)
+	got, vars := conf.Route(cfg.Compiled, cn.Method, cn.Host, cn.Port, cn.Path)
 	switch {
 	case got == nil:
-		return nil, nil, fmt.Errorf("--url %q: a %s of it matches no tool; tool %q matches %s %s%s", rawURL, cn.method, t.cfg.Name, orAny(t.cfg.Match.Method, "any method"), orAny(t.cfg.Match.Host, "any host"), t.cfg.Match.Path)
+		return nil, nil, fmt.Errorf("--url %q: a %s of it matches no tool; tool %q matches %s %s%s", rawURL, cn.Method, t.Cfg.Name, orAny(t.Cfg.Match.Method, "any method"), orAny(t.Cfg.Match.Host, "any host"), t.Cfg.Match.Path)
 	case got != t:
-		return nil, nil, fmt.Errorf("--url %q: a %s of it is a call of tool %q, not %q", rawURL, cn.method, got.cfg.Name, t.cfg.Name)
+		return nil, nil, fmt.Errorf("--url %q: a %s of it is a call of tool %q, not %q", rawURL, cn.Method, got.Cfg.Name, t.Cfg.Name)
 	}
-	return cn.url(t, u.RawQuery), vars, nil
+	return cn.URL(t, u.RawQuery), vars, nil
 }
 
 // orAny is s, or what its absence means.
@@ -142,29 +144,29 @@ func orAny(s, absent string) string {
 
 // originText says where t's injected headers go, for a verdict: the only
 // origin the sidecar sends them to, and the settings that widen it.
-func (t *tool) originText() string {
+func originText(t *conf.Tool) string {
 	scheme := "https"
-	if t.cfg.InjectOverHTTP {
+	if t.Cfg.InjectOverHTTP {
 		scheme = "https or http"
 	}
-	host := t.host
+	host := t.Host
 	if host == "" {
 		host = "the call's host"
 	}
-	port := t.port
+	port := t.Port
 	switch {
 	case port != "":
-	case t.cfg.InjectOverHTTP:
+	case t.Cfg.InjectOverHTTP:
 		port = "443 or 80"
 	default:
 		port = "443"
 	}
 	s := fmt.Sprintf("%s to %s, port %s, only; elsewhere refused (policy/origin_mismatch)", scheme, host, port)
 	var widen []string
-	if !t.cfg.InjectOverHTTP {
+	if !t.Cfg.InjectOverHTTP {
 		widen = append(widen, "inject_over_http: true allows plain HTTP")
 	}
-	if t.port == "" && t.host != "" {
+	if t.Port == "" && t.Host != "" {
 		widen = append(widen, "a port in match.host another port")
 	}
 	if len(widen) > 0 {
@@ -176,42 +178,42 @@ func (t *tool) originText() string {
 // evalURL is the URL a call of t with args goes to at the tool's own
 // origin: https, the tool's host (or upstream.invalid) and port, and its
 // path template filled from args.
-func evalURL(t *tool, args map[string]any) (*url.URL, map[string]string) {
-	host := t.host
+func evalURL(t *conf.Tool, args map[string]any) (*url.URL, map[string]string) {
+	host := t.Host
 	if host == "" {
 		host = "upstream.invalid"
 	}
-	if t.port != "" {
-		host += ":" + t.port
+	if t.Port != "" {
+		host += ":" + t.Port
 	}
 	vars := map[string]string{}
 	var path strings.Builder
-	for _, seg := range t.tmpl.segs {
+	for _, seg := range t.Tmpl.Segs {
 		path.WriteByte('/')
-		if seg.name == "" {
-			path.WriteString(seg.lit)
+		if seg.Name == "" {
+			path.WriteString(seg.Lit)
 			continue
 		}
-		v := fmt.Sprint(args[seg.name])
-		vars[seg.name] = v
-		path.WriteString(seg.prefix + url.PathEscape(v) + seg.suffix)
+		v := fmt.Sprint(args[seg.Name])
+		vars[seg.Name] = v
+		path.WriteString(seg.Prefix + url.PathEscape(v) + seg.Suffix)
 	}
 	return &url.URL{Scheme: "https", Host: host, Path: path.String()}, vars
 }
 
 // evalCaller sets the event's caller fields from r's headers, as the
 // pipeline does.
-func (c *call) evalCaller(r *http.Request) {
-	cfg := c.st.cfg
-	c.ev.Agent = boundCallerID(r.Header.Get(cfg.Headers.Agent), cfg.Limits.MaxCallerIDBytes)
-	c.ev.Session = boundCallerID(r.Header.Get(cfg.Headers.Session), cfg.Limits.MaxCallerIDBytes)
-	c.ev.TraceID = traceID(r.Header.Get("Traceparent"))
+func evalCaller(c *pipe.Call, r *http.Request) {
+	cfg := c.State.Cfg
+	c.Event.Agent = conf.BoundCallerID(r.Header.Get(cfg.Headers.Agent), cfg.Limits.MaxCallerIDBytes)
+	c.Event.Session = conf.BoundCallerID(r.Header.Get(cfg.Headers.Session), cfg.Limits.MaxCallerIDBytes)
+	c.Event.TraceID = pipe.TraceID(r.Header.Get("Traceparent"))
 }
 
 // refusedVerdict is the verdict of a refusal.
-func refusedVerdict(ref *refusal) Verdict {
-	v := Verdict{Status: refusalStatus(ref), Envelope: ref.envelope(), Code: string(ref.code), Reason: ref.reason, Detail: ref.detail}
-	for _, vi := range ref.violations {
+func refusedVerdict(ref *conf.Refusal) Verdict {
+	v := Verdict{Status: conf.RefusalStatus(ref), Envelope: ref.Envelope(), Code: string(ref.Code), Reason: ref.Reason, Detail: ref.Detail}
+	for _, vi := range ref.Violations {
 		v.Paths = append(v.Paths, vi.Path)
 		v.Messages = append(v.Messages, vi.Message)
 	}
@@ -220,12 +222,12 @@ func refusedVerdict(ref *refusal) Verdict {
 
 // injected lists the headers an allowed call would get upstream, secrets
 // of the configuration shown as "(set)".
-func (c *call) injected() map[string]string {
+func injected(c *pipe.Call) map[string]string {
 	out := map[string]string{}
-	for k := range c.t.inject {
+	for k := range c.Tool.Inject {
 		out[k] = "(set)"
 	}
-	for k, val := range c.inject {
+	for k, val := range c.Inject {
 		out[k] = val
 	}
 	return out

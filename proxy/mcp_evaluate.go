@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/mcpcall"
+	"github.com/toolgate/toolgate/proxy/internal/pipe"
 	"github.com/toolgate/toolgate/proxy/mcp"
-	"github.com/toolgate/toolgate/proxy/mcppin"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -48,7 +50,7 @@ func (discardRecorder) Record(sink.Event) bool { return true }
 // src), the unknown-tool rule, then the route's policies. A refusal's
 // Answer is the JSON-RPC response the caller would get (an isError result,
 // HTTP 200). headers are the request headers the caller would send.
-func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName string, args map[string]any, headers http.Header) (Verdict, error) {
+func EvaluateMCP(ctx context.Context, snap pipe.Snapshot, src MCPTools, toolName string, args map[string]any, headers http.Header) (Verdict, error) {
 	if snap.Config == nil {
 		return Verdict{}, errors.New("no configuration")
 	}
@@ -69,17 +71,17 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 		if port == "" {
 			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 		}
-		if rt, _ := route(snap.Config.compiled, http.MethodPost, strings.ToLower(u.Hostname()), port, u.EscapedPath()); rt != t {
-			return Verdict{}, fmt.Errorf("route %q does not match %s: give the URL its calls go to", t.cfg.Name, u.Redacted())
+		if rt, _ := conf.Route(snap.Config.Compiled, http.MethodPost, strings.ToLower(u.Hostname()), port, u.EscapedPath()); rt != t {
+			return Verdict{}, fmt.Errorf("route %q does not match %s: give the URL its calls go to", t.Cfg.Name, u.Redacted())
 		}
 		target = u
-		ctx = snap.Config.guarded(ctx, strings.ToLower(u.Hostname()), port)
+		ctx = snap.Config.Guarded(ctx, strings.ToLower(u.Hostname()), port)
 	}
 	s, err := New(snap, Options{Recorder: discardRecorder{}})
 	if err != nil {
 		return Verdict{}, err
 	}
-	defer s.transport.CloseIdleConnections()
+	defer s.Transport.CloseIdleConnections()
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), http.NoBody)
 	if err != nil {
 		return Verdict{}, err
@@ -87,70 +89,66 @@ func EvaluateMCP(ctx context.Context, snap Snapshot, src MCPTools, toolName stri
 	for k, vs := range headers {
 		r.Header[k] = vs
 	}
-	c := &call{s: &s.host, st: s.state.Load(), t: t, start: time.Now(), client: ctx, in: r, target: target}
-	c.ch = c.st.chains[t]
-	c.evalCaller(r)
-	m := &mcpCall{c: c, route: t.mcp, server: target.Host + target.EscapedPath(),
-		key: target.Scheme + "://" + target.Host + target.EscapedPath(), pinKey: mcppin.ServerKey(target)}
-	m.privKey = m.key + "|auth:" + mcp.AuthContext(r)
-	m.srv = s.mcp.Resolve(m.key, m.privKey)
-	m.stateless = mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))
-	c.mcp = m
+	c := &pipe.Call{Host: &s.Host, State: s.state.Load(), Tool: t, Start: time.Now(), Client: ctx, In: r, Target: target}
+	c.Chain = c.State.Chains[t]
+	evalCaller(c, r)
+	m := mcpcall.NewCall(c, &s.MCPHost, r, target)
+	m.Stateless = mcp.IsStateless(r.Header.Get(mcp.HeaderProtocol))
 	if src.Live != "" {
-		err := c.fetchTools(r, target, nil)
-		if err != nil && !m.stateless && r.Header.Get(mcp.HeaderSession) == "" {
+		err := mcpcall.FetchTools(c, r, target, nil)
+		if err != nil && !m.Stateless && r.Header.Get(mcp.HeaderSession) == "" {
 			// A server of the session era lists tools only in a session.
-			sid, serr := c.openSession(ctx, r, target)
+			sid, serr := openSession(c, ctx, r, target)
 			if serr != nil {
-				return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w; opening a session: %w", m.server, err, serr)
+				return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w; opening a session: %w", m.Server, err, serr)
 			}
-			defer c.closeSession(r, target)
+			defer closeSession(c, r, target)
 			r.Header.Set(mcp.HeaderSession, sid)
-			err = c.fetchTools(r, target, nil)
+			err = mcpcall.FetchTools(c, r, target, nil)
 		}
 		if err != nil {
-			return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w", m.server, err)
+			return Verdict{}, fmt.Errorf("listing the tools of MCP server %s: %w", m.Server, err)
 		}
 	} else {
-		res, err := mcp.ParseToolsList(src.List, t.mcp.cfg.MaxMessageBytes)
+		res, err := mcp.ParseToolsList(src.List, t.MCP.Cfg.MaxMessageBytes)
 		if err != nil {
 			return Verdict{}, err
 		}
-		m.learnList(res, readPinDefs(res.Raw), true)
+		m.LearnList(res, mcpcall.ReadPinDefs(res.Raw), true)
 	}
-	m.listedOnly = true
+	m.ListedOnly = true
 	params, err := json.Marshal(map[string]any{"name": toolName, "arguments": args})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("arguments: %w", err)
 	}
 	msg := &mcp.Message{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: mcp.MethodToolsCall, Params: params}
-	c.ev.Inspected = true
+	c.Event.Inspected = true
 	v := Verdict{Allowed: true}
-	if ref := c.checkToolCall(ctx, msg); ref != nil {
+	if ref := mcpcall.CheckToolCall(c, ctx, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
-		v.Answer = mcp.ToolError(msg.ID, refusalText(ref), v.Envelope, m.stateless, m.srv.PlainResult(toolName))
+		v.Answer = mcp.ToolError(msg.ID, mcpcall.RefusalText(ref), v.Envelope, m.Stateless, m.Srv.PlainResult(toolName))
 	} else {
-		v.Inject = c.injected()
+		v.Inject = injected(c)
 	}
-	if !c.ev.Inspected {
+	if !c.Event.Inspected {
 		v.Unchecked = true
 	}
-	v.DryRun = c.ev.DryRunViolations
-	v.PolicyError = c.ev.PolicyError
+	v.DryRun = c.Event.DryRunViolations
+	v.PolicyError = c.Event.PolicyError
 	return v, nil
 }
 
 // mcpRouteNamed returns the MCP route called name, or the only one.
-func mcpRouteNamed(cfg *Config, name string) (*tool, error) {
-	var found []*tool
+func mcpRouteNamed(cfg *conf.Config, name string) (*conf.Tool, error) {
+	var found []*conf.Tool
 	var names []string
-	for _, t := range cfg.compiled {
-		if t.mcp == nil {
+	for _, t := range cfg.Compiled {
+		if t.MCP == nil {
 			continue
 		}
-		names = append(names, t.cfg.Name)
-		if name == "" || t.cfg.Name == name {
+		names = append(names, t.Cfg.Name)
+		if name == "" || t.Cfg.Name == name {
 			found = append(found, t)
 		}
 	}
@@ -173,8 +171,8 @@ const evalProtocolVersion = "2025-11-25"
 // mcpRequest sends one message of a live evaluation to the server, with
 // r's headers and the route's inject_headers, and returns the answer's
 // status, headers and body (at most the route's max_message_bytes).
-func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL, method string, body []byte) (*http.Response, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.t.cfg.Timeout)
+func mcpRequest(c *pipe.Call, ctx context.Context, r *http.Request, target *url.URL, method string, body []byte) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Tool.Cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
 	if err != nil {
@@ -183,14 +181,14 @@ func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL,
 	for k, vs := range r.Header {
 		req.Header[k] = vs
 	}
-	cleanRequestHeaders(req.Header, true)
-	resp, err := c.sendOwn(req)
+	pipe.CleanRequestHeaders(req.Header, true)
+	resp, err := mcpcall.SendOwn(c, req)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	limit := mcpOf(c).route.cfg.MaxMessageBytes
-	b, err := readUpTo(resp.Body, resp.ContentLength, int64(limit))
+	limit := mcpcall.MCPOf(c).Route.Cfg.MaxMessageBytes
+	b, err := conf.ReadUpTo(resp.Body, resp.ContentLength, int64(limit))
 	if err != nil && !mcp.IsEventStream(resp.Header.Get("Content-Type")) {
 		return nil, nil, err
 	}
@@ -204,11 +202,11 @@ func (c *call) mcpRequest(ctx context.Context, r *http.Request, target *url.URL,
 // live evaluation (initialize, then notifications/initialized) and
 // returns its id. It sets r's MCP-Protocol-Version to the version the
 // server chose.
-func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL) (string, error) {
+func openSession(c *pipe.Call, ctx context.Context, r *http.Request, target *url.URL) (string, error) {
 	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "toolgate-init", "method": "initialize", "params": map[string]any{
 		"protocolVersion": evalProtocolVersion, "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "toolgate-policy-eval", "version": "1"}}})
-	resp, body, err := c.mcpRequest(ctx, r, target, http.MethodPost, init)
+	resp, body, err := mcpRequest(c, ctx, r, target, http.MethodPost, init)
 	if err != nil {
 		return "", err
 	}
@@ -231,7 +229,7 @@ func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL
 		}
 	}
 	if mcp.IsEventStream(resp.Header.Get("Content-Type")) {
-		sr := mcp.NewSSEReader(mcpOf(c).route.cfg.MaxMessageBytes, take)
+		sr := mcp.NewSSEReader(mcpcall.MCPOf(c).Route.Cfg.MaxMessageBytes, take)
 		sr.Feed(body)
 		sr.Feed([]byte("\n\n"))
 	} else {
@@ -240,7 +238,7 @@ func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL
 	r.Header.Set(mcp.HeaderSession, sid)
 	r.Header.Set(mcp.HeaderProtocol, version)
 	note, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	resp, _, err = c.mcpRequest(ctx, r, target, http.MethodPost, note)
+	resp, _, err = mcpRequest(c, ctx, r, target, http.MethodPost, note)
 	if err != nil {
 		return "", err
 	}
@@ -252,8 +250,8 @@ func (c *call) openSession(ctx context.Context, r *http.Request, target *url.URL
 
 // closeSession ends a live evaluation's session (DELETE, as the transport
 // asks of a client that is done); its answer does not matter.
-func (c *call) closeSession(r *http.Request, target *url.URL) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.t.cfg.Timeout)
+func closeSession(c *pipe.Call, r *http.Request, target *url.URL) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.Tool.Cfg.Timeout)
 	defer cancel()
-	_, _, _ = c.mcpRequest(ctx, r, target, http.MethodDelete, nil)
+	_, _, _ = mcpRequest(c, ctx, r, target, http.MethodDelete, nil)
 }

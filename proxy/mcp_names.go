@@ -1,55 +1,12 @@
 package proxy
 
-import (
-	"maps"
-	"slices"
-	"strconv"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/toolgate/toolgate/proxy/mcp"
-)
-
-// Names of MCP tools that the configuration gives (a route's mcp.tools,
-// and the names rules outside this section give: Snapshot.ServerToolNames)
-// can only be checked when a server lists its tools. Each complete
-// tools/list answer a route sees is checked against them: a name no server
-// lists is logged (a warning, once, and again when it is listed), counted
-// in toolgate_proxy_mcp_unlisted_names, and shown by UnlistedNames (the
-// sidecar's /status). It is not refused: a server may list a tool later,
-// and its calls stay checked either way.
-
-// UnlistedName is a configured MCP tool name that the servers which listed
-// their tools do not list.
-type UnlistedName = mcp.UnlistedName
-
-// newNameWatch returns the watch of a snapshot; nil when it watches
-// nothing.
-func newNameWatch(cfg *Config, shared []string) *mcp.NameWatch {
-	own, field := map[string][]string{}, map[string]string{}
-	routes := 0
-	for i, t := range cfg.compiled {
-		if t.mcp == nil {
-			continue
-		}
-		routes++
-		field[t.cfg.Name] = "tools[" + strconv.Itoa(i) + "].mcp.tools"
-		own[t.cfg.Name] = slices.Sorted(maps.Keys(t.mcp.tools))
-	}
-	if routes == 0 {
-		return nil
-	}
-	return mcp.NewNameWatch(shared, own, field)
-}
+import "github.com/toolgate/toolgate/proxy/internal/mcpcall"
 
 // UnlistedNames are the configured MCP tool names that the servers which
 // listed their tools since the configuration took effect do not list.
-func (s *Server) UnlistedNames() []UnlistedName {
+func (s *Server) UnlistedNames() []mcpcall.UnlistedName {
 	if st := s.state.Load(); st != nil {
-		return st.names.Names()
+		return st.Names.Names()
 	}
 	return nil
 }
-
-// unlistedDesc describes toolgate_proxy_mcp_unlisted_names.
-var unlistedDesc = prometheus.NewDesc("toolgate_proxy_mcp_unlisted_names",
-	"Configured MCP tool names (a route's mcp.tools, approvals.tools) that no server listing its tools lists.", nil, nil)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +18,8 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/egress"
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/pipe"
 	"github.com/toolgate/toolgate/proxy/listen"
 	"github.com/toolgate/toolgate/proxy/tlsca"
 	"github.com/toolgate/toolgate/proxy/upstream"
@@ -48,15 +49,15 @@ const ReasonNotIntercepted = "not_intercepted"
 
 // newInterceptor returns the interceptor, whose requests serveIntercepted
 // runs through the pipeline.
-func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *listen.Interceptor {
+func newInterceptor(s *Server, ca *tlsca.CA, lim conf.LimitsConfig) *listen.Interceptor {
 	return listen.NewInterceptor(ca, s.serveIntercepted, listen.Intercept{
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		IdleTimeout:       lim.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
 		Handshake: func(c net.Conn, host string, t *listen.Target, err error) {
 			if err != nil {
 				s.tlsm.conns.WithLabelValues(t.Kind, "handshake_failed").Inc()
-				s.logLimited(&s.tlsm.handshakeLog, slog.LevelWarn, "TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
+				s.LogLimited(&s.tlsm.handshakeLog, slog.LevelWarn, "TLS handshake with an intercepted client failed; does the client trust toolgate's CA (toolgate ca bundle)?",
 					"listener", t.Kind, "host", host, "client", c.RemoteAddr().String(), "err", err)
 				return
 			}
@@ -68,7 +69,7 @@ func newInterceptor(s *Server, ca *tlsca.CA, lim LimitsConfig) *listen.Intercept
 // serveIntercepted runs one decrypted (or redirected plain) request through the
 // pipeline.
 func (s *Server) serveIntercepted(w http.ResponseWriter, r *http.Request, t *listen.Target) {
-	listen.BodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
+	listen.BodyDeadline(w, r, s.state.Load().Cfg.Limits.BodyTimeout)
 	authority := t.Authority
 	if authority == "" { // plain HTTP on the transparent listener: the Host header routes
 		h := r.Host
@@ -79,36 +80,13 @@ func (s *Server) serveIntercepted(w http.ResponseWriter, r *http.Request, t *lis
 		if err != nil {
 			hh, p = strings.Trim(h, "[]"), t.Port
 		}
-		authority = joinAuthority(hh, p, "80")
+		authority = conf.JoinAuthority(hh, p, "80")
 	}
 	u := &url.URL{Scheme: t.Scheme, Host: authority, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	if t.Dial != "" {
 		r = r.WithContext(upstream.WithDialAddr(r.Context(), t.Dial))
 	}
-	writeResponse(w, s.handle(r, t.Kind, u))
-}
-
-// joinAuthority is host:port, without the port when it is the scheme's
-// default.
-func joinAuthority(host, port, defaultPort string) string {
-	if port == "" || port == defaultPort {
-		if strings.Contains(host, ":") {
-			return "[" + host + "]"
-		}
-		return host
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// hasRoutes reports whether any tool may match calls to host:port.
-func hasRoutes(tools []*tool, host, port string) bool {
-	host = strings.ToLower(strings.Trim(host, "[]"))
-	for _, t := range tools {
-		if (t.host == "" || t.host == host) && (t.port == "" || t.port == port) {
-			return true
-		}
-	}
-	return false
+	writeResponse(w, s.Handle(r, t.Kind, u))
 }
 
 // decideConnect decides a CONNECT to hostport, by its canonical host and
@@ -117,34 +95,34 @@ func hasRoutes(tools []*tool, host, port string) bool {
 // (a tunnel would skip the checks), when the host or port is ambiguous, or
 // when no tool matches and unmatched calls are denied; tunnelled otherwise
 // (sniffed first when tools name hosts: sniffConnect).
-func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) (listen.ConnectAction, *refusal) {
-	host, port, ok := canonConnect(ctx, st.cfg, hostport)
+func (s *Server) decideConnect(ctx context.Context, st *pipe.State, hostport string) (listen.ConnectAction, *conf.Refusal) {
+	host, port, ok := canonConnect(ctx, st.Cfg, hostport)
 	if !ok {
-		return listen.ConnectRefuse, ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
+		return listen.ConnectRefuse, conf.Ambiguous("CONNECT to " + hostport + ": the host or port is not one toolgate can read unambiguously")
 	}
-	if hasRoutes(st.cfg.compiled, host, port) {
+	if conf.HasRoutes(st.Cfg.Compiled, host, port) {
 		if s.mitm != nil {
 			return listen.ConnectIntercept, nil
 		}
-		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
+		return listen.ConnectRefuse, conf.Refuse(bucketing.CodePolicy, ReasonNotIntercepted,
 			"CONNECT to "+hostport+" refused: tools match this host, and its HTTPS calls cannot be checked without a CA (set tls.ca_cert and tls.ca_key)", nil)
 	}
-	if st.cfg.Unmatched == UnmatchedDeny {
-		return listen.ConnectRefuse, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+	if st.Cfg.Unmatched == conf.UnmatchedDeny {
+		return listen.ConnectRefuse, conf.Refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 			"CONNECT to "+hostport+" refused: it matches no tool and unmatched calls are denied (unmatched: pass lets them through)", nil)
 	}
 	// The egress guard, so that a refusal is answered with its envelope:
 	// goproxy's own tunnel dial checks again (and dials only what it
 	// checked), and a name that answers differently then is still refused
 	// (tunnelled records it). A sniffed tunnel is checked by its dial.
-	if !st.cfg.namesHosts() && st.guard != nil {
+	if !namesHosts(st.Cfg) && st.Guard != nil {
 		rh, rp, err := net.SplitHostPort(hostport)
 		if err != nil {
 			rh, rp = hostport, "443"
 		}
-		if _, err := st.guard.Check(ctx, rh, rp); err != nil {
+		if _, err := st.Guard.Check(ctx, rh, rp); err != nil {
 			if de := (*egress.DeniedError)(nil); errors.As(err, &de) {
-				return listen.ConnectRefuse, refuse(de.Code(), de.Reason(), de.Detail(), nil)
+				return listen.ConnectRefuse, conf.Refuse(de.Code(), de.Reason(), de.Detail(), nil)
 			}
 		}
 	}
@@ -154,7 +132,7 @@ func (s *Server) decideConnect(ctx context.Context, st *state, hostport string) 
 // canonConnect returns the canonical host (placed among tool hosts) and
 // port of a CONNECT's or a redirected connection's destination; the port
 // defaults to 443.
-func canonConnect(ctx context.Context, cfg *Config, hostport string) (host, port string, ok bool) {
+func canonConnect(ctx context.Context, cfg *conf.Config, hostport string) (host, port string, ok bool) {
 	h, p, err := net.SplitHostPort(hostport)
 	if err != nil {
 		h, p = hostport, ""
@@ -165,15 +143,15 @@ func canonConnect(ctx context.Context, cfg *Config, hostport string) (host, port
 	if port, ok = canonical.Port(p, "https"); !ok {
 		return "", "", false
 	}
-	host, ok = cfg.aliases.place(ctx, host, cfg.isToolHost)
+	host, ok = cfg.Aliases.Place(ctx, host, cfg.IsToolHost)
 	return host, port, ok
 }
 
 // namesHosts reports whether any tool names a host: only then can a
 // tunnel carry calls meant for a tool under another address.
-func (c *Config) namesHosts() bool {
-	for _, t := range c.compiled {
-		if t.host != "" {
+func namesHosts(c *conf.Config) bool {
+	for _, t := range c.Compiled {
+		if t.Host != "" {
 			return true
 		}
 	}
@@ -191,7 +169,7 @@ func (s *Server) interceptConnect(c net.Conn, hostport string) {
 	if err != nil {
 		host, port = hostport, "443"
 	}
-	s.mitm.ServeTLS(c, strings.Trim(host, "[]"), &listen.Target{Scheme: "https", Authority: joinAuthority(strings.Trim(host, "[]"), port, "443"), Kind: "forward"})
+	s.mitm.ServeTLS(c, strings.Trim(host, "[]"), &listen.Target{Scheme: "https", Authority: conf.JoinAuthority(strings.Trim(host, "[]"), port, "443"), Kind: "forward"})
 }
 
 // sniffConnect answers a hijacked CONNECT to a host no tool matches, while
@@ -208,23 +186,23 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 	c.SetDeadline(time.Now().Add(listen.HandshakeTimeout))
 	// Dial first, so that a destination that cannot be reached is
 	// answered as the failure it is rather than with a 200.
-	h, p, _ := canonConnect(r.Context(), st.cfg, hostport)
-	up, err := s.dial(st.cfg.guarded(context.Background(), h, p), "tcp", hostport)
+	h, p, _ := canonConnect(r.Context(), st.Cfg, hostport)
+	up, err := s.dial(st.Cfg.Guarded(context.Background(), h, p), "tcp", hostport)
 	if de := (*egress.DeniedError)(nil); errors.As(err, &de) {
-		s.connect(st, r, hostport, refuse(de.Code(), de.Reason(), de.Detail(), nil)).Write(c)
+		s.connect(st, r, hostport, conf.Refuse(de.Code(), de.Reason(), de.Detail(), nil)).Write(c)
 		c.Close()
 		return
 	}
-	if errors.Is(err, errOtherName) {
-		s.connect(st, r, hostport, refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
+	if errors.Is(err, conf.ErrOtherName) {
+		s.connect(st, r, hostport, conf.Refuse(bucketing.CodePolicy, bucketing.ReasonNotAllowlist,
 			"CONNECT to "+hostport+" refused: it reached a loopback host tools name, under another name", nil)).Write(c)
 		c.Close()
 		return
 	}
 	if err != nil {
 		ref := s.tunnelled(st, "connect", r, hostport, err)
-		body := bucketing.Refusal(ref.code, ref.reason, ref.detail, nil).Marshal()
-		envelopeResponse(r, http.StatusBadGateway, string(ref.code), nil, body).Write(c)
+		body := bucketing.Refusal(ref.Code, ref.Reason, ref.Detail, nil).Marshal()
+		pipe.EnvelopeResponse(r, http.StatusBadGateway, string(ref.Code), nil, body).Write(c)
 		c.Close()
 		return
 	}
@@ -253,27 +231,27 @@ func (s *Server) sniffConnect(c net.Conn, r *http.Request, hostport string) {
 	if first[0] == listen.RecordTypeHandshake {
 		sni, hello, err := listen.ReadClientHello(br)
 		if err != nil {
-			s.connect(st, r, hostport, ambiguous("CONNECT to "+hostport+" carries bytes that start like TLS but hold no ClientHello"))
+			s.connect(st, r, hostport, conf.Ambiguous("CONNECT to "+hostport+" carries bytes that start like TLS but hold no ClientHello"))
 			c.Close()
 			return
 		}
 		pc = listen.Prefixed(c, io.MultiReader(bytes.NewReader(hello), br))
 		if sni != "" {
-			h, p, ok := canonConnect(r.Context(), st.cfg, net.JoinHostPort(sni, port))
+			h, p, ok := canonConnect(r.Context(), st.Cfg, net.JoinHostPort(sni, port))
 			switch {
 			case !ok:
-				s.connect(st, r, hostport, ambiguous("CONNECT to "+hostport+" carries TLS for a server name toolgate cannot read unambiguously"))
+				s.connect(st, r, hostport, conf.Ambiguous("CONNECT to "+hostport+" carries TLS for a server name toolgate cannot read unambiguously"))
 				c.Close()
 				return
-			case hasRoutes(st.cfg.compiled, h, p) && s.mitm == nil:
-				s.connect(st, r, hostport, refuse(bucketing.CodePolicy, ReasonNotIntercepted,
+			case conf.HasRoutes(st.Cfg.Compiled, h, p) && s.mitm == nil:
+				s.connect(st, r, hostport, conf.Refuse(bucketing.CodePolicy, ReasonNotIntercepted,
 					"CONNECT to "+hostport+" refused: it carries TLS for "+h+", a host tools match, and its calls cannot be checked without a CA", nil))
 				c.Close()
 				return
-			case hasRoutes(st.cfg.compiled, h, p):
+			case conf.HasRoutes(st.Cfg.Compiled, h, p):
 				s.tlsm.conns.WithLabelValues("connect", "sni_intercepted").Inc()
 				up.Close()
-				s.mitm.ServeTLS(pc, sni, &listen.Target{Scheme: "https", Authority: joinAuthority(sni, port, "443"), Dial: hostport, Kind: "forward"})
+				s.mitm.ServeTLS(pc, sni, &listen.Target{Scheme: "https", Authority: conf.JoinAuthority(sni, port, "443"), Dial: hostport, Kind: "forward"})
 				return
 			}
 		}
@@ -298,23 +276,7 @@ type tlsMetrics struct {
 	loops  prometheus.Counter
 	minted prometheus.Collector // nil without a CA
 
-	handshakeLog, loopLog logLimit
-}
-
-// logLimit lets one log line through per second; the metrics count them all.
-type logLimit struct {
-	mu   sync.Mutex
-	last time.Time
-}
-
-func (l *logLimit) allow() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.last) < time.Second {
-		return false
-	}
-	l.last = time.Now()
-	return true
+	handshakeLog, loopLog pipe.LogLimit
 }
 
 // logLimited logs msg unless lim let a line through in the last second.

@@ -73,8 +73,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,73 +83,18 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
-	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/egress"
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/mcpcall"
+	"github.com/toolgate/toolgate/proxy/internal/pipe"
 	"github.com/toolgate/toolgate/proxy/listen"
-	"github.com/toolgate/toolgate/proxy/mcp"
 	"github.com/toolgate/toolgate/proxy/upstream"
-	"github.com/toolgate/toolgate/sink"
 )
-
-// HeaderEnvelope is the request header by which a caller asks for the envelope.
-const HeaderEnvelope = "X-Toolgate-Envelope"
-
-// HeaderErrorCode carries error.code on every answer toolgate made itself or
-// rewrote as a failure.
-const HeaderErrorCode = "X-Toolgate-Error-Code"
-
-// Recorder receives one event per call. The pipeline calls Record before
-// the caller has the last byte of its answer: a refusal or an envelope
-// before its first byte, a raw answer when upstream's body has been read
-// to its end (or its declared length), before its last bytes go out. So a
-// Record that returns once the event is written (sink.Queue) makes every
-// answered call's event survive a crash of the process. Record may wait
-// for that, but only for a bounded time, never for a destination such as
-// ClickHouse; it reports whether the event was kept.
-type Recorder interface {
-	Record(e sink.Event) bool
-}
-
-// Checker is the policy step: it decides a call whose arguments passed the
-// schema. policies.Set satisfies it.
-type Checker interface {
-	Check(ctx context.Context, in *policies.Input) policies.Decision
-}
-
-// Snapshot is one compiled configuration: everything a call is decided by.
-// Reload swaps it whole; a call runs start to end on the snapshot it
-// started with.
-type Snapshot struct {
-	// Config is the validated proxy configuration.
-	Config *Config
-	// Checkers holds each tool's policy step by tool name; a tool without
-	// an entry has no policies.
-	Checkers map[string]Checker
-	// AnswerCheckers holds each tool's answer policies (answer.policies)
-	// by tool name; a tool without an entry has no answer policy step.
-	AnswerCheckers map[string]AnswerChecker
-	// PolicyHeaders are the request headers (lower-case names) policies may
-	// see in input.request.headers. Default: content-type and user-agent.
-	PolicyHeaders []string
-	// Version is the content hash of the configuration and its schemas,
-	// recorded in every event.
-	Version string
-	// PolicyVersion is the content hash of every policy loaded, recorded in
-	// every event.
-	PolicyVersion string
-	// Budgets is the budget step (budgets, loop breaking, upstream rate
-	// limits), or nil when none is configured: then calls skip it.
-	Budgets Budgeter
-	// ServerToolNames are MCP tool names that rules outside the proxy's
-	// section give (approvals.tools entries that are no HTTP tool), checked
-	// against the tools MCP servers list (mcp_names.go). Default: none.
-	ServerToolNames []string
-}
 
 // Options are the proxy's collaborators, supplied by the composition root.
 type Options struct {
 	// Recorder receives the events. Required.
-	Recorder Recorder
+	Recorder pipe.Recorder
 	// Logger receives operational logs; it never sees argument values.
 	// Default: discard.
 	Logger *slog.Logger
@@ -159,10 +102,10 @@ type Options struct {
 	Sidecar string
 	// Tracer receives every finished call for a span. Default nil: no
 	// tracing, and no cost beyond a nil check per call.
-	Tracer Tracer
+	Tracer pipe.Tracer
 	// Approver is the approval step (approval.go); nil: no call needs
 	// approval.
-	Approver Approver
+	Approver conf.Approver
 	// MaxCallerConns is how many caller connections the listeners may
 	// hold together: what the process's descriptor limit leaves for them
 	// (each call in progress holds its caller's and its upstream's). When
@@ -172,7 +115,7 @@ type Options struct {
 	// Events, when set, refuses calls whose events cannot be kept
 	// (events.on_write_failure: refuse; see EventGate). Default nil: calls
 	// are answered whatever becomes of their events.
-	Events EventGate
+	Events pipe.EventGate
 	// EgressResolver resolves every upstream destination toolgate dials:
 	// those the egress guard checks (proxy/egress), and the tool hosts it
 	// dials as given. Default nil: the system resolver. Tests set it to
@@ -183,36 +126,27 @@ type Options struct {
 
 // Server runs the listeners and the pipeline behind them.
 type Server struct {
-	host     // what its calls use of it
-	mcpHost  // what its MCP routes' calls keep for the server's life
-	state    atomic.Pointer[state]
-	tlsm     *tlsMetrics
-	connm    *listen.CapMetrics
-	capLog   logLimit                                                          // one log line a second for connections over the cap
-	own      upstream.Conns                                                    // upstream connections, for loop detection
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
-	mitm     *listen.Interceptor                                               // nil without a CA
-	tproxy   *transparent                                                      // nil when transparent mode is off
-	approver Approver                                                          // nil when no call needs approval
-	conns    *listen.Conns                                                     // every listener's caller connections
+	pipe.Host       // what its calls use of it
+	mcpcall.MCPHost // what its MCP routes' calls keep for the server's life
+	state           atomic.Pointer[pipe.State]
+	tlsm            *tlsMetrics
+	connm           *listen.CapMetrics
+	capLog          pipe.LogLimit                                                     // one log line a second for connections over the cap
+	own             upstream.Conns                                                    // upstream connections, for loop detection
+	dial            func(ctx context.Context, network, addr string) (net.Conn, error) // upstream dialer
+	mitm            *listen.Interceptor                                               // nil without a CA
+	tproxy          *transparent                                                      // nil when transparent mode is off
+	approver        conf.Approver                                                     // nil when no call needs approval
+	conns           *listen.Conns                                                     // every listener's caller connections
 	// netDial connects to an address checked by the egress guard;
 	// egressResolver is the guard's resolver (nil: the system's).
 	netDial        upstream.DialFunc
 	egressResolver egress.Resolver
-	egressLog      logLimit
+	egressLog      pipe.LogLimit
 
 	mu        sync.Mutex
 	listeners []*listener
 	servers   []listen.HTTPServer
-}
-
-// state is the snapshot in force, with per-call lookups precomputed.
-type state struct {
-	Snapshot
-	cfg    *Config
-	names  *mcp.NameWatch   // nil: no MCP route
-	chains map[*tool]*chain // each tool's steps, compiled for this snapshot (chain.go)
-	guard  *egress.Guard    // the egress guard of this snapshot's tool hosts and egress section
 }
 
 type listener struct {
@@ -222,8 +156,8 @@ type listener struct {
 }
 
 // New returns a Server for a snapshot whose Config was validated.
-func New(snap Snapshot, opts Options) (*Server, error) {
-	if snap.Config == nil || (snap.Config.compiled == nil && len(snap.Config.Tools) > 0) {
+func New(snap pipe.Snapshot, opts Options) (*Server, error) {
+	if snap.Config == nil || (snap.Config.Compiled == nil && len(snap.Config.Tools) > 0) {
 		return nil, errors.New("proxy: config was not validated")
 	}
 	if opts.Recorder == nil {
@@ -234,10 +168,10 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{approver: opts.Approver, tlsm: newTLSMetrics(), connm: listen.NewCapMetrics()}
-	s.host = host{rec: opts.Recorder, tracer: opts.Tracer, log: log, sidecar: opts.Sidecar, metrics: newMetrics(), events: opts.Events, eventsLost: newEventsUnavailable(), mcpHandle: s.mcpHost.handle}
+	s.Host = pipe.Host{Rec: opts.Recorder, Tracer: opts.Tracer, Log: log, Sidecar: opts.Sidecar, Metrics: pipe.NewMetrics(), Events: opts.Events, EventsLost: pipe.NewEventsUnavailable(), MCPHandle: s.MCPHost.Handle}
 	s.conns = listen.NewConns(0)
-	s.pins = newMCPPins(snap.Config)
-	if opts.MaxCallerConns > 0 && !snap.Config.Limits.explicitMaxConns {
+	s.Pins = mcpcall.NewMCPPins(snap.Config)
+	if opts.MaxCallerConns > 0 && !snap.Config.Limits.ExplicitMaxConns {
 		s.conns = listen.NewConns(opts.MaxCallerConns)
 	}
 	s.netDial = (&net.Dialer{Timeout: snap.Config.Upstream.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -246,8 +180,8 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 		s.netDial = resolvingDial(r, s.netDial)
 	}
 	s.dial = s.egressDialer()
-	s.transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.Upstream(), s.dial)
-	s.upstream = upstream.New(s.transport, s.dial)
+	s.Transport = upstream.NewStd(snap.Config.Upstream.MaxIdleConnsPerHost, snap.Config.TLS.Upstream(), s.dial)
+	s.Upstream = upstream.New(s.Transport, s.dial)
 	if ca := snap.Config.TLS.CA(); ca != nil {
 		s.mitm = newInterceptor(s, ca, snap.Config.Limits)
 		s.tlsm.withCA(ca)
@@ -262,38 +196,38 @@ func New(snap Snapshot, opts Options) (*Server, error) {
 // calls under way finish with the one they started with. Listener addresses
 // and transport settings are fixed at start: a snapshot that changes them is
 // refused (restart to change them).
-func (s *Server) Swap(snap Snapshot) error {
+func (s *Server) Swap(snap pipe.Snapshot) error {
 	cfg := snap.Config
-	if cfg == nil || (cfg.compiled == nil && len(cfg.Tools) > 0) {
+	if cfg == nil || (cfg.Compiled == nil && len(cfg.Tools) > 0) {
 		return errors.New("proxy: config was not validated")
 	}
-	if old := s.state.Load(); old != nil && !sameListeners(old.cfg, cfg) {
+	if old := s.state.Load(); old != nil && !sameListeners(old.Cfg, cfg) {
 		return errors.New("listen and upstream settings changed (or listen.server, limits.max_conns, read_header_timeout, idle_timeout): they take effect only on restart")
-	} else if old != nil && !sameTLS(old.cfg, cfg) {
+	} else if old != nil && !sameTLS(old.Cfg, cfg) {
 		return errors.New("tls settings, their files or listen.transparent changed: they take effect only on restart")
 	}
 	if cfg.TLS.InsecureSkipVerify {
-		s.log.Warn("tls.insecure_skip_verify is on: upstream TLS certificates are NOT verified, so anyone on the path can read and change tool calls; use it for test rigs only")
+		s.Log.Warn("tls.insecure_skip_verify is on: upstream TLS certificates are NOT verified, so anyone on the path can read and change tool calls; use it for test rigs only")
 	}
 	if snap.PolicyHeaders == nil {
 		snap.PolicyHeaders = defaultPolicyHeaders
 	}
-	if err := s.pins.load(cfg); err != nil {
+	if err := s.Pins.Load(cfg); err != nil {
 		return err
 	}
-	st := &state{Snapshot: snap, cfg: cfg, names: newNameWatch(cfg, snap.ServerToolNames)}
-	st.chains = compileChains(cfg, &st.Snapshot, s.approver)
-	for t, ch := range st.chains {
+	st := &pipe.State{Snapshot: snap, Cfg: cfg, Names: mcpcall.NewNameWatch(cfg, snap.ServerToolNames)}
+	st.Chains = compileChains(cfg, &st.Snapshot, s.approver)
+	for t, ch := range st.Chains {
 		// A chain, not the compiled tool, holds the server's handles: the
 		// configuration may be shared (another Server, Evaluate), and its
 		// calls count in their own server's series.
-		ch.metrics = s.metrics.forTool(t.cfg.Name)
+		ch.Metrics = s.Metrics.ForTool(t.Cfg.Name)
 	}
 	g, err := s.newGuard(cfg)
 	if err != nil {
 		return err
 	}
-	st.guard = g
+	st.Guard = g
 	s.state.Store(st)
 	return nil
 }
@@ -304,7 +238,7 @@ var defaultPolicyHeaders = []string{"content-type", "user-agent"}
 
 // sameListeners reports whether two configs bind the same listeners with
 // the same transport.
-func sameListeners(a, b *Config) bool {
+func sameListeners(a, b *conf.Config) bool {
 	if a.Listen.Forward != b.Listen.Forward || a.Listen.AllowNonLoopback != b.Listen.AllowNonLoopback ||
 		a.Upstream != b.Upstream || len(a.Listen.Reverse) != len(b.Listen.Reverse) ||
 		a.Limits.MaxConns != b.Limits.MaxConns || a.Limits.ReadHeaderTimeout != b.Limits.ReadHeaderTimeout ||
@@ -322,7 +256,7 @@ func sameListeners(a, b *Config) bool {
 // Listen binds every configured listener. It fails, binding nothing, when
 // any address cannot be bound.
 func (s *Server) Listen() error {
-	cfg := s.state.Load().cfg
+	cfg := s.state.Load().Cfg
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ls []*listener
@@ -358,7 +292,7 @@ func (s *Server) Listen() error {
 	}
 	s.listeners = ls
 	for _, l := range ls {
-		s.servers = append(s.servers, listen.NewHTTPServer(cfg.Listen.Server == ServerNetHTTP, l.h, cfg.Limits.ReadHeaderTimeout, cfg.Limits.IdleTimeout, slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)))
+		s.servers = append(s.servers, listen.NewHTTPServer(cfg.Listen.Server == conf.ServerNetHTTP, l.h, cfg.Limits.ReadHeaderTimeout, cfg.Limits.IdleTimeout, slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug)))
 	}
 	return nil
 }
@@ -366,12 +300,12 @@ func (s *Server) Listen() error {
 // capped wraps a listener in limits.max_conns; httpAnswer says whether a
 // connection over the cap gets an HTTP 503 or is only closed.
 func (s *Server) capped(ln net.Listener, kind string, httpAnswer bool) net.Listener {
-	max := s.state.Load().cfg.Limits.MaxConns
+	max := s.state.Load().Cfg.Limits.MaxConns
 	if s.conns.Max() > 0 {
 		max = min(max, s.conns.Max())
 	}
-	return listen.NewCapListener(ln, s.conns, s.connm, listen.Cap{Kind: kind, Max: max, HTTP: httpAnswer, ErrorCodeHeader: HeaderErrorCode, OnCap: func() {
-		s.logLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
+	return listen.NewCapListener(ln, s.conns, s.connm, listen.Cap{Kind: kind, Max: max, HTTP: httpAnswer, ErrorCodeHeader: conf.HeaderErrorCode, OnCap: func() {
+		s.LogLimited(&s.capLog, slog.LevelWarn, "connection refused: the listener has limits.max_conns connections open", "listener", kind, "max_conns", max)
 	}})
 }
 
@@ -452,7 +386,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range ls {
 		l.ln.Close() // a no-op error for listeners Serve already closed
 	}
-	s.upstream.Close() // and the transport's idle connections
+	s.Upstream.Close() // and the transport's idle connections
 	return first
 }
 
@@ -463,7 +397,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // untouched or refused (decideConnect), recorded as such.
 func (s *Server) forwardHandler() http.Handler {
 	return listen.NewForward(listen.Forward{
-		Transport: s.transport,
+		Transport: s.Transport,
 		Dial: func(req *http.Request, network, addr string) (net.Conn, error) {
 			return s.dial(req.Context(), network, addr)
 		},
@@ -476,7 +410,7 @@ func (s *Server) forwardHandler() http.Handler {
 			switch {
 			case action == listen.ConnectRefuse:
 				return action, s.connect(st, req, host, ref)
-			case action == listen.ConnectTunnel && st.cfg.namesHosts():
+			case action == listen.ConnectTunnel && namesHosts(st.Cfg):
 				return listen.ConnectSniff, nil
 			}
 			return action, nil
@@ -484,10 +418,10 @@ func (s *Server) forwardHandler() http.Handler {
 		Intercept: s.interceptConnect,
 		Sniff:     s.sniffConnect,
 		Call: func(w http.ResponseWriter, r *http.Request) {
-			listen.BodyDeadline(w, r, s.state.Load().cfg.Limits.BodyTimeout)
-			writeResponse(w, s.handle(r, "forward", r.URL))
+			listen.BodyDeadline(w, r, s.state.Load().Cfg.Limits.BodyTimeout)
+			writeResponse(w, s.Handle(r, "forward", r.URL))
 		},
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog: slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
 	})
 }
 
@@ -499,14 +433,14 @@ func (s *Server) forwardHandler() http.Handler {
 //
 // It returns the failure to answer the caller with, or nil when the dial
 // succeeded.
-func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport string, dialErr error) *refusal {
-	ev := s.newEvent(st, kind, http.MethodConnect, hostport, r)
+func (s *Server) tunnelled(st *pipe.State, kind string, r *http.Request, hostport string, dialErr error) *conf.Refusal {
+	ev := s.NewEvent(st, kind, http.MethodConnect, hostport, r)
 	listener := kind
 	if dialErr == nil {
 		ev.OK, ev.Reason = true, "tunnel"
-		s.metrics.call("", "", 0)
+		s.Metrics.Call("", "", 0)
 		s.tlsm.conns.WithLabelValues(listener, "tunnelled").Inc()
-		s.rec.Record(ev)
+		s.Rec.Record(ev)
 		return nil
 	}
 	res := bucketing.Classify(bucketing.Outcome{Err: dialErr}, nil, time.Now())
@@ -517,37 +451,37 @@ func (s *Server) tunnelled(st *state, kind string, r *http.Request, hostport str
 		ev.ErrorCode, ev.ErrorClass, ev.Reason = string(res.Code), string(res.Class), res.Reason
 		ev.Detail, ev.Refused = de.Detail(), true
 	}
-	s.metrics.call("", ev.ErrorCode, 0)
+	s.Metrics.Call("", ev.ErrorCode, 0)
 	s.tlsm.conns.WithLabelValues(listener, "dial_failed").Inc()
-	s.rec.Record(ev)
-	return refuse(res.Code, res.Reason, ev.Detail, nil)
+	s.Rec.Record(ev)
+	return conf.Refuse(res.Code, res.Reason, ev.Detail, nil)
 }
 
 // connect records a refused CONNECT and returns the refusal to send.
-func (s *Server) connect(st *state, r *http.Request, hostport string, ref *refusal) *http.Response {
-	ev := s.newEvent(st, "connect", http.MethodConnect, hostport, r)
-	defer func() { s.rec.Record(ev) }()
+func (s *Server) connect(st *pipe.State, r *http.Request, hostport string, ref *conf.Refusal) *http.Response {
+	ev := s.NewEvent(st, "connect", http.MethodConnect, hostport, r)
+	defer func() { s.Rec.Record(ev) }()
 	s.tlsm.conns.WithLabelValues("connect", "refused").Inc()
-	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.code), string(bucketing.ClassOf(ref.code)), ref.reason
-	ev.Detail, ev.Refused = ref.detail, true
-	s.metrics.call("", ev.ErrorCode, 0)
-	body := bucketing.Refusal(ref.code, ref.reason, ref.detail, nil).Marshal()
-	return envelopeResponse(r, refusalStatus(ref), string(ref.code), nil, body)
+	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.Code), string(bucketing.ClassOf(ref.Code)), ref.Reason
+	ev.Detail, ev.Refused = ref.Detail, true
+	s.Metrics.Call("", ev.ErrorCode, 0)
+	body := bucketing.Refusal(ref.Code, ref.Reason, ref.Detail, nil).Marshal()
+	return pipe.EnvelopeResponse(r, conf.RefusalStatus(ref), string(ref.Code), nil, body)
 }
 
 func (s *Server) reverseHandler(i int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cfg := s.state.Load().cfg
+		cfg := s.state.Load().Cfg
 		listen.BodyDeadline(w, r, cfg.Limits.BodyTimeout)
 		rc := cfg.Listen.Reverse[i]
-		target := *rc.base
-		target.Path = joinPath(rc.base.Path, r.URL.Path)
+		target := *rc.Base
+		target.Path = joinPath(rc.Base.Path, r.URL.Path)
 		target.RawPath = ""
-		if rc.base.RawPath != "" || r.URL.RawPath != "" {
-			target.RawPath = joinPath(rc.base.EscapedPath(), r.URL.EscapedPath())
+		if rc.Base.RawPath != "" || r.URL.RawPath != "" {
+			target.RawPath = joinPath(rc.Base.EscapedPath(), r.URL.EscapedPath())
 		}
 		target.RawQuery = r.URL.RawQuery
-		writeResponse(w, s.handle(r, "reverse", &target))
+		writeResponse(w, s.Handle(r, "reverse", &target))
 	})
 }
 
@@ -571,10 +505,10 @@ func writeResponse(w http.ResponseWriter, resp *http.Response) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	var err error
-	if pb, ok := resp.Body.(*passBody); ok {
-		err = pb.writeTo(w)
+	if pb, ok := resp.Body.(*pipe.PassBody); ok {
+		err = pb.WriteTo(w)
 	} else {
-		_, err = copyBody(w, resp.Body)
+		_, err = pipe.CopyBody(w, resp.Body)
 	}
 	resp.Body.Close()
 	if err != nil {
@@ -582,11 +516,4 @@ func writeResponse(w http.ResponseWriter, resp *http.Response) {
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler)
 	}
-}
-
-// newTraceID returns 16 random bytes in hex, the W3C trace-id format.
-func newTraceID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

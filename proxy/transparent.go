@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/pipe"
 	"github.com/toolgate/toolgate/proxy/listen"
 )
 
@@ -52,17 +54,17 @@ type transparent struct {
 
 func newTransparent(s *Server, ln net.Listener) *transparent {
 	tp := &transparent{s: s}
-	tp.Transparent = listen.NewTransparent(ln, tp.handle)
+	tp.Transparent = listen.NewTransparent(ln, tp.Handle)
 	return tp
 }
 
 // handle sorts one redirected connection.
-func (tp *transparent) handle(c net.Conn) {
+func (tp *transparent) Handle(c net.Conn) {
 	m := tp.s.tlsm
 	orig, err := listen.OriginalDst(c)
 	if err != nil {
 		m.conns.WithLabelValues("transparent", "error").Inc()
-		tp.s.log.Warn("transparent connection without an original destination: was it redirected by iptables?", "client", c.RemoteAddr().String(), "err", err)
+		tp.s.Log.Warn("transparent connection without an original destination: was it redirected by iptables?", "client", c.RemoteAddr().String(), "err", err)
 		c.Close()
 		return
 	}
@@ -95,7 +97,7 @@ func (tp *transparent) handle(c net.Conn) {
 	sni, hello, err := listen.ReadClientHello(io.MultiReader(bytes.NewReader(first), c))
 	if err != nil {
 		m.conns.WithLabelValues("transparent", "error").Inc()
-		tp.s.log.Info("transparent connection starts like TLS but holds no ClientHello", "client", c.RemoteAddr().String(), "dst", dial, "err", err)
+		tp.s.Log.Info("transparent connection starts like TLS but holds no ClientHello", "client", c.RemoteAddr().String(), "dst", dial, "err", err)
 		c.Close()
 		return
 	}
@@ -106,20 +108,20 @@ func (tp *transparent) handle(c net.Conn) {
 	}
 	// Intercepted when a tool may match the server name or the address the
 	// connection really goes to, both in canonical form (canonical.go).
-	sh, sp, okName := canonConnect(context.Background(), st.cfg, net.JoinHostPort(host, port))
-	ah, ap, okAddr := canonConnect(context.Background(), st.cfg, dial)
+	sh, sp, okName := canonConnect(context.Background(), st.Cfg, net.JoinHostPort(host, port))
+	ah, ap, okAddr := canonConnect(context.Background(), st.Cfg, dial)
 	if !okName || !okAddr {
 		m.conns.WithLabelValues("transparent", "refused").Inc()
-		tp.s.log.Info("transparent connection refused: its server name or address is ambiguous", "client", c.RemoteAddr().String(), "dst", dial)
+		tp.s.Log.Info("transparent connection refused: its server name or address is ambiguous", "client", c.RemoteAddr().String(), "dst", dial)
 		c.Close()
 		return
 	}
-	if hasRoutes(st.cfg.compiled, sh, sp) || hasRoutes(st.cfg.compiled, ah, ap) || st.cfg.Unmatched == UnmatchedDeny {
-		tp.s.mitm.ServeTLS(pc, host, &listen.Target{Scheme: "https", Authority: joinAuthority(host, port, "443"), Dial: dial, Kind: "transparent"})
+	if conf.HasRoutes(st.Cfg.Compiled, sh, sp) || conf.HasRoutes(st.Cfg.Compiled, ah, ap) || st.Cfg.Unmatched == conf.UnmatchedDeny {
+		tp.s.mitm.ServeTLS(pc, host, &listen.Target{Scheme: "https", Authority: conf.JoinAuthority(host, port, "443"), Dial: dial, Kind: "transparent"})
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	tp.tunnel(pc, st, st.cfg.guarded(context.Background(), sh, sp), dial, joinAuthority(host, port, "443"))
+	tp.tunnel(pc, st, st.Cfg.Guarded(context.Background(), sh, sp), dial, conf.JoinAuthority(host, port, "443"))
 }
 
 // loop refuses a connection that would loop, loudly: it is a broken
@@ -127,20 +129,20 @@ func (tp *transparent) handle(c net.Conn) {
 func (tp *transparent) loop(c net.Conn, why string) {
 	tp.s.tlsm.loops.Inc()
 	tp.s.tlsm.conns.WithLabelValues("transparent", "loop").Inc()
-	tp.s.logLimited(&tp.s.tlsm.loopLog, slog.LevelError, "transparent connection refused: "+errLoop.Error(),
+	tp.s.LogLimited(&tp.s.tlsm.loopLog, slog.LevelError, "transparent connection refused: "+errLoop.Error(),
 		"why", why, "client", c.RemoteAddr().String())
 	c.Close()
 }
 
 // tunnel copies a TLS connection to its original destination untouched,
 // and records it like a tunnelled CONNECT.
-func (tp *transparent) tunnel(c net.Conn, st *state, ctx context.Context, dial, authority string) {
+func (tp *transparent) tunnel(c net.Conn, st *pipe.State, ctx context.Context, dial, authority string) {
 	ctx, cancel := context.WithTimeout(ctx, listen.HandshakeTimeout)
 	up, err := tp.s.dial(ctx, "tcp", dial)
 	cancel()
 	tp.s.tunnelled(st, "transparent", nil, authority, err)
 	if err != nil {
-		tp.s.log.Info("transparent tunnel: dial failed", "dst", dial, "err", err)
+		tp.s.Log.Info("transparent tunnel: dial failed", "dst", dial, "err", err)
 		c.Close()
 		return
 	}

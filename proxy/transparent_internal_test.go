@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"testing"
+
+	"github.com/toolgate/toolgate/proxy/internal/conf"
 )
 
 func TestRouting(t *testing.T) {
-	tools := []*tool{{host: "api.example.com"}, {host: "pinned.example", port: "8443"}}
+	tools := []*conf.Tool{{Host: "api.example.com"}, {Host: "pinned.example", Port: "8443"}}
 	for _, tc := range []struct {
 		host, port string
 		want       bool
@@ -16,11 +18,11 @@ func TestRouting(t *testing.T) {
 		{"pinned.example", "443", false},
 		{"other.example", "443", false},
 	} {
-		if got := hasRoutes(tools, tc.host, tc.port); got != tc.want {
+		if got := conf.HasRoutes(tools, tc.host, tc.port); got != tc.want {
 			t.Errorf("hasRoutes(%s, %s) = %v, want %v", tc.host, tc.port, got, tc.want)
 		}
 	}
-	if !hasRoutes([]*tool{{}}, "anything", "1") {
+	if !conf.HasRoutes([]*conf.Tool{{}}, "anything", "1") {
 		t.Error("a tool without a host matches every host")
 	}
 	for _, tc := range []struct{ host, port, def, want string }{
@@ -30,7 +32,7 @@ func TestRouting(t *testing.T) {
 		{"::1", "80", "443", "[::1]:80"},
 		{"a.example", "", "80", "a.example"},
 	} {
-		if got := joinAuthority(tc.host, tc.port, tc.def); got != tc.want {
+		if got := conf.JoinAuthority(tc.host, tc.port, tc.def); got != tc.want {
 			t.Errorf("joinAuthority(%s, %s, %s) = %s, want %s", tc.host, tc.port, tc.def, got, tc.want)
 		}
 	}

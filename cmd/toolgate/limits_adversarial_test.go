@@ -325,7 +325,7 @@ func TestAdversarialSessionSpellings(t *testing.T) {
 // the table says.
 func TestSecurityDocLimitsRows(t *testing.T) {
 	checkSecurityDocSection(t, "Limits read meaning, not spelling", "`((?:Test|Fuzz)[A-Za-z]+)`", 8,
-		".", "internal/config", "../../policies/budget", "../../proxy")
+		".", "internal/config", "../../policies/budget", "../../proxy", "../../proxy/internal/conf")
 }
 
 // checkSecurityDocSection checks that every test name that pattern finds

@@ -5,6 +5,7 @@ package testutil
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"sync"
 )
 
@@ -40,4 +41,14 @@ func DecodeArgs(data []byte) (args map[string]any, ok bool) {
 		return nil, false
 	}
 	return args, true
+}
+
+// JSONEqual reports whether a and b are JSON documents of equal value
+// (object member order and spacing aside); false when either is not JSON.
+func JSONEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }

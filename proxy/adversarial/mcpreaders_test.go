@@ -472,7 +472,8 @@ func readersSend(t *testing.T, g *gate, addr string, s readerServer, a readersAt
 
 // TestMCPReadersDocNamesRealTests checks that every test and row the
 // "MCP messages: one reading" table of docs/security.md names exists: a
-// test function of this package, proxy, proxy/mcp or policies, or a row
+// test function of this package, proxy (and its internal packages),
+// proxy/mcp or policies, or a row
 // of readersAttacks.
 func TestMCPReadersDocNamesRealTests(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/security.md")
@@ -480,7 +481,7 @@ func TestMCPReadersDocNamesRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var src strings.Builder
-	for _, pattern := range []string{"*_test.go", "../*_test.go", "../mcp/*_test.go", "../../policies/*_test.go"} {
+	for _, pattern := range []string{"*_test.go", "../*_test.go", "../mcp/*_test.go", "../internal/*/*_test.go", "../../policies/*_test.go"} {
 		files, _ := filepath.Glob(pattern)
 		for _, f := range files {
 			b, err := os.ReadFile(f)
@@ -511,7 +512,7 @@ func TestMCPReadersDocNamesRealTests(t *testing.T) {
 			switch {
 			case strings.HasPrefix(name, "Test") || strings.HasPrefix(name, "Fuzz"):
 				if !strings.Contains(src.String(), "func "+name+"(") {
-					t.Errorf("docs/security.md names %s, which is not a test of proxy, proxy/mcp, proxy/adversarial or policies", name)
+					t.Errorf("docs/security.md names %s, which is not a test of proxy, its internal packages, proxy/mcp, proxy/adversarial or policies", name)
 				}
 			case !rows[name]:
 				t.Errorf("docs/security.md names the row %q, which is not one of readersAttacks", name)

@@ -1,0 +1,112 @@
+package conf
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+
+	"github.com/toolgate/toolgate/proxy/canonical"
+	"github.com/toolgate/toolgate/proxy/egress"
+)
+
+// The egress guard (proxy/egress, docs/security.md "Egress: where toolgate
+// connects"). Every upstream connection toolgate makes goes through
+// Server.dial (upstream.DialerFunc over egressDial): the pipeline's calls
+// (tools, pass-through, dry_run, MITM'd and transparent), CONNECT tunnels
+// (plain and sniffed), transparent tunnels and MCP fetches. egressDial
+// hands the dial to the guard of the snapshot in force, which resolves
+// the destination once, refuses it when it is not public and neither a
+// tool's host nor listed in egress.allow, and connects only to the
+// addresses it checked.
+
+// egressToolHosts are the hosts the guard never checks: every tool's
+// match.host (with its port when it names one; without, every port, as
+// routing does) and each reverse listener's upstream host.
+func (c *Config) EgressToolHosts() []string {
+	var hs []string
+	add := func(h, p string) {
+		if p != "" {
+			hs = append(hs, net.JoinHostPort(h, p))
+		} else {
+			hs = append(hs, h)
+		}
+	}
+	for _, t := range c.Compiled {
+		if t.Host != "" {
+			add(t.Host, t.Port)
+		}
+	}
+	for _, r := range c.Listen.Reverse {
+		if r.Base == nil {
+			continue
+		}
+		if h, ok := canonical.Host(r.Base.Hostname()); ok {
+			p := r.Base.Port()
+			if p == "" {
+				p = canonical.DefaultPort(r.Base.Scheme)
+			}
+			add(h, p)
+		}
+	}
+	return hs
+}
+
+// egressRoute is the host and port a call or tunnel was routed as, with
+// the config that routed it, and the record-mode refusal its dial noted.
+type egressRoute struct {
+	Host, port string
+	Cfg        *Config
+	Noted      atomic.Pointer[egress.DeniedError]
+}
+
+type egressRouteKey struct{}
+
+// routeFor returns ctx's route, or nil.
+func RouteFor(ctx context.Context) *egressRoute {
+	rt, _ := ctx.Value(egressRouteKey{}).(*egressRoute)
+	return rt
+}
+
+// egressNoted returns the refusal enforce mode would have made of the
+// connection dialled for the call of ctx (mode: record), or nil.
+func EgressNoted(ctx context.Context) *egress.DeniedError {
+	if rt := RouteFor(ctx); rt != nil {
+		return rt.Noted.Load()
+	}
+	return nil
+}
+
+// egressRoutedAs reports whether a connection to addr made for a call
+// routed as host may be exempted as host (see egressDial).
+func (c *Config) EgressRoutedAs(ctx context.Context, host, addr string) bool {
+	dh, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	dh = strings.ToLower(strings.TrimSuffix(dh, "."))
+	if dh == host || !c.IsToolHost(host) {
+		return dh == host
+	}
+	a, err := netip.ParseAddr(dh)
+	if err != nil {
+		return false // another name: checked as itself
+	}
+	a = a.Unmap()
+	if !egress.Classify(a).Forbidden() {
+		return false // public: the guard lets it through anyway
+	}
+	switch {
+	case IsLoopback(host):
+		return a.IsLoopback()
+	case isIPLiteral(host):
+		return netip.MustParseAddr(host).Unmap() == a
+	}
+	for _, x := range c.Aliases.addrs(ctx, host) {
+		if x.Unmap() == a {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,8 @@
+package conf
+
+func PathOrArgs(p string) string {
+	if p == "" {
+		return "(arguments)"
+	}
+	return p
+}

@@ -1,0 +1,160 @@
+package pipe
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/upstream"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// call is one call's state from arrival to the end of its answer's body:
+// what the caller sent (in), where it goes (target, the canonical upstream
+// URL; out is built from both at dispatch), the tool and its arguments, the
+// event being built, and what the steps decided so far. Steps read and
+// write it through its methods (setBody, policyOutcome, noteDryRun,
+// approve, admitBudget, refuse).
+//
+// It stays unexported: the steps live in this package, and a call's
+// fields (an http.Request, sink.Event) are not a contract others should
+// build against before the package is split.
+type Call struct {
+	Host     *Host // nil in Evaluate, which dispatches nothing
+	State    *State
+	Tool     *conf.Tool // nil when no tool matched
+	Start    time.Time
+	upStart  time.Time
+	Event    sink.Event
+	envelope bool // the caller asked for (or the tool forces) the envelope
+	gone     bool // the caller went away before its answer was complete
+	Lost     bool // its event was not kept, and an EventGate is set: the answer is withheld
+	Client   context.Context
+	Inject   map[string]string // headers the policies asked for
+	Cancel   context.CancelFunc
+	Canon    conf.Canon         // the call's canonical form (zero when refused before it had one)
+	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *mcpCall)
+	Ask      *policies.Approval // the policies' approval request, if any
+	Bud      conf.BudgetTicket  // nil unless the snapshot has budgets and the call met them
+	upHeader http.Header        // upstream's answer's header, kept for the budget step
+	upProto  string             // upstream's answer's protocol (resp.Proto), for the span
+	// traceparent is the caller's W3C trace context, kept for the Tracer
+	// only when there is one.
+	Traceparent string
+
+	// What the request steps read and write.
+
+	// ch is the tool's chain (nil when no tool matched).
+	Chain *Chain
+	// in is the caller's request, its method canonical and its context
+	// carrying the host it was routed as.
+	In *http.Request
+	// target is the canonical URL the call goes upstream to.
+	Target *url.URL
+	// vars are the path template's variables.
+	Vars map[string]string
+	// args are the call's arguments, once extracted (an MCP tools/call's
+	// params.arguments).
+	Args map[string]any
+	// body and size are what goes upstream as the body: the caller's
+	// body unread, or the bytes toolgate read (setBody).
+	body io.Reader
+	size int64
+	// unread is a body the tool forwards without reading it as its
+	// arguments, read only for an approval to bind.
+	Unread []byte
+}
+
+// host is what a call uses of the Server that runs it (nil in Evaluate,
+// which dispatches nothing): where its event goes, its span, the log,
+// the transport to upstream, the metrics, the event gate, and how a call
+// on an MCP route is run.
+type Host struct {
+	Rec        Recorder
+	Tracer     Tracer // nil when tracing is off
+	Log        *slog.Logger
+	Sidecar    string
+	Transport  *http.Transport     // HTTPS, HTTP/2, streamed bodies, CONNECT (goproxy), MCP fetches
+	Upstream   *upstream.Transport // the pipeline's calls: plain HTTP/1.1 on the caller's goroutine, else transport
+	Metrics    *metrics
+	Events     EventGate      // nil under events.on_write_failure: answer
+	EventsLost *eventsCounter // toolgate_proxy_events_unavailable_total
+	eventsLog  LogLimit
+	// mcpHandle runs a call on an MCP route (mcpHost.handle).
+	MCPHandle func(c *Call, r *http.Request, target *url.URL) *http.Response
+}
+
+// logLimited logs one line through lim's limit.
+func (h *Host) LogLimited(lim *LogLimit, level slog.Level, msg string, args ...any) {
+	if lim.allow() {
+		h.Log.Log(context.Background(), level, msg, args...)
+	}
+}
+
+// MCPExchange is the MCP side of a call on an MCP route (mcpCall), as the
+// pipeline's answer handling, the policies' input and the span see it.
+type MCPExchange interface {
+	// holds reports whether the route's answer checks hold the answer
+	// back until it is read whole.
+	Holds() bool
+	// holdAnswer returns the caller's answer when the held answer is
+	// replaced whole, or nil when resp goes on.
+	HoldAnswer(r *http.Request, resp *http.Response) *http.Response
+	// begin is told the answer's headers; it reports whether it streams.
+	Begin(resp *http.Response) bool
+	// observe sees each chunk of the answer before the caller does.
+	Observe(p []byte)
+	// answered reports whether the answer held the response the request
+	// waited for.
+	Answered() bool
+	// settle gives the outcome the exchange's messages decide.
+	Settle(res bucketing.Result) bucketing.Result
+	// policyInput puts the tools/call being checked in the policies' input.
+	PolicyInput(in *policies.Input)
+	// spanFacts fills in what the span says of the exchange.
+	SpanFacts(f *sink.SpanFacts)
+}
+
+// setBody records that the body was read: raw is what goes upstream.
+func (c *Call) SetBody(raw []byte) {
+	c.Event.RequestBytes = int64(len(raw))
+	c.body, c.size = BytesBody(raw), int64(len(raw))
+}
+
+// notePolicyError records a check that failed open (a policy that
+// failed, a listed schema that cannot be used), for the event.
+func (c *Call) NotePolicyError(what string) {
+	c.Event.PolicyError = conf.JoinNonEmpty(c.Event.PolicyError, what)
+}
+
+// noteApproval records the approval step's state.
+func (c *Call) NoteApproval(state string, ref *conf.Refusal) {
+	c.Event.Approval = state
+	if ref != nil && ref.RetryAfterMS != nil {
+		c.Event.RetryAfterMS = *ref.RetryAfterMS
+	}
+}
+
+// nameTool records the tool a call is of: an MCP message's first
+// tools/call names it.
+func (c *Call) NameTool(name string) { c.Event.Tool = name }
+
+// noteUninspected records that no schema checked the call's arguments.
+func (c *Call) NoteUninspected() { c.Event.Inspected = false }
+
+// noteBudget records the budget or limiter that refused the call.
+func (c *Call) NoteBudget(name string) { c.Event.Budget = name }
+
+// noteLimitScope records which scope's counters decided the call's
+// budgets: fleet (the shared store) or local; "" keeps what is there.
+func (c *Call) NoteLimitScope(scope string) {
+	if scope != "" {
+		c.Event.LimitScope = scope
+	}
+}

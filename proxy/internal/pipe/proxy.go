@@ -1,0 +1,77 @@
+package pipe
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/proxy/egress"
+	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/mcp"
+	"github.com/toolgate/toolgate/sink"
+)
+
+// Recorder receives one event per call. The pipeline calls Record before
+// the caller has the last byte of its answer: a refusal or an envelope
+// before its first byte, a raw answer when upstream's body has been read
+// to its end (or its declared length), before its last bytes go out. So a
+// Record that returns once the event is written (sink.Queue) makes every
+// answered call's event survive a crash of the process. Record may wait
+// for that, but only for a bounded time, never for a destination such as
+// ClickHouse; it reports whether the event was kept.
+type Recorder interface {
+	Record(e sink.Event) bool
+}
+
+// Checker is the policy step: it decides a call whose arguments passed the
+// schema. policies.Set satisfies it.
+type Checker interface {
+	Check(ctx context.Context, in *policies.Input) policies.Decision
+}
+
+// Snapshot is one compiled configuration: everything a call is decided by.
+// Reload swaps it whole; a call runs start to end on the snapshot it
+// started with.
+type Snapshot struct {
+	// Config is the validated proxy configuration.
+	Config *conf.Config
+	// Checkers holds each tool's policy step by tool name; a tool without
+	// an entry has no policies.
+	Checkers map[string]Checker
+	// AnswerCheckers holds each tool's answer policies (answer.policies)
+	// by tool name; a tool without an entry has no answer policy step.
+	AnswerCheckers map[string]AnswerChecker
+	// PolicyHeaders are the request headers (lower-case names) policies may
+	// see in input.request.headers. Default: content-type and user-agent.
+	PolicyHeaders []string
+	// Version is the content hash of the configuration and its schemas,
+	// recorded in every event.
+	Version string
+	// PolicyVersion is the content hash of every policy loaded, recorded in
+	// every event.
+	PolicyVersion string
+	// Budgets is the budget step (budgets, loop breaking, upstream rate
+	// limits), or nil when none is configured: then calls skip it.
+	Budgets conf.Budgeter
+	// ServerToolNames are MCP tool names that rules outside the proxy's
+	// section give (approvals.tools entries that are no HTTP tool), checked
+	// against the tools MCP servers list (mcp_names.go). Default: none.
+	ServerToolNames []string
+}
+
+// state is the snapshot in force, with per-call lookups precomputed.
+type State struct {
+	Snapshot
+	Cfg    *conf.Config
+	Names  *mcp.NameWatch        // nil: no MCP route
+	Chains map[*conf.Tool]*Chain // each tool's steps, compiled for this snapshot (chain.go)
+	Guard  *egress.Guard         // the egress guard of this snapshot's tool hosts and egress section
+}
+
+// newTraceID returns 16 random bytes in hex, the W3C trace-id format.
+func newTraceID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
