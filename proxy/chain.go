@@ -38,11 +38,11 @@ type stepEntry struct {
 //
 // An MCP route runs the same order with its own extraction: each
 // tools/call's params (mcpCallStep), then the schema the server listed or
-// the route configures (mcpSchemaStep), the policies, and its own approval
+// the route configures (MCPSchemaStep), the policies, and its own approval
 // (in band, mcpApprovalStep); it has no observe or origin step (an MCP
 // call goes without injected headers), and its budget step runs once for
 // the whole message, so that a batch is admitted all or nothing
-// (admitMCP).
+// (AdmitMCP).
 var requestOrder = []stepEntry{
 	{name: "extract", build: steps.BuildExtract, mcp: mcpcall.BuildMCPCall},
 	{name: "observe", build: steps.BuildObserve},

@@ -118,7 +118,7 @@ tools:
 			}
 		})
 	}
-	// The MCP route's dry-run tool has its schema steps wrapped in dryRun;
+	// The MCP route's dry-run tool has its schema steps wrapped in DryRun;
 	// the route's default steps are not.
 	for _, tl := range cfg.Compiled {
 		if tl.MCP == nil {

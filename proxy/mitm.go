@@ -279,7 +279,7 @@ type tlsMetrics struct {
 	handshakeLog, loopLog pipe.LogLimit
 }
 
-// logLimited logs msg unless lim let a line through in the last second.
+// LogLimited logs msg unless lim let a line through in the last second.
 
 // withCA adds the leaf certificate series of ca.
 func (m *tlsMetrics) withCA(ca *tlsca.CA) {

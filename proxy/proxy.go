@@ -9,12 +9,12 @@
 // iptables rule redirected, their original destination read from the
 // socket, transparent.go), and the reverse proxy (a base URL pointed at
 // the sidecar). A tool may be a plain HTTP route or an MCP route, whose
-// tools/call messages are checked the same way (mcp.go).
+// tools/call messages are checked the same way (internal/mcpcall).
 //
 // Every call runs the same chain, in this order, and the first step that
 // refuses answers at once; a refused call never reaches upstream:
 //
-//  0. canonical form (canonical.go): method, scheme, host, port and path are
+//  0. canonical form (internal/conf/canonical.go): method, scheme, host, port and path are
 //     put in one form, which routing matches and which goes upstream; a
 //     call with no one form is refused (validation/ambiguous_request);
 //  1. allowlist: the call is routed to a tool; a call that matches no tool
@@ -22,7 +22,7 @@
 //     hosts opens it) and, with unmatched: deny, everywhere;
 //  2. extraction: arguments are read from the path, the query and the body
 //     (bounded; malformed or oversized bodies are refused as validation);
-//     2a. observe (observe.go, a tool with observe only): the arguments'
+//     2a. observe (internal/steps/observe.go, a tool with observe only): the arguments'
 //     shape, never their values, goes in the event; it refuses nothing;
 //  3. schema: arguments are coerced and validated strictly (validation),
 //     or, with schema_mode: dry_run, what it would refuse is recorded;
@@ -34,14 +34,14 @@
 //     or asked for by a policy) to another origin than the tool's is
 //     refused (policy/origin_mismatch), before anyone is asked to approve
 //     it;
-//     4b. approval (approval.go): a call a policy or the approvals section
+//     4b. approval (internal/steps/approval.go): a call a policy or the approvals section
 //     says needs a person's approval goes on only with a grant bound to it
 //     (policy/approval_pending, approval_denied; validation/
 //     revision_requested);
 //  5. injection: configured headers, and headers a policy asked for, are
 //     added at dispatch, after every check, so an injected value can never
 //     trip one, and only to the tool's own origin (4a);
-//  6. budgets (budget.go, with a budgets section only): an upstream in 429
+//  6. budgets (internal/steps/budget.go, with a budgets section only): an upstream in 429
 //     backoff (rate_limit/upstream_backoff), the call and cost budgets
 //     (policy/budget_exhausted), loop breaking (policy/loop_detected), and
 //     the upstream's rate, which may wait up to its max_wait
@@ -49,18 +49,27 @@
 //     are counted;
 //  7. dispatch: the call goes upstream with the tool's timeout, and the
 //     answer is bucketed, enveloped when the caller asked, and recorded;
-//  8. answer steps (answer.go, a plain HTTP tool with an answer section
+//  8. answer steps (internal/steps/answer*.go, a plain HTTP tool with an answer section
 //     only): a 2xx answer is read whole and checked before the caller sees
-//     it (answer_schema.go); a refused answer becomes a 502 envelope
+//     it; a refused answer becomes a 502 envelope
 //     (upstream/answer_schema, answer_unreadable).
 //
 // The code holds this list: requestOrder (chain.go) names steps 2 to 6,
-// and answerOrder (answer.go) step 8. Each tool's chain is compiled from
-// them once, when a snapshot is put in force (Swap), so a tool without a
-// schema, policies, approval, injected headers, budgets or answer checks
-// has no such step. An MCP route runs the same order for each tools/call
-// of a message (mcp_steps.go). Evaluate and EvaluateMCP run a tool's chain
-// without dispatch. docs/architecture.md draws it.
+// and answerOrder (internal/steps/answer.go) step 8. Each tool's chain is
+// compiled from them once, when a snapshot is put in force (Swap), so a
+// tool without a schema, policies, approval, injected headers, budgets or
+// answer checks has no such step. An MCP route runs the same order for
+// each tools/call of a message (internal/mcpcall/steps.go). Evaluate and
+// EvaluateMCP run a tool's chain without dispatch. docs/architecture.md
+// draws it.
+//
+// The work is in four internal packages, each importing only those before
+// it: conf (the proxy section validated into tools and routes, the
+// canonical form, refusals, and the contracts proxy consumes), pipe (one
+// call: Call, the chain type, dispatch, the answer and the event), steps
+// (the request and answer steps of a plain HTTP tool) and mcpcall (a call
+// on an MCP route). This package is the Server: the listeners, the
+// snapshot in force and its compiled chains, and Evaluate.
 //
 // Every call, refused or forwarded, hands exactly one event to the Recorder.
 //
@@ -78,6 +87,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -516,4 +526,28 @@ func writeResponse(w http.ResponseWriter, resp *http.Response) {
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// Handle runs the pipeline for one request whose upstream URL is target and
+// returns the answer for the caller. It never returns nil. A call whose
+// event was not kept while an EventGate is set gets the events_unavailable
+// refusal in place of its answer (a raw answer's body is cut instead, see
+// PassBody).
+func (s *Server) Handle(r *http.Request, kind string, target *url.URL) *http.Response {
+	c := &pipe.Call{Host: &s.Host, State: s.state.Load(), Start: time.Now(), Client: r.Context()}
+	resp := c.Handle(r, kind, target)
+	if c.Lost && c.Event.Reason != bucketing.ReasonEventsUnavailable {
+		if _, passed := resp.Body.(*pipe.PassBody); !passed {
+			if resp.Body != nil {
+				resp.Body.Close()
+			}
+			return c.Withheld(r)
+		}
+	}
+	return resp
+}
+
+// sameTLS reports whether two validated configs intercept and verify alike.
+func sameTLS(a, b *conf.Config) bool {
+	return a.Listen.Transparent == b.Listen.Transparent && a.TLS.Same(&b.TLS)
 }

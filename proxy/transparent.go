@@ -58,7 +58,7 @@ func newTransparent(s *Server, ln net.Listener) *transparent {
 	return tp
 }
 
-// handle sorts one redirected connection.
+// Handle sorts one redirected connection.
 func (tp *transparent) Handle(c net.Conn) {
 	m := tp.s.tlsm
 	orig, err := listen.OriginalDst(c)

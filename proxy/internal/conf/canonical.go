@@ -56,7 +56,7 @@ import (
 //     refuses a connection that lands on a loopback tool host under a name
 //     that was not routed as it.
 
-// canon is one call in canonical form.
+// Canon is one call in canonical form.
 type Canon struct {
 	Method string
 	Scheme string
@@ -69,13 +69,13 @@ type Canon struct {
 	raw      bool // path is the caller's, untouched: no tool may match the host
 }
 
-// authority is host[:port] for a URL, the port left out when it is the
+// Authority is host[:port] for a URL, the port left out when it is the
 // scheme's default.
 func (c *Canon) Authority() string {
 	return JoinAuthority(c.Host, c.Port, canonical.DefaultPort(c.Scheme))
 }
 
-// isLoopback reports whether a canonical host is a loopback name or address.
+// IsLoopback reports whether a canonical host is a loopback name or address.
 func IsLoopback(h string) bool {
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return true
@@ -134,7 +134,7 @@ func isIPLiteral(h string) bool {
 	return err == nil
 }
 
-// place returns the host a canonical call host is routed as: itself, or
+// Place returns the host a canonical call host is routed as: itself, or
 // the tool host it is another name of. ok is false when it could be more
 // than one tool host.
 func (a *hostAliases) Place(ctx context.Context, h string, isToolHost func(string) bool) (string, bool) {
@@ -192,7 +192,7 @@ func (a *hostAliases) addrs(ctx context.Context, name string) []netip.Addr {
 	return got
 }
 
-// canonicalize puts a call to u in canonical form. It returns a refusal
+// Canonicalize puts a call to u in canonical form. It returns a refusal
 // (validation/ambiguous_request) when the call has no one canonical form
 // toolgate can route: an ambiguous host, port or, on a host a tool may
 // match, path. On a host no tool may match, the path goes upstream as the
@@ -227,7 +227,7 @@ func Ambiguous(why string) *Refusal {
 	return Refuse(bucketing.CodeValidation, bucketing.ReasonAmbiguousRequest, "Call refused: "+why+"; send it in plain form", nil)
 }
 
-// url returns the URL that goes upstream for the call: the canonical form,
+// URL returns the URL that goes upstream for the call: the canonical form,
 // with a trailing slash when the matched tool's template has one (when no
 // tool matched: when the caller's path had one), and the caller's query.
 func (c *Canon) URL(t *Tool, rawQuery string) *url.URL {

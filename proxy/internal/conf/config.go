@@ -175,7 +175,7 @@ type LimitsConfig struct {
 	// closed) and counted in toolgate_proxy_connections_refused_total.
 	// Default 1024.
 	MaxConns int `yaml:"max_conns"`
-	// explicitMaxConns is true when the file set MaxConns (Validate then keeps
+	// ExplicitMaxConns is true when the file set MaxConns (Validate then keeps
 	// it whatever the descriptor budget, Options.MaxCallerConns).
 	ExplicitMaxConns bool
 	// ReadHeaderTimeout bounds reading a request's line and headers.
@@ -638,7 +638,7 @@ func (c *Config) loopbackToolHost() string {
 	return ""
 }
 
-// isToolHost reports whether a tool names the canonical host h.
+// IsToolHost reports whether a tool names the canonical host h.
 func (c *Config) IsToolHost(h string) bool {
 	for _, t := range c.Compiled {
 		if t.Host == h {
@@ -648,7 +648,7 @@ func (c *Config) IsToolHost(h string) bool {
 	return false
 }
 
-// hostMode returns what happens to an unmatched call to host:port: ""
+// HostMode returns what happens to an unmatched call to host:port: ""
 // when no tool names it (Config.Unmatched decides), else the host's mode.
 func (c *Config) HostMode(host, port string) string {
 	named := false

@@ -75,7 +75,7 @@ func upstreamHost(host string) string {
 	return host
 }
 
-// setUpstream fills a budget call's upstream from the call's canonical
+// SetUpstream fills a budget call's upstream from the call's canonical
 // form: the host part of its key (IPv6 without brackets), its port, and
 // whether that port is its scheme's default. It allocates nothing.
 func SetUpstream(b *BudgetCall, cn *Canon) {

@@ -20,9 +20,9 @@ import (
 // capped (listen.NewCapListener), each request's headers and body must arrive in
 // time (limits.read_header_timeout, limits.body_timeout, set per request by
 // listen.BodyDeadline), and caller-identifying values are cut to a bounded length
-// before events or policies see them (boundCallerID).
+// before events or policies see them (BoundCallerID).
 
-// isTimeout reports whether err is a deadline passing.
+// IsTimeout reports whether err is a deadline passing.
 func IsTimeout(err error) bool {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return true
@@ -31,14 +31,14 @@ func IsTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// bodyTimeoutRefusal refuses a call whose body did not arrive in time;
+// BodyTimeoutRefusal refuses a call whose body did not arrive in time;
 // who is "Tool 'name'" or "Call to host".
 func BodyTimeoutRefusal(who string, d time.Duration) *Refusal {
 	return Refuse(bucketing.CodeValidation, bucketing.ReasonBodyTimeout,
 		fmt.Sprintf("%s got a body that did not arrive within %s (limits.body_timeout)", who, d), nil)
 }
 
-// unreadQuery refuses a query string on a checked tool whose args do not
+// UnreadQuery refuses a query string on a checked tool whose args do not
 // include query: its keys would reach upstream (a Go FormValue, Flask's
 // request.values) unchecked. Each key is a violation; values never appear.
 func UnreadQuery(tool, raw string) *Refusal {
@@ -63,7 +63,7 @@ func UnreadQuery(tool, raw string) *Refusal {
 // truncatedMark ends a caller-identifying value that was cut.
 const truncatedMark = "...[truncated]"
 
-// boundCallerID cuts v to at most max bytes, at a UTF-8 boundary, and marks
+// BoundCallerID cuts v to at most max bytes, at a UTF-8 boundary, and marks
 // the cut, so an agent or session header cannot make events or policy
 // input large. A cut value never equals an uncut one.
 func BoundCallerID(v string, max int) string {
@@ -77,7 +77,7 @@ func BoundCallerID(v string, max int) string {
 	return v[:cut] + truncatedMark
 }
 
-// callerBody is a caller's body streamed upstream unread; it keeps the
+// CallerBody is a caller's body streamed upstream unread; it keeps the
 // first read error, so a failed exchange can be told apart from a caller
 // whose body stalled or broke.
 type CallerBody struct {
@@ -100,7 +100,7 @@ func (b *CallerBody) Read(p []byte) (int, error) {
 
 func (b *CallerBody) Close() error { return b.Rc.Close() }
 
-// failed returns the first read error, or nil.
+// Failed returns the first read error, or nil.
 func (b *CallerBody) Failed() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()

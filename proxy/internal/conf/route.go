@@ -3,6 +3,7 @@ package conf
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/toolgate/toolgate/proxy/canonical"
 )
 
-// tool is a compiled ToolConfig.
+// Tool is a compiled ToolConfig.
 type Tool struct {
 	Cfg     ToolConfig
 	Host    string // lower-case, "" for any
@@ -22,11 +23,11 @@ type Tool struct {
 	Schema  *policies.Schema
 	MCP     *MCPRoute         // nil unless the protocol is mcp
 	Inject  map[string]string // canonical header -> value
-	// enumFields are the observe section's enum_fields (nil: none).
+	// EnumFields are the observe section's enum_fields (nil: none).
 	EnumFields map[string]bool
 }
 
-// wantsEnvelope reports whether the caller gets the envelope for this call.
+// WantsEnvelope reports whether the caller gets the envelope for this call.
 func (t *Tool) WantsEnvelope(r *http.Request) bool {
 	switch t.Cfg.Envelope {
 	case EnvelopeAlways:
@@ -37,7 +38,7 @@ func (t *Tool) WantsEnvelope(r *http.Request) bool {
 	return AskedForEnvelope(r)
 }
 
-// needsBody reports whether a rule needs upstream's body to decide.
+// NeedsBody reports whether a rule needs upstream's body to decide.
 func (t *Tool) NeedsBody() bool {
 	for _, r := range t.Cfg.Rules {
 		if r.BodyContains != "" || r.JSONField != "" {
@@ -157,7 +158,7 @@ func (t *template) shape() string {
 	return b.String()
 }
 
-// match matches a canonical escaped URL path (without a trailing slash)
+// Match matches a canonical escaped URL path (without a trailing slash)
 // against the template. It returns the
 // variables (unescaped) and a specificity score (literal bytes matched), or
 // ok false.
@@ -199,7 +200,7 @@ func (t *template) Match(path string) (vars map[string]string, score int, ok boo
 	return vars, score, true
 }
 
-// route finds the tool for a call: the matching tool with the highest
+// Route finds the tool for a call: the matching tool with the highest
 // specificity (literal path bytes, then a named method, then a named host),
 // the first in config order on a tie.
 //
@@ -236,7 +237,7 @@ func Route(tools []*Tool, method, host, port, path string) (*Tool, map[string]st
 	return best, bestVars
 }
 
-// askedForEnvelope reports whether the request asks for the envelope, by the
+// AskedForEnvelope reports whether the request asks for the envelope, by the
 // X-Toolgate-Envelope header or by naming the envelope media type in Accept.
 func AskedForEnvelope(r *http.Request) bool {
 	switch strings.ToLower(r.Header.Get(HeaderEnvelope)) {
@@ -254,3 +255,26 @@ func AskedForEnvelope(r *http.Request) bool {
 func canonicalHeader(k string) string { return textproto.CanonicalMIMEHeaderKey(k) }
 
 func jsonOf(v any) ([]byte, error) { return json.Marshal(v) }
+
+// JoinAuthority is host:port, without the port when it is the scheme's
+// default.
+func JoinAuthority(host, port, defaultPort string) string {
+	if port == "" || port == defaultPort {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// HasRoutes reports whether any tool may match calls to host:port.
+func HasRoutes(tools []*Tool, host, port string) bool {
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	for _, t := range tools {
+		if (t.Host == "" || t.Host == host) && (t.Port == "" || t.Port == port) {
+			return true
+		}
+	}
+	return false
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/internal/conf"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -22,7 +23,7 @@ import (
 // envelope that names what failed and never holds the answer's content.
 // Other answers (errors upstream gave) pass as they would without steps.
 
-// answer is upstream's answer as answer steps see it. Steps read it; a
+// Answer is upstream's answer as answer steps see it. Steps read it; a
 // step that rewrites the body (redaction) does so through replace, and
 // the steps after it see the new body.
 type Answer struct {
@@ -44,7 +45,7 @@ type Answer struct {
 	Why   string
 }
 
-// noteAnswer records what the answer checks did with upstream's answer:
+// NoteAnswer records what the answer checks did with upstream's answer:
 // the verdict (sink.Answer*), the kinds they found (added, each once) and
 // how many values they replaced.
 func (c *Call) NoteAnswer(verdict string, kinds []string, redactions int64) {
@@ -57,7 +58,7 @@ func (c *Call) NoteAnswer(verdict string, kinds []string, redactions int64) {
 	c.Event.Redactions += redactions
 }
 
-// reasonAnswerUnreadable: upstream's answer cannot be checked (not a JSON
+// ReasonAnswerUnreadable: upstream's answer cannot be checked (not a JSON
 // object, duplicate names, nested too deep, larger than the bound).
 const ReasonAnswerUnreadable = "answer_unreadable"
 
@@ -122,7 +123,7 @@ func (c *Call) runAnswers(ctx context.Context, r *http.Request, resp *http.Respo
 	return nil
 }
 
-// readAnswerBody reads upstream's answer up to limit bytes and one more (so
+// ReadAnswerBody reads upstream's answer up to limit bytes and one more (so
 // that a larger answer shows as longer than limit). When the read fails
 // (upstream cut the answer short, or timed out), the call fails and
 // failed is the caller's answer.
@@ -146,4 +147,11 @@ func (c *Call) refuseAnswer(r *http.Request, upStatus int, ref *conf.Refusal) *h
 	c.NoteRefusal(ref)
 	c.Finish(bucketing.Result{Code: ref.Code, Class: bucketing.ClassOf(ref.Code), Reason: ref.Reason}, upStatus, int64(len(body)))
 	return EnvelopeResponse(r, http.StatusBadGateway, string(ref.Code), nil, body)
+}
+
+// AnswerChecker is the answer policy step's collaborator: it decides one
+// answer (in.Answer set) with a tool's answer policies. policies.Set
+// satisfies it.
+type AnswerChecker interface {
+	CheckAnswer(ctx context.Context, in *policies.Input) policies.AnswerDecision
 }

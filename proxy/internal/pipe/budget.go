@@ -7,7 +7,7 @@ import (
 	"github.com/toolgate/toolgate/proxy/internal/conf"
 )
 
-// budgetCall is the call as the budget step sees it, from the event, the
+// BudgetCall is the call as the budget step sees it, from the event, the
 // arguments and the canonical form. It allocates nothing.
 func (c *Call) BudgetCall() conf.BudgetCall {
 	b := conf.BudgetCall{Tool: c.Event.Tool, Agent: c.Event.Agent, Session: c.Event.Session, Args: c.Args}
@@ -15,7 +15,7 @@ func (c *Call) BudgetCall() conf.BudgetCall {
 	return b
 }
 
-// settleBudget tells the budget step how an admitted call ended.
+// SettleBudget tells the budget step how an admitted call ended.
 func (c *Call) SettleBudget(res bucketing.Result) {
 	o := conf.BudgetOutcome{Code: res.Code, Header: c.upHeader}
 	if res.RetryAfterMS != nil {

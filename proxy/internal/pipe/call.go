@@ -15,11 +15,11 @@ import (
 	"github.com/toolgate/toolgate/sink"
 )
 
-// call is one call's state from arrival to the end of its answer's body:
+// Call is one call's state from arrival to the end of its answer's body:
 // what the caller sent (in), where it goes (target, the canonical upstream
 // URL; out is built from both at dispatch), the tool and its arguments, the
 // event being built, and what the steps decided so far. Steps read and
-// write it through its methods (setBody, policyOutcome, noteDryRun,
+// write it through its methods (SetBody, PolicyOutcome, noteDryRun,
 // approve, admitBudget, refuse).
 //
 // It stays unexported: the steps live in this package, and a call's
@@ -39,7 +39,7 @@ type Call struct {
 	Inject   map[string]string // headers the policies asked for
 	Cancel   context.CancelFunc
 	Canon    conf.Canon         // the call's canonical form (zero when refused before it had one)
-	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *mcpCall)
+	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *MCPCall)
 	Ask      *policies.Approval // the policies' approval request, if any
 	Bud      conf.BudgetTicket  // nil unless the snapshot has budgets and the call met them
 	upHeader http.Header        // upstream's answer's header, kept for the budget step
@@ -63,7 +63,7 @@ type Call struct {
 	// params.arguments).
 	Args map[string]any
 	// body and size are what goes upstream as the body: the caller's
-	// body unread, or the bytes toolgate read (setBody).
+	// body unread, or the bytes toolgate read (SetBody).
 	body io.Reader
 	size int64
 	// unread is a body the tool forwards without reading it as its
@@ -71,7 +71,7 @@ type Call struct {
 	Unread []byte
 }
 
-// host is what a call uses of the Server that runs it (nil in Evaluate,
+// Host is what a call uses of the Server that runs it (nil in Evaluate,
 // which dispatches nothing): where its event goes, its span, the log,
 // the transport to upstream, the metrics, the event gate, and how a call
 // on an MCP route is run.
@@ -86,18 +86,18 @@ type Host struct {
 	Events     EventGate      // nil under events.on_write_failure: answer
 	EventsLost *eventsCounter // toolgate_proxy_events_unavailable_total
 	eventsLog  LogLimit
-	// mcpHandle runs a call on an MCP route (mcpHost.handle).
+	// MCPHandle runs a call on an MCP route (MCPHost.handle).
 	MCPHandle func(c *Call, r *http.Request, target *url.URL) *http.Response
 }
 
-// logLimited logs one line through lim's limit.
+// LogLimited logs one line through lim's limit.
 func (h *Host) LogLimited(lim *LogLimit, level slog.Level, msg string, args ...any) {
 	if lim.allow() {
 		h.Log.Log(context.Background(), level, msg, args...)
 	}
 }
 
-// MCPExchange is the MCP side of a call on an MCP route (mcpCall), as the
+// MCPExchange is the MCP side of a call on an MCP route (MCPCall), as the
 // pipeline's answer handling, the policies' input and the span see it.
 type MCPExchange interface {
 	// holds reports whether the route's answer checks hold the answer
@@ -121,19 +121,19 @@ type MCPExchange interface {
 	SpanFacts(f *sink.SpanFacts)
 }
 
-// setBody records that the body was read: raw is what goes upstream.
+// SetBody records that the body was read: raw is what goes upstream.
 func (c *Call) SetBody(raw []byte) {
 	c.Event.RequestBytes = int64(len(raw))
 	c.body, c.size = BytesBody(raw), int64(len(raw))
 }
 
-// notePolicyError records a check that failed open (a policy that
+// NotePolicyError records a check that failed open (a policy that
 // failed, a listed schema that cannot be used), for the event.
 func (c *Call) NotePolicyError(what string) {
 	c.Event.PolicyError = conf.JoinNonEmpty(c.Event.PolicyError, what)
 }
 
-// noteApproval records the approval step's state.
+// NoteApproval records the approval step's state.
 func (c *Call) NoteApproval(state string, ref *conf.Refusal) {
 	c.Event.Approval = state
 	if ref != nil && ref.RetryAfterMS != nil {
@@ -141,17 +141,17 @@ func (c *Call) NoteApproval(state string, ref *conf.Refusal) {
 	}
 }
 
-// nameTool records the tool a call is of: an MCP message's first
+// NameTool records the tool a call is of: an MCP message's first
 // tools/call names it.
 func (c *Call) NameTool(name string) { c.Event.Tool = name }
 
-// noteUninspected records that no schema checked the call's arguments.
+// NoteUninspected records that no schema checked the call's arguments.
 func (c *Call) NoteUninspected() { c.Event.Inspected = false }
 
-// noteBudget records the budget or limiter that refused the call.
+// NoteBudget records the budget or limiter that refused the call.
 func (c *Call) NoteBudget(name string) { c.Event.Budget = name }
 
-// noteLimitScope records which scope's counters decided the call's
+// NoteLimitScope records which scope's counters decided the call's
 // budgets: fleet (the shared store) or local; "" keeps what is there.
 func (c *Call) NoteLimitScope(scope string) {
 	if scope != "" {

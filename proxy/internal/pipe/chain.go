@@ -14,7 +14,7 @@ import (
 // and pays nothing for it. The order is requestOrder below and answerOrder
 // (answer.go); the package doc numbers it.
 
-// requestStep is one step a call passes before it goes upstream. check lets
+// RequestStep is one step a call passes before it goes upstream. check lets
 // the call continue (nil) or refuses it: the refusal answers at once and
 // the call never reaches upstream. A step reads and writes the call through
 // its methods; it keeps no state of its own between calls.
@@ -22,7 +22,7 @@ type RequestStep interface {
 	Check(ctx context.Context, c *Call) *conf.Refusal
 }
 
-// answerStep is one step upstream's answer passes before the caller sees
+// AnswerStep is one step upstream's answer passes before the caller sees
 // it. answer lets it continue (nil) or refuses it: the caller gets the
 // refusal in place of the answer (a refusal never echoes the answer's
 // content). Answer steps run only on an answer toolgate read whole (see
@@ -31,35 +31,35 @@ type AnswerStep interface {
 	Answer(ctx context.Context, c *Call, a *Answer) *conf.Refusal
 }
 
-// callerGone is what a step returns when the caller went away while it
+// CallerGone is what a step returns when the caller went away while it
 // waited (for the body, for its turn at a rate limit): the call is recorded
 // as the caller's (client_closed), not refused.
 var CallerGone = &conf.Refusal{Reason: reasonClientClosed}
 
-// chainEnv is what a tool's chain is compiled from.
+// ChainEnv is what a tool's chain is compiled from.
 type ChainEnv struct {
 	Tool     *conf.Tool
 	Snap     *Snapshot
 	Approver conf.Approver // nil: no call needs approval
 }
 
-// checker is the tool's policy step, or nil.
+// Checker is the tool's policy step, or nil.
 func (e *ChainEnv) Checker() Checker { return e.Snap.Checkers[e.Tool.Cfg.Name] }
 
-// link is one compiled step.
+// Link is one compiled step.
 type Link struct {
 	Name string
 	Eval bool
 	Step RequestStep
 }
 
-// chain is one tool's compiled steps.
+// Chain is one tool's compiled steps.
 type Chain struct {
 	Steps []Link
 	// answers are the answer steps (answer.go), in answerOrder; none on
-	// an MCP route. answerLimit is the most of an answer they read;
-	// answerPass is true when an answer larger than that goes on unchecked;
-	// answerAll when a step reads answers of every status, not only 2xx.
+	// an MCP route. AnswerLimit is the most of an answer they read;
+	// AnswerPass is true when an answer larger than that goes on unchecked;
+	// AnswerAll when a step reads answers of every status, not only 2xx.
 	Answers     []AnswerStep
 	AnswerLimit int64
 	AnswerPass  bool
@@ -69,7 +69,7 @@ type Chain struct {
 	Metrics *toolMetrics
 }
 
-// run passes c through the steps in order; the first refusal stops it.
+// Run passes c through the steps in order; the first refusal stops it.
 func (ch *Chain) Run(ctx context.Context, c *Call) *conf.Refusal {
 	for i := range ch.Steps {
 		if ref := ch.Steps[i].Step.Check(ctx, c); ref != nil {
@@ -79,7 +79,7 @@ func (ch *Chain) Run(ctx context.Context, c *Call) *conf.Refusal {
 	return nil
 }
 
-// runEval runs the steps Evaluate runs (schema, policies, origin): the
+// RunEval runs the steps Evaluate runs (schema, policies, origin): the
 // chain without extraction, which Evaluate replaces with the arguments it
 // is given, and without what only a call going upstream does (approval,
 // which Evaluate reports instead, and budget, which counts).
@@ -95,7 +95,7 @@ func (ch *Chain) RunEval(ctx context.Context, c *Call) *conf.Refusal {
 	return nil
 }
 
-// names lists the chain's steps, for tests and the docs.
+// Names lists the chain's steps, for tests and the docs.
 func (ch *Chain) Names() string {
 	ns := make([]string, len(ch.Steps))
 	for i, l := range ch.Steps {
@@ -104,7 +104,7 @@ func (ch *Chain) Names() string {
 	return strings.Join(ns, " → ")
 }
 
-// dryRun wraps a step whose refusals are only recorded: the call goes on,
+// DryRun wraps a step whose refusals are only recorded: the call goes on,
 // and its event says what the step would have refused (dry_run_denied and
 // one dry_run_violations line per violation, prefixed with label).
 type DryRun struct {

@@ -70,7 +70,7 @@ func eventsUnavailableRefusal(detail string) *conf.Refusal {
 	return ref
 }
 
-// withheld is the answer of a call that was forwarded and whose event was
+// Withheld is the answer of a call that was forwarded and whose event was
 // then not kept: the events_unavailable envelope, in place of the answer
 // the caller would have had. Its event is not recorded again (it is the
 // one that was lost).

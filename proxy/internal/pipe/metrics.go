@@ -88,7 +88,7 @@ func (tm *toolMetrics) observe(code string, total, up time.Duration) {
 	}
 }
 
-// call records a call that matched no tool.
+// Call records a call that matched no tool.
 func (m *metrics) Call(_ string, code string, total time.Duration) {
 	tm := m.ForTool(unmatchedTool)
 	tm.calls[codeIndex(code)].Inc()

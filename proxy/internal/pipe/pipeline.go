@@ -23,7 +23,7 @@ import (
 	"github.com/toolgate/toolgate/sink"
 )
 
-// handle is Server.handle's pipeline.
+// Handle is Server.handle's pipeline.
 func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Response {
 	s, st := c.Host, c.State
 	cn, ref := st.Cfg.Canonicalize(r.Context(), r.Method, target)
@@ -83,7 +83,7 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	return c.Dispatch(r, target, c.body, c.size, t.Cfg.Timeout)
 }
 
-// checkOrigin refuses a call whose tool injects headers (its own, or its
+// CheckOrigin refuses a call whose tool injects headers (its own, or its
 // policies') when the call goes to another origin than the tool's: the
 // tool's host, its port (the scheme's default when it names none), over
 // HTTPS unless the tool allows plain HTTP. On a tool without a host (which
@@ -132,7 +132,7 @@ func originFix(t *conf.Tool, u *url.URL) string {
 	return "; " + strings.Join(fixes, ", and ")
 }
 
-// originOK reports whether a canonical upstream URL is the tool's origin.
+// OriginOK reports whether a canonical upstream URL is the tool's origin.
 func OriginOK(t *conf.Tool, u *url.URL) bool {
 	if u.Scheme != "https" && !(u.Scheme == "http" && t.Cfg.InjectOverHTTP) {
 		return false
@@ -153,7 +153,7 @@ func originPort(t *conf.Tool, scheme string) string {
 	return canonical.DefaultPort(scheme)
 }
 
-// input builds the document policies see.
+// Input builds the document policies see.
 func (c *Call) Input() *policies.Input {
 	r, target := c.In, c.Target
 	h := make(map[string]string, len(c.State.PolicyHeaders))
@@ -184,7 +184,7 @@ func (c *Call) Input() *policies.Input {
 	return in
 }
 
-// policyOutcome records what the policies said in the event and returns
+// PolicyOutcome records what the policies said in the event and returns
 // the refusal, if they refused.
 func (c *Call) PolicyOutcome(d policies.Decision) *conf.Refusal {
 	for _, v := range d.DryRun {
@@ -201,7 +201,7 @@ func (c *Call) PolicyOutcome(d policies.Decision) *conf.Refusal {
 	return nil
 }
 
-// dispatch sends the call upstream and shapes the answer.
+// Dispatch sends the call upstream and shapes the answer.
 func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size int64, timeout time.Duration) *http.Response {
 	if resp := c.eventsGate(r); resp != nil {
 		return resp
@@ -259,7 +259,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	// must arrive decoded.
 	checksAnswer := c.Chain != nil && len(c.Chain.Answers) > 0
 	CleanRequestHeaders(out.Header, c.envelope || checksAnswer || (c.MCP != nil && c.MCP.Holds()))
-	// Injected headers go only to the tool's own origin (checkOrigin
+	// Injected headers go only to the tool's own origin (CheckOrigin
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).
 	if c.Tool != nil && (len(c.Tool.Inject) > 0 || len(c.Inject) > 0) && OriginOK(c.Tool, target) {
@@ -338,7 +338,7 @@ func (c *Call) rules() bucketing.Rules {
 	return c.Tool.Cfg.Rules
 }
 
-// finish completes the event from a bucketed result and hands it on. A
+// Finish completes the event from a bucketed result and hands it on. A
 // call whose caller went away is not a failure of the tool: it gets no
 // error code, reason client_closed, and its own metric label.
 func (c *Call) Finish(res bucketing.Result, status int, respBytes int64) {
@@ -394,7 +394,7 @@ func (c *Call) Finish(res bucketing.Result, status int, respBytes int64) {
 // reasonClientClosed is the event reason of a call whose caller went away.
 const reasonClientClosed = "client_closed"
 
-// subject names this call in a detail sentence: its tool, or where it
+// Subject names this call in a detail sentence: its tool, or where it
 // went when no tool matched.
 func (c *Call) Subject() string {
 	if c.Tool == nil {
@@ -406,7 +406,7 @@ func (c *Call) Subject() string {
 // prefix starts a detail sentence about this call's failure.
 func (c *Call) prefix() string { return c.Subject() + " failed: " }
 
-// clientGone records a call whose caller went away before it was answered.
+// ClientGone records a call whose caller went away before it was answered.
 // It is not a failure of the tool: no error code, reason client_closed.
 func (c *Call) ClientGone(r *http.Request) *http.Response {
 	c.gone = true
@@ -414,7 +414,7 @@ func (c *Call) ClientGone(r *http.Request) *http.Response {
 	return textResponse(r, http.StatusBadRequest, "client closed the request")
 }
 
-// newEvent starts an event with what is known on arrival.
+// NewEvent starts an event with what is known on arrival.
 func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) sink.Event {
 	ev := sink.Event{
 		EventID:       uuid.NewString(),
@@ -436,7 +436,7 @@ func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) s
 	return ev
 }
 
-// traceID takes the trace id from a W3C traceparent header
+// TraceID takes the trace id from a W3C traceparent header
 // ("00-<32 hex>-<16 hex>-<2 hex>"), or generates one.
 func TraceID(tp string) string {
 	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
@@ -504,7 +504,7 @@ func removeOwnHeaders(h http.Header) {
 // ownHeaderPrefix starts every header toolgate sets on an answer.
 const ownHeaderPrefix = "X-Toolgate-"
 
-// cleanRequestHeaders removes hop-by-hop headers and toolgate's own
+// CleanRequestHeaders removes hop-by-hop headers and toolgate's own
 // negotiation from a request going upstream, and keeps net/http from adding
 // a User-Agent of its own. An enveloped call also drops Accept-Encoding, so
 // the answer arrives decoded and can be rewritten.

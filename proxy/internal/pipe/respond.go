@@ -16,7 +16,7 @@ import (
 	"github.com/toolgate/toolgate/proxy/internal/conf"
 )
 
-// refuse answers a refused call: always the envelope, a 4xx status, and the
+// Refuse answers a refused call: always the envelope, a 4xx status, and the
 // error code header. Upstream is never called.
 func (c *Call) Refuse(r *http.Request, ref *conf.Refusal) *http.Response {
 	body := ref.Envelope()
@@ -30,7 +30,7 @@ func (c *Call) Refuse(r *http.Request, ref *conf.Refusal) *http.Response {
 	return EnvelopeResponse(r, conf.RefusalStatus(ref), string(ref.Code), h, body)
 }
 
-// noteRefusal records in the event what a refusal says: its detail and
+// NoteRefusal records in the event what a refusal says: its detail and
 // its violations' paths, and whether the caller asked for the envelope.
 func (c *Call) NoteRefusal(ref *conf.Refusal) {
 	paths := make([]string, len(ref.Violations))
@@ -153,7 +153,7 @@ func envelopeData(ct string, body []byte) (json.RawMessage, bool) {
 	return bucketing.TextData(body), true
 }
 
-// envelopeResponse builds an answer whose body is an encoded envelope.
+// EnvelopeResponse builds an answer whose body is an encoded envelope.
 func EnvelopeResponse(r *http.Request, status int, code string, h http.Header, body []byte) *http.Response {
 	if h == nil {
 		h = make(http.Header, 3)
@@ -202,7 +202,7 @@ func (c *Call) passAnswer(r *http.Request, resp *http.Response) *http.Response {
 	return resp
 }
 
-// passBody is upstream's body on its way to the caller.
+// PassBody is upstream's body on its way to the caller.
 type PassBody struct {
 	c         *Call
 	rc        io.ReadCloser
@@ -302,7 +302,7 @@ func (b *PassBody) record(err error) {
 	b.c.Finish(res, b.status, b.n)
 }
 
-// writeTo copies the body to w, flushing as it goes when the answer is a
+// WriteTo copies the body to w, flushing as it goes when the answer is a
 // stream. It returns upstream's read error, or w's write error.
 func (b *PassBody) WriteTo(w http.ResponseWriter) error {
 	rc := http.NewResponseController(w)

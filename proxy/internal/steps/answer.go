@@ -52,7 +52,7 @@ type answerPasser interface {
 	passesUnreadable() bool
 }
 
-// buildAnswerSteps compiles a plain HTTP tool's answer steps, and the most
+// BuildAnswerSteps compiles a plain HTTP tool's answer steps, and the most
 // of an answer they read.
 // It also reports whether an answer larger than that passes unchecked,
 // and whether a step reads answers of every status.

@@ -26,7 +26,7 @@ const (
 	reasonAnswerWithheld = "answer_withheld"
 )
 
-// detectJudgement is what a detectRule made of one answer value.
+// DetectJudgement is what a DetectRule made of one answer value.
 type DetectJudgement struct {
 	// verdict is a sink.Answer* value; "" when nothing was found.
 	Verdict string
@@ -44,7 +44,7 @@ type DetectJudgement struct {
 	N   int
 }
 
-// judge scans an answer value (a JSON value, or text when text is true)
+// Judge scans an answer value (a JSON value, or text when text is true)
 // and its member names; hdrKinds are the kinds already found in the
 // answer's headers. A finding in a member name, or in a header when
 // findings are withheld, withholds the answer in any on_finding mode, as
@@ -99,7 +99,7 @@ func Judge(r *conf.DetectRule, v any, text bool, hdrKinds []string) DetectJudgem
 	return j
 }
 
-// refusal is the refusal of a withheld answer: it names the kinds found
+// Refusal is the refusal of a withheld answer: it names the kinds found
 // and where (paths whose member names are not declared in names shown as
 // "*"), never what was found. subject is "Tool 'x' answered".
 func (j *DetectJudgement) Refusal(subject string, names map[string]struct{}) *conf.Refusal {
@@ -325,7 +325,7 @@ func readJSONAnswer(body []byte, maxDepth int) (v any, ok bool) {
 	return v, true
 }
 
-// marshalAnswer writes a redacted JSON answer: no HTML escaping, no
+// MarshalAnswer writes a redacted JSON answer: no HTML escaping, no
 // trailing newline.
 func MarshalAnswer(v any) ([]byte, error) {
 	var buf bytes.Buffer

@@ -109,7 +109,7 @@ func (s answerPolicyStep) Answer(ctx context.Context, c *pipe.Call, a *pipe.Answ
 var answerRank = map[string]int{"": 0, sink.AnswerPassed: 0, sink.AnswerWouldRedact: 1,
 	sink.AnswerWouldWithhold: 2, sink.AnswerRedacted: 3, sink.AnswerWithheld: 4}
 
-// noteAnswerPolicy is noteAnswer, keeping an earlier step's verdict when it
+// noteAnswerPolicy is NoteAnswer, keeping an earlier step's verdict when it
 // ranks higher.
 func noteAnswerPolicy(c *pipe.Call, verdict string, kinds []string, redactions int64) {
 	if answerRank[c.Event.Answer] > answerRank[verdict] {

@@ -16,11 +16,11 @@ import (
 	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
-// reasonAnswerSchema: upstream's answer does not match the tool's answer
+// ReasonAnswerSchema: upstream's answer does not match the tool's answer
 // schema.
 const ReasonAnswerSchema = "answer_schema"
 
-// redactPath keeps, of a violation's JSON pointer into an answer, the
+// RedactPath keeps, of a violation's JSON pointer into an answer, the
 // array indices and the names the schema declares; any other segment is
 // the answer's own content and becomes "*".
 func RedactPath(p string, names map[string]struct{}) string {

@@ -38,7 +38,7 @@ func budgetRefusal(v conf.BudgetVerdict) *conf.Refusal {
 	return ref
 }
 
-// admitMCP runs the budget step for the tools/call messages of an MCP
+// AdmitMCP runs the budget step for the tools/call messages of an MCP
 // request that passed every other check, each counted as a call of its
 // MCP tool (params.name). A batch is all or nothing, as its refusals are:
 // when one of its calls is refused, those admitted before it are

@@ -19,7 +19,7 @@ import (
 // BenchmarkBudgetStep is the proxy's budget step alone, as handle and
 // finish run it for a call that passed every other check: admitBudget
 // (filling the call's budget.Call, two budgets, loop breaking, the
-// upstream's token bucket) and settleBudget, over 1000 sessions. It
+// upstream's token bucket) and SettleBudget, over 1000 sessions. It
 // reports the process's CPU time per call (cpu-ns/op) beside ns/op, which
 // a shared machine's other load inflates. BenchmarkBudgetOverhead measures
 // the same step through real sidecars, where HTTP's cost drowns it.

@@ -19,7 +19,7 @@ import (
 	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
-// bodySource says how a call's body carries arguments: bitJSON or bitForm,
+// bodySource says how a call's body carries arguments: BitJSON or BitForm,
 // or 0 with a short reason why toolgate cannot read it (used only when the
 // body is not empty). The rule, for the tool's sources:
 //
@@ -89,7 +89,7 @@ func bodySource(t *conf.Tool, r *http.Request) (conf.SourceSet, string) {
 
 // extractArgs collects a call's arguments from the sources the tool names
 // (or, by default, path variables and the query string) and the body read
-// as bodySrc (bitJSON, bitForm or 0, from bodySource) into one object; a
+// as bodySrc (BitJSON, BitForm or 0, from bodySource) into one object; a
 // JSON body may nest at most maxDepth deep (0: no bound but encoding/json's).
 // Values from string-only sources are coerced where the schema asks for
 // numbers, booleans or arrays. A refusal is returned for a malformed body
@@ -254,7 +254,7 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf
 	return obj, nil
 }
 
-// checkJSONNames refuses a JSON text (an MCP message) nested deeper than
+// CheckJSONNames refuses a JSON text (an MCP message) nested deeper than
 // maxDepth, or with a name given twice in one object (exactly or up to case
 // folding), whoever parses it afterwards. what names the message's
 // receiver in the detail ("MCP server x"). Text that is not JSON passes: the

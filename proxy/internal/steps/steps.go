@@ -68,7 +68,7 @@ func (s extractStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 }
 
 // schemaStep validates the arguments against the tool's schema (step 3),
-// strictly (in dryRun when the tool's schema_mode is dry_run), and refuses an argument spelt in another case than a declared
+// strictly (in DryRun when the tool's schema_mode is dry_run), and refuses an argument spelt in another case than a declared
 // property even where the schema is open: a case-folding upstream (Go's
 // encoding/json into tagged structs reads "Text" as "text") would take it
 // for the property the schema never checked.
@@ -92,7 +92,7 @@ func (s schemaStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	return ValidateArgs(s.tool, s.schema, c.Args)
 }
 
-// validateArgs is the schema check both protocols share: the schema's
+// ValidateArgs is the schema check both protocols share: the schema's
 // violations, else any argument name that differs from a declared one
 // only by case.
 func ValidateArgs(tool string, sch *policies.Schema, args map[string]any) *conf.Refusal {
@@ -156,7 +156,7 @@ func (originStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 // budgetStep admits the call against the budgets, loop breaking and the
 // upstream's rate (step 6), with a budgets section only. An MCP message's
 // calls are admitted together after every one passed its chain
-// (admitMCP), so a batch is all or nothing.
+// (AdmitMCP), so a batch is all or nothing.
 type budgetStep struct{}
 
 func BuildBudget(e *pipe.ChainEnv) pipe.RequestStep {

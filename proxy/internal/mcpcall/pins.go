@@ -44,7 +44,7 @@ type mcpPins struct {
 	unreadable map[[2]string]string // (route, server key) → why
 }
 
-// newMCPPins sizes the store for a configuration: one server's pins are
+// NewMCPPins sizes the store for a configuration: one server's pins are
 // bounded by the largest mcp.max_tools of its MCP routes.
 func NewMCPPins(cfg *conf.Config) *mcpPins {
 	most := mcppin.DefaultMaxTools
@@ -56,7 +56,7 @@ func NewMCPPins(cfg *conf.Config) *mcpPins {
 	return &mcpPins{Store: mcppin.New(mcppin.Limits{MaxTools: most})}
 }
 
-// load pins the lock file entries of every MCP route of cfg.
+// Load pins the lock file entries of every MCP route of cfg.
 func (p *mcpPins) Load(cfg *conf.Config) error {
 	for _, t := range cfg.Compiled {
 		if t.MCP == nil || t.MCP.Lock == nil {
@@ -100,7 +100,7 @@ type pinDefs struct {
 	err   error // the list cannot be read alike by every reader
 }
 
-// readPinDefs reads the definitions of one or more tools/list pages.
+// ReadPinDefs reads the definitions of one or more tools/list pages.
 func ReadPinDefs(pages ...json.RawMessage) pinDefs {
 	var d pinDefs
 	for _, raw := range pages {

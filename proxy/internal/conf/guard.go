@@ -2,6 +2,7 @@ package conf
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -9,7 +10,56 @@ import (
 
 	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/egress"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
+
+// routed is the dial guard of a call or tunnel: the host it was routed
+// as, and the config whose tools the guard checks.
+type routed struct {
+	host, port string
+	cfg        *Config // whose tools the guard checks
+}
+
+// Check refuses a connection that landed on a loopback tool host under
+// another name (landsOnLoopbackTool).
+func (rt routed) Check(remote net.Addr) error {
+	if rt.cfg.landsOnLoopbackTool(rt.host, rt.port, remote) {
+		return fmt.Errorf("%w: %s reached %s", ErrOtherName, rt.host, remote)
+	}
+	return nil
+}
+
+// Guarded returns ctx carrying the host and port a call or tunnel was
+// routed as, for the egress guard (egressDial), and the dial guard when
+// tools name a loopback host.
+func (c *Config) Guarded(ctx context.Context, host, port string) context.Context {
+	ctx = context.WithValue(ctx, egressRouteKey{}, &egressRoute{Host: host, port: port, Cfg: c})
+	if len(c.Aliases.loopback) == 0 {
+		return ctx
+	}
+	return upstream.WithGuard(ctx, routed{host: host, port: port, cfg: c})
+}
+
+// landsOnLoopbackTool is the dial guard: it reports whether a connection
+// made for a call routed as host (not a tool host) reached a loopback
+// address on a port a loopback tool host covers. Such a call used another
+// name (one that resolves to loopback) for a tool's host, and would
+// otherwise skip the tool's checks.
+func (c *Config) landsOnLoopbackTool(host, port string, remote net.Addr) bool {
+	if c.IsToolHost(host) {
+		return false
+	}
+	ta, ok := remote.(*net.TCPAddr)
+	if !ok || !ta.IP.IsLoopback() {
+		return false
+	}
+	for _, t := range c.Compiled {
+		if t.Host != "" && IsLoopback(t.Host) && (t.Port == "" || t.Port == port) {
+			return true
+		}
+	}
+	return false
+}
 
 // The egress guard (proxy/egress, docs/security.md "Egress: where toolgate
 // connects"). Every upstream connection toolgate makes goes through
@@ -21,7 +71,7 @@ import (
 // tool's host nor listed in egress.allow, and connects only to the
 // addresses it checked.
 
-// egressToolHosts are the hosts the guard never checks: every tool's
+// EgressToolHosts are the hosts the guard never checks: every tool's
 // match.host (with its port when it names one; without, every port, as
 // routing does) and each reverse listener's upstream host.
 func (c *Config) EgressToolHosts() []string {
@@ -63,13 +113,13 @@ type egressRoute struct {
 
 type egressRouteKey struct{}
 
-// routeFor returns ctx's route, or nil.
+// RouteFor returns ctx's route, or nil.
 func RouteFor(ctx context.Context) *egressRoute {
 	rt, _ := ctx.Value(egressRouteKey{}).(*egressRoute)
 	return rt
 }
 
-// egressNoted returns the refusal enforce mode would have made of the
+// EgressNoted returns the refusal enforce mode would have made of the
 // connection dialled for the call of ctx (mode: record), or nil.
 func EgressNoted(ctx context.Context) *egress.DeniedError {
 	if rt := RouteFor(ctx); rt != nil {
@@ -78,7 +128,7 @@ func EgressNoted(ctx context.Context) *egress.DeniedError {
 	return nil
 }
 
-// egressRoutedAs reports whether a connection to addr made for a call
+// EgressRoutedAs reports whether a connection to addr made for a call
 // routed as host may be exempted as host (see egressDial).
 func (c *Config) EgressRoutedAs(ctx context.Context, host, addr string) bool {
 	dh, _, err := net.SplitHostPort(addr)

@@ -31,7 +31,7 @@ import (
 // batch) and says what the client gets in its place. The answer checks
 // (mcp_answer.go) are one hook; a hook that rewrites a tools/list result
 // (pinned definitions filtering the list) is another: for a request that
-// holds a tools/list (mcpCall.ans.ListID set), before dispatch,
+// holds a tools/list (MCPCall.ans.ListID set), before dispatch,
 //
 //	h := m.holdFor(limit, false)
 //	h.hooks = append(h.hooks, func(raw []byte, msg *mcp.Message) []byte { ... })
@@ -112,7 +112,7 @@ func (h *mcpHold) begin(r *http.Request, resp *http.Response) *http.Response {
 	return nil
 }
 
-// setBody puts a held body in place, with its length.
+// SetBody puts a held body in place, with its length.
 func setBody(resp *http.Response, b []byte) {
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	resp.ContentLength = int64(len(b))
@@ -194,7 +194,7 @@ func (h *mcpHold) withhold(id json.RawMessage, tool string, ref *conf.Refusal) [
 	return mcp.ToolError(id, RefusalText(ref), ref.Envelope(), h.m.Stateless, h.m.Srv.PlainResult(tool))
 }
 
-// withheld reports whether a call was answered with a withheld result.
+// Withheld reports whether a call was answered with a withheld result.
 func (h *mcpHold) Withheld(id json.RawMessage) bool { return h.answered[h.key(id)] }
 
 func (h *mcpHold) key(id json.RawMessage) string {

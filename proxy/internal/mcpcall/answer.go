@@ -282,7 +282,7 @@ func (m *MCPCall) settleAnswer() (bucketing.Result, bool) {
 	return bucketing.Result{Code: ref.Code, Class: bucketing.ClassOf(ref.Code), Reason: ref.Reason}, true
 }
 
-// holdAnswer holds upstream's answer to a call with answer checks (see
+// HoldAnswer holds upstream's answer to a call with answer checks (see
 // mcpHold); it returns the client's answer when the answer is replaced
 // whole, or nil when resp goes on, its body rewritten or untouched (no
 // answer checks hold it).

@@ -79,7 +79,7 @@ func mcpRefuse(c *pipe.Call, r *http.Request, msgs []mcp.Message, batch bool, re
 	return resp
 }
 
-// refusalText is the human text of a refusal: the detail, then one line
+// RefusalText is the human text of a refusal: the detail, then one line
 // per violation with its path, message, and what was expected and got.
 func RefusalText(ref *conf.Refusal) string {
 	var b strings.Builder

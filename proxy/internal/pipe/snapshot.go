@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
+	"time"
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/egress"
@@ -60,7 +62,7 @@ type Snapshot struct {
 	ServerToolNames []string
 }
 
-// state is the snapshot in force, with per-call lookups precomputed.
+// State is the snapshot in force, with per-call lookups precomputed.
 type State struct {
 	Snapshot
 	Cfg    *conf.Config
@@ -74,4 +76,20 @@ func newTraceID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// LogLimit lets one log line through per second; the metrics count them all.
+type LogLimit struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (l *LogLimit) allow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < time.Second {
+		return false
+	}
+	l.last = time.Now()
+	return true
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // An MCP route's chain runs once per tools/call of a message
-// (checkToolCall), in requestOrder's order: mcpCallStep reads the call's
-// params (extraction), mcpSchemaStep checks the arguments against the
+// (CheckToolCall), in requestOrder's order: mcpCallStep reads the call's
+// params (extraction), MCPSchemaStep checks the arguments against the
 // schema the route configures for the tool or the server listed (learned,
 // else fetched), then the policies and approval steps every tool shares.
 
@@ -46,10 +46,10 @@ func problemRefusal(p *mcp.Problem) *conf.Refusal {
 	return conf.Refuse(bucketing.CodeValidation, p.Reason, p.Detail, p.Violations)
 }
 
-// mcpSchemaStep checks a tools/call's arguments against its tool's schema.
+// MCPSchemaStep checks a tools/call's arguments against its tool's schema.
 // Each tool with an override under mcp.tools has its own steps, compiled
 // once; the others share the route's. A dry-run tool's steps are wrapped
-// in dryRun.
+// in DryRun.
 type MCPSchemaStep struct {
 	route  *conf.MCPRoute
 	Def    []pipe.RequestStep
@@ -196,7 +196,7 @@ func (s mcpUncheckedStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 
 // mcpValidateStep validates the arguments against the tool's schema: the
 // configured one (fixed), else the one looked up. It is the schema step
-// plain tools run (validateArgs), case variants of declared names included.
+// plain tools run (ValidateArgs), case variants of declared names included.
 type mcpValidateStep struct{ fixed *policies.Schema }
 
 func (s mcpValidateStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
@@ -210,7 +210,7 @@ func (s mcpValidateStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	return steps.ValidateArgs(MCPOf(c).tc.Name, sch, c.Args)
 }
 
-// checkToolCall runs the route's chain on one tools/call of the message:
+// CheckToolCall runs the route's chain on one tools/call of the message:
 // its params, the schema, the policies, then approval. It records the tool
 // name and whether the call was inspected.
 func CheckToolCall(c *pipe.Call, ctx context.Context, msg *mcp.Message) *conf.Refusal {

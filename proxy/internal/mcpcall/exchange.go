@@ -29,7 +29,7 @@ const (
 // maxFetchPages bounds the pages of toolgate's own tools/list.
 const maxFetchPages = 20
 
-// mcpHost is what a Server's MCP routes keep for its life.
+// MCPHost is what a Server's MCP routes keep for its life.
 type MCPHost struct {
 	MCP         mcp.Schemas         // tool schemas learned from MCP servers
 	MCPUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
@@ -38,12 +38,12 @@ type MCPHost struct {
 	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
 }
 
-// handle runs a call on an MCP route (handleMCP).
+// Handle runs a call on an MCP route (handleMCP).
 func (h *MCPHost) Handle(c *pipe.Call, r *http.Request, target *url.URL) *http.Response {
 	return handleMCP(c, h, r, target)
 }
 
-// mcpCall is the MCP side of one exchange on an MCP route: what the
+// MCPCall is the MCP side of one exchange on an MCP route: what the
 // request asked, and what is read from the answer as it streams past.
 type MCPCall struct {
 	C      *pipe.Call
@@ -51,10 +51,10 @@ type MCPCall struct {
 	Route  *conf.MCPRoute
 	Server string // host + path, for events and policies
 	Key    string // scheme://host/path, for the schema cache
-	// pinKey keys the server's pins (mcppin.ServerKey), as the lock file
+	// PinKey keys the server's pins (mcppin.ServerKey), as the lock file
 	// toolgate mcp pin writes does.
 	PinKey string
-	// privKey keys the lists the server marked cacheScope "private": key
+	// PrivKey keys the lists the server marked cacheScope "private": key
 	// and a hash of the caller's authorization context.
 	PrivKey string
 	Srv     *mcp.ServerTools
@@ -67,12 +67,12 @@ type MCPCall struct {
 	// removed before it goes upstream (approval_mcp.go).
 	ask   *inBandAsk
 	strip bool
-	// listedOnly is true when the tools already learned are all there is
+	// ListedOnly is true when the tools already learned are all there is
 	// (an evaluation's recorded or fetched list): a tool they lack is not
 	// fetched again.
 	ListedOnly bool
 
-	// The tools/call the chain is checking (checkToolCall): its message,
+	// The tools/call the chain is checking (CheckToolCall): its message,
 	// its params, and what mcpLookupStep found for it: the listed schema
 	// (nil: none usable), why a listed one cannot be used, and whether
 	// the server's whole list lacks the tool.
@@ -242,26 +242,26 @@ func handleMCP(c *pipe.Call, h *MCPHost, r *http.Request, target *url.URL) *http
 	return resp
 }
 
-// begin is told the answer's headers before its body passes; it reports
+// Begin is told the answer's headers before its body passes; it reports
 // whether the answer streams (mcp.AnswerReader.Streaming).
 func (m *MCPCall) Begin(resp *http.Response) bool {
 	m.ans.Begin(resp.Header, resp.ContentLength, m.Route.Cfg.MaxMessageBytes, m)
 	return m.ans.Streaming()
 }
 
-// policyInput puts the tools/call being checked in the policies' input.
+// PolicyInput puts the tools/call being checked in the policies' input.
 func (m *MCPCall) PolicyInput(in *policies.Input) {
 	in.Tool, in.Protocol, in.Server = m.tc.Name, conf.ProtocolMCP, m.Server
 	in.ToolAnnotations = m.Srv.Hints(m.tc.Name).AsMap()
 }
 
-// holds reports whether the route's answer checks hold the answer back.
+// Holds reports whether the route's answer checks hold the answer back.
 func (m *MCPCall) Holds() bool { return m.hold != nil }
 
-// observe sees each chunk of the answer before the caller does.
+// Observe sees each chunk of the answer before the caller does.
 func (m *MCPCall) Observe(p []byte) { m.ans.Observe(p) }
 
-// answered reports whether the answer held the response the request
+// Answered reports whether the answer held the response the request
 // waited for (mcp.AnswerReader.Answered).
 func (m *MCPCall) Answered() bool { return m.ans.Answered() }
 
@@ -281,7 +281,7 @@ func (m *MCPCall) Listed(res *mcp.ToolsListResult, complete bool) {
 	m.C.Event.DefinitionChanges = append(m.C.Event.DefinitionChanges, changes...)
 }
 
-// settle completes the bucketed result of an answer with what its
+// Settle completes the bucketed result of an answer with what its
 // JSON-RPC messages said, and records the call's outcome.
 func (m *MCPCall) Settle(res bucketing.Result) bucketing.Result {
 	resp, unread := m.ans.Response()
@@ -324,7 +324,7 @@ func (m *MCPCall) Settle(res bucketing.Result) bucketing.Result {
 	return res
 }
 
-// learnList stores a tools/list answer where its cacheScope says: lists
+// LearnList stores a tools/list answer where its cacheScope says: lists
 // marked "private" under the caller's authorization context, others under
 // the server. Its definitions (defs) are observed against the pins first
 // (pinList): a tool whose change the route does not follow is learned as
@@ -345,4 +345,28 @@ func (m *MCPCall) LearnList(res *mcp.ToolsListResult, defs pinDefs, complete boo
 	}
 	m.Srv = m.h.MCP.Resolve(m.Key, m.PrivKey)
 	return changes
+}
+
+// MCPOf is a call's MCP side, or nil off an MCP route.
+func MCPOf(c *pipe.Call) *MCPCall {
+	m, _ := c.MCP.(*MCPCall)
+	return m
+}
+
+// SpanFacts fills in what an MCP call's span says: the tools/call's tool
+// when the server listed it (with its description) or the route
+// configures it by name, and the JSON-RPC error that answered the
+// request.
+func (m *MCPCall) SpanFacts(f *sink.SpanFacts) {
+	if name := m.C.Event.Tool; name != "" && m.Srv != nil {
+		desc, listed := m.Srv.Described(name)
+		if listed || m.Route.Tools[name] != nil {
+			f.KnownTool, f.ToolDescription = name, desc
+		}
+	}
+	if resp, _ := m.ans.Response(); resp != nil && resp.Error != nil {
+		f.RPCError, f.RPCErrorCode = true, resp.Error.Code
+	} else if code, ok := m.ans.RPCError(); ok {
+		f.RPCError, f.RPCErrorCode = true, code
+	}
 }

@@ -9,7 +9,7 @@ import (
 
 var pathUnescape = url.PathUnescape
 
-// readBody reads the whole body if it is at most limit bytes, reading one
+// ReadBody reads the whole body if it is at most limit bytes, reading one
 // byte more than the limit to detect a larger one. A declared Content-Length
 // over the limit is refused before anything is read.
 func ReadBody(r *http.Request, limit int64) ([]byte, error) {
@@ -32,7 +32,7 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	return buf, nil
 }
 
-// readUpTo reads r to its end, or to limit+1 bytes, whichever comes
+// ReadUpTo reads r to its end, or to limit+1 bytes, whichever comes
 // first, and returns what it read, also along with an error. size is the
 // length r declares (-1 when unknown): a body of a declared length up to
 // 64 KiB is read into one buffer of that size plus the byte that shows its
@@ -59,11 +59,11 @@ func ReadUpTo(r io.Reader, size, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// maxDuplicateViolations bounds the violations of one duplicate_argument
+// MaxDuplicateViolations bounds the violations of one duplicate_argument
 // refusal.
 const MaxDuplicateViolations = 16
 
-// escapePointer escapes one JSON pointer token.
+// EscapePointer escapes one JSON pointer token.
 func EscapePointer(s string) string {
 	var b []byte
 	for i := 0; i < len(s); i++ {

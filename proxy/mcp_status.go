@@ -1,8 +1,33 @@
 package proxy
 
 import (
+	"github.com/toolgate/toolgate/proxy/internal/mcpcall"
 	"github.com/toolgate/toolgate/proxy/mcppin"
 )
+
+// UnusableSchemas lists the tools whose listed schemas could not check
+// their calls (too large, too complex, not compilable), by server and
+// tool, at most 100 (the most recently met).
+func (s *Server) UnusableSchemas() []mcpcall.UnusableSchema {
+	return s.MCPUnusable.List()
+}
+
+// ListedSchemaKeywords lists the MCP tools whose listed inputSchema holds
+// keywords its draft does not define (those keywords check nothing; the
+// rest of the schema checks the calls), by server and tool, at most 100
+// (the most recently met).
+func (s *Server) ListedSchemaKeywords() []mcpcall.ListedKeywords {
+	return s.MCPKeywords.List()
+}
+
+// UnlistedNames are the configured MCP tool names that the servers which
+// listed their tools since the configuration took effect do not list.
+func (s *Server) UnlistedNames() []mcpcall.UnlistedName {
+	if st := s.state.Load(); st != nil {
+		return st.Names.Names()
+	}
+	return nil
+}
 
 // PinChanges lists the MCP tools whose last listing differs from their pin,
 // that a complete list no longer names, or (on a route with new_tools:

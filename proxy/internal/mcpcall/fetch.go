@@ -20,7 +20,7 @@ import (
 	"github.com/toolgate/toolgate/proxy/mcp"
 )
 
-// fetchTools lists the server's tools with toolgate's own tools/list (every
+// FetchTools lists the server's tools with toolgate's own tools/list (every
 // page), with the caller's session or (2026-07-28) its per-request _meta
 // and headers, and learns them. One fetch per server runs at a time; calls
 // arriving meanwhile wait for it. The fetch is recorded as an event of its
@@ -118,7 +118,7 @@ func recordFetch(c *pipe.Call, start time.Time, status, pages int, changes []str
 	c.Host.Rec.Record(ev)
 }
 
-// sendOwn sends a JSON-RPC request of toolgate's own (a tools/list, and
+// SendOwn sends a JSON-RPC request of toolgate's own (a tools/list, and
 // policy eval's session set-up) to the MCP server: JSON in, JSON or an
 // event stream out, with the tool's injected headers when the origin is
 // the tool's.

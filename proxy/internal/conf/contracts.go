@@ -6,7 +6,23 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/policies"
 )
+
+// Approver is the approval step: it runs after the policies allowed a
+// call and before injection and dispatch, and decides whether the call
+// needs a person's approval and has it. approval.Gate satisfies it. A call
+// that needs none must cost no more than a map lookup.
+type Approver interface {
+	Approve(ctx context.Context, q *policies.ApprovalCall) policies.ApprovalOutcome
+}
+
+// ApprovalNeeder is an Approver that tells, at the cost of a map lookup,
+// whether a call needs approval at all (approval.Gate does), so what only
+// the in-band ask needs is read only for calls that need approval.
+type ApprovalNeeder interface {
+	Needs(q *policies.ApprovalCall) bool
+}
 
 // Budgeter is the budget step: budgets, loop breaking and the upstream's
 // rate limit and backoff. proxy declares what it needs of one here, in its

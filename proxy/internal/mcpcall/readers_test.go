@@ -16,7 +16,7 @@ import (
 
 // readerVariants are JSON-RPC request bodies that some mainstream server
 // reads differently from toolgate, each refused by toolgate's reading
-// (mcp.ParseRPC after checkJSONNames, as handleMCP runs them). They seed
+// (mcp.ParseRPC after CheckJSONNames, as handleMCP runs them). They seed
 // FuzzRPCReaders and are the single-message rows of the adversarial
 // group TestMCPReaders.
 var readerVariants = []struct {
@@ -216,7 +216,7 @@ func sdkUnmarshal(data []byte, v any) error {
 }
 
 // FuzzRPCReaders is the reader differential: any request toolgate reads
-// (checkJSONNames, mcp.ParseRPC, mcp.ParseToolCall) is read the same way by a
+// (CheckJSONNames, mcp.ParseRPC, mcp.ParseToolCall) is read the same way by a
 // hand-written encoding/json server and by the Go SDK: the same method and
 // id, and for a tools/call the same tool name and arguments. A message
 // they could read differently must be refused. The seeds are every
