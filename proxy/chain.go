@@ -28,7 +28,7 @@ type stepEntry struct {
 //
 //	extract → observe → schema → policies → origin → approval → budget
 //
-// Observe (observe.go) only records the arguments' shape, for a tool in
+// Observe (steps/observe.go) only records the arguments' shape, for a tool in
 // observe mode; it never refuses.
 //
 // Origin runs before approval, so that a person is never asked to approve
@@ -38,18 +38,18 @@ type stepEntry struct {
 //
 // An MCP route runs the same order with its own extraction: each
 // tools/call's params (mcpCallStep), then the schema the server listed or
-// the route configures (MCPSchemaStep), the policies, and its own approval
+// the route configures (mcpcall.SchemaStep), the policies, and its own approval
 // (in band, mcpApprovalStep); it has no observe or origin step (an MCP
 // call goes without injected headers), and its budget step runs once for
 // the whole message, so that a batch is admitted all or nothing
 // (AdmitMCP).
 var requestOrder = []stepEntry{
-	{name: "extract", build: steps.BuildExtract, mcp: mcpcall.BuildMCPCall},
+	{name: "extract", build: steps.BuildExtract, mcp: mcpcall.BuildCall},
 	{name: "observe", build: steps.BuildObserve},
-	{name: "schema", eval: true, build: steps.BuildSchema, mcp: mcpcall.BuildMCPSchema},
+	{name: "schema", eval: true, build: steps.BuildSchema, mcp: mcpcall.BuildSchema},
 	{name: "policies", eval: true, build: steps.BuildPolicies, mcp: steps.BuildPolicies},
 	{name: "origin", eval: true, build: steps.BuildOrigin},
-	{name: "approval", build: steps.BuildApproval, mcp: mcpcall.BuildMCPApproval},
+	{name: "approval", build: steps.BuildApproval, mcp: mcpcall.BuildApproval},
 	{name: "budget", build: steps.BuildBudget},
 }
 

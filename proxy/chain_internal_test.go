@@ -124,7 +124,7 @@ tools:
 		if tl.MCP == nil {
 			continue
 		}
-		s := mcpcall.BuildMCPSchema(&pipe.ChainEnv{Tool: tl, Snap: &pipe.Snapshot{Config: &cfg}}).(*mcpcall.MCPSchemaStep)
+		s := mcpcall.BuildSchema(&pipe.ChainEnv{Tool: tl, Snap: &pipe.Snapshot{Config: &cfg}}).(*mcpcall.SchemaStep)
 		wrapped := func(steps []pipe.RequestStep) (n int) {
 			for _, st := range steps {
 				if _, ok := st.(pipe.DryRun); ok {

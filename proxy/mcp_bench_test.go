@@ -31,7 +31,7 @@ func BenchmarkMCP(b *testing.B) {
 		cfg := strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL)
 		if route == "forward-answers" {
 			// The route's answer checks: the result held and scanned by
-			// every detector (mcp_answer.go).
+			// every detector (mcpcall/answer.go).
 			cfg += "    answer: {output_schema: enforce, detect: [secrets, pii, instructions]}\n"
 		}
 		e := newEnvTo(b, cfg, nil, nil, nil, time.Second)

@@ -187,7 +187,7 @@ func mcpRequest(c *pipe.Call, ctx context.Context, r *http.Request, target *url.
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	limit := mcpcall.MCPOf(c).Route.Cfg.MaxMessageBytes
+	limit := mcpcall.ExchangeOf(c).Route.Cfg.MaxMessageBytes
 	b, err := conf.ReadUpTo(resp.Body, resp.ContentLength, int64(limit))
 	if err != nil && !mcp.IsEventStream(resp.Header.Get("Content-Type")) {
 		return nil, nil, err
@@ -229,7 +229,7 @@ func openSession(c *pipe.Call, ctx context.Context, r *http.Request, target *url
 		}
 	}
 	if mcp.IsEventStream(resp.Header.Get("Content-Type")) {
-		sr := mcp.NewSSEReader(mcpcall.MCPOf(c).Route.Cfg.MaxMessageBytes, take)
+		sr := mcp.NewSSEReader(mcpcall.ExchangeOf(c).Route.Cfg.MaxMessageBytes, take)
 		sr.Feed(body)
 		sr.Feed([]byte("\n\n"))
 	} else {

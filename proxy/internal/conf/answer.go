@@ -101,7 +101,7 @@ type AnswerConfig struct {
 	// structuredContent does not match, or that has none, is withheld),
 	// dry_run (recorded as would_withhold) or off. Default enforce when
 	// the route has an answer section; a route without one checks nothing
-	// (mcp_answer.go).
+	// (mcpcall/answer.go).
 	OutputSchema string `yaml:"output_schema"`
 
 	Compiled *policies.Schema    // compiled by compileAnswer
@@ -265,7 +265,7 @@ func oneOf(v *string, field string, allowed ...string) error {
 
 // DetectRule is a compiled detectors section: the detectors, and what
 // an answer with a finding gets. A plain HTTP tool's detect step and an
-// MCP route's result checks (mcp_answer.go) share it.
+// MCP route's result checks (mcpcall/answer.go) share it.
 type DetectRule struct {
 	Det    *detect.Detector
 	Redact bool
@@ -284,7 +284,7 @@ func NewDetectRule(a *AnswerDetectConfig) *DetectRule {
 
 // The answer checks of an MCP route: a tools/call's result is held to the
 // outputSchema its tool lists and scanned by the built-in detectors before
-// the client sees it. The answer is held back (mcp_hold.go) until the
+// the client sees it. The answer is held back (mcpcall/hold.go) until the
 // checks ran: a JSON answer whole, an event stream one event at a time. A
 // result the checks withhold reaches the client as an isError result that
 // names what failed and never holds the result; a redacted one has

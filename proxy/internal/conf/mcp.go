@@ -51,7 +51,7 @@ type MCPRoute struct {
 	// lock is the route's entries of its mcp.pin.lock_file; nil without
 	// one. Swap loads them into the server's pins.
 	Lock *mcppin.Lock
-	// answer is the route's answer checks (mcp_answer.go); nil when none.
+	// answer is the route's answer checks (mcpcall/answer.go); nil when none.
 	Answer *MCPAnswerRule
 }
 

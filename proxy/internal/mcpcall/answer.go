@@ -19,7 +19,7 @@ import (
 // on a route with answer checks: each response is checked as the result
 // of the tools/call it answers, and with detectors every other message
 // of the answer (notifications, the server's requests) is scanned too.
-func (m *MCPCall) armAnswerChecks(msgs []mcp.Message) {
+func (m *Exchange) armAnswerChecks(msgs []mcp.Message) {
 	rule := m.Route.Answer
 	if rule == nil || m.ans.CallID == nil {
 		return
@@ -43,7 +43,7 @@ var verdictRank = map[string]int{"": 0, sink.AnswerPassed: 1, sink.AnswerUninspe
 
 // noteMCPAnswer records what the checks did with one message of the
 // answer: the event keeps the strongest verdict, and every kind found.
-func (m *MCPCall) noteMCPAnswer(verdict string, kinds []string, n int) {
+func (m *Exchange) noteMCPAnswer(verdict string, kinds []string, n int) {
 	c := m.C
 	v := c.Event.Answer
 	if verdictRank[verdict] > verdictRank[v] {
@@ -56,7 +56,7 @@ func (m *MCPCall) noteMCPAnswer(verdict string, kinds []string, n int) {
 // single tools/call whatever the response's id (a client of one request
 // takes any response as its answer); by id in a batch. ok is false for a
 // response to no tools/call of the batch.
-func (m *MCPCall) resultTool(id json.RawMessage) (string, bool) {
+func (m *Exchange) resultTool(id json.RawMessage) (string, bool) {
 	if !m.batch {
 		return m.hold.calls[mcp.IDText(m.ans.CallID)], true
 	}
@@ -67,7 +67,7 @@ func (m *MCPCall) resultTool(id json.RawMessage) (string, bool) {
 // checkResult is the answer checks' hook: a response to a tools/call is
 // held to the tool's outputSchema and scanned; any other message is
 // scanned when the route has detectors.
-func (m *MCPCall) checkResult(raw []byte, msg *mcp.Message) []byte {
+func (m *Exchange) checkResult(raw []byte, msg *mcp.Message) []byte {
 	rule := m.Route.Answer
 	if !msg.IsResponse() {
 		return m.scanOther(raw, msg)
@@ -142,7 +142,7 @@ func (m *MCPCall) checkResult(raw []byte, msg *mcp.Message) []byte {
 // specification ("servers MUST provide structured results that conform
 // to this schema"): a violation too. It returns nil when the tool lists
 // none, or the result matches.
-func (m *MCPCall) checkOutputSchema(tool, subject string, res map[string]any) *conf.Refusal {
+func (m *Exchange) checkOutputSchema(tool, subject string, res map[string]any) *conf.Refusal {
 	sch, listed, why := m.Srv.OutputSchema(tool)
 	switch {
 	case !listed:
@@ -186,7 +186,7 @@ func (m *MCPCall) checkOutputSchema(tool, subject string, res map[string]any) *c
 // scanError scans a JSON-RPC error's message and data: a client shows
 // them to the model as it shows a result. A finding withholds the call's
 // result or is redacted in place.
-func (m *MCPCall) scanError(raw []byte, msg *mcp.Message, subject, tool string) []byte {
+func (m *Exchange) scanError(raw []byte, msg *mcp.Message, subject, tool string) []byte {
 	return m.scanMember(raw, "error", rawMember(raw, "error"), func(j *steps.DetectJudgement) []byte {
 		return m.hold.withhold(msg.ID, tool, j.Refusal(subject, nil))
 	})
@@ -195,14 +195,14 @@ func (m *MCPCall) scanError(raw []byte, msg *mcp.Message, subject, tool string) 
 // scanOther scans a message of the answer that is not a response (a
 // progress or logging notification, a request of the server's): a finding
 // drops it (withhold) or is redacted in its params.
-func (m *MCPCall) scanOther(raw []byte, msg *mcp.Message) []byte {
+func (m *Exchange) scanOther(raw []byte, msg *mcp.Message) []byte {
 	return m.scanMember(raw, "params", msg.Params, func(*steps.DetectJudgement) []byte { return nil })
 }
 
 // scanMember runs the route's detectors on one member of a message (value,
 // as sent): with a finding, the message is what withhold makes of it, or
 // the member is redacted in place. Without detectors it passes as it is.
-func (m *MCPCall) scanMember(raw []byte, member string, value []byte, withhold func(*steps.DetectJudgement) []byte) []byte {
+func (m *Exchange) scanMember(raw []byte, member string, value []byte, withhold func(*steps.DetectJudgement) []byte) []byte {
 	det := m.Route.Answer.Detect
 	if det == nil || len(value) == 0 {
 		return raw
@@ -271,7 +271,7 @@ func rawMember(raw []byte, name string) []byte {
 // answer checks withheld: the client got an isError result toolgate made,
 // recorded as a refusal with the checks' code and reason (upstream was
 // called: refused stays false). ok is false when nothing was withheld.
-func (m *MCPCall) settleAnswer() (bucketing.Result, bool) {
+func (m *Exchange) settleAnswer() (bucketing.Result, bool) {
 	if m.hold == nil || m.hold.ref == nil {
 		return bucketing.Result{}, false
 	}
@@ -286,7 +286,7 @@ func (m *MCPCall) settleAnswer() (bucketing.Result, bool) {
 // mcpHold); it returns the client's answer when the answer is replaced
 // whole, or nil when resp goes on, its body rewritten or untouched (no
 // answer checks hold it).
-func (m *MCPCall) HoldAnswer(r *http.Request, resp *http.Response) *http.Response {
+func (m *Exchange) HoldAnswer(r *http.Request, resp *http.Response) *http.Response {
 	if m.hold == nil || resp.StatusCode/100 != 2 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusAccepted {
 		return nil
 	}

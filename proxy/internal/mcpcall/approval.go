@@ -49,7 +49,7 @@ type inBandAsk struct {
 // mcpApprovalStep is an MCP route's approval step (approveMCP).
 type mcpApprovalStep struct{ a conf.Approver }
 
-func BuildMCPApproval(e *pipe.ChainEnv) pipe.RequestStep {
+func BuildApproval(e *pipe.ChainEnv) pipe.RequestStep {
 	if e.Approver == nil {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (s mcpApprovalStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal 
 // in-band ask when the client can take it, and the call's own requestState
 // checked when it is toolgate's.
 func approveMCP(c *pipe.Call, ctx context.Context, a conf.Approver) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	msg, tc := m.msg, m.tc
 	annotations := m.Srv.Hints(tc.Name).AsMap()
 	state, own := ownState(tc.State)
@@ -186,7 +186,7 @@ func stripOwnState(msg mcp.Message) ([]byte, error) {
 // and toolgate's requestState. The call never reaches the server; its
 // event says outcome input_required, approval pending.
 func mcpAskInBand(c *pipe.Call, r *http.Request, msg *mcp.Message, ref *conf.Refusal) *http.Response {
-	ask := MCPOf(c).ask
+	ask := ExchangeOf(c).ask
 	text := fmt.Sprintf("Tool '%s' needs a person's approval before it runs (toolgate approval %s). Open the Approvals page to see the request; once a person allowed to decide approves it, continue.", c.Event.Tool, ask.id)
 	type elicit struct {
 		Mode    string `json:"mode"`

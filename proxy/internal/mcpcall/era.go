@@ -32,7 +32,7 @@ func mcpHeaderRefuse(c *pipe.Call, r *http.Request, msg *mcp.Message, env mcp.En
 		}
 	}
 	c.Event.Refused = true
-	c.Event.Detail = "MCP server " + MCPOf(c).Server + " got a request whose headers do not match its body: " + why
+	c.Event.Detail = "MCP server " + ExchangeOf(c).Server + " got a request whose headers do not match its body: " + why
 	c.Finish(bucketing.Result{Code: bucketing.CodeValidation, Class: bucketing.ClassUser, Reason: reasonHeaderMismatch}, 0, int64(len(body)))
 	return mcpAnswer(r, http.StatusBadRequest, string(bucketing.CodeValidation), body)
 }
@@ -54,7 +54,7 @@ func traceIDOf(tp string) (string, bool) {
 // the request may have reached the server is retryable only for a tool the
 // server calls idempotent or read-only, since repeating any other may do
 // its work twice. A connection that was never made is retryable as before.
-func (m *MCPCall) retryableByHints(env []byte) []byte {
+func (m *Exchange) retryableByHints(env []byte) []byte {
 	h := m.Srv.Hints(m.C.Event.Tool)
 	if h == nil {
 		return env
@@ -119,7 +119,7 @@ func mcpNotLocalRefuse(c *pipe.Call, r *http.Request, why string) *http.Response
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
 		"code": -32600, "message": "Forbidden: " + why}})
 	c.Event.Refused = true
-	c.Event.Detail = "MCP server " + MCPOf(c).Server + " refused a request through a loopback listener: " + why + " (DNS rebinding)"
+	c.Event.Detail = "MCP server " + ExchangeOf(c).Server + " refused a request through a loopback listener: " + why + " (DNS rebinding)"
 	c.Finish(bucketing.Result{Code: bucketing.CodePolicy, Class: bucketing.ClassPolicy, Reason: reasonNotLocal}, 0, int64(len(body)))
 	return mcpAnswer(r, http.StatusForbidden, string(bucketing.CodePolicy), body)
 }

@@ -33,9 +33,9 @@ const maxFetchPages = 20
 type MCPHost struct {
 	MCP         mcp.Schemas         // tool schemas learned from MCP servers
 	MCPUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
-	MCPKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (mcp_keywords.go)
-	Pins        *mcpPins            // pinned MCP tool definitions, for the server's life (mcp_pins.go)
-	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (mcp_tasks.go)
+	MCPKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (keywords.go)
+	Pins        *mcpPins            // pinned MCP tool definitions, for the server's life (pins.go)
+	tasks       mcp.RefusedTasks    // refused task-augmented tools/call, for tasks/get and tasks/result (tasks.go)
 }
 
 // Handle runs a call on an MCP route (handleMCP).
@@ -43,9 +43,9 @@ func (h *MCPHost) Handle(c *pipe.Call, r *http.Request, target *url.URL) *http.R
 	return handleMCP(c, h, r, target)
 }
 
-// MCPCall is the MCP side of one exchange on an MCP route: what the
+// Exchange is the MCP side of one exchange on an MCP route: what the
 // request asked, and what is read from the answer as it streams past.
-type MCPCall struct {
+type Exchange struct {
 	C      *pipe.Call
 	h      *MCPHost
 	Route  *conf.MCPRoute
@@ -64,7 +64,7 @@ type MCPCall struct {
 	batch bool
 	// ask is the in-band approval question the call is answered with;
 	// strip is true when the call carries toolgate's own approval state,
-	// removed before it goes upstream (approval_mcp.go).
+	// removed before it goes upstream (approval.go).
 	ask   *inBandAsk
 	strip bool
 	// ListedOnly is true when the tools already learned are all there is
@@ -89,11 +89,11 @@ type MCPCall struct {
 	// is recorded, its ListID a tools/list whose answer is learned.
 	ans mcp.AnswerReader
 	// hold holds the answer back for the route's answer checks
-	// (mcp_hold.go); nil when nothing holds it.
+	// (hold.go); nil when nothing holds it.
 	hold *mcpHold
 	// pinVerdicts are the verdicts of the last tools/list observed against
 	// the pins (pinList); listFiltered is true once a held tools/list was
-	// learned and filtered (mcp_pins.go), so the answer reader does not
+	// learned and filtered (pins.go), so the answer reader does not
 	// learn it again.
 	pinVerdicts  []mcppin.Verdict
 	listFiltered bool
@@ -105,8 +105,8 @@ type MCPCall struct {
 // tools/list_changed, and any method but POST with a body is refused.
 // NewCall starts the MCP side of c, a request r to the MCP server at
 // target on c's route, with what the server learned of it so far.
-func NewCall(c *pipe.Call, h *MCPHost, r *http.Request, target *url.URL) *MCPCall {
-	m := &MCPCall{C: c, h: h, Route: c.Tool.MCP, Server: target.Host + target.EscapedPath(),
+func NewCall(c *pipe.Call, h *MCPHost, r *http.Request, target *url.URL) *Exchange {
+	m := &Exchange{C: c, h: h, Route: c.Tool.MCP, Server: target.Host + target.EscapedPath(),
 		Key: target.Scheme + "://" + target.Host + target.EscapedPath(), PinKey: mcppin.ServerKey(target)}
 	m.PrivKey = m.Key + "|auth:" + mcp.AuthContext(r)
 	m.Srv = h.MCP.Resolve(m.Key, m.PrivKey)
@@ -244,36 +244,36 @@ func handleMCP(c *pipe.Call, h *MCPHost, r *http.Request, target *url.URL) *http
 
 // Begin is told the answer's headers before its body passes; it reports
 // whether the answer streams (mcp.AnswerReader.Streaming).
-func (m *MCPCall) Begin(resp *http.Response) bool {
+func (m *Exchange) Begin(resp *http.Response) bool {
 	m.ans.Begin(resp.Header, resp.ContentLength, m.Route.Cfg.MaxMessageBytes, m)
 	return m.ans.Streaming()
 }
 
 // PolicyInput puts the tools/call being checked in the policies' input.
-func (m *MCPCall) PolicyInput(in *policies.Input) {
+func (m *Exchange) PolicyInput(in *policies.Input) {
 	in.Tool, in.Protocol, in.Server = m.tc.Name, conf.ProtocolMCP, m.Server
 	in.ToolAnnotations = m.Srv.Hints(m.tc.Name).AsMap()
 }
 
 // Holds reports whether the route's answer checks hold the answer back.
-func (m *MCPCall) Holds() bool { return m.hold != nil }
+func (m *Exchange) Holds() bool { return m.hold != nil }
 
 // Observe sees each chunk of the answer before the caller does.
-func (m *MCPCall) Observe(p []byte) { m.ans.Observe(p) }
+func (m *Exchange) Observe(p []byte) { m.ans.Observe(p) }
 
 // Answered reports whether the answer held the response the request
 // waited for (mcp.AnswerReader.Answered).
-func (m *MCPCall) Answered() bool { return m.ans.Answered() }
+func (m *Exchange) Answered() bool { return m.ans.Answered() }
 
 // ListChanged forgets the server's tools when it says they changed.
-func (m *MCPCall) ListChanged() {
+func (m *Exchange) ListChanged() {
 	m.h.MCP.Forget(m.Key)
 	m.Srv = m.h.MCP.Resolve(m.Key, m.PrivKey)
 }
 
 // Listed learns the tools/list result the answer held; the call's event
 // names the definitions that differ from their pins.
-func (m *MCPCall) Listed(res *mcp.ToolsListResult, complete bool) {
+func (m *Exchange) Listed(res *mcp.ToolsListResult, complete bool) {
 	if m.listFiltered {
 		return // learned from what the server sent, before it was filtered
 	}
@@ -283,7 +283,7 @@ func (m *MCPCall) Listed(res *mcp.ToolsListResult, complete bool) {
 
 // Settle completes the bucketed result of an answer with what its
 // JSON-RPC messages said, and records the call's outcome.
-func (m *MCPCall) Settle(res bucketing.Result) bucketing.Result {
+func (m *Exchange) Settle(res bucketing.Result) bucketing.Result {
 	resp, unread := m.ans.Response()
 	if m.ans.CallID == nil {
 		return res
@@ -330,7 +330,7 @@ func (m *MCPCall) Settle(res bucketing.Result) bucketing.Result {
 // (pinList): a tool whose change the route does not follow is learned as
 // pinned, and a list that cannot be read alike by every reader is not
 // learned at all. It returns the definition changes to record.
-func (m *MCPCall) LearnList(res *mcp.ToolsListResult, defs pinDefs, complete bool) []string {
+func (m *Exchange) LearnList(res *mcp.ToolsListResult, defs pinDefs, complete bool) []string {
 	tools, changes, ok := m.pinList(res.Tools, defs, complete)
 	if !ok {
 		return changes
@@ -347,9 +347,9 @@ func (m *MCPCall) LearnList(res *mcp.ToolsListResult, defs pinDefs, complete boo
 	return changes
 }
 
-// MCPOf is a call's MCP side, or nil off an MCP route.
-func MCPOf(c *pipe.Call) *MCPCall {
-	m, _ := c.MCP.(*MCPCall)
+// ExchangeOf is a call's MCP side, or nil off an MCP route.
+func ExchangeOf(c *pipe.Call) *Exchange {
+	m, _ := c.MCP.(*Exchange)
 	return m
 }
 
@@ -357,7 +357,7 @@ func MCPOf(c *pipe.Call) *MCPCall {
 // when the server listed it (with its description) or the route
 // configures it by name, and the JSON-RPC error that answered the
 // request.
-func (m *MCPCall) SpanFacts(f *sink.SpanFacts) {
+func (m *Exchange) SpanFacts(f *sink.SpanFacts) {
 	if name := m.C.Event.Tool; name != "" && m.Srv != nil {
 		desc, listed := m.Srv.Described(name)
 		if listed || m.Route.Tools[name] != nil {

@@ -27,7 +27,7 @@ import (
 // own (rpc_method tools/list, no tool).
 func FetchTools(c *pipe.Call, r *http.Request, target *url.URL, meta json.RawMessage) (err error) {
 	ctx := r.Context()
-	running, end := MCPOf(c).Srv.BeginFetch()
+	running, end := ExchangeOf(c).Srv.BeginFetch()
 	if running != nil {
 		select {
 		case <-running:
@@ -86,7 +86,7 @@ func FetchTools(c *pipe.Call, r *http.Request, target *url.URL, meta json.RawMes
 		}
 		cursor = res.NextCursor
 	}
-	changes = MCPOf(c).LearnList(&all, ReadPinDefs(raws...), true)
+	changes = ExchangeOf(c).LearnList(&all, ReadPinDefs(raws...), true)
 	return nil
 }
 
@@ -113,7 +113,7 @@ func recordFetch(c *pipe.Call, start time.Time, status, pages int, changes []str
 			res.Reason = bucketing.ReasonTimeout
 		}
 		ev.OK, ev.ErrorCode, ev.ErrorClass, ev.Reason = false, string(res.Code), string(res.Class), res.Reason
-		ev.Detail = fmt.Sprintf("toolgate's own tools/list to MCP server %s failed after %d pages", MCPOf(c).Server, pages)
+		ev.Detail = fmt.Sprintf("toolgate's own tools/list to MCP server %s failed after %d pages", ExchangeOf(c).Server, pages)
 	}
 	c.Host.Rec.Record(ev)
 }
@@ -176,7 +176,7 @@ func listPage(c *pipe.Call, ctx context.Context, r *http.Request, target *url.UR
 	if resp.StatusCode != http.StatusOK {
 		return nil, status, fmt.Errorf("tools/list answered %s", resp.Status)
 	}
-	limit := MCPOf(c).Route.Cfg.MaxMessageBytes
+	limit := ExchangeOf(c).Route.Cfg.MaxMessageBytes
 	want := json.RawMessage(strconv.Quote(id))
 	var found *mcp.Message
 	take := func(data []byte) {

@@ -29,9 +29,9 @@ import (
 //
 // A hook is given each JSON-RPC message of the answer (each member of a
 // batch) and says what the client gets in its place. The answer checks
-// (mcp_answer.go) are one hook; a hook that rewrites a tools/list result
+// (answer.go) are one hook; a hook that rewrites a tools/list result
 // (pinned definitions filtering the list) is another: for a request that
-// holds a tools/list (MCPCall.ans.ListID set), before dispatch,
+// holds a tools/list (Exchange.ans.ListID set), before dispatch,
 //
 //	h := m.holdFor(limit, false)
 //	h.hooks = append(h.hooks, func(raw []byte, msg *mcp.Message) []byte { ... })
@@ -44,7 +44,7 @@ import (
 // holds is bounded by the largest limit asked for, and what cannot be
 // read passes unchecked only when every user of the hold lets it. Append
 // a hook to the hold it returns.
-func (m *MCPCall) holdFor(limit int64, pass bool) *mcpHold {
+func (m *Exchange) holdFor(limit int64, pass bool) *mcpHold {
 	if m.hold == nil {
 		m.hold = &mcpHold{m: m, limit: limit, pass: pass}
 		return m.hold
@@ -61,7 +61,7 @@ type mcpHook func(raw []byte, msg *mcp.Message) []byte
 
 // mcpHold is the held answer of one exchange on an MCP route.
 type mcpHold struct {
-	m     *MCPCall
+	m     *Exchange
 	hooks []mcpHook
 	limit int64 // the most of one message (a JSON answer, an event) held
 	pass  bool  // what cannot be read goes on unchecked

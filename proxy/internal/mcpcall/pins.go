@@ -126,7 +126,7 @@ func ReadPinDefs(pages ...json.RawMessage) pinDefs {
 // alike by every reader (a member named twice, nested too deep): nothing of
 // it is learned, and the server's calls are refused until it lists its
 // tools readably.
-func (m *MCPCall) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (learn []mcp.ListedTool, changes []string, ok bool) {
+func (m *Exchange) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (learn []mcp.ListedTool, changes []string, ok bool) {
 	p := m.h.Pins
 	route := m.C.Tool.Cfg.Name
 	mode := &m.Route.Cfg.Pin
@@ -189,7 +189,7 @@ func (m *MCPCall) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (
 // at all (hide), a tool the allow-list lacks not at all. A list larger
 // than mcp.max_message_bytes passes as it comes, unlearned, as before
 // pinning: its tools keep their last pins and schemas.
-func (m *MCPCall) armListFilter() {
+func (m *Exchange) armListFilter() {
 	mode := &m.Route.Cfg.Pin
 	if m.ans.ListID == nil || (mode.OnChange == mcppin.OnChangeRecord && len(mode.Allow) == 0) {
 		return
@@ -200,7 +200,7 @@ func (m *MCPCall) armListFilter() {
 
 // filterList is the hold's hook for a tools/list response: it learns the
 // list (observing it against the pins) and returns it filtered.
-func (m *MCPCall) filterList(raw []byte, msg *mcp.Message) []byte {
+func (m *Exchange) filterList(raw []byte, msg *mcp.Message) []byte {
 	if !msg.IsResponse() || !bytes.Equal(msg.ID, m.ans.ListID) || msg.Result == nil {
 		return raw
 	}
@@ -286,7 +286,7 @@ type mcpPinStep struct {
 }
 
 func (s mcpPinStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	name := m.tc.Name
 	route := c.Tool.Cfg.Name
 	if why := m.h.Pins.unreadableWhy(route, m.PinKey); why != "" && s.mode.OnChange != mcppin.OnChangeRecord {

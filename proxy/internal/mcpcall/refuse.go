@@ -21,7 +21,7 @@ import (
 // text, the envelope in _meta (and as structuredContent for a tool listed
 // without an outputSchema: mcp.ToolError), over HTTP 200, with the
 // request's id; a call that asked to run as a task (2025-11-25) gets a
-// task that has already failed (mcp_tasks.go). In a batch, every request
+// task that has already failed (tasks.go). In a batch, every request
 // is answered and none is sent:
 // the refused calls with their results, the others with a JSON-RPC error
 // saying why. A refused tools/call without an id (which no response can
@@ -37,7 +37,7 @@ func mcpRefuse(c *pipe.Call, r *http.Request, msgs []mcp.Message, batch bool, re
 	if !batch && !msgs[0].IsRequest() {
 		return c.Refuse(r, ref)
 	}
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	if !batch && m.ask != nil {
 		return mcpAskInBand(c, r, &msgs[0], ref)
 	}

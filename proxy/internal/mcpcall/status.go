@@ -33,7 +33,7 @@ func noteListedKeywords(c *pipe.Call, sch *policies.Schema) {
 	if len(kw) == 0 {
 		return
 	}
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	if !m.h.MCPKeywords.Note(m.Server, m.tc.Name, kw) {
 		return
 	}

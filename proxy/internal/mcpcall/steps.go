@@ -16,7 +16,7 @@ import (
 
 // An MCP route's chain runs once per tools/call of a message
 // (CheckToolCall), in requestOrder's order: mcpCallStep reads the call's
-// params (extraction), MCPSchemaStep checks the arguments against the
+// params (extraction), SchemaStep checks the arguments against the
 // schema the route configures for the tool or the server listed (learned,
 // else fetched), then the policies and approval steps every tool shares.
 
@@ -24,10 +24,10 @@ import (
 // arguments. The first tools/call of a message names the event's tool.
 type mcpCallStep struct{}
 
-func BuildMCPCall(*pipe.ChainEnv) pipe.RequestStep { return mcpCallStep{} }
+func BuildCall(*pipe.ChainEnv) pipe.RequestStep { return mcpCallStep{} }
 
 func (mcpCallStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	tc, ref := mcp.ParseToolCall(m.msg.Params)
 	first := c.Event.Tool == "" && (m.ans.CallID == nil || bytes.Equal(m.ans.CallID, m.msg.ID))
 	if first && tc.Name != "" {
@@ -46,23 +46,23 @@ func problemRefusal(p *mcp.Problem) *conf.Refusal {
 	return conf.Refuse(bucketing.CodeValidation, p.Reason, p.Detail, p.Violations)
 }
 
-// MCPSchemaStep checks a tools/call's arguments against its tool's schema.
+// SchemaStep checks a tools/call's arguments against its tool's schema.
 // Each tool with an override under mcp.tools has its own steps, compiled
 // once; the others share the route's. A dry-run tool's steps are wrapped
 // in DryRun.
-type MCPSchemaStep struct {
+type SchemaStep struct {
 	route  *conf.MCPRoute
 	Def    []pipe.RequestStep
 	ByTool map[string][]pipe.RequestStep
 }
 
-func BuildMCPSchema(e *pipe.ChainEnv) pipe.RequestStep {
+func BuildSchema(e *pipe.ChainEnv) pipe.RequestStep {
 	return newMCPSchemaStep(e.Tool.MCP, e.Approver != nil)
 }
 
 func newMCPSchemaStep(route *conf.MCPRoute, approver bool) pipe.RequestStep {
 	pin := mcpPinStep{mode: &route.Cfg.Pin, approver: approver}
-	s := &MCPSchemaStep{route: route, Def: mcpRuleSteps(route, route.Rule(""), pin), ByTool: map[string][]pipe.RequestStep{}}
+	s := &SchemaStep{route: route, Def: mcpRuleSteps(route, route.Rule(""), pin), ByTool: map[string][]pipe.RequestStep{}}
 	for name, rule := range route.Tools {
 		s.ByTool[name] = mcpRuleSteps(route, rule, pin)
 	}
@@ -72,7 +72,7 @@ func newMCPSchemaStep(route *conf.MCPRoute, approver bool) pipe.RequestStep {
 // mcpRuleSteps compiles the schema steps of one tool rule: a configured
 // schema is all there is; else the listed schema is looked up, and the
 // tool must be one the server offers and have a usable schema. The pin
-// step (mcp_pins.go) runs after the lookup and before any schema check,
+// step (pins.go) runs after the lookup and before any schema check,
 // never in dry run.
 func mcpRuleSteps(route *conf.MCPRoute, rule *conf.MCPToolRule, pin pipe.RequestStep) []pipe.RequestStep {
 	wrap := func(s pipe.RequestStep) pipe.RequestStep {
@@ -93,9 +93,9 @@ func mcpRuleSteps(route *conf.MCPRoute, rule *conf.MCPToolRule, pin pipe.Request
 	}
 }
 
-func (s *MCPSchemaStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal {
+func (s *SchemaStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal {
 	steps := s.Def
-	if ts, ok := s.ByTool[MCPOf(c).tc.Name]; ok {
+	if ts, ok := s.ByTool[ExchangeOf(c).tc.Name]; ok {
 		steps = ts
 	}
 	for _, st := range steps {
@@ -112,7 +112,7 @@ func (s *MCPSchemaStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal {
 type mcpLookupStep struct{ rule *conf.MCPToolRule }
 
 func (s mcpLookupStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	name := m.tc.Name
 	m.unknown = false
 	sch, known, why := m.Srv.Lookup(name, s.rule.Strict)
@@ -137,7 +137,7 @@ func (s mcpLookupStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 type mcpKnownStep struct{}
 
 func (mcpKnownStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	if !m.unknown {
 		return nil
 	}
@@ -161,7 +161,7 @@ type mcpUncheckedStep struct {
 }
 
 func (s mcpUncheckedStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	name := m.tc.Name
 	unusable := ""
 	if m.why != nil {
@@ -202,19 +202,19 @@ type mcpValidateStep struct{ fixed *policies.Schema }
 func (s mcpValidateStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	sch := s.fixed
 	if sch == nil {
-		sch = MCPOf(c).sch
+		sch = ExchangeOf(c).sch
 	}
 	if sch == nil {
 		return nil
 	}
-	return steps.ValidateArgs(MCPOf(c).tc.Name, sch, c.Args)
+	return steps.ValidateArgs(ExchangeOf(c).tc.Name, sch, c.Args)
 }
 
 // CheckToolCall runs the route's chain on one tools/call of the message:
 // its params, the schema, the policies, then approval. It records the tool
 // name and whether the call was inspected.
 func CheckToolCall(c *pipe.Call, ctx context.Context, msg *mcp.Message) *conf.Refusal {
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	m.msg = msg
 	c.Ask, m.pinAsk = nil, nil
 	return c.Chain.Run(ctx, c)

@@ -27,7 +27,7 @@ func refusedTaskAnswer(c *pipe.Call, r *http.Request, msg *mcp.Message, ref *con
 	if !ok {
 		return nil, false
 	}
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	created := m.h.tasks.Add(mcp.TaskOwner(r, m.Key), ttl, RefusalText(ref), ref.Envelope(), m.Stateless, m.Srv.PlainResult(c.Event.Tool))
 	body, _ = json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
@@ -56,7 +56,7 @@ func answerOwnTask(c *pipe.Call, r *http.Request, msg *mcp.Message) *http.Respon
 	if json.Unmarshal(msg.Params, &p) != nil || json.Unmarshal(p["taskId"], &id) != nil || !strings.HasPrefix(id, mcp.TaskIDPrefix) {
 		return nil
 	}
-	m := MCPOf(c)
+	m := ExchangeOf(c)
 	t := m.h.tasks.Get(mcp.TaskOwner(r, m.Key), id)
 	var answer any
 	switch {

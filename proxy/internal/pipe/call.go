@@ -16,15 +16,14 @@ import (
 )
 
 // Call is one call's state from arrival to the end of its answer's body:
-// what the caller sent (in), where it goes (target, the canonical upstream
-// URL; out is built from both at dispatch), the tool and its arguments, the
-// event being built, and what the steps decided so far. Steps read and
-// write it through its methods (SetBody, PolicyOutcome, noteDryRun,
-// approve, admitBudget, refuse).
+// what the caller sent (In), where it goes (Target, the canonical upstream
+// URL; the upstream request is built from both at dispatch), the tool and
+// its arguments, the event being built, and what the steps decided so far.
+// Steps read and write it through its methods (SetBody, PolicyOutcome,
+// NoteDryRun, NoteApproval, NotePolicyError) and the fields they own.
 //
-// It stays unexported: the steps live in this package, and a call's
-// fields (an http.Request, sink.Event) are not a contract others should
-// build against before the package is split.
+// Its fields are exported for the steps in proxy's other internal
+// packages; it is no contract outside proxy (the package is internal).
 type Call struct {
 	Host     *Host // nil in Evaluate, which dispatches nothing
 	State    *State
@@ -39,34 +38,34 @@ type Call struct {
 	Inject   map[string]string // headers the policies asked for
 	Cancel   context.CancelFunc
 	Canon    conf.Canon         // the call's canonical form (zero when refused before it had one)
-	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *MCPCall)
+	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *mcpcall.Exchange)
 	Ask      *policies.Approval // the policies' approval request, if any
 	Bud      conf.BudgetTicket  // nil unless the snapshot has budgets and the call met them
 	upHeader http.Header        // upstream's answer's header, kept for the budget step
 	upProto  string             // upstream's answer's protocol (resp.Proto), for the span
-	// traceparent is the caller's W3C trace context, kept for the Tracer
+	// Traceparent is the caller's W3C trace context, kept for the Tracer
 	// only when there is one.
 	Traceparent string
 
 	// What the request steps read and write.
 
-	// ch is the tool's chain (nil when no tool matched).
+	// Chain is the tool's chain (nil when no tool matched).
 	Chain *Chain
-	// in is the caller's request, its method canonical and its context
+	// In is the caller's request, its method canonical and its context
 	// carrying the host it was routed as.
 	In *http.Request
-	// target is the canonical URL the call goes upstream to.
+	// Target is the canonical URL the call goes upstream to.
 	Target *url.URL
-	// vars are the path template's variables.
+	// Vars are the path template's variables.
 	Vars map[string]string
-	// args are the call's arguments, once extracted (an MCP tools/call's
+	// Args are the call's arguments, once extracted (an MCP tools/call's
 	// params.arguments).
 	Args map[string]any
 	// body and size are what goes upstream as the body: the caller's
 	// body unread, or the bytes toolgate read (SetBody).
 	body io.Reader
 	size int64
-	// unread is a body the tool forwards without reading it as its
+	// Unread is a body the tool forwards without reading it as its
 	// arguments, read only for an approval to bind.
 	Unread []byte
 }
@@ -86,7 +85,7 @@ type Host struct {
 	Events     EventGate      // nil under events.on_write_failure: answer
 	EventsLost *eventsCounter // toolgate_proxy_events_unavailable_total
 	eventsLog  LogLimit
-	// MCPHandle runs a call on an MCP route (MCPHost.handle).
+	// MCPHandle runs a call on an MCP route (mcpcall.MCPHost's handle).
 	MCPHandle func(c *Call, r *http.Request, target *url.URL) *http.Response
 }
 
@@ -97,7 +96,7 @@ func (h *Host) LogLimited(lim *LogLimit, level slog.Level, msg string, args ...a
 	}
 }
 
-// MCPExchange is the MCP side of a call on an MCP route (MCPCall), as the
+// MCPExchange is the MCP side of a call on an MCP route (mcpcall.Exchange), as the
 // pipeline's answer handling, the policies' input and the span see it.
 type MCPExchange interface {
 	// holds reports whether the route's answer checks hold the answer

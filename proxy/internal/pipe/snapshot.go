@@ -58,7 +58,7 @@ type Snapshot struct {
 	Budgets conf.Budgeter
 	// ServerToolNames are MCP tool names that rules outside the proxy's
 	// section give (approvals.tools entries that are no HTTP tool), checked
-	// against the tools MCP servers list (mcp_names.go). Default: none.
+	// against the tools MCP servers list (mcpcall/status.go). Default: none.
 	ServerToolNames []string
 }
 

@@ -31,8 +31,8 @@ type answerEntry struct {
 }
 
 // answerOrder is the order of a plain HTTP tool's answer steps. A new
-// answer step is one file (its config section, its compile, its step) and
-// one entry here.
+// answer step is one file in this package (the step and its builder), its
+// config section with its compile in conf/answer.go, and one entry here.
 var answerOrder = []answerEntry{
 	{name: "answer_schema", build: buildAnswerSchema},
 	{name: "answer_detect", build: buildAnswerDetect},
