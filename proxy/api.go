@@ -18,6 +18,7 @@ type (
 	Approver           = conf.Approver
 	BudgetCall         = conf.BudgetCall
 	BudgetOutcome      = conf.BudgetOutcome
+	BudgetScoper       = conf.BudgetScoper
 	BudgetTicket       = conf.BudgetTicket
 	BudgetVerdict      = conf.BudgetVerdict
 	Budgeter           = conf.Budgeter

@@ -70,6 +70,16 @@ tools:
 	if err := bcfg.Validate([]string{"bare"}, conf.UpstreamKey); err != nil {
 		t.Fatal(err)
 	}
+	// Budgets that name one tool and one upstream: only the tools they
+	// could count get a budget step (budget.Engine.MayApply); a tool
+	// without a host may reach the upstream, so it keeps one.
+	scoped := budget.Config{
+		Limits:    []budget.Limit{{Name: "one", Tools: []string{"schema_only"}, Calls: 10, Window: time.Hour}},
+		Upstreams: []budget.Upstream{{Host: "files.example.org", Rate: 5}},
+	}
+	if err := scoped.Validate([]string{"bare", "schema_only", "with_policies", "injects", "answers"}, conf.UpstreamKey); err != nil {
+		t.Fatal(err)
+	}
 	checkers := map[string]pipe.Checker{"with_policies": allowAll{}, "mcp_route": allowAll{}}
 	tests := []struct {
 		name     string
@@ -98,6 +108,16 @@ tools:
 				"schema_only":   "extract → schema → approval → budget",
 				"with_policies": "extract → schema → approval → budget",
 				"mcp_route":     "extract → schema → approval",
+			},
+		},
+		{
+			name: "budgets that cannot count every tool",
+			snap: pipe.Snapshot{Config: &cfg, Budgets: budgettest.Engine(budget.New(&scoped, nil))},
+			want: map[string]string{
+				"bare":        "extract → budget",
+				"schema_only": "extract → schema → budget",
+				"injects":     "extract → origin",
+				"answers":     "extract → budget",
 			},
 		},
 	}

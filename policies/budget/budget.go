@@ -234,6 +234,30 @@ func inTools(set map[string]bool, c *Call) bool {
 	return set == nil || set[c.Tool] || c.Route != "" && set[c.Route]
 }
 
+// MayApply reports whether anything the engine counts could ever apply to
+// the calls of tool going to upstream host (written as Call.Upstream is;
+// "" when the tool names no host and its calls may go to any): a budget
+// or the loop rule over every tool or naming it, or a configured
+// upstream's rate or backoff. It is asked once per tool when a chain is
+// compiled: a tool it cannot apply to has no budget step, and its calls
+// pay nothing for the budgets section. It answers true whenever it cannot
+// tell.
+func (e *Engine) MayApply(tool, host string) bool {
+	c := Call{Tool: tool}
+	for i := range e.cfg.Limits {
+		if inTools(e.cfg.Limits[i].tools, &c) {
+			return true
+		}
+	}
+	if lp := &e.cfg.Loops; lp.MaxRepeats > 0 && inTools(lp.tools, &c) {
+		return true
+	}
+	if len(e.upstreams) == 0 {
+		return false
+	}
+	return host == "" || e.upstreams[host] != nil
+}
+
 // Admit decides a call that passed every other check and charges it: an
 // upstream in backoff, then the budgets and loop breaking, then the
 // upstream's rate (which may wait up to its max_wait, or until ctx ends).

@@ -43,6 +43,8 @@ func (a engineBudgeter) Refund(t conf.BudgetTicket) {
 	}
 }
 
+func (a engineBudgeter) MayApply(tool, host string) bool { return a.e.MayApply(tool, host) }
+
 func (a engineBudgeter) Counters(c conf.BudgetCall) map[string]any {
 	bc := engineCall(&c)
 	return a.e.Counters(&bc)

@@ -40,6 +40,15 @@ type Budgeter interface {
 	Refund(t BudgetTicket)
 }
 
+// BudgetScoper is a Budgeter that tells, when a tool's chain is compiled,
+// whether anything it counts could ever apply to the tool's calls going
+// to upstream host (ToolUpstream; "" when the tool's calls may go to any
+// host). A tool it cannot apply to has no budget step. A Budgeter that
+// does not implement it gives every tool one.
+type BudgetScoper interface {
+	MayApply(tool, host string) bool
+}
+
 // BudgetCall is what a Budgeter is told of one call. proxy fills it per
 // call (per tools/call message on an MCP route) and passes it by value, so
 // handing it over allocates nothing; Args are read, never changed.

@@ -75,6 +75,15 @@ func upstreamHost(host string) string {
 	return host
 }
 
+// ToolUpstream is the host part of the upstream key of t's calls (as
+// SetUpstream writes it), or "" when t names no host.
+func ToolUpstream(t *Tool) string {
+	if t.Host == "" {
+		return ""
+	}
+	return upstreamHost(t.Host)
+}
+
 // SetUpstream fills a budget call's upstream from the call's canonical
 // form: the host part of its key (IPv6 without brackets), its port, and
 // whether that port is its scheme's default. It allocates nothing.

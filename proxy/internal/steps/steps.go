@@ -154,13 +154,18 @@ func (originStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 }
 
 // budgetStep admits the call against the budgets, loop breaking and the
-// upstream's rate (step 6), with a budgets section only. An MCP message's
-// calls are admitted together after every one passed its chain
-// (AdmitMCP), so a batch is all or nothing.
+// upstream's rate (step 6), with a budgets section only, and only for a
+// tool the budgets could ever apply to (conf.BudgetScoper): a tool no
+// budget, loop rule or upstream rate covers pays nothing for the section.
+// An MCP message's calls are admitted together after every one passed its
+// chain (AdmitMCP), so a batch is all or nothing.
 type budgetStep struct{}
 
 func BuildBudget(e *pipe.ChainEnv) pipe.RequestStep {
 	if e.Snap.Budgets == nil {
+		return nil
+	}
+	if s, ok := e.Snap.Budgets.(conf.BudgetScoper); ok && !s.MayApply(e.Tool.Cfg.Name, conf.ToolUpstream(e.Tool)) {
 		return nil
 	}
 	return budgetStep{}

@@ -15,7 +15,10 @@ import (
 // did before, and none elsewhere.
 type engineBudgeter struct{ e *budget.Engine }
 
-var _ proxy.Budgeter = engineBudgeter{}
+var (
+	_ proxy.Budgeter     = engineBudgeter{}
+	_ proxy.BudgetScoper = engineBudgeter{}
+)
 
 // engineCall is c in the engine's terms.
 func engineCall(c *proxy.BudgetCall) budget.Call {
@@ -47,6 +50,10 @@ func (a engineBudgeter) Refund(t proxy.BudgetTicket) {
 		a.e.Refund(bc)
 	}
 }
+
+// MayApply tells the chain's compiler whether the engine could ever count
+// a tool's calls (budget.Engine.MayApply).
+func (a engineBudgeter) MayApply(tool, host string) bool { return a.e.MayApply(tool, host) }
 
 // Counters is input.budget for c, read without charging.
 func (a engineBudgeter) Counters(c proxy.BudgetCall) map[string]any {
