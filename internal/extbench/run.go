@@ -260,8 +260,8 @@ func setup(ctx context.Context, o options, ps *procs, dir string, logw io.Writer
 		}
 	}
 	if len(peer) > 0 {
-		if len(checked) == 0 {
-			return nil, nil, fmt.Errorf("-only selects %s but no toolgate schema + Rego path (rego or reverse) to check its decisions against: select one too", peerKey)
+		if len(checked) == 0 { // startPaths starts the peer only beside one
+			return nil, nil, fmt.Errorf("no toolgate schema + Rego path to check %s against", peerKey)
 		}
 		if err := agree(ctx, agreementCalls, append(checked, peer...)...); err != nil {
 			return nil, nil, err
@@ -344,7 +344,13 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 		paths = append(paths, reversePath("nginx", "nginx reverse proxy, 2 workers", listen, "/bench/nginx", p, false, false))
 	}
 	policy := filepath.Join(o.root, "policies", "testdata", "bench")
-	if want(peerKey) {
+	checkedWanted := false
+	for _, b := range o.builds {
+		checkedWanted = checkedWanted || want(key(b, o, "rego")) || want(key(b, o, "reverse"))
+	}
+	if want(peerKey) && !checkedWanted {
+		fmt.Fprintf(logw, "extbench: %s left out: its agreement check needs a toolgate schema + Rego path; let -only select rego or reverse too\n", peerKey)
+	} else if want(peerKey) {
 		p, err := startOPAPeer(ctx, ps, dir, upAddr, policy, logw)
 		switch {
 		case errors.Is(err, errPeerMissing):
