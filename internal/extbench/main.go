@@ -22,7 +22,9 @@
 // a call another refuses, judged by whether the upstream's answer came
 // back. The peer is left out, saying why, when Debian's
 // libnginx-mod-http-lua is not installed or the opa binary (built once from
-// the OPA version go.mod pins, internal/opacli) cannot be had.
+// the OPA version go.mod pins, internal/opacli) cannot be had, or when
+// -only selects no toolgate schema + Rego path (rego, reverse) to check it
+// against.
 //
 // Each round runs every path once with 32 connections (throughput, and the
 // CPU each process spent per request, read from /proc) and once with one
