@@ -190,7 +190,11 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 			if p.proc != nil {
 				pid = p.proc.cmd.Process.Pid
 			}
-			fmt.Fprintf(logw, "extbench: %-12s pid %-7d wrk ... %s  (wrk.path = %q)\n", p.Key, pid, p.connect, p.uri)
+			also := ""
+			for _, a := range p.also {
+				also += fmt.Sprintf(" (and %s pid %d)", a.name, a.cmd.Process.Pid)
+			}
+			fmt.Fprintf(logw, "extbench: %-12s pid %-7d wrk ... %s  (wrk.path = %q)%s\n", p.Key, pid, p.connect, p.uri, also)
 		}
 		fmt.Fprintf(logw, "extbench: upstream pid %d; holding until Ctrl-C\n", up.cmd.Process.Pid)
 		<-ctx.Done()
