@@ -53,7 +53,7 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 	$(GO) test -run '^$$' -bench 'BenchmarkAdmitFleet' -benchtime 20000x -count $(BENCHCOUNT) ./policies/budget/ | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out
 
-bench-external: ## toolgate against direct, nginx, squid, a bare goproxy and a bare Go TCP relay from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 14 minutes)
+bench-external: ## toolgate against direct, nginx, nginx + OPA (Lua asking opa run --server, the same schema and policy, checked to decide alike first), squid, a bare goproxy and a bare Go TCP relay from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 14 minutes)
 	bash scripts/testdeps.sh --bench
 	$(GO) run ./internal/extbench $(EXTBENCH_FLAGS)
 

@@ -12,6 +12,8 @@
 #   iproute2, iptables, curl, python3-requests
 #                                         the transparent-mode test in network namespaces
 #   python3-flask, nginx                  the adversarial suite's upstreams (proxy/adversarial)
+#   libnginx-mod-http-lua                 nginx's Lua module, for the external benchmark's nginx + OPA peer,
+#                                         whose agreement with toolgate internal/extbench's tests check
 #   jq, nodejs                            the doc test's examples (docs/events.md, docs/quickstart.md)
 #
 # With --bench (make bench, make bench-external) it also installs what the
@@ -49,6 +51,7 @@ WANTED=(
 	python3-requests:/usr/lib/python3/dist-packages/requests/__init__.py
 	python3-flask:/usr/lib/python3/dist-packages/flask/__init__.py
 	nginx:/usr/sbin/nginx
+	libnginx-mod-http-lua:/usr/lib/nginx/modules/ngx_http_lua_module.so
 	jq:/usr/bin/jq
 	nodejs:/usr/bin/node
 	openssl:/usr/bin/openssl

@@ -48,7 +48,7 @@ func TestQuickRun(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"direct", "nginx", "squid", "relay", "goproxy", "pass", "schema", "rego", "reverse", "filewrite", "clickhouse"}
+	want := []string{"direct", "nginx", "nginx-opa", "squid", "relay", "goproxy", "pass", "schema", "rego", "reverse", "filewrite", "clickhouse"}
 	var got []string
 	for _, p := range res.Paths {
 		got = append(got, p.Key)
@@ -75,7 +75,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no CPU measured for the upstream: %+v", k, s)
 		}
 	}
-	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| squid forward proxy", "| Go TCP relay (no HTTP, no checks: the floor) |", "| bare goproxy forward proxy",
+	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| nginx + OPA server", "| squid forward proxy", "| Go TCP relay (no HTTP, no checks: the floor) |", "| bare goproxy forward proxy",
 		"| toolgate forward, schema + 5-rule Rego |", "| toolgate forward, schema + Rego, events to ClickHouse |", "vs direct"} {
 		if !strings.Contains(stdout.String(), label) {
 			t.Errorf("the table lacks %q", label)

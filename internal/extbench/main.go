@@ -9,6 +9,23 @@
 // plus the 5-rule bench Rego policy), as a reverse proxy (schema plus Rego),
 // and with its events going to the NDJSON file or to ClickHouse.
 //
+// Beside them runs the peer a team would otherwise put in front of its
+// tools (path key nginx-opa): nginx with its Lua module, whose access phase
+// reads each call's body and asks an `opa run --server` on its own loopback
+// port (OPA's query API, POST /) to decide it with the same JSON Schema
+// (the bench_rego tool's, closed as strict: true closes it, checked with
+// Rego's json.match_schema) and the same 5-rule bench policy, then proxies
+// the call on allow and answers 403 otherwise; its CPU counts nginx and
+// OPA together. Before measuring, the agreement check sends a fixed set of
+// calls (valid ones, schema violations, policy denials) along toolgate's
+// schema + Rego paths and the peer and stops the run when any path allows
+// a call another refuses, judged by whether the upstream's answer came
+// back. The peer is left out, saying why, when Debian's
+// libnginx-mod-http-lua is not installed or the opa binary (built once from
+// the OPA version go.mod pins, internal/opacli) cannot be had, or when
+// -only selects no toolgate schema + Rego path (rego, reverse) to check it
+// against.
+//
 // Each round runs every path once with 32 connections (throughput, and the
 // CPU each process spent per request, read from /proc) and once with one
 // connection (p50 and p99 latency); the paths' order rotates from round to
@@ -25,8 +42,9 @@
 // when it ends, also on Ctrl-C.
 //
 // It needs wrk, nginx and squid (Debian packages of those names;
-// scripts/testdeps.sh --bench installs them) and, for the ClickHouse path,
-// clickhouse-server (the path is left out when it is missing).
+// scripts/testdeps.sh --bench installs them), for the nginx + OPA peer
+// libnginx-mod-http-lua (scripts/testdeps.sh installs it) and, for the
+// ClickHouse path, clickhouse-server (or -clickhouse=false).
 package main
 
 import (

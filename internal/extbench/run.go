@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,11 +121,12 @@ type path struct {
 	// Envelope says the answer is toolgate's envelope.
 	Envelope bool `json:"envelope"`
 
-	connect string // the URL wrk connects to
-	uri     string // the request target wrk sends
-	proxy   string // the forward proxy's URL, for the preflight
-	target  string // the upstream URL, for the preflight
-	proc    *proc  // the process in the middle; nil for direct
+	connect string  // the URL wrk connects to
+	uri     string  // the request target wrk sends
+	proxy   string  // the forward proxy's URL, for the preflight
+	target  string  // the upstream URL, for the preflight
+	proc    *proc   // the process in the middle; nil for direct
+	also    []*proc // more processes in the middle, counted in its CPU
 }
 
 // sample is one path's figures in one round.
@@ -180,30 +180,9 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 	}
 	ps := &procs{dir: dir}
 	defer ps.stopAll()
-
-	if len(o.builds) == 0 {
-		bin := filepath.Join(dir, "toolgate")
-		fmt.Fprintln(logw, "extbench: building toolgate")
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/toolgate")
-		cmd.Dir, cmd.Stdout, cmd.Stderr = root, logw, logw
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("build toolgate: %w", err)
-		}
-		o.builds = []build{{"toolgate", bin}}
-	}
-
-	up, upAddr, err := ps.startRole(ctx, "upstream")
+	up, paths, err := setup(ctx, o, ps, dir, logw)
 	if err != nil {
 		return nil, err
-	}
-	paths, err := startPaths(ctx, o, ps, dir, upAddr, logw)
-	if err != nil {
-		return nil, err
-	}
-	for i := range paths {
-		if err := preflight(ctx, paths[i]); err != nil {
-			return nil, err
-		}
 	}
 	if o.hold {
 		for _, p := range paths {
@@ -211,7 +190,11 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 			if p.proc != nil {
 				pid = p.proc.cmd.Process.Pid
 			}
-			fmt.Fprintf(logw, "extbench: %-12s pid %-7d wrk ... %s  (wrk.path = %q)\n", p.Key, pid, p.connect, p.uri)
+			also := ""
+			for _, a := range p.also {
+				also += fmt.Sprintf(" (and %s pid %d)", a.name, a.cmd.Process.Pid)
+			}
+			fmt.Fprintf(logw, "extbench: %-12s pid %-7d wrk ... %s  (wrk.path = %q)%s\n", p.Key, pid, p.connect, p.uri, also)
 		}
 		fmt.Fprintf(logw, "extbench: upstream pid %d; holding until Ctrl-C\n", up.cmd.Process.Pid)
 		<-ctx.Done()
@@ -240,6 +223,56 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 	}
 	res.Elapsed = time.Since(start).Round(time.Second).String()
 	return res, nil
+}
+
+// setup builds toolgate when no build is given, starts the upstream and
+// every path, checks each path answers as it should and, with the nginx +
+// OPA peer among them, that it and toolgate's schema + Rego paths decide
+// the agreement calls alike.
+func setup(ctx context.Context, o options, ps *procs, dir string, logw io.Writer) (*proc, []path, error) {
+	if len(o.builds) == 0 {
+		bin := filepath.Join(dir, "toolgate")
+		fmt.Fprintln(logw, "extbench: building toolgate")
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/toolgate")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = o.root, logw, logw
+		if err := cmd.Run(); err != nil {
+			return nil, nil, fmt.Errorf("build toolgate: %w", err)
+		}
+		o.builds = []build{{"toolgate", bin}}
+	}
+
+	up, upAddr, err := ps.startRole(ctx, "upstream")
+	if err != nil {
+		return nil, nil, err
+	}
+	paths, err := startPaths(ctx, o, ps, dir, upAddr, logw)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range paths {
+		if err := preflight(ctx, paths[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	var peer, checked []path
+	for _, p := range paths {
+		switch {
+		case p.Key == peerKey:
+			peer = append(peer, p)
+		case p.Envelope && p.Checks && (strings.HasSuffix(p.Key, "rego") || strings.HasSuffix(p.Key, "reverse")):
+			checked = append(checked, p)
+		}
+	}
+	if len(peer) > 0 {
+		if len(checked) == 0 { // startPaths starts the peer only beside one
+			return nil, nil, fmt.Errorf("no toolgate schema + Rego path to check %s against", peerKey)
+		}
+		if err := agree(ctx, agreementCalls, append(checked, peer...)...); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(logw, "extbench: %s and toolgate's schema + Rego paths decide the %d agreement calls alike\n", peerKey, len(agreementCalls))
+	}
+	return up, paths, nil
 }
 
 // measure runs one path once with o.conns connections and once with one.
@@ -279,7 +312,12 @@ func (p path) cpu() cpuTime {
 	if p.proc == nil {
 		return cpuTime{}
 	}
-	return cpuOf(p.proc.cmd.Process.Pid)
+	c := cpuOf(p.proc.cmd.Process.Pid)
+	for _, a := range p.also {
+		ac := cpuOf(a.cmd.Process.Pid)
+		c.user, c.sys = c.user+ac.user, c.sys+ac.sys
+	}
+	return c
 }
 
 // startPaths starts nginx, squid, a private ClickHouse when asked and
@@ -308,6 +346,24 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 			return nil, err
 		}
 		paths = append(paths, reversePath("nginx", "nginx reverse proxy, 2 workers", listen, "/bench/nginx", p, false, false))
+	}
+	policy := filepath.Join(o.root, "policies", "testdata", "bench")
+	checkedWanted := false
+	for _, b := range o.builds {
+		checkedWanted = checkedWanted || want(key(b, o, "rego")) || want(key(b, o, "reverse"))
+	}
+	if want(peerKey) && !checkedWanted {
+		fmt.Fprintf(logw, "extbench: %s left out: its agreement check needs a toolgate schema + Rego path; let -only select rego or reverse too\n", peerKey)
+	} else if want(peerKey) {
+		p, err := startOPAPeer(ctx, ps, dir, upAddr, policy, logw)
+		switch {
+		case errors.Is(err, errPeerMissing):
+			fmt.Fprintf(logw, "extbench: %s left out: %v\n", peerKey, err)
+		case err != nil:
+			return nil, err
+		default:
+			paths = append(paths, p)
+		}
 	}
 	if want("squid") {
 		port, err := freePort()
@@ -364,7 +420,6 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 		chAddr = addr
 	}
 
-	policy := filepath.Join(o.root, "policies", "testdata", "bench")
 	for _, b := range o.builds {
 		type variant struct {
 			key, label   string
@@ -523,30 +578,9 @@ func render(dir, name string, data map[string]any) (string, error) {
 
 // preflight sends the bench call along p with Go's client and checks the
 // answer; on a checking path it also checks that a call failing the
-// schema is refused.
+// schema is refused (by toolgate as a validation failure).
 func preflight(ctx context.Context, p path) error {
-	tr := &http.Transport{}
-	if p.proxy != "" {
-		u, _ := url.Parse(p.proxy)
-		tr.Proxy = http.ProxyURL(u)
-	}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	call := func(body string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, "POST", p.target, strings.NewReader(body))
-		if err != nil {
-			return 0, "", err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return resp.StatusCode, string(b), err
-	}
-	st, body, err := call(benchBody)
+	st, body, err := post(ctx, p, benchBody)
 	switch {
 	case err != nil:
 		return fmt.Errorf("preflight %s: %w", p.Key, err)
@@ -558,11 +592,11 @@ func preflight(ctx context.Context, p path) error {
 		return fmt.Errorf("preflight %s: want the upstream's answer, got %.300s", p.Key, body)
 	}
 	if p.Checks {
-		st, body, err := call(badBody)
+		st, body, err := post(ctx, p, badBody)
 		if err != nil {
 			return fmt.Errorf("preflight %s (bad call): %w", p.Key, err)
 		}
-		if st < 400 || st > 499 || !strings.Contains(body, `"validation"`) {
+		if st < 400 || st > 499 || (p.Envelope && !strings.Contains(body, `"validation"`)) {
 			return fmt.Errorf("preflight %s: a call failing the schema got %d %.300s, want a 4xx validation refusal", p.Key, st, body)
 		}
 	}

@@ -1,6 +1,7 @@
 // Package opacli gives tests the real opa command line, built from the
 // OPA module version toolgate's go.mod pins, so bundles in tests are built
-// and signed as users build and sign them. The binary is built once per
+// and signed as users build and sign them; Path gives it to programs that
+// are not tests (the external benchmark's nginx + OPA peer). The binary is built once per
 // machine with `go install github.com/open-policy-agent/opa@VERSION`
 // (OPA's own go.mod, the module cache; nothing enters toolgate's go.mod)
 // into the user cache folder, toolgate/opa-VERSION/opa, and reused.
@@ -27,7 +28,9 @@ var (
 	err     error
 )
 
-// Version is the pinned OPA version, as the test binary was built with it.
+// Version is the pinned OPA version: as this binary was built with it when
+// it links OPA, otherwise as `go list -m` reads it from the go.mod of the
+// working directory's module.
 func Version() (string, error) {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -41,18 +44,29 @@ func Version() (string, error) {
 			return d.Version, nil
 		}
 	}
-	return "", fmt.Errorf("this binary does not link %s", module)
+	out, err := exec.Command("go", "list", "-m", "-f", "{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}", module).Output()
+	if v := strings.TrimSpace(string(out)); err == nil && v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("this binary does not link %s and `go list -m %s` in the working directory found no version (%v)", module, module, err)
 }
 
 // Binary returns the path of the opa binary, building it first when the
 // cache does not hold it (minutes, once). It fails t when it cannot.
 func Binary(t testing.TB) string {
 	t.Helper()
-	once.Do(func() { binary, err = build() })
+	bin, err := Path()
 	if err != nil {
 		t.Fatalf("the opa CLI: %v", err)
 	}
-	return binary
+	return bin
+}
+
+// Path returns the path of the opa binary, building it first when the
+// cache does not hold it (minutes, once per machine), or why it cannot.
+func Path() (string, error) {
+	once.Do(func() { binary, err = build() })
+	return binary, err
 }
 
 func build() (string, error) {
