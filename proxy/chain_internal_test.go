@@ -156,7 +156,7 @@ tools:
 		if n := wrapped(s.ByTool["dry"]); n != 3 {
 			t.Errorf("dry-run tool: %d of its schema steps wrapped in dryRun; want 3 (known, unchecked, validate)", n)
 		}
-		if n := wrapped(s.Def); n != 0 {
+		if n := wrapped(s.Default); n != 0 {
 			t.Errorf("default rule: %d steps wrapped in dryRun; want none", n)
 		}
 	}

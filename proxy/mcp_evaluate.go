@@ -127,7 +127,7 @@ func EvaluateMCP(ctx context.Context, snap pipe.Snapshot, src MCPTools, toolName
 	if ref := mcpcall.CheckToolCall(c, ctx, msg); ref != nil {
 		v = refusedVerdict(ref)
 		v.Status = http.StatusOK
-		v.Answer = mcp.ToolError(msg.ID, mcpcall.RefusalText(ref), v.Envelope, m.Stateless, m.Srv.PlainResult(toolName))
+		v.Answer = mcp.ToolError(msg.ID, mcpcall.RefusalText(ref), v.Envelope, m.Stateless, m.Tools.PlainResult(toolName))
 	} else {
 		v.Inject = injected(c)
 	}

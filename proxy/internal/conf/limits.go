@@ -81,13 +81,13 @@ func BoundCallerID(v string, max int) string {
 // first read error, so a failed exchange can be told apart from a caller
 // whose body stalled or broke.
 type CallerBody struct {
-	Rc  io.ReadCloser
+	Body  io.ReadCloser
 	mu  sync.Mutex
 	err error
 }
 
 func (b *CallerBody) Read(p []byte) (int, error) {
-	n, err := b.Rc.Read(p)
+	n, err := b.Body.Read(p)
 	if err != nil && err != io.EOF {
 		b.mu.Lock()
 		if b.err == nil {
@@ -98,7 +98,7 @@ func (b *CallerBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *CallerBody) Close() error { return b.Rc.Close() }
+func (b *CallerBody) Close() error { return b.Body.Close() }
 
 // Failed returns the first read error, or nil.
 func (b *CallerBody) Failed() error {

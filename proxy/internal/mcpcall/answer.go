@@ -44,7 +44,7 @@ var verdictRank = map[string]int{"": 0, sink.AnswerPassed: 1, sink.AnswerUninspe
 // noteMCPAnswer records what the checks did with one message of the
 // answer: the event keeps the strongest verdict, and every kind found.
 func (m *Exchange) noteMCPAnswer(verdict string, kinds []string, n int) {
-	c := m.C
+	c := m.Call
 	v := c.Event.Answer
 	if verdictRank[verdict] > verdictRank[v] {
 		v = verdict
@@ -121,7 +121,7 @@ func (m *Exchange) checkResult(raw []byte, msg *mcp.Message) []byte {
 		}
 	}
 	if ref != nil {
-		if m.C.Event.Answer != sink.AnswerWithheld {
+		if m.Call.Event.Answer != sink.AnswerWithheld {
 			m.noteMCPAnswer(sink.AnswerWithheld, []string{ref.Reason}, 0)
 		}
 		return m.hold.withhold(msg.ID, tool, ref)
@@ -143,7 +143,7 @@ func (m *Exchange) checkResult(raw []byte, msg *mcp.Message) []byte {
 // to this schema"): a violation too. It returns nil when the tool lists
 // none, or the result matches.
 func (m *Exchange) checkOutputSchema(tool, subject string, res map[string]any) *conf.Refusal {
-	sch, listed, why := m.Srv.OutputSchema(tool)
+	sch, listed, why := m.Tools.OutputSchema(tool)
 	switch {
 	case !listed:
 		return nil
@@ -276,9 +276,9 @@ func (m *Exchange) settleAnswer() (bucketing.Result, bool) {
 		return bucketing.Result{}, false
 	}
 	ref := m.hold.ref
-	ev := &m.C.Event
+	ev := &m.Call.Event
 	ev.Outcome = sink.OutcomeRefused
-	m.C.NoteRefusal(ref)
+	m.Call.NoteRefusal(ref)
 	return bucketing.Result{Code: ref.Code, Class: bucketing.ClassOf(ref.Code), Reason: ref.Reason}, true
 }
 

@@ -66,7 +66,7 @@ func (s mcpApprovalStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal 
 func approveMCP(c *pipe.Call, ctx context.Context, a conf.Approver) *conf.Refusal {
 	m := ExchangeOf(c)
 	msg, tc := m.msg, m.tc
-	annotations := m.Srv.Hints(tc.Name).AsMap()
+	annotations := m.Tools.Hints(tc.Name).AsMap()
 	state, own := ownState(tc.State)
 	fresh := len(tc.State) == 0 && len(tc.Responses) == 0
 	ask := c.Ask

@@ -55,7 +55,7 @@ func traceIDOf(tp string) (string, bool) {
 // server calls idempotent or read-only, since repeating any other may do
 // its work twice. A connection that was never made is retryable as before.
 func (m *Exchange) retryableByHints(env []byte) []byte {
-	h := m.Srv.Hints(m.C.Event.Tool)
+	h := m.Tools.Hints(m.Call.Event.Tool)
 	if h == nil {
 		return env
 	}

@@ -31,7 +31,7 @@ const maxFetchPages = 20
 
 // MCPHost is what a Server's MCP routes keep for its life.
 type MCPHost struct {
-	MCP         mcp.Schemas         // tool schemas learned from MCP servers
+	Schemas         mcp.Schemas         // tool schemas learned from MCP servers
 	MCPUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
 	MCPKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (keywords.go)
 	Pins        *mcpPins            // pinned MCP tool definitions, for the server's life (pins.go)
@@ -46,7 +46,7 @@ func (h *MCPHost) Handle(c *pipe.Call, r *http.Request, target *url.URL) *http.R
 // Exchange is the MCP side of one exchange on an MCP route: what the
 // request asked, and what is read from the answer as it streams past.
 type Exchange struct {
-	C      *pipe.Call
+	Call      *pipe.Call
 	h      *MCPHost
 	Route  *conf.MCPRoute
 	Server string // host + path, for events and policies
@@ -57,7 +57,7 @@ type Exchange struct {
 	// PrivKey keys the lists the server marked cacheScope "private": key
 	// and a hash of the caller's authorization context.
 	PrivKey string
-	Srv     *mcp.ServerTools
+	Tools     *mcp.ServerTools
 	// stateless is true for a request of the 2026-07-28 era.
 	Stateless bool
 	// batch is true when the request is a JSON-RPC batch.
@@ -106,10 +106,10 @@ type Exchange struct {
 // NewCall starts the MCP side of c, a request r to the MCP server at
 // target on c's route, with what the server learned of it so far.
 func NewCall(c *pipe.Call, h *MCPHost, r *http.Request, target *url.URL) *Exchange {
-	m := &Exchange{C: c, h: h, Route: c.Tool.MCP, Server: target.Host + target.EscapedPath(),
+	m := &Exchange{Call: c, h: h, Route: c.Tool.MCP, Server: target.Host + target.EscapedPath(),
 		Key: target.Scheme + "://" + target.Host + target.EscapedPath(), PinKey: mcppin.ServerKey(target)}
 	m.PrivKey = m.Key + "|auth:" + mcp.AuthContext(r)
-	m.Srv = h.MCP.Resolve(m.Key, m.PrivKey)
+	m.Tools = h.Schemas.Resolve(m.Key, m.PrivKey)
 	c.MCP = m
 	return m
 }
@@ -237,7 +237,7 @@ func handleMCP(c *pipe.Call, h *MCPHost, r *http.Request, target *url.URL) *http
 		resp.Body.Close()
 		env = m.retryableByHints(env)
 		text := "The call did not complete: " + c.Event.Detail
-		return mcpAnswer(r, http.StatusOK, resp.Header.Get(conf.HeaderErrorCode), mcp.ToolError(m.ans.CallID, text, env, m.Stateless, m.Srv.PlainResult(c.Event.Tool)))
+		return mcpAnswer(r, http.StatusOK, resp.Header.Get(conf.HeaderErrorCode), mcp.ToolError(m.ans.CallID, text, env, m.Stateless, m.Tools.PlainResult(c.Event.Tool)))
 	}
 	return resp
 }
@@ -252,7 +252,7 @@ func (m *Exchange) Begin(resp *http.Response) bool {
 // PolicyInput puts the tools/call being checked in the policies' input.
 func (m *Exchange) PolicyInput(in *policies.Input) {
 	in.Tool, in.Protocol, in.Server = m.tc.Name, conf.ProtocolMCP, m.Server
-	in.ToolAnnotations = m.Srv.Hints(m.tc.Name).AsMap()
+	in.ToolAnnotations = m.Tools.Hints(m.tc.Name).AsMap()
 }
 
 // Holds reports whether the route's answer checks hold the answer back.
@@ -267,8 +267,8 @@ func (m *Exchange) Answered() bool { return m.ans.Answered() }
 
 // ListChanged forgets the server's tools when it says they changed.
 func (m *Exchange) ListChanged() {
-	m.h.MCP.Forget(m.Key)
-	m.Srv = m.h.MCP.Resolve(m.Key, m.PrivKey)
+	m.h.Schemas.Forget(m.Key)
+	m.Tools = m.h.Schemas.Resolve(m.Key, m.PrivKey)
 }
 
 // Listed learns the tools/list result the answer held; the call's event
@@ -278,7 +278,7 @@ func (m *Exchange) Listed(res *mcp.ToolsListResult, complete bool) {
 		return // learned from what the server sent, before it was filtered
 	}
 	changes := m.LearnList(res, ReadPinDefs(res.Raw), complete)
-	m.C.Event.DefinitionChanges = append(m.C.Event.DefinitionChanges, changes...)
+	m.Call.Event.DefinitionChanges = append(m.Call.Event.DefinitionChanges, changes...)
 }
 
 // Settle completes the bucketed result of an answer with what its
@@ -291,7 +291,7 @@ func (m *Exchange) Settle(res bucketing.Result) bucketing.Result {
 	if withheld, ok := m.settleAnswer(); ok {
 		return withheld
 	}
-	ev := &m.C.Event
+	ev := &m.Call.Event
 	switch {
 	case resp == nil && unread:
 		// Past the bound, or a JSON answer that held no response to the
@@ -335,15 +335,15 @@ func (m *Exchange) LearnList(res *mcp.ToolsListResult, defs pinDefs, complete bo
 	if !ok {
 		return changes
 	}
-	srv := m.h.MCP.Server(m.Key)
+	srv := m.h.Schemas.Server(m.Key)
 	if res.CacheScope == mcp.CacheScopePrivate {
-		srv = m.h.MCP.Server(m.PrivKey)
+		srv = m.h.Schemas.Server(m.PrivKey)
 	}
 	srv.Learn(tools, complete, m.Route.Cfg.MaxTools, m.Route.Cfg.MaxSchemaBytes, res.TTLMs)
 	if complete {
-		m.C.State.Names.Observe(m.C.Tool.Cfg.Name, res.Tools, m.C.Host.Log)
+		m.Call.State.Names.Observe(m.Call.Tool.Cfg.Name, res.Tools, m.Call.Host.Log)
 	}
-	m.Srv = m.h.MCP.Resolve(m.Key, m.PrivKey)
+	m.Tools = m.h.Schemas.Resolve(m.Key, m.PrivKey)
 	return changes
 }
 
@@ -358,8 +358,8 @@ func ExchangeOf(c *pipe.Call) *Exchange {
 // configures it by name, and the JSON-RPC error that answered the
 // request.
 func (m *Exchange) SpanFacts(f *sink.SpanFacts) {
-	if name := m.C.Event.Tool; name != "" && m.Srv != nil {
-		desc, listed := m.Srv.Described(name)
+	if name := m.Call.Event.Tool; name != "" && m.Tools != nil {
+		desc, listed := m.Tools.Described(name)
 		if listed || m.Route.Tools[name] != nil {
 			f.KnownTool, f.ToolDescription = name, desc
 		}

@@ -27,7 +27,7 @@ import (
 // own (rpc_method tools/list, no tool).
 func FetchTools(c *pipe.Call, r *http.Request, target *url.URL, meta json.RawMessage) (err error) {
 	ctx := r.Context()
-	running, end := ExchangeOf(c).Srv.BeginFetch()
+	running, end := ExchangeOf(c).Tools.BeginFetch()
 	if running != nil {
 		select {
 		case <-running:

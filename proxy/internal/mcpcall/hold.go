@@ -78,7 +78,7 @@ type mcpHold struct {
 // begin holds resp's body: it returns the client's answer when the answer
 // is replaced whole, or nil when resp goes on with a held body.
 func (h *mcpHold) begin(r *http.Request, resp *http.Response) *http.Response {
-	c := h.m.C
+	c := h.m.Call
 	for _, ce := range resp.Header.Values("Content-Encoding") {
 		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
 			return h.whole(r, resp, fmt.Sprintf("an encoded body (Content-Encoding %q)", mcp.BoundedText(ce)))
@@ -131,7 +131,7 @@ func (h *mcpHold) whole(r *http.Request, resp *http.Response, why string) *http.
 		return nil
 	}
 	resp.Body.Close()
-	h.m.C.Cancel()
+	h.m.Call.Cancel()
 	out := h.unreadable(nil, why)
 	if out == nil {
 		out = []byte("[]")
@@ -191,7 +191,7 @@ func (h *mcpHold) withhold(id json.RawMessage, tool string, ref *conf.Refusal) [
 	if !h.m.batch {
 		id = h.m.ans.CallID
 	}
-	return mcp.ToolError(id, RefusalText(ref), ref.Envelope(), h.m.Stateless, h.m.Srv.PlainResult(tool))
+	return mcp.ToolError(id, RefusalText(ref), ref.Envelope(), h.m.Stateless, h.m.Tools.PlainResult(tool))
 }
 
 // Withheld reports whether a call was answered with a withheld result.
@@ -212,7 +212,7 @@ func (h *mcpHold) rewrite(data []byte) []byte {
 	if !utf8.Valid(d) {
 		return h.unreadable(data, "text that is not UTF-8")
 	}
-	if ref := steps.CheckJSONNames("the answer", d, h.m.C.State.Cfg.Limits.MaxJSONDepth); ref != nil {
+	if ref := steps.CheckJSONNames("the answer", d, h.m.Call.State.Cfg.Limits.MaxJSONDepth); ref != nil {
 		return h.unreadable(data, "JSON that parsers read differently")
 	}
 	if len(d) > 0 && d[0] == '[' {

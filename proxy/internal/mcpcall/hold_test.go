@@ -60,7 +60,7 @@ func FuzzSSEHold(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream, sizes []byte) {
 		st := &pipe.State{Cfg: &conf.Config{}}
 		c := &pipe.Call{State: st}
-		m := &Exchange{C: c, Route: &conf.MCPRoute{Answer: &conf.MCPAnswerRule{Schema: conf.OutputSchemaOff, Pass: true, Limit: 1 << 20}}, Srv: &mcp.ServerTools{}}
+		m := &Exchange{Call: c, Route: &conf.MCPRoute{Answer: &conf.MCPAnswerRule{Schema: conf.OutputSchemaOff, Pass: true, Limit: 1 << 20}}, Tools: &mcp.ServerTools{}}
 		m.ans.CallID = []byte("1")
 		c.MCP = m
 		limit := int64(1 << 20)

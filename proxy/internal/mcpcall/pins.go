@@ -128,7 +128,7 @@ func ReadPinDefs(pages ...json.RawMessage) pinDefs {
 // tools readably.
 func (m *Exchange) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) (learn []mcp.ListedTool, changes []string, ok bool) {
 	p := m.h.Pins
-	route := m.C.Tool.Cfg.Name
+	route := m.Call.Tool.Cfg.Name
 	mode := &m.Route.Cfg.Pin
 	if defs.err != nil {
 		why := "it names a member twice in one object"
@@ -136,7 +136,7 @@ func (m *Exchange) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) 
 			why = "it is not one readable JSON object with a tools array of objects"
 		}
 		p.markUnreadable(route, m.PinKey, why)
-		m.C.Host.Log.Warn("mcp: a tools/list answer cannot be read alike by every reader; nothing of it is learned, and the server's calls are refused until it lists its tools readably",
+		m.Call.Host.Log.Warn("mcp: a tools/list answer cannot be read alike by every reader; nothing of it is learned, and the server's calls are refused until it lists its tools readably",
 			"route", route, "server", m.Server, "err", defs.err)
 		return nil, []string{"*: unreadable"}, false
 	}
@@ -149,7 +149,7 @@ func (m *Exchange) pinList(tools []mcp.ListedTool, defs pinDefs, complete bool) 
 	for i := range verdicts {
 		v := &verdicts[i]
 		if v.Fresh && reportable(v, mode) {
-			m.C.Host.Log.Warn("mcp: a tool definition differs from its pin", "route", route, "server", m.Server,
+			m.Call.Host.Log.Warn("mcp: a tool definition differs from its pin", "route", route, "server", m.Server,
 				"tool", v.Tool, "state", string(v.State), "fields", strings.Join(v.Fields, ","), "on_change", mode.OnChange)
 			if len(changes) < maxPinChanges {
 				changes = append(changes, changeText(v))
@@ -209,7 +209,7 @@ func (m *Exchange) filterList(raw []byte, msg *mcp.Message) []byte {
 		return raw // not a tools/list result: nothing to learn or filter
 	}
 	defs := ReadPinDefs(res.Raw)
-	m.C.Event.DefinitionChanges = append(m.C.Event.DefinitionChanges, m.LearnList(&res, defs, !m.ans.ListCursor && res.NextCursor == "")...)
+	m.Call.Event.DefinitionChanges = append(m.Call.Event.DefinitionChanges, m.LearnList(&res, defs, !m.ans.ListCursor && res.NextCursor == "")...)
 	m.listFiltered = true
 	var out []byte
 	err := defs.err

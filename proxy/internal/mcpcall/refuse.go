@@ -45,7 +45,7 @@ func mcpRefuse(c *pipe.Call, r *http.Request, msgs []mcp.Message, batch bool, re
 	if !batch {
 		var asTask bool
 		if body, asTask = refusedTaskAnswer(c, r, &msgs[0], ref); !asTask {
-			body = mcp.ToolError(msgs[0].ID, RefusalText(ref), ref.Envelope(), m.Stateless, m.Srv.PlainResult(c.Event.Tool))
+			body = mcp.ToolError(msgs[0].ID, RefusalText(ref), ref.Envelope(), m.Stateless, m.Tools.PlainResult(c.Event.Tool))
 		}
 	} else {
 		var out []json.RawMessage
@@ -55,7 +55,7 @@ func mcpRefuse(c *pipe.Call, r *http.Request, msgs []mcp.Message, batch bool, re
 			}
 			if refs[i] != nil {
 				tc, _ := mcp.ParseToolCall(msgs[i].Params)
-				out = append(out, mcp.ToolError(msgs[i].ID, RefusalText(refs[i]), refs[i].Envelope(), m.Stateless, m.Srv.PlainResult(tc.Name)))
+				out = append(out, mcp.ToolError(msgs[i].ID, RefusalText(refs[i]), refs[i].Envelope(), m.Stateless, m.Tools.PlainResult(tc.Name)))
 				continue
 			}
 			e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msgs[i].ID, "error": map[string]any{

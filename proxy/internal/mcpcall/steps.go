@@ -52,7 +52,7 @@ func problemRefusal(p *mcp.Problem) *conf.Refusal {
 // in DryRun.
 type SchemaStep struct {
 	route  *conf.MCPRoute
-	Def    []pipe.RequestStep
+	Default    []pipe.RequestStep
 	ByTool map[string][]pipe.RequestStep
 }
 
@@ -62,7 +62,7 @@ func BuildSchema(e *pipe.ChainEnv) pipe.RequestStep {
 
 func newMCPSchemaStep(route *conf.MCPRoute, approver bool) pipe.RequestStep {
 	pin := mcpPinStep{mode: &route.Cfg.Pin, approver: approver}
-	s := &SchemaStep{route: route, Def: mcpRuleSteps(route, route.Rule(""), pin), ByTool: map[string][]pipe.RequestStep{}}
+	s := &SchemaStep{route: route, Default: mcpRuleSteps(route, route.Rule(""), pin), ByTool: map[string][]pipe.RequestStep{}}
 	for name, rule := range route.Tools {
 		s.ByTool[name] = mcpRuleSteps(route, rule, pin)
 	}
@@ -94,7 +94,7 @@ func mcpRuleSteps(route *conf.MCPRoute, rule *conf.MCPToolRule, pin pipe.Request
 }
 
 func (s *SchemaStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal {
-	steps := s.Def
+	steps := s.Default
 	if ts, ok := s.ByTool[ExchangeOf(c).tc.Name]; ok {
 		steps = ts
 	}
@@ -115,18 +115,18 @@ func (s mcpLookupStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	m := ExchangeOf(c)
 	name := m.tc.Name
 	m.unknown = false
-	sch, known, why := m.Srv.Lookup(name, s.rule.Strict)
-	if m.Route.Cfg.UnknownTool == conf.UnknownToolFetch && ((!known && !m.Srv.IsCut()) || m.Srv.Stale()) {
+	sch, known, why := m.Tools.Lookup(name, s.rule.Strict)
+	if m.Route.Cfg.UnknownTool == conf.UnknownToolFetch && ((!known && !m.Tools.IsCut()) || m.Tools.Stale()) {
 		if !m.ListedOnly {
 			if err := FetchTools(c, c.In, c.Target, m.tc.Meta); err != nil {
 				// A stale list is still used when listing fails (2026-07-28
 				// server/utilities/caching allows serving stale on errors).
 				c.Host.Log.Warn("mcp: listing the server's tools failed; the call is checked against what was learned before, if anything", "server", m.Server, "tool", name, "err", err)
 			}
-			m.Srv = m.h.MCP.Resolve(m.Key, m.PrivKey)
-			sch, known, why = m.Srv.Lookup(name, s.rule.Strict)
+			m.Tools = m.h.Schemas.Resolve(m.Key, m.PrivKey)
+			sch, known, why = m.Tools.Lookup(name, s.rule.Strict)
 		}
-		m.unknown = !known && m.Srv.IsListed()
+		m.unknown = !known && m.Tools.IsListed()
 	}
 	m.sch, m.why = sch, why
 	noteListedKeywords(c, sch)
@@ -141,7 +141,7 @@ func (mcpKnownStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	if !m.unknown {
 		return nil
 	}
-	names := m.Srv.Names()
+	names := m.Tools.Names()
 	offers := strings.Join(names, ", ")
 	if len(names) == 0 {
 		offers = "(no tools)"

@@ -28,7 +28,7 @@ func refusedTaskAnswer(c *pipe.Call, r *http.Request, msg *mcp.Message, ref *con
 		return nil, false
 	}
 	m := ExchangeOf(c)
-	created := m.h.tasks.Add(mcp.TaskOwner(r, m.Key), ttl, RefusalText(ref), ref.Envelope(), m.Stateless, m.Srv.PlainResult(c.Event.Tool))
+	created := m.h.tasks.Add(mcp.TaskOwner(r, m.Key), ttl, RefusalText(ref), ref.Envelope(), m.Stateless, m.Tools.PlainResult(c.Event.Tool))
 	body, _ = json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`

@@ -239,7 +239,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			c.Event.RequestBytes = int64(len(raw))
 			body = BytesBody(raw)
 		} else {
-			streamed = &conf.CallerBody{Rc: rc}
+			streamed = &conf.CallerBody{Body: rc}
 		}
 	}
 	out.Body = readCloserOf(body)
