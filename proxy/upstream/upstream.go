@@ -90,6 +90,15 @@ func New(std *http.Transport, dial DialFunc) *Transport {
 // reads while it writes.
 const MaxHeldBody = 64 << 10
 
+// headRoom is the room a request's head is given beside its held body
+// in one write.
+const headRoom = 1 << 10
+
+// bigWriters are the buffers of the requests whose held body and head do
+// not fit a connection's own (4 KiB): MaxHeldBody and a head of up to
+// 8 KiB. Only calls under way hold one.
+var bigWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, MaxHeldBody+8<<10) }}
+
 // RoundTrip sends a call without a held body (see RoundTripHeld).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.RoundTripHeld(req, nil)
@@ -115,7 +124,11 @@ func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.
 			}
 			return nil, err
 		}
-		resp, retry, err := t.exchange(ctx, pc, req)
+		var size int64
+		if held != nil {
+			size = held.Size()
+		}
+		resp, retry, err := t.exchange(ctx, pc, req, size)
 		if err == nil {
 			return resp, nil
 		}
@@ -394,7 +407,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // exchange writes req on pc and reads its answer's head. retry says the
 // call failed on a reused connection in a way net/http would retry.
-func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request) (*http.Response, bool, error) {
+func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request, bodySize int64) (*http.Response, bool, error) {
 	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
 	fail := func(op string, err error) (*http.Response, bool, error) {
 		stop()
@@ -408,12 +421,21 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request)
 		retry := pc.reused && pc.read == 0 && (pc.written == 0 || notSent || replayable(req))
 		return nil, retry, fmt.Errorf("upstream %s: %w", op, err)
 	}
-	err := req.Write(pc.bw)
+	// The head and a held body leave in one write(2): a body the
+	// connection's buffer would split goes through a buffer that holds
+	// both (the head is rarely over headRoom).
+	bw := pc.bw
+	if bodySize > int64(pc.bw.Size()-headRoom) {
+		bw = bigWriters.Get().(*bufio.Writer)
+		bw.Reset(pc)
+		defer func() { bw.Reset(nil); bigWriters.Put(bw) }()
+	}
+	err := req.Write(bw)
 	if err == nil {
-		err = pc.bw.Flush()
+		err = bw.Flush()
 	}
 	if err != nil {
-		pc.bw.Reset(pc)
+		bw.Reset(pc)
 		return fail("write", err)
 	}
 	// As net/http's reader does: a close before the first byte is io.EOF
