@@ -254,7 +254,9 @@ type h1Conn struct {
 // as the peek would have; any other failure is the call's, as after the
 // peek. Servers close idle connections after seconds (Node and uvicorn 5 s,
 // gunicorn 2 s), so within it a close is a rare race, and a connection in
-// steady use skips one system call per call.
+// steady use skips one system call per call. Bytes upstream sends unasked
+// after a complete answer, apart from it, are then read as the next call's
+// answer instead of closing the connection (docs/performance.md).
 const peekSkipWithin = 100 * time.Millisecond
 
 func (c *h1Conn) Read(p []byte) (int, error) {
