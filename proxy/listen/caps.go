@@ -364,6 +364,10 @@ func (c *cappedConn) CloseRead() error {
 // NetConn returns the connection underneath (for SO_ORIGINAL_DST).
 func (c *cappedConn) NetConn() net.Conn { return c.Conn }
 
+// WriteTwo writes a then b with one writev(2) when the connection is raw
+// (an answer's head and body, from the plain listeners' loop).
+func (c *cappedConn) WriteTwo(a, b []byte) (int, error) { return rawconn.WriteTwo(c.Conn, a, b) }
+
 // ReadFrom keeps the TCP connection's splice and sendfile paths.
 func (c *cappedConn) ReadFrom(r io.Reader) (int64, error) {
 	if rf, ok := c.Conn.(io.ReaderFrom); ok {

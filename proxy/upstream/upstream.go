@@ -47,7 +47,10 @@ import (
 // context (the tool's timeout, the caller going away) bounds the dial, the
 // exchange and the body, and its error is what a read or write it cut off
 // returns; a pooled connection is checked before use (a peer that closed it
-// is seen without sending anything, as http.Transport's reader sees it), and
+// is seen without sending anything, as http.Transport's reader sees it;
+// on Linux a connection that kept alive before and was idle less than
+// peekSkipWithin is not, and a close found by the call that upstream sent
+// before receiving any of it counts as seen before), and
 // a call that failed on a reused connection before any byte of its answer
 // was read is sent once more on a new connection only when nothing of it
 // was written, or when net/http would send it again too (no body, and GET,
@@ -61,6 +64,7 @@ type Transport struct {
 	maxIdlePerHost int
 	maxIdle        int
 	idleTimeout    time.Duration
+	peekSkip       time.Duration // peekSkipWithin; tests change it
 
 	mu     sync.Mutex
 	idle   map[string][]*h1Conn // by poolKey, most recently used last
@@ -75,7 +79,8 @@ func New(std *http.Transport, dial DialFunc) *Transport {
 	return &Transport{
 		std: std, dial: dial,
 		maxIdlePerHost: std.MaxIdleConnsPerHost, maxIdle: std.MaxIdleConns, idleTimeout: std.IdleConnTimeout,
-		idle: map[string][]*h1Conn{},
+		peekSkip: peekSkipWithin,
+		idle:     map[string][]*h1Conn{},
 	}
 }
 
@@ -84,6 +89,15 @@ func New(std *http.Transport, dial DialFunc) *Transport {
 // upstream that answers without reading it; those go through std, which
 // reads while it writes.
 const MaxHeldBody = 64 << 10
+
+// headRoom is the room a request's head is given beside its held body
+// in one write.
+const headRoom = 1 << 10
+
+// bigWriters are the buffers of the requests whose held body and head do
+// not fit a connection's own (4 KiB): MaxHeldBody and a head of up to
+// 8 KiB. Only calls under way hold one.
+var bigWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, MaxHeldBody+8<<10) }}
 
 // RoundTrip sends a call without a held body (see RoundTripHeld).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -110,7 +124,11 @@ func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.
 			}
 			return nil, err
 		}
-		resp, retry, err := t.exchange(ctx, pc, req)
+		var size int64
+		if held != nil {
+			size = held.Size()
+		}
+		resp, retry, err := t.exchange(ctx, pc, req, size)
 		if err == nil {
 			return resp, nil
 		}
@@ -214,7 +232,32 @@ type h1Conn struct {
 	read    int64
 	limit   int64 // bytes the answer's heads may still take; < 0: no limit
 	maxHead int64
+	// kept says an answer on it was read to its end after it was reused:
+	// upstream keeps its connections open after answering.
+	kept bool
+	// unpeeked says it was taken from the pool without the peek
+	// (peekSkipWithin).
+	unpeeked bool
+	// sent counts the bytes written on it before the current call.
+	sent int64
+	// peeks counts the peeks before its reuses (for tests).
+	peeks int
 }
+
+// peekSkipWithin is how long a pooled connection may have been idle and
+// still be used without the peek, when it already served a call after
+// being reused (kept) and its last answer was read to its end by its
+// framing (the only way a connection is pooled). Within it, a connection
+// upstream closed meanwhile is found by the call's first read instead: a
+// close that did not acknowledge any byte of the call (upstream closed
+// before the call reached it) sends the call again on a new connection,
+// as the peek would have; any other failure is the call's, as after the
+// peek. Servers close idle connections after seconds (Node and uvicorn 5 s,
+// gunicorn 2 s), so within it a close is a rare race, and a connection in
+// steady use skips one system call per call. Bytes upstream sends unasked
+// after a complete answer, apart from it, are then read as the next call's
+// answer instead of closing the connection (docs/performance.md).
+const peekSkipWithin = 100 * time.Millisecond
 
 func (c *h1Conn) Read(p []byte) (int, error) {
 	if c.limit >= 0 {
@@ -254,10 +297,16 @@ func (t *Transport) get(ctx context.Context, key, addr string) (*h1Conn, error) 
 		t.idle[key] = list[:len(list)-1]
 		t.nidle--
 		t.mu.Unlock()
-		if now.Sub(pc.idleAt) > t.idleTimeout || !pc.peek.ok() {
+		idle := now.Sub(pc.idleAt)
+		pc.unpeeked = pc.kept && idle < t.peekSkip && canSkipPeek
+		if !pc.unpeeked {
+			pc.peeks++
+		}
+		if idle > t.idleTimeout || (!pc.unpeeked && !pc.peek.ok()) {
 			pc.conn.Close()
 			continue
 		}
+		pc.sent += pc.written
 		pc.reused, pc.written, pc.read = true, 0, 0
 		return pc, nil
 	}
@@ -279,6 +328,7 @@ func (t *Transport) get(ctx context.Context, key, addr string) (*h1Conn, error) 
 // it when the pool is full or closed.
 func (t *Transport) put(pc *h1Conn) {
 	pc.idleAt = time.Now()
+	pc.kept = pc.kept || pc.reused
 	t.mu.Lock()
 	if t.closed || t.nidle >= t.maxIdle || len(t.idle[pc.key]) >= t.maxIdlePerHost {
 		t.mu.Unlock()
@@ -359,23 +409,35 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // exchange writes req on pc and reads its answer's head. retry says the
 // call failed on a reused connection in a way net/http would retry.
-func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request) (*http.Response, bool, error) {
+func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request, bodySize int64) (*http.Response, bool, error) {
 	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
 	fail := func(op string, err error) (*http.Response, bool, error) {
 		stop()
+		// Taken without the peek: a close that came before any byte of
+		// the call was acknowledged is what the peek would have seen.
+		notSent := pc.unpeeked && pc.read == 0 && errors.Is(err, io.EOF) && pc.peek.unacked(pc.sent)
 		pc.conn.Close()
 		if ctx.Err() != nil {
 			return nil, false, context.Cause(ctx)
 		}
-		retry := pc.reused && pc.read == 0 && (pc.written == 0 || replayable(req))
+		retry := pc.reused && pc.read == 0 && (pc.written == 0 || notSent || replayable(req))
 		return nil, retry, fmt.Errorf("upstream %s: %w", op, err)
 	}
-	err := req.Write(pc.bw)
+	// The head and a held body leave in one write(2): a body the
+	// connection's buffer would split goes through a buffer that holds
+	// both (the head is rarely over headRoom).
+	bw := pc.bw
+	if bodySize > int64(pc.bw.Size()-headRoom) {
+		bw = bigWriters.Get().(*bufio.Writer)
+		bw.Reset(pc)
+		defer func() { bw.Reset(nil); bigWriters.Put(bw) }()
+	}
+	err := req.Write(bw)
 	if err == nil {
-		err = pc.bw.Flush()
+		err = bw.Flush()
 	}
 	if err != nil {
-		pc.bw.Reset(pc)
+		bw.Reset(pc)
 		return fail("write", err)
 	}
 	// As net/http's reader does: a close before the first byte is io.EOF

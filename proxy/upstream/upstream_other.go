@@ -11,3 +11,8 @@ type peeker struct{}
 func newPeeker(net.Conn) *peeker { return &peeker{} }
 
 func (*peeker) ok() bool { return true }
+
+// canSkipPeek is false: there is no peek to skip.
+const canSkipPeek = false
+
+func (*peeker) unacked(int64) bool { return false }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 )
 
 // maxPostHandlerReadBytes is net/http's bound on the unread request body
@@ -36,6 +38,12 @@ type conn struct {
 	bw         *bufio.Writer
 	werr       error
 	resBuf     *bufio.Writer // the response's buffer before chunking
+	// twoWriter says rwc writes two buffers in one system call
+	// (writeAfterBuffered); tail and tailN are its buffer after bw's and
+	// how much of it was written.
+	twoWriter  bool
+	tail       []byte
+	tailN      int
 	cancelCtx  context.CancelFunc
 	lastMethod string
 	state      atomic.Uint64 // http.ConnState<<32 | unix seconds
@@ -56,6 +64,7 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	c := &conn{s: s, rwc: rwc}
 	c.cr.c = c
 	c.cr.rwc = rwc
+	_, c.twoWriter = rwc.(rawconn.TwoWriter)
 	c.setState(http.StateNew)
 	return c
 }
@@ -74,12 +83,33 @@ func (c *conn) getState() (http.ConnState, int64) {
 type connErrWriter struct{ c *conn }
 
 func (w connErrWriter) Write(p []byte) (int, error) {
-	n, err := w.c.rwc.Write(p)
+	var n int
+	var err error
+	if tail := w.c.tail; tail != nil {
+		// writeAfterBuffered's flush: bw's bytes, then tail, at once.
+		w.c.tail = nil
+		n, err = rawconn.WriteTwo(w.c.rwc, p, tail)
+		w.c.tailN = max(n-len(p), 0)
+		n = min(n, len(p))
+	} else {
+		n, err = w.c.rwc.Write(p)
+	}
 	if err != nil && w.c.werr == nil {
 		w.c.werr = err
 		w.c.cancelCtx()
 	}
 	return n, err
+}
+
+// writeAfterBuffered writes what bw holds and then p with one system call
+// (writev), where bw.Write would fill bw from p, write it and then write
+// the rest of p: an answer's head and a body longer than bw's room leave
+// together. It returns the bytes of p written.
+func (c *conn) writeAfterBuffered(p []byte) (int, error) {
+	c.tail, c.tailN = p, 0
+	err := c.bw.Flush()
+	c.tail = nil
+	return c.tailN, err
 }
 
 func (c *conn) finalFlush() {

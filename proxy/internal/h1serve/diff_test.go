@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 )
 
 // diffHandler answers by path, covering what a handler can do to an
@@ -48,6 +50,16 @@ func diffHandler() http.Handler {
 	mux.HandleFunc("/big-cl", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "5000")
 		w.Write(bytes.Repeat([]byte("abcdefghij"), 500))
+	})
+	mux.HandleFunc("/big-cl-3", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "12000")
+		for range 3 {
+			w.Write(bytes.Repeat([]byte("klmnopqrst"), 400))
+		}
+	})
+	mux.HandleFunc("/huge-cl", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "300000")
+		w.Write(bytes.Repeat([]byte("uvwxyz"), 50000))
 	})
 	mux.HandleFunc("/cl", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "5")
@@ -228,7 +240,9 @@ func startPair(t testing.TB, h http.Handler, maxHeader int) pair {
 	std := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: maxHeader, ErrorLog: quiet}
 	loop := &Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: maxHeader, ErrorLog: quiet}
 	go std.Serve(lnStd)
-	go loop.Serve(lnLoop)
+	// The loop's connections are raw, as the plain listeners' are
+	// (answers leave with writev).
+	go loop.Serve(rawListener{lnLoop})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -238,6 +252,17 @@ func startPair(t testing.TB, h http.Handler, maxHeader int) pair {
 		loop.Close()
 	})
 	return pair{std: lnStd.Addr().String(), loop: lnLoop.Addr().String()}
+}
+
+// rawListener hands out its connections wrapped by rawconn.
+type rawListener struct{ net.Listener }
+
+func (l rawListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return rawconn.Wrap(c), nil
 }
 
 // exchange sends raw to addr, closes its writing side, and returns every

@@ -28,6 +28,7 @@ var diffCases = []struct{ name, raw string }{
 	{"statuses", "GET /204 HTTP/1.1\r\nHost: a\r\n\r\nGET /304 HTTP/1.1\r\nHost: a\r\n\r\nGET /103 HTTP/1.1\r\nHost: a\r\n\r\nGET /status-999 HTTP/1.1\r\nHost: a\r\n\r\nGET /header-after HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"bad status", "GET /status-bad HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"sniff", "GET /html HTTP/1.1\r\nHost: a\r\n\r\nGET /gzip HTTP/1.1\r\nHost: a\r\n\r\nGET /dated HTTP/1.1\r\nHost: a\r\n\r\nGET /writestring HTTP/1.1\r\nHost: a\r\n\r\n"},
+	{"lengths written at once", "GET /big-cl HTTP/1.1\r\nHost: a\r\n\r\nGET /big-cl-3 HTTP/1.1\r\nHost: a\r\n\r\nGET /huge-cl HTTP/1.1\r\nHost: a\r\n\r\nHEAD /big-cl-3 HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"lengths", "GET /cl HTTP/1.1\r\nHost: a\r\n\r\nGET /big-cl HTTP/1.1\r\nHost: a\r\n\r\nGET /cl-bad HTTP/1.1\r\nHost: a\r\n\r\nGET /te-chunked HTTP/1.1\r\nHost: a\r\n\r\nGET /cl-long HTTP/1.1\r\nHost: a\r\n\r\nGET /cl-short HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"identity", "GET /identity HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n"},
 	{"flush", "GET /flush HTTP/1.1\r\nHost: a\r\n\r\nGET /sse HTTP/1.1\r\nHost: a\r\n\r\nHEAD /flush HTTP/1.1\r\nHost: a\r\n\r\n"},

@@ -364,7 +364,11 @@ func (cw *chunkWriter) Write(p []byte) (n int, err error) {
 			return
 		}
 	}
-	n, err = bw.Write(p)
+	if !cw.chunking && bw.Buffered() > 0 && len(p) > bw.Available() && cw.res.conn.twoWriter {
+		n, err = cw.res.conn.writeAfterBuffered(p)
+	} else {
+		n, err = bw.Write(p)
+	}
 	if cw.chunking && err == nil {
 		_, err = bw.Write(crlf)
 	}

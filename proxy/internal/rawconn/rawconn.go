@@ -20,6 +20,7 @@
 package rawconn
 
 import (
+	"io"
 	"net"
 )
 
@@ -40,3 +41,23 @@ const (
 	maxRW    = 1 << 30
 	maxWrite = 256 << 10
 )
+
+// TwoWriter writes two buffers one after the other, in one system call
+// where it can (writev(2)): an answer's head and its body.
+type TwoWriter interface {
+	WriteTwo(a, b []byte) (int, error)
+}
+
+// WriteTwo writes a then b to w: with one writev(2) when w is a TwoWriter,
+// with two Writes otherwise. It returns the bytes of both written.
+func WriteTwo(w io.Writer, a, b []byte) (int, error) {
+	if tw, ok := w.(TwoWriter); ok {
+		return tw.WriteTwo(a, b)
+	}
+	n, err := w.Write(a)
+	if err != nil {
+		return n, err
+	}
+	m, err := w.Write(b)
+	return n + m, err
+}

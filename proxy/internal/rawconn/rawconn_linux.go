@@ -30,10 +30,13 @@ type rawIO struct {
 
 	wmu     sync.Mutex
 	wp      []byte
+	wp2     []byte // WriteTwo's second buffer, after wp
 	wdone   int
 	wzero   bool // a write(2) wrote nothing: to net, an unexpected EOF
 	werrno  syscall.Errno
 	writeFn func(fd uintptr) bool
+	twoFn   func(fd uintptr) bool
+	iov     [2]syscall.Iovec
 }
 
 // Wrap returns c with raw reads and writes when c is a non-blocking TCP
@@ -59,6 +62,7 @@ func Wrap(c net.Conn) net.Conn {
 	rw.raw.rc = rc
 	rw.raw.readFn = rw.raw.read
 	rw.raw.writeFn = rw.raw.write
+	rw.raw.twoFn = rw.raw.writeTwo
 	return rw
 }
 
@@ -123,6 +127,69 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return done, c.opError("write", io.ErrUnexpectedEOF)
 	}
 	return done, nil
+}
+
+// WriteTwo writes a then b as Write writes one buffer, with writev(2):
+// one system call for both when the socket has room.
+func (c *Conn) WriteTwo(a, b []byte) (int, error) {
+	r := &c.raw
+	r.wmu.Lock()
+	r.wp, r.wp2, r.wdone, r.wzero, r.werrno = a, b, 0, false, 0
+	err := r.rc.Write(r.twoFn)
+	done, zero, errno := r.wdone, r.wzero, r.werrno
+	r.wp, r.wp2 = nil, nil // the caller's buffers are not kept
+	r.iov = [2]syscall.Iovec{}
+	r.wmu.Unlock()
+	switch {
+	case err != nil:
+		return done, c.opError("write", err)
+	case errno != 0:
+		return done, c.opError("write", os.NewSyscallError("write", errno)) // as Write names it
+	case zero:
+		return done, c.opError("write", io.ErrUnexpectedEOF)
+	}
+	return done, nil
+}
+
+// writeTwo is WriteTwo's function for the RawConn: writev(2)s of what is
+// left of wp and wp2 from wdone on, maxWrite at a time, until both are
+// written, the socket is full or an error.
+func (r *rawIO) writeTwo(fd uintptr) bool {
+	total := len(r.wp) + len(r.wp2)
+	for r.wdone < total {
+		left := maxWrite
+		niov := 0
+		if r.wdone < len(r.wp) {
+			p := r.wp[r.wdone:]
+			p = p[:min(len(p), left)]
+			r.iov[niov].Base = &p[0]
+			r.iov[niov].SetLen(len(p))
+			niov++
+			left -= len(p)
+		}
+		if off := max(r.wdone-len(r.wp), 0); left > 0 && off < len(r.wp2) {
+			p := r.wp2[off:]
+			p = p[:min(len(p), left)]
+			r.iov[niov].Base = &p[0]
+			r.iov[niov].SetLen(len(p))
+			niov++
+		}
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(niov))
+		switch {
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN:
+			return false // wait for room, within the deadline
+		case e != 0:
+			r.werrno = e
+			return true
+		case n == 0:
+			r.wzero = true
+			return true
+		default:
+			r.wdone += int(n)
+		}
+	}
+	return true
 }
 
 // write is Write's function for the RawConn: write(2)s of wp from wdone
