@@ -380,13 +380,18 @@ func (cr *connReader) stopRecording() {
 // recordedHost returns the Host header of the request just recorded, and
 // false when there is not exactly one.
 func (cr *connReader) recordedHost() (string, bool) {
-	br := hostReaders.Get().(*bufio.Reader)
-	defer hostReaders.Put(br)
-	br.Reset(bytes.NewReader(cr.rec))
-	tp := textproto.NewReader(br)
-	if _, err := tp.ReadLine(); err != nil {
+	// The request line ends at the first '\n' (as textproto's ReadLine
+	// reads it); the header is read from there.
+	i := bytes.IndexByte(cr.rec, '\n')
+	if i < 0 {
 		return "", false
 	}
+	hr := hostReaders.Get().(*hostReader)
+	defer hostReaders.Put(hr)
+	hr.r.Reset(cr.rec[i+1:])
+	hr.br.Reset(&hr.r)
+	defer hr.r.Reset(nil)
+	tp := textproto.NewReader(&hr.br)
 	h, err := tp.ReadMIMEHeader()
 	if err != nil || len(h["Host"]) != 1 {
 		return "", false
@@ -394,8 +399,19 @@ func (cr *connReader) recordedHost() (string, bool) {
 	return h["Host"][0], true
 }
 
+// hostReader is what recordedHost parses with: a buffered reader over a
+// reader of the recorded bytes, kept together so neither is allocated.
+type hostReader struct {
+	br bufio.Reader
+	r  bytes.Reader
+}
+
 // hostReaders holds the readers recordedHost parses with.
-var hostReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
+var hostReaders = sync.Pool{New: func() any {
+	hr := &hostReader{}
+	hr.br = *bufio.NewReaderSize(nil, 1024)
+	return hr
+}}
 
 func (cr *connReader) lock() {
 	cr.mu.Lock()
