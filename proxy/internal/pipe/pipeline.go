@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
@@ -42,11 +40,11 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 		r = r.WithContext(ctx)
 		r.Method = cn.Method
 	}
-	c.Event.Host = cn.Authority()
 	c.Canon = cn
 	var vars map[string]string
 	c.Tool, vars = conf.Route(st.Cfg.Compiled, cn.Method, cn.Host, cn.Port, cn.Path)
 	target = cn.URL(c.Tool, target.RawQuery)
+	c.Event.Host = target.Host // cn.Authority(), made once
 
 	if c.Tool == nil {
 		c.envelope = conf.AskedForEnvelope(r)
@@ -417,7 +415,7 @@ func (c *Call) ClientGone(r *http.Request) *http.Response {
 // NewEvent starts an event with what is known on arrival.
 func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) sink.Event {
 	ev := sink.Event{
-		EventID:       uuid.NewString(),
+		EventID:       newEventID(),
 		Time:          time.Now().UTC(),
 		Sidecar:       s.Sidecar,
 		Listener:      kind,
