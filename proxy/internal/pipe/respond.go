@@ -80,7 +80,7 @@ func (c *Call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 	c.Cancel()
 	data, ok := envelopeData(resp.Header.Get("Content-Type"), buf)
 	if !ok {
-		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		resp.Body = newBytesBody(buf)
 		return c.passAnswer(r, resp)
 	}
 	res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: ruleBody(buf)}, c.rules(), time.Now())
@@ -169,7 +169,7 @@ func EnvelopeResponse(r *http.Request, status int, code string, h http.Header, b
 	return &http.Response{
 		StatusCode: status, Status: statusLine(status),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+		Header: h, Body: newBytesBody(body), ContentLength: int64(len(body)), Request: r,
 	}
 }
 
@@ -368,6 +368,20 @@ type MultiReadCloser struct {
 }
 
 func BytesBody(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// bytesBody is an answer's body held in memory: io.NopCloser of a
+// bytes.Reader in one allocation, not two. Its WriteTo (the Reader's) is
+// what io.Copy uses, as it used NopCloser's.
+type bytesBody struct{ bytes.Reader }
+
+func newBytesBody(b []byte) *bytesBody {
+	bb := &bytesBody{}
+	bb.Reset(b)
+	return bb
+}
+
+// Close does nothing.
+func (*bytesBody) Close() error { return nil }
 
 func readCloserOf(body io.Reader) io.ReadCloser {
 	if rc, ok := body.(io.ReadCloser); ok {
