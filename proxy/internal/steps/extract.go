@@ -230,14 +230,20 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf
 		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' got a JSON body nested deeper than %d levels", tool, maxDepth), nil)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
 	var v any
-	err := dec.Decode(&v)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
-				fmt.Sprintf("Tool '%s' got a JSON body with data after its end (at byte %d)", tool, dec.InputOffset()), nil)
+	var err error
+	if json.Valid(body) {
+		v = decodeValid(body)
+	} else {
+		// Invalid: the Decoder says where, as it always has.
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		err = dec.Decode(&v)
+		if err == nil {
+			if _, extra := dec.Token(); extra != io.EOF {
+				return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+					fmt.Sprintf("Tool '%s' got a JSON body with data after its end (at byte %d)", tool, dec.InputOffset()), nil)
+			}
 		}
 	}
 	if err != nil {
