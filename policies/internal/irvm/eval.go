@@ -113,7 +113,7 @@ func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.
 		e.limit = DefaultMaxBytes
 	}
 	defer e.release()
-	fr := &frame{l: e.alloc(p.nlocals)}
+	fr := e.frame(e.alloc(p.nlocals))
 	fr.l[ir.Input] = input
 	fr.l[ir.Data] = emptyObject
 	for _, b := range p.plan.Blocks {
@@ -140,6 +140,11 @@ var evals = sync.Pool{New: func() any {
 func (e *eval) release() {
 	clear(e.slab[:cap(e.slab)])
 	e.slab = e.slab[:0]
+	if cap(e.frames) > maxKeptFrames {
+		e.frames = nil
+	}
+	clear(e.frames[:cap(e.frames)])
+	e.frames = e.frames[:0]
 	clear(e.docRefs)
 	e.docRefs = e.docRefs[:0]
 	clear(e.memo)
@@ -155,6 +160,10 @@ func (e *eval) release() {
 	e.calls, e.spentAtClock = 0, 0
 	evals.Put(e)
 }
+
+// maxKeptFrames bounds the frame slab a pooled evaluation keeps; a larger
+// one, cut for a deep call chain, is dropped.
+const maxKeptFrames = 256
 
 // emptyObject is the data document. Nothing changes it: a with on data
 // copies it.
@@ -178,6 +187,7 @@ type eval struct {
 	all          []*ast.Term
 	cancel       builtinCancel
 	slab         []*ast.Term // where frames' locals are cut from
+	frames       []frame     // where frames are cut from
 	docRefs      []*ast.Term // the docRefs of input keys made so far
 	steps        int
 	fn           *function // the function running, nil in the query
@@ -192,6 +202,30 @@ type eval struct {
 type frame struct {
 	l   []*ast.Term
 	ret *ast.Term
+}
+
+// frame cuts a frame holding locals l from the frame slab: frames are
+// taken and dropped in call order, so a steady evaluation allocates none.
+// A frame is not used after dropFrame (invoke reads its return value
+// first) nor after release; the closures that capture one (the iterating
+// statements') run within its call.
+func (e *eval) frame(l []*ast.Term) *frame {
+	if len(e.frames) == cap(e.frames) {
+		// The frames handed out stay where they are; the slab the pool
+		// keeps grows until it holds an evaluation's deepest call chain.
+		e.frames = make([]frame, 0, max(8, 2*cap(e.frames)))
+	}
+	e.frames = append(e.frames, frame{l: l})
+	return &e.frames[len(e.frames)-1]
+}
+
+// dropFrame returns fr to the frame slab when it is the slab's last (a new
+// slab may have been cut since).
+func (e *eval) dropFrame(fr *frame) {
+	if n := len(e.frames); n > 0 && &e.frames[n-1] == fr {
+		e.frames[n-1] = frame{}
+		e.frames = e.frames[:n-1]
+	}
 }
 
 // alloc cuts n cleared locals from the slab.
@@ -764,12 +798,12 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 		}
 	}
 	mark := len(e.slab)
-	fr := frame{l: e.alloc(fn.nlocals)}
+	fr := e.frame(e.alloc(fn.nlocals))
 	args(fr.l)
 	caller := e.fn
 	e.fn = fn
 	for _, b := range fn.f.Blocks {
-		if r := e.block(&fr, b); r == unwind || r > 0 {
+		if r := e.block(fr, b); r == unwind || r > 0 {
 			break
 		}
 	}
@@ -780,7 +814,9 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 		clear(fr.l)
 		e.slab = e.slab[:mark]
 	}
-	if e.err != nil || fr.ret == nil {
+	ret := fr.ret
+	e.dropFrame(fr)
+	if e.err != nil || ret == nil {
 		return nil, false
 	}
 	if fn.memo {
@@ -799,9 +835,9 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 			}
 			e.memo[len(e.memo)-1] = top
 		}
-		top[fn.index] = fr.ret
+		top[fn.index] = ret
 	}
-	return fr.ret, true
+	return ret, true
 }
 
 // callDynamic calls the function at a path computed at evaluation time:

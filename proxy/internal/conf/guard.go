@@ -13,31 +13,42 @@ import (
 	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
-// routed is the dial guard of a call or tunnel: the host it was routed
-// as, and the config whose tools the guard checks.
-type routed struct {
-	host, port string
-	cfg        *Config // whose tools the guard checks
-}
-
-// Check refuses a connection that landed on a loopback tool host under
-// another name (landsOnLoopbackTool).
-func (rt routed) Check(remote net.Addr) error {
-	if rt.cfg.landsOnLoopbackTool(rt.host, rt.port, remote) {
-		return fmt.Errorf("%w: %s reached %s", ErrOtherName, rt.host, remote)
+// Check is the dial guard of a call or tunnel routed as rt.Host: it
+// refuses a connection that landed on a loopback tool host under another
+// name (landsOnLoopbackTool).
+func (rt *egressRoute) Check(remote net.Addr) error {
+	if rt.Cfg.landsOnLoopbackTool(rt.Host, rt.port, remote) {
+		return fmt.Errorf("%w: %s reached %s", ErrOtherName, rt.Host, remote)
 	}
 	return nil
+}
+
+// routeCtx is a context carrying the route of a call or tunnel
+// (RouteFor): the context and the route in one allocation, where
+// context.WithValue would take two, and the route is also the dial guard.
+type routeCtx struct {
+	context.Context
+	rt egressRoute
+}
+
+// Value returns the route for egressRouteKey, and the parent's values.
+func (c *routeCtx) Value(key any) any {
+	if _, ok := key.(egressRouteKey); ok {
+		return &c.rt
+	}
+	return c.Context.Value(key)
 }
 
 // Guarded returns ctx carrying the host and port a call or tunnel was
 // routed as, for the egress guard (egressDial), and the dial guard when
 // tools name a loopback host.
 func (c *Config) Guarded(ctx context.Context, host, port string) context.Context {
-	ctx = context.WithValue(ctx, egressRouteKey{}, &egressRoute{Host: host, port: port, Cfg: c})
+	rc := &routeCtx{Context: ctx}
+	rc.rt.Host, rc.rt.port, rc.rt.Cfg = host, port, c
 	if len(c.Aliases.loopback) == 0 {
-		return ctx
+		return rc
 	}
-	return upstream.WithGuard(ctx, routed{host: host, port: port, cfg: c})
+	return upstream.WithGuard(rc, &rc.rt)
 }
 
 // landsOnLoopbackTool is the dial guard: it reports whether a connection

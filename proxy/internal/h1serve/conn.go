@@ -410,13 +410,29 @@ func (cr *connReader) stopRecording() {
 // recordedHost returns the Host header of the request just recorded, and
 // false when there is not exactly one.
 func (cr *connReader) recordedHost() (string, bool) {
-	br := hostReaders.Get().(*bufio.Reader)
-	defer hostReaders.Put(br)
-	br.Reset(bytes.NewReader(cr.rec))
-	tp := textproto.NewReader(br)
-	if _, err := tp.ReadLine(); err != nil {
+	// The request line ends at the first '\n' (as textproto's ReadLine
+	// reads it); the header is read from there.
+	i := bytes.IndexByte(cr.rec, '\n')
+	if i < 0 {
 		return "", false
 	}
+	return headerHost(cr.rec[i+1:])
+}
+
+// headerHost returns the one Host field of the header block at the start
+// of hdr, as textproto's ReadMIMEHeader reads it, and false when there is
+// not exactly one or the block does not parse. A block of plain lines
+// (scanHost) is read in place; any other goes through textproto.
+func headerHost(hdr []byte) (string, bool) {
+	if host, ok, plain := scanHost(hdr); plain {
+		return host, ok
+	}
+	hr := hostReaders.Get().(*hostReader)
+	defer hostReaders.Put(hr)
+	hr.r.Reset(hdr)
+	hr.br.Reset(&hr.r)
+	defer hr.r.Reset(nil)
+	tp := textproto.NewReader(&hr.br)
 	h, err := tp.ReadMIMEHeader()
 	if err != nil || len(h["Host"]) != 1 {
 		return "", false
@@ -424,8 +440,69 @@ func (cr *connReader) recordedHost() (string, bool) {
 	return h["Host"][0], true
 }
 
+// scanHost reads the Host field of a header block of plain lines: each a
+// name of token characters, a colon and a value of visible ASCII, spaces
+// and tabs, ended by CRLF or LF, the block ended by an empty line. Such a
+// block is what textproto reads without its special cases (continuation
+// lines, malformed lines, bytes it refuses or that need care), so the
+// result is textproto's: the value trimmed of spaces and tabs, found under
+// any spelling of the name. plain is false for any other block, whose
+// reading is left to textproto. FuzzHeaderHost holds it to textproto.
+func scanHost(hdr []byte) (host string, ok, plain bool) {
+	var val []byte
+	n := 0
+	for {
+		nl := bytes.IndexByte(hdr, '\n')
+		if nl < 0 {
+			return "", false, false
+		}
+		line := hdr[:nl]
+		hdr = hdr[nl+1:]
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if len(line) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return "", false, false
+		}
+		for _, c := range line[:colon] {
+			if !httpguts.IsTokenRune(rune(c)) {
+				return "", false, false
+			}
+		}
+		v := line[colon+1:]
+		for _, c := range v {
+			if c != '\t' && (c < 0x20 || c > 0x7e) {
+				return "", false, false
+			}
+		}
+		if k := line[:colon]; len(k) == 4 && k[0]|0x20 == 'h' && k[1]|0x20 == 'o' && k[2]|0x20 == 's' && k[3]|0x20 == 't' {
+			n++
+			val = bytes.Trim(v, " \t")
+		}
+	}
+	if n != 1 {
+		return "", false, true
+	}
+	return string(val), true, true
+}
+
+// hostReader is what recordedHost parses with: a buffered reader over a
+// reader of the recorded bytes, kept together so neither is allocated.
+type hostReader struct {
+	br bufio.Reader
+	r  bytes.Reader
+}
+
 // hostReaders holds the readers recordedHost parses with.
-var hostReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
+var hostReaders = sync.Pool{New: func() any {
+	hr := &hostReader{}
+	hr.br = *bufio.NewReaderSize(nil, 1024)
+	return hr
+}}
 
 func (cr *connReader) lock() {
 	cr.mu.Lock()

@@ -119,7 +119,7 @@ func (c *Call) runAnswers(ctx context.Context, r *http.Request, resp *http.Respo
 			resp.Header.Del(k)
 		}
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(a.Body))
+	resp.Body = newBytesBody(a.Body)
 	return nil
 }
 

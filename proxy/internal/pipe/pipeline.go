@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/canonical"
@@ -42,11 +40,11 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 		r = r.WithContext(ctx)
 		r.Method = cn.Method
 	}
-	c.Event.Host = cn.Authority()
 	c.Canon = cn
 	var vars map[string]string
 	c.Tool, vars = conf.Route(st.Cfg.Compiled, cn.Method, cn.Host, cn.Port, cn.Path)
 	target = cn.URL(c.Tool, target.RawQuery)
+	c.Event.Host = target.Host // cn.Authority(), made once
 
 	if c.Tool == nil {
 		c.envelope = conf.AskedForEnvelope(r)
@@ -201,6 +199,21 @@ func (c *Call) PolicyOutcome(d policies.Decision) *conf.Refusal {
 	return nil
 }
 
+// cloneRequest is r.Clone(ctx) but for the URL, which Dispatch replaces
+// with the target at once (cloning it cost an allocation per call). The
+// header and trailer are copied, as Clone copies them (the trailer
+// before the body fills r's); a request with anything else Clone would
+// copy (a parsed form, transfer codings) is cloned whole.
+func cloneRequest(ctx context.Context, r *http.Request) *http.Request {
+	if r.Form != nil || r.PostForm != nil || r.MultipartForm != nil || r.TransferEncoding != nil {
+		return r.Clone(ctx)
+	}
+	out := r.WithContext(ctx)
+	out.Header = r.Header.Clone()
+	out.Trailer = r.Trailer.Clone()
+	return out
+}
+
 // Dispatch sends the call upstream and shapes the answer.
 func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size int64, timeout time.Duration) *http.Response {
 	if resp := c.eventsGate(r); resp != nil {
@@ -212,7 +225,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	c.Cancel = cancel
-	out := r.Clone(ctx)
+	out := cloneRequest(ctx, r)
 	out.URL = target
 	out.Method = r.Method
 	out.Host = ""
@@ -417,7 +430,7 @@ func (c *Call) ClientGone(r *http.Request) *http.Response {
 // NewEvent starts an event with what is known on arrival.
 func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) sink.Event {
 	ev := sink.Event{
-		EventID:       uuid.NewString(),
+		EventID:       newEventID(),
 		Time:          time.Now().UTC(),
 		Sidecar:       s.Sidecar,
 		Listener:      kind,

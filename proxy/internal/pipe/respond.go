@@ -80,7 +80,7 @@ func (c *Call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 	c.Cancel()
 	data, ok := envelopeData(resp.Header.Get("Content-Type"), buf)
 	if !ok {
-		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		resp.Body = newBytesBody(buf)
 		return c.passAnswer(r, resp)
 	}
 	res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: ruleBody(buf)}, c.rules(), time.Now())
@@ -158,22 +158,43 @@ func EnvelopeResponse(r *http.Request, status int, code string, h http.Header, b
 	if h == nil {
 		h = make(http.Header, 3)
 	}
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	// The three values share one array, each its own slice of capacity
+	// one (an append to one copies it): one allocation, not three.
+	vs := [3]string{"application/json", strconv.Itoa(len(body)), code}
+	h["Content-Type"] = vs[0:1:1]
+	h["Content-Length"] = vs[1:2:2]
 	if code != "" {
-		h[conf.HeaderErrorCode] = []string{code}
+		h[conf.HeaderErrorCode] = vs[2:3:3]
 	}
 	return &http.Response{
-		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode: status, Status: statusLine(status),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+		Header: h, Body: newBytesBody(body), ContentLength: int64(len(body)), Request: r,
 	}
+}
+
+// statusLines are the status lines of the envelope's usual statuses,
+// written once.
+var statusLines = func() map[int]string {
+	m := map[int]string{}
+	for _, st := range []int{200, 201, 202, 400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 502, 503, 504} {
+		m[st] = strconv.Itoa(st) + " " + http.StatusText(st)
+	}
+	return m
+}()
+
+// statusLine is an answer's Status: the code and its text.
+func statusLine(status int) string {
+	if s, ok := statusLines[status]; ok {
+		return s
+	}
+	return strconv.Itoa(status) + " " + http.StatusText(status)
 }
 
 func textResponse(r *http.Request, status int, msg string) *http.Response {
 	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "Content-Length": {strconv.Itoa(len(msg))}}
 	return &http.Response{
-		StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode: status, Status: statusLine(status),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: io.NopCloser(strings.NewReader(msg)), ContentLength: int64(len(msg)), Request: r,
 	}
@@ -347,6 +368,20 @@ type MultiReadCloser struct {
 }
 
 func BytesBody(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// bytesBody is an answer's body held in memory: io.NopCloser of a
+// bytes.Reader in one allocation, not two. Its WriteTo (the Reader's) is
+// what io.Copy uses, as it used NopCloser's.
+type bytesBody struct{ bytes.Reader }
+
+func newBytesBody(b []byte) *bytesBody {
+	bb := &bytesBody{}
+	bb.Reset(b)
+	return bb
+}
+
+// Close does nothing.
+func (*bytesBody) Close() error { return nil }
 
 func readCloserOf(body io.Reader) io.ReadCloser {
 	if rc, ok := body.(io.ReadCloser); ok {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/internal/conf"
@@ -72,6 +74,17 @@ type State struct {
 }
 
 // newTraceID returns 16 random bytes in hex, the W3C trace-id format.
+// newEventID returns a random (version 4) UUID, as uuid.NewString does,
+// in one allocation (uuid.NewString's reader call moves its array to the
+// heap).
+func newEventID() string {
+	var u uuid.UUID
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant 10
+	return u.String()
+}
+
 func newTraceID() string {
 	var b [16]byte
 	rand.Read(b[:])

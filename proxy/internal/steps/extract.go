@@ -102,7 +102,7 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 		src = conf.BitPath | conf.BitQuery
 	}
 	src = src&^(conf.BitJSON|conf.BitForm) | bodySrc
-	args := make(map[string]any, 8)
+	var args map[string]any // made when a source gives arguments
 	var strs map[string]any // values from string-only sources, coerced together
 	var dups []string
 	from := make(map[string]string, 8) // the source that gave each name first
@@ -149,23 +149,32 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 	if len(strs) > 0 && t.Schema != nil {
 		strs = t.Schema.Coerce(strs)
 	}
-	for k, v := range strs {
-		args[k] = v
+	if len(strs) > 0 {
+		args = make(map[string]any, len(strs))
+		for k, v := range strs {
+			args[k] = v
+		}
 	}
 	if src&conf.BitJSON != 0 && len(bytes.TrimSpace(body)) > 0 {
 		obj, ref := decodeObject(t.Cfg.Name, body, maxDepth)
 		if ref != nil {
 			return nil, ref
 		}
-		for k, v := range obj {
-			if _, dup := args[k]; dup {
-				if _, seen := dupFrom[k]; !seen {
-					dups = append(dups, k)
-					dupFrom[k] = [2]string{from[k], "the JSON body"}
+		if len(args) == 0 {
+			// The body's object is the arguments: nothing to merge it
+			// with, and nothing else holds it.
+			args = obj
+		} else {
+			for k, v := range obj {
+				if _, dup := args[k]; dup {
+					if _, seen := dupFrom[k]; !seen {
+						dups = append(dups, k)
+						dupFrom[k] = [2]string{from[k], "the JSON body"}
+					}
+					continue
 				}
-				continue
+				args[k] = v
 			}
-			args[k] = v
 		}
 	}
 	if len(dups) > 0 {
@@ -182,6 +191,9 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 		}
 		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
 			fmt.Sprintf("Tool '%s' got argument '%s' %s", t.Cfg.Name, dups[0], where), vs)
+	}
+	if args == nil {
+		args = map[string]any{}
 	}
 	return args, nil
 }
@@ -218,14 +230,20 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf
 		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' got a JSON body nested deeper than %d levels", tool, maxDepth), nil)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
 	var v any
-	err := dec.Decode(&v)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
-				fmt.Sprintf("Tool '%s' got a JSON body with data after its end (at byte %d)", tool, dec.InputOffset()), nil)
+	var err error
+	if json.Valid(body) {
+		v = decodeValid(body)
+	} else {
+		// Invalid: the Decoder says where, as it always has.
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		err = dec.Decode(&v)
+		if err == nil {
+			if _, extra := dec.Token(); extra != io.EOF {
+				return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+					fmt.Sprintf("Tool '%s' got a JSON body with data after its end (at byte %d)", tool, dec.InputOffset()), nil)
+			}
 		}
 	}
 	if err != nil {
