@@ -21,7 +21,7 @@ func (c *Call) SettleBudget(res bucketing.Result) {
 	if res.RetryAfterMS != nil {
 		o.RetryAfter = time.Duration(*res.RetryAfterMS) * time.Millisecond
 	}
-	c.State.Budgets.Settle(c.Bud, o)
+	c.State.Budgets.Settle(c.Budget, o)
 }
 
 // budgetInput is input.budget for a call's policies: nil without budgets.

@@ -330,7 +330,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	removeHopHeaders(resp.Header)
 	removeOwnHeaders(resp.Header)
 	c.upProto = resp.Proto
-	if c.Bud != nil {
+	if c.Budget != nil {
 		c.upHeader = resp.Header
 	}
 	if checksAnswer && c.Chain.answerChecked(r, resp) {
@@ -377,7 +377,7 @@ func (c *Call) Finish(res bucketing.Result, status int, respBytes int64) {
 	if res.RetryAfterMS != nil {
 		ev.RetryAfterMS = *res.RetryAfterMS
 	}
-	if c.Bud != nil && c.State.Budgets != nil {
+	if c.Budget != nil && c.State.Budgets != nil {
 		c.SettleBudget(res)
 	}
 	ev.ResponseBytes = respBytes

@@ -14,10 +14,10 @@ func replace(a *pipe.Answer, body []byte) { a.Body, a.Replaced, a.Read1 = body, 
 // replace the body afterwards.
 func read(a *pipe.Answer, maxDepth int) (v any, text bool, why string) {
 	if !a.Read1 {
-		a.V, a.Text, a.Why = readAnswer(a, maxDepth)
+		a.Value, a.Text, a.Why = readAnswer(a, maxDepth)
 		a.Read1 = true
 	}
-	return a.V, a.Text, a.Why
+	return a.Value, a.Text, a.Why
 }
 
 // answerEntry is one place in the order of answer steps: how a tool's

@@ -18,7 +18,7 @@ import (
 // false, and the call is recorded as the caller's.
 func admitBudget(c *pipe.Call) (ref *conf.Refusal, ok bool) {
 	v, t := c.State.Budgets.Admit(c.In.Context(), c.BudgetCall())
-	c.Bud = t
+	c.Budget = t
 	c.NoteLimitScope(v.Scope)
 	if !v.Refused {
 		return nil, true
@@ -73,7 +73,7 @@ func AdmitMCP(c *pipe.Call, r *http.Request, msgs []mcp.Message, refs []*conf.Re
 		return i, true
 	}
 	if len(admitted) > 0 {
-		c.Bud = admitted[0]
+		c.Budget = admitted[0]
 	}
 	return -1, true
 }
