@@ -81,9 +81,9 @@ func BoundCallerID(v string, max int) string {
 // first read error, so a failed exchange can be told apart from a caller
 // whose body stalled or broke.
 type CallerBody struct {
-	Body  io.ReadCloser
-	mu  sync.Mutex
-	err error
+	Body io.ReadCloser
+	mu   sync.Mutex
+	err  error
 }
 
 func (b *CallerBody) Read(p []byte) (int, error) {

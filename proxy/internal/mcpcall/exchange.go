@@ -31,7 +31,7 @@ const maxFetchPages = 20
 
 // MCPHost is what a Server's MCP routes keep for its life.
 type MCPHost struct {
-	Schemas         mcp.Schemas         // tool schemas learned from MCP servers
+	Schemas     mcp.Schemas         // tool schemas learned from MCP servers
 	MCPUnusable mcp.UnusableSchemas // listed schemas that could not check calls, for /status
 	MCPKeywords mcp.KeywordFindings // listed schemas with unknown keywords, for /status (keywords.go)
 	Pins        *mcpPins            // pinned MCP tool definitions, for the server's life (pins.go)
@@ -46,7 +46,7 @@ func (h *MCPHost) Handle(c *pipe.Call, r *http.Request, target *url.URL) *http.R
 // Exchange is the MCP side of one exchange on an MCP route: what the
 // request asked, and what is read from the answer as it streams past.
 type Exchange struct {
-	Call      *pipe.Call
+	Call   *pipe.Call
 	h      *MCPHost
 	Route  *conf.MCPRoute
 	Server string // host + path, for events and policies
@@ -57,7 +57,7 @@ type Exchange struct {
 	// PrivKey keys the lists the server marked cacheScope "private": key
 	// and a hash of the caller's authorization context.
 	PrivKey string
-	Tools     *mcp.ServerTools
+	Tools   *mcp.ServerTools
 	// stateless is true for a request of the 2026-07-28 era.
 	Stateless bool
 	// batch is true when the request is a JSON-RPC batch.

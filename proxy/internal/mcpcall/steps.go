@@ -51,9 +51,9 @@ func problemRefusal(p *mcp.Problem) *conf.Refusal {
 // once; the others share the route's. A dry-run tool's steps are wrapped
 // in DryRun.
 type SchemaStep struct {
-	route  *conf.MCPRoute
-	Default    []pipe.RequestStep
-	ByTool map[string][]pipe.RequestStep
+	route   *conf.MCPRoute
+	Default []pipe.RequestStep
+	ByTool  map[string][]pipe.RequestStep
 }
 
 func BuildSchema(e *pipe.ChainEnv) pipe.RequestStep {

@@ -40,7 +40,7 @@ type Answer struct {
 
 	// What read decoded of Body, kept for the steps after the first.
 	Read1 bool
-	Value     any
+	Value any
 	Text  bool
 	Why   string
 }

@@ -40,7 +40,7 @@ type Call struct {
 	Canon    conf.Canon         // the call's canonical form (zero when refused before it had one)
 	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *mcpcall.Exchange)
 	Ask      *policies.Approval // the policies' approval request, if any
-	Budget      conf.BudgetTicket  // nil unless the snapshot has budgets and the call met them
+	Budget   conf.BudgetTicket  // nil unless the snapshot has budgets and the call met them
 	upHeader http.Header        // upstream's answer's header, kept for the budget step
 	upProto  string             // upstream's answer's protocol (resp.Proto), for the span
 	// Traceparent is the caller's W3C trace context, kept for the Tracer
