@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/budgetengine"
 )
 
 // budgetBenchConfig is the validated bench route alone.
@@ -54,7 +55,7 @@ func budgetBenchSidecar(b *testing.B, withBudgets bool) (string, *http.Client) {
 	b.Cleanup(func() { up.Close() })
 	snap := proxy.Snapshot{Version: "v-bench"}
 	if withBudgets {
-		snap.Budgets = proxy.EngineBudgeter(benchBudgets(b, up.Addr()))
+		snap.Budgets = budgetengine.Adapt(benchBudgets(b, up.Addr()))
 	}
 	srv, _, _ := serveConfig(b, budgetBenchConfig, schemaDir(b), snap, nil, 100*time.Millisecond)
 	c := benchClient(b, &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)

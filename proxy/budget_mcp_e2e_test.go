@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/budgetengine"
 	"github.com/toolgate/toolgate/sink"
 )
 
@@ -43,7 +44,7 @@ func TestMCPBudgetsAndLoops(t *testing.T) {
 	if err := cfg.Validate([]string{"issues_mcp"}, proxy.UpstreamKey); err != nil {
 		t.Fatal(err)
 	}
-	snap := proxy.Snapshot{Version: "v-test", Budgets: proxy.EngineBudgeter(budget.New(&cfg, nil))}
+	snap := proxy.Snapshot{Version: "v-test", Budgets: budgetengine.Adapt(budget.New(&cfg, nil))}
 	srv, q, events := serveConfig(t, strings.ReplaceAll(mcpConfig, "MCPUP", up.srv.URL), schemaDir(t), snap, nil, 10*time.Millisecond)
 	proxyURL := &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}
 	hc := &http.Client{Transport: sessionHeader{rt: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, session: "agent-run-1"}}

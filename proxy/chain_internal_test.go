@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/policies"
 	"github.com/toolgate/toolgate/policies/budget"
-	"github.com/toolgate/toolgate/proxy/internal/budgettest"
+	"github.com/toolgate/toolgate/proxy/budgetengine"
 	"github.com/toolgate/toolgate/proxy/internal/conf"
 	"github.com/toolgate/toolgate/proxy/internal/mcpcall"
 	"github.com/toolgate/toolgate/proxy/internal/pipe"
@@ -101,7 +101,7 @@ tools:
 		},
 		{
 			name:     "approvals and budgets",
-			snap:     pipe.Snapshot{Config: &cfg, Budgets: budgettest.Engine(budget.New(&bcfg, nil))},
+			snap:     pipe.Snapshot{Config: &cfg, Budgets: budgetengine.Adapt(budget.New(&bcfg, nil))},
 			approver: noApproval{},
 			want: map[string]string{
 				"bare":          "extract → approval → budget",
@@ -112,7 +112,7 @@ tools:
 		},
 		{
 			name: "budgets that cannot count every tool",
-			snap: pipe.Snapshot{Config: &cfg, Budgets: budgettest.Engine(budget.New(&scoped, nil))},
+			snap: pipe.Snapshot{Config: &cfg, Budgets: budgetengine.Adapt(budget.New(&scoped, nil))},
 			want: map[string]string{
 				"bare":        "extract → budget",
 				"schema_only": "extract → schema → budget",

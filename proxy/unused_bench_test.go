@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/demotools"
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/budgetengine"
 )
 
 // unusedFeaturesTool is a second tool beside the validated bench route
@@ -52,7 +53,7 @@ func BenchmarkUnusedFeatures(b *testing.B) {
 			if err := bcfg.Validate([]string{"bench_validated", "guarded"}, proxy.UpstreamKey); err != nil {
 				b.Fatal(err)
 			}
-			snap.Budgets = proxy.EngineBudgeter(budget.New(&bcfg, nil))
+			snap.Budgets = budgetengine.Adapt(budget.New(&bcfg, nil))
 		}
 		srv, _, _ := serveConfig(b, cfg, schemaDir(b), snap, nil, 100*time.Millisecond)
 		return up.URL() + "/bench/validated", benchClient(b, &url.URL{Scheme: "http", Host: srv.Addr("forward", 0)}, true, 32)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies/budget"
-	"github.com/toolgate/toolgate/proxy/internal/budgettest"
+	"github.com/toolgate/toolgate/proxy/budgetengine"
 	"github.com/toolgate/toolgate/proxy/internal/conf"
 	"github.com/toolgate/toolgate/proxy/internal/pipe"
 	"github.com/toolgate/toolgate/sink"
@@ -35,7 +35,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 	if err := cfg.Validate([]string{"bench"}, conf.UpstreamKey); err != nil {
 		b.Fatal(err)
 	}
-	st := &pipe.State{Snapshot: pipe.Snapshot{Budgets: budgettest.Engine(budget.New(&cfg, nil))}}
+	st := &pipe.State{Snapshot: pipe.Snapshot{Budgets: budgetengine.Adapt(budget.New(&cfg, nil))}}
 	sessions := make([]string, 1000)
 	for i := range sessions {
 		sessions[i] = fmt.Sprintf("session-%d", i)

@@ -29,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/policies/budget"
 	"github.com/toolgate/toolgate/policies/rego"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/budgetengine"
 	"github.com/toolgate/toolgate/sink/events"
 	"github.com/toolgate/toolgate/sink/tracing"
 )
@@ -179,7 +180,7 @@ func parseWith(path string, data []byte, prev *Loaded, offline bool) (lc *Loaded
 		return nil, locate(path, data, err)
 	}
 	if lc.BudgetEngine != nil {
-		lc.Snapshot.Budgets = engineBudgeter{lc.BudgetEngine}
+		lc.Snapshot.Budgets = budgetengine.Adapt(lc.BudgetEngine)
 	}
 	lc.Snapshot.ServerToolNames = serverToolNames(&lc.Config, &lc.Approvals)
 	return lc, nil
