@@ -175,21 +175,32 @@ func (r *rawIO) writeTwo(fd uintptr) bool {
 			niov++
 		}
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(niov))
-		switch {
-		case e == syscall.EINTR:
-		case e == syscall.EAGAIN:
-			return false // wait for room, within the deadline
-		case e != 0:
-			r.werrno = e
-			return true
-		case n == 0:
-			r.wzero = true
-			return true
-		default:
-			r.wdone += int(n)
+		if ret, stop := r.wrote(n, e); stop {
+			return ret
 		}
 	}
 	return true
+}
+
+// wrote records the result of one write(2) or writev(2) of n bytes with
+// errno e: stop says the loop ends, returning ret (false: wait for room,
+// within the deadline; true: done, with an error or zero write noted).
+// EINTR and a write that made progress go on.
+func (r *rawIO) wrote(n uintptr, e syscall.Errno) (ret, stop bool) {
+	switch {
+	case e == syscall.EINTR:
+		return false, false
+	case e == syscall.EAGAIN:
+		return false, true
+	case e != 0:
+		r.werrno = e
+		return true, true
+	case n == 0:
+		r.wzero = true
+		return true, true
+	}
+	r.wdone += int(n)
+	return false, false
 }
 
 // write is Write's function for the RawConn: write(2)s of wp from wdone
@@ -199,18 +210,8 @@ func (r *rawIO) write(fd uintptr) bool {
 	for r.wdone < len(r.wp) {
 		chunk := min(len(r.wp)-r.wdone, maxWrite)
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&r.wp[r.wdone])), uintptr(chunk))
-		switch {
-		case e == syscall.EINTR:
-		case e == syscall.EAGAIN:
-			return false // wait for room, within the deadline
-		case e != 0:
-			r.werrno = e
-			return true
-		case n == 0:
-			r.wzero = true
-			return true
-		default:
-			r.wdone += int(n)
+		if ret, stop := r.wrote(n, e); stop {
+			return ret
 		}
 	}
 	return true
