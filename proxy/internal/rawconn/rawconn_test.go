@@ -92,10 +92,7 @@ func outcomeOf(c net.Conn, b net.Conn, n int, err error) outcome {
 // counted, error texts (addresses aside) and what errors.Is and Timeout
 // say of them.
 func TestSameAsTCPConn(t *testing.T) {
-	scenarios := []struct {
-		name string
-		run  func(t *testing.T, a net.Conn, b *net.TCPConn) (int, error)
-	}{
+	scenarios := []scenario{
 		{"read", func(t *testing.T, a net.Conn, b *net.TCPConn) (int, error) {
 			b.Write([]byte("hello"))
 			buf := make([]byte, 64)
@@ -190,6 +187,21 @@ func TestSameAsTCPConn(t *testing.T) {
 			return n, err
 		}},
 	}
+	runAlike(t, scenarios, "net.TCPConn", "wrapped")
+}
+
+// scenario is one thing done on a connection pair: a is the end under
+// test (plain or wrapped), b its peer.
+type scenario struct {
+	name string
+	run  func(t *testing.T, a net.Conn, b *net.TCPConn) (int, error)
+}
+
+// runAlike runs each scenario on a plain connection pair and on a wrapped
+// one and requires the same outcome (outcomeOf); plain and wrapped name
+// the two in a failure.
+func runAlike(t *testing.T, scenarios []scenario, plain, wrapped string) {
+	t.Helper()
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			var got [2]outcome
@@ -199,7 +211,7 @@ func TestSameAsTCPConn(t *testing.T) {
 				got[i] = outcomeOf(a, b, n, err)
 			}
 			if got[0] != got[1] {
-				t.Errorf("net.TCPConn: %+v\nwrapped:     %+v", got[0], got[1])
+				t.Errorf("%s: %+v\n%s: %+v", plain, got[0], wrapped, got[1])
 			}
 		})
 	}

@@ -21,10 +21,7 @@ import (
 // what errors.Is and Timeout say of them.
 func TestWriteTwoSameAsTwoWrites(t *testing.T) {
 	big := bytes.Repeat([]byte("z"), 8<<20)
-	scenarios := []struct {
-		name string
-		run  func(t *testing.T, a net.Conn, b *net.TCPConn) (int, error)
-	}{
+	scenarios := []scenario{
 		{"head and body", func(t *testing.T, a net.Conn, b *net.TCPConn) (int, error) {
 			n, err := rawconn.WriteTwo(a, []byte("HTTP/1.1 200 OK\r\n\r\n"), []byte("body"))
 			buf := make([]byte, 23)
@@ -78,19 +75,7 @@ func TestWriteTwoSameAsTwoWrites(t *testing.T) {
 			return n, err
 		}},
 	}
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			var got [2]outcome
-			for i, wrap := range []bool{false, true} {
-				a, b := pair(t, wrap)
-				n, err := sc.run(t, a, b)
-				got[i] = outcomeOf(a, b, n, err)
-			}
-			if got[0] != got[1] {
-				t.Errorf("two writes: %+v\nwriteTwo:   %+v", got[0], got[1])
-			}
-		})
-	}
+	runAlike(t, scenarios, "two writes", "writeTwo")
 }
 
 // TestWriteTwoStreams sends a stream through a wrapped connection in
