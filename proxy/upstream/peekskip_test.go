@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,41 +97,6 @@ func TestUpstreamUnpeekedStale(t *testing.T) {
 			}
 		})
 	}
-	// The fourth request on a connection is read, then the connection is
-	// closed without an answer.
-	dropFourth := func(n int, req *http.Request) ([]byte, bool) {
-		if n == 3 {
-			return nil, true
-		}
-		return []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), false
-	}
-	for _, method := range []string{"POST", "GET"} {
-		t.Run("closed after reading "+method, func(t *testing.T) {
-			std, fast := transports(t)
-			fast.peekSkip = time.Minute
-			var got [2][]outcome
-			var reqs [2]int
-			for i, rt := range []http.RoundTripper{std, fast} {
-				up := startRaw(t, dropFourth)
-				var body []byte
-				if method == "POST" {
-					body = []byte("b")
-				}
-				for j := 0; j < 4; j++ {
-					got[i] = append(got[i], do(context.Background(), rt, method, up.url("/x"), body, nil))
-				}
-				reqs[i] = len(up.take())
-			}
-			if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) || reqs[0] != reqs[1] {
-				t.Errorf("std: %v (%d requests upstream)\nfast: %v (%d requests upstream)", got[0], reqs[0], got[1], reqs[1])
-			}
-			want := 4 // POST: not sent again, the caller gets the failure
-			if method == "GET" {
-				want = 5
-			}
-			if reqs[1] != want {
-				t.Errorf("upstream received %d requests, want %d", reqs[1], want)
-			}
-		})
-	}
+	// Four calls: the fourth rides a connection taken without the peek.
+	closedAfterReading(t, 4, func(fast *Transport) { fast.peekSkip = time.Minute })
 }
