@@ -297,3 +297,304 @@ func accesses(s ir.Stmt, read, write func(ir.Local)) {
 		r(s.Value)
 	}
 }
+
+// markConstants marks the rules whose value is the same in every
+// evaluation: a rule (input and data its only parameters) that reads
+// neither, calls only builtins whose value depends on their operands
+// alone and only rules so marked, and holds no with or dynamic call. Its
+// value, once made outside any with block, is kept by the Program and
+// shared by every later evaluation: an allow-list such as
+// organisms := {"human", "mouse"} is built once, not on every call.
+//
+// Sharing a value between evaluations is sound only if no statement ever
+// changes a value it did not make: the plan changes values in place
+// (SetAdd, ObjectInsert, ObjectInsertOnce, ArrayAppend) only in the local
+// a Make statement of the same function filled. Where any function
+// breaks that rule, nothing is marked.
+func (p *Program) markConstants() {
+	for _, fn := range p.funcs {
+		if !makesWhatItChanges(fn.f.Blocks) {
+			return
+		}
+	}
+	if !makesWhatItChanges(p.plan.Blocks) {
+		return
+	}
+	const (
+		unknown = iota
+		visiting
+		yes
+		no
+	)
+	state := make([]int, len(p.funcs))
+	var constant func(fn *function) bool
+	constant = func(fn *function) bool {
+		switch state[fn.index] {
+		case yes:
+			return true
+		case no, visiting: // a cycle is not followed
+			return false
+		}
+		state[fn.index] = visiting
+		ok := fn.memo
+		visit := func(s ir.Stmt) {
+			if !ok {
+				return
+			}
+			switch s := s.(type) {
+			case *ir.WithStmt, *ir.CallDynamicStmt:
+				ok = false
+				return
+			case *ir.CallStmt:
+				c := p.calls[s]
+				switch {
+				case c.fn != nil && c.fn.memo && ruleArgs(s.Args):
+					// A rule called with input and data as they are:
+					// constant if it is.
+					ok = constant(c.fn)
+					return
+				case c.fn != nil:
+					ok = false // a function of arguments: read below
+				default:
+					ok = pureBuiltin(s.Func)
+				}
+				if !ok {
+					// A function call's arguments are read below; the
+					// callee itself must be constant in them, which is not
+					// followed: not marked.
+					return
+				}
+			}
+			accesses(s, func(l ir.Local) {
+				if l == ir.Input || l == ir.Data {
+					ok = false
+				}
+			}, func(ir.Local) {})
+		}
+		for _, b := range fn.f.Blocks {
+			walkBlock(b, visit)
+		}
+		if ok {
+			state[fn.index] = yes
+		} else {
+			state[fn.index] = no
+		}
+		return ok
+	}
+	for _, fn := range p.funcs {
+		fn.constant = constant(fn)
+	}
+}
+
+// ruleArgs reports whether a call's arguments are input and data, as
+// they are.
+func ruleArgs(args []ir.Operand) bool {
+	if len(args) != 2 {
+		return false
+	}
+	a, aok := args[0].Value.(ir.Local)
+	b, bok := args[1].Value.(ir.Local)
+	return aok && bok && a == ir.Input && b == ir.Data
+}
+
+// pureBuiltin reports whether a builtin's value depends on its operands
+// alone: one of OPA's, not marked nondeterministic, reading no clock, and
+// not one that prints or traces.
+func pureBuiltin(name string) bool {
+	d := ast.BuiltinMap[name]
+	if d == nil || d.Nondeterministic || timeBuiltins[name] {
+		return false
+	}
+	switch name {
+	case ast.Print.Name, ast.InternalPrint.Name, ast.Trace.Name, ast.OPARuntime.Name:
+		return false
+	}
+	return true
+}
+
+// makesWhatItChanges reports whether every statement of blocks that
+// changes a local's value in place (SetAdd, ObjectInsert,
+// ObjectInsertOnce, ArrayAppend) changes a value a Make statement made
+// there: walking back from it, the first statement certain to have run
+// that fills the local is a Make statement, and nothing that may have run
+// in between (an earlier block, a nested block, an earlier turn of an
+// enclosing loop) filled it otherwise. Then no value made elsewhere, such
+// as a rule's value another evaluation shares, is ever changed.
+func makesWhatItChanges(blocks []*ir.Block) bool {
+	ok := true
+	var walk func(b *ir.Block, outer []level)
+	walk = func(b *ir.Block, outer []level) {
+		for i, s := range b.Stmts {
+			if !ok {
+				return
+			}
+			here := append(outer, level{stmts: b.Stmts[:i]})
+			if l, changes := changedLocal(s); changes && !madeHere(l, here) {
+				ok = false
+				return
+			}
+			switch s := s.(type) {
+			case *ir.BlockStmt:
+				for j, c := range s.Blocks {
+					walk(c, append(here, before(s.Blocks[:j])...))
+				}
+			case *ir.ScanStmt:
+				walk(s.Block, append(here, level{loop: s.Block}))
+			case *ir.NotStmt:
+				walk(s.Block, here)
+			case *ir.WithStmt:
+				walk(s.Block, here)
+			}
+		}
+	}
+	for i, b := range blocks {
+		walk(b, before(blocks[:i]))
+	}
+	return ok
+}
+
+// before is the levels of blocks run one after another ahead of another
+// block: a block whose statements cannot fail or break certainly ran
+// whole; any other may have stopped anywhere.
+func before(blocks []*ir.Block) []level {
+	levels := make([]level, len(blocks))
+	for i, b := range blocks {
+		levels[i] = level{maybe: blocks[i : i+1]}
+		if runsWhole(b) {
+			levels[i] = level{stmts: b.Stmts}
+		}
+	}
+	return levels
+}
+
+// runsWhole reports whether none of a block's statements can fail or
+// break out of it.
+func runsWhole(b *ir.Block) bool {
+	for _, s := range b.Stmts {
+		switch s.(type) {
+		case *ir.MakeSetStmt, *ir.MakeObjectStmt, *ir.MakeArrayStmt, *ir.MakeNullStmt,
+			*ir.MakeNumberIntStmt, *ir.MakeNumberRefStmt, *ir.AssignIntStmt,
+			*ir.AssignVarStmt, *ir.ResetLocalStmt, *ir.NopStmt:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// level is one step out from a statement: the statements before it in
+// its block (certain to have run), or the blocks that may have run before
+// its block, or the loop body it is in (run before, in earlier turns).
+type level struct {
+	stmts []ir.Stmt
+	maybe []*ir.Block
+	loop  *ir.Block
+}
+
+// changedLocal is the local a statement changes in place.
+func changedLocal(s ir.Stmt) (ir.Local, bool) {
+	switch s := s.(type) {
+	case *ir.SetAddStmt:
+		return s.Set, true
+	case *ir.ObjectInsertStmt:
+		return s.Object, true
+	case *ir.ObjectInsertOnceStmt:
+		return s.Object, true
+	case *ir.ArrayAppendStmt:
+		return s.Array, true
+	}
+	return 0, false
+}
+
+// madeHere reports whether, walking out through levels (innermost last),
+// local l is certainly filled by a Make statement before anything else
+// fills it.
+func madeHere(l ir.Local, levels []level) bool {
+	for i := len(levels) - 1; i >= 0; i-- {
+		lv := levels[i]
+		if lv.loop != nil && fillsOtherwise(l, []*ir.Block{lv.loop}) {
+			return false
+		}
+		if fillsOtherwise(l, lv.maybe) {
+			return false
+		}
+		for j := len(lv.stmts) - 1; j >= 0; j-- {
+			s := lv.stmts[j]
+			if made, direct := fills(l, s); direct {
+				if made {
+					return true
+				}
+				if _, changes := changedLocal(s); !changes {
+					return false
+				}
+				continue // changed in place: checked on its own
+			}
+			if fillsOtherwise(l, nested(s)) {
+				return false
+			}
+		}
+	}
+	return false // a parameter, or nothing: not made here
+}
+
+// fills reports whether s itself writes l (direct), and whether by a Make
+// statement (made).
+func fills(l ir.Local, s ir.Stmt) (made, direct bool) {
+	accesses(s, func(ir.Local) {}, func(x ir.Local) {
+		if x == l {
+			direct = true
+		}
+	})
+	if direct {
+		switch s.(type) {
+		case *ir.MakeSetStmt, *ir.MakeObjectStmt, *ir.MakeArrayStmt:
+			made = true
+		}
+	}
+	return made, direct
+}
+
+// fillsOtherwise reports whether any statement in blocks writes l other
+// than by a Make statement, an in-place change or a reset.
+func fillsOtherwise(l ir.Local, blocks []*ir.Block) bool {
+	bad := false
+	for _, b := range blocks {
+		walkBlock(b, func(s ir.Stmt) {
+			if made, direct := fills(l, s); direct && !made {
+				switch s.(type) {
+				case *ir.SetAddStmt, *ir.ObjectInsertStmt, *ir.ObjectInsertOnceStmt, *ir.ArrayAppendStmt, *ir.ResetLocalStmt:
+				default:
+					bad = true
+				}
+			}
+		})
+	}
+	return bad
+}
+
+// nested is the blocks a statement holds.
+func nested(s ir.Stmt) []*ir.Block {
+	switch s := s.(type) {
+	case *ir.BlockStmt:
+		return s.Blocks
+	case *ir.ScanStmt:
+		return []*ir.Block{s.Block}
+	case *ir.NotStmt:
+		return []*ir.Block{s.Block}
+	case *ir.WithStmt:
+		return []*ir.Block{s.Block}
+	}
+	return nil
+}
+
+// Constants names the rules whose value the Program makes once and
+// shares between evaluations (see markConstants), in plan order.
+func (p *Program) Constants() []string {
+	var names []string
+	for _, fn := range p.funcs {
+		if fn.constant {
+			names = append(names, fn.f.Name)
+		}
+	}
+	return names
+}

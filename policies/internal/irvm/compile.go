@@ -97,6 +97,7 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 	if err != nil {
 		return nil, err
 	}
+	p.markConstants()
 	p.inputKeys = p.readsOfInput()
 	if p.inputKeys != nil {
 		p.inputFields = p.fieldsOfInput()

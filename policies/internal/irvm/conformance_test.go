@@ -179,9 +179,32 @@ func compiled(ctx context.Context, tc conformanceCase) (outcome, *irvm.Program) 
 	if err != nil {
 		return outcome{err: err}, nil
 	}
+	o := compiledOnce(ctx, tc, prog)
+	// Again: the rules Program.Constants names now give the value the
+	// first evaluation made, shared.
+	if again := compiledOnce(ctx, tc, prog); !sameOutcome(o, again) {
+		return outcome{err: fmt.Errorf("a second evaluation differs: %v, %v after %v, %v", again.results, again.err, o.results, o.err)}, prog
+	}
+	return o, prog
+}
+
+// sameOutcome reports whether two evaluations gave the same results, or
+// errors of the same text.
+func sameOutcome(a, b outcome) bool {
+	if (a.err == nil) != (b.err == nil) {
+		return false
+	}
+	if a.err != nil {
+		return a.err.Error() == b.err.Error()
+	}
+	return a.results.Compare(b.results) == 0
+}
+
+// compiledOnce evaluates prog once on the case's input.
+func compiledOnce(ctx context.Context, tc conformanceCase, prog *irvm.Program) outcome {
 	rs, err := prog.Eval(ctx, input(tc), irvm.Options{StrictBuiltinErrors: tc.StrictError})
 	if err != nil {
-		return outcome{err: err}, prog
+		return outcome{err: err}
 	}
 	// As the interpreter's results reach the rego package's caller: as
 	// JSON (sets as arrays, keys as strings).
@@ -189,11 +212,11 @@ func compiled(ctx context.Context, tc conformanceCase) (outcome, *irvm.Program) 
 	for _, r := range rs {
 		j, err := ast.JSON(r.Value)
 		if err != nil {
-			return outcome{err: err}, prog
+			return outcome{err: err}
 		}
 		set.Add(ast.NewTerm(ast.MustInterfaceToValue(j)))
 	}
-	return outcome{results: set}, prog
+	return outcome{results: set}
 }
 
 // check compares an outcome with the case's own expectation, as OPA's
@@ -282,7 +305,7 @@ func TestConformance(t *testing.T) {
 	all := loadConformance(t)
 	type tally struct{ cases, pass, refused, excepted int }
 	counts := map[string]*tally{"interpreter": {}, "compiled": {}}
-	var pruned int
+	var pruned, withConstants int
 	start := time.Now()
 	for i, tc := range all {
 		if testing.Short() && i%10 != 0 {
@@ -294,6 +317,9 @@ func TestConformance(t *testing.T) {
 		results := map[string]string{}
 		results["interpreter"] = check(tc, interpreter(ctx, tc))
 		co, prog := compiled(ctx, tc)
+		if prog != nil && len(prog.Constants()) > 0 {
+			withConstants++
+		}
 		if tc.Data != nil && len(*tc.Data) > 0 {
 			if !errors.Is(co.err, irvm.ErrData) {
 				results["compiled"] = fmt.Sprintf("a case with data: %v, want ErrData", co.err)
@@ -342,6 +368,7 @@ func TestConformance(t *testing.T) {
 		t.Logf("%s: %d cases, %d pass, %d refused (data), %d documented exceptions", e, c.cases, c.pass, c.refused, c.excepted)
 	}
 	t.Logf("%d compiled cases again with the input cut and as a Document; %v", pruned, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d compiled cases with rules made once and shared (Program.Constants), each evaluated twice", withConstants)
 	if n := counts["compiled"].cases; n < len(all)/10 || !testing.Short() && n < 4000 {
 		t.Fatalf("only %d cases ran; OPA's suite has over 4,000", n)
 	}

@@ -792,6 +792,13 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 	if !e.tick() {
 		return nil, false
 	}
+	// Outside any with block, where nothing the plan reads is replaced.
+	shared := fn.constant && len(e.memo) <= 1
+	if shared {
+		if t := fn.value.Load(); t != nil {
+			return t, true
+		}
+	}
 	if fn.memo && len(e.memo) > 0 {
 		if top := e.memo[len(e.memo)-1]; top != nil && top[fn.index] != nil {
 			return top[fn.index], true
@@ -818,6 +825,9 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 	e.dropFrame(fr)
 	if e.err != nil || ret == nil {
 		return nil, false
+	}
+	if shared {
+		fn.value.CompareAndSwap(nil, ret)
 	}
 	if fn.memo {
 		if len(e.memo) == 0 {

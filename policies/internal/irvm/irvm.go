@@ -19,6 +19,11 @@
 // but answers only to Prepare, so nothing else in the process can run a
 // query on it.
 //
+// A rule whose value cannot differ between evaluations (it reads neither
+// input nor data and calls only pure builtins and rules like it; see
+// markConstants) is made once, outside any with block, and shared by
+// every later evaluation of the Program.
+//
 // Every evaluation is bounded (Options): by its deadline, read before
 // builtin calls (every clockEvery calls, or once clockBytes of values were
 // built) and at each value an iterating builtin (walk, numbers.range, ...)
@@ -28,6 +33,7 @@ package irvm
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/ir"
@@ -164,6 +170,10 @@ type function struct {
 	f       *ir.Func
 	nlocals int
 	memo    bool // a rule (input and data are its only parameters): one value per evaluation
+	// constant: the rule's value is the same in every evaluation
+	// (markConstants); value holds it once made outside any with block.
+	constant bool
+	value    atomic.Pointer[ast.Term]
 }
 
 // callee is what a CallStmt calls: a planned function or a builtin.
