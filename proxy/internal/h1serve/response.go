@@ -669,7 +669,9 @@ func hasToken(v, token string) bool {
 	return false
 }
 
-func asciiEqualFold(s, t string) bool {
+// asciiEqualFold reports whether s and t are equal in ASCII, ignoring
+// case.
+func asciiEqualFold[S string | []byte](s S, t string) bool {
 	if len(s) != len(t) {
 		return false
 	}
