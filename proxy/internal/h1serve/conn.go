@@ -280,7 +280,8 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 		wantsClose: req.Close || hasToken(req.Header.Get("Connection"), "close"),
 	}
 	if req.Body != nil && req.Body != http.NoBody {
-		b := &body{rc: req.Body, c: c, cl: req.ContentLength}
+		b := &w.bodyStore
+		b.rc, b.c, b.cl = req.Body, c, req.ContentLength
 		req.Body = b
 	}
 	w.reqBody = req.Body

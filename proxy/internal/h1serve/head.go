@@ -43,8 +43,9 @@ type headLine struct {
 // The Request is the one ReadRequest would give (FuzzRequestHead holds it
 // to that), built with few allocations: one string holds the method, the
 // target, the header values and the names (in place when already
-// canonical), one backing array holds the header's values, the map is
-// sized once. host is the Host line's value (ReadRequest drops the line).
+// canonical); the Request, its body and the backing array of up to 8
+// values are one allocation; the map is sized once. host is the Host
+// line's value (ReadRequest drops the line).
 func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, crlfcrlf)
@@ -183,8 +184,12 @@ func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
 	if err != nil {
 		return nil, "", false
 	}
+	hb := new(headRequest)
 	h := make(http.Header, n-1)
-	vals := make([]string, n-1)
+	vals := hb.vals[:]
+	if n-1 > len(vals) {
+		vals = make([]string, n-1)
+	}
 	for k := range n {
 		l := lines[k]
 		if k == hostLine {
@@ -201,7 +206,6 @@ func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
 	}
 	host = s[lines[hostLine].val:lines[hostLine].valEnd]
 
-	hb := new(headRequest)
 	req = &hb.req
 	req.Method = s[:methodEnd]
 	req.URL = u
@@ -232,11 +236,12 @@ var (
 	versionCRLF = []byte(" HTTP/1.1\r\n")
 )
 
-// headRequest is a Request read by readHead and its body, in one
-// allocation.
+// headRequest is a Request read by readHead, its body and the backing
+// array of a header of up to 8 values, in one allocation.
 type headRequest struct {
 	req  http.Request
 	body headBody
+	vals [8]string
 }
 
 // headBody is a body of declared length as ReadRequest gives it: the

@@ -50,6 +50,10 @@ type response struct {
 	dateBuf   [len(http.TimeFormat)]byte
 	clenBuf   [10]byte
 	statusBuf [3]byte
+
+	// bodyStore is reqBody when the request has a body: allocated with
+	// the response.
+	bodyStore body
 }
 
 var (
