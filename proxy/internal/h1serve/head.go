@@ -49,7 +49,7 @@ type headLine struct {
 func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, crlfcrlf)
-	if end < 0 || end > 1<<20 {
+	if end < 0 {
 		return nil, "", false
 	}
 	head := buf[:end+4]
