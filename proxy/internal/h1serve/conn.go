@@ -243,18 +243,21 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 		c.br.Discard(numLeadingCRorLF(peek))
 	}
 	c.cr.startRecording(c.br)
-	req, err := http.ReadRequest(c.br)
-	if err != nil {
-		if c.cr.hitReadLimit() {
-			return nil, true, nil
+	if c.br.Buffered() == 0 {
+		// The first request of a connection: its first read, for readHead.
+		// An error here is the one ReadRequest's first read would meet.
+		if _, err := c.br.Peek(1); err != nil {
+			return c.readError(err)
 		}
-		if isCommonNetReadError(err) {
-			c.cr.stopRecording()
-			return nil, false, err
-		}
-		return nil, true, nil
 	}
-	if !c.servable(req) {
+	req, host, fast := readHead(c.br)
+	if !fast {
+		req, err = http.ReadRequest(c.br)
+		if err != nil {
+			return c.readError(err)
+		}
+	}
+	if !c.servable(req, host, fast) {
 		return nil, true, nil
 	}
 	c.cr.stopRecording()
@@ -277,7 +280,8 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 		wantsClose: req.Close || hasToken(req.Header.Get("Connection"), "close"),
 	}
 	if req.Body != nil && req.Body != http.NoBody {
-		b := &body{rc: req.Body, c: c, cl: req.ContentLength}
+		b := &w.bodyStore
+		b.rc, b.c, b.cl = req.Body, c, req.ContentLength
 		req.Body = b
 	}
 	w.reqBody = req.Body
@@ -296,12 +300,26 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	return w, false, nil
 }
 
+// readError is readRequest's answer to a request that could not be read:
+// a hand-off to net/http, or err when it ends the connection.
+func (c *conn) readError(err error) (w *response, handoff bool, _ error) {
+	if c.cr.hitReadLimit() {
+		return nil, true, nil
+	}
+	if isCommonNetReadError(err) {
+		c.cr.stopRecording()
+		return nil, false, err
+	}
+	return nil, true, nil
+}
+
 // servable reports whether the loop serves req; everything else goes to
 // net/http. It repeats the checks net/http's server makes after parsing
 // (Host present and valid, header names and values valid) and refuses
 // what the loop does not implement: any version but HTTP/1.1, CONNECT,
 // a request for "*", Expect, Upgrade, more than one Connection header.
-func (c *conn) servable(req *http.Request) bool {
+// fast says readHead read req, and host is then its Host line's value.
+func (c *conn) servable(req *http.Request, host string, fast bool) bool {
 	if req.ProtoMajor != 1 || req.ProtoMinor != 1 || req.Method == http.MethodConnect || req.RequestURI == "*" {
 		return false // "*": net/http answers OPTIONS * itself
 	}
@@ -329,8 +347,12 @@ func (c *conn) servable(req *http.Request) bool {
 	// value (empty: missing or empty, which net/http tells apart); in
 	// absolute form it is the URL's, so the header is read again from
 	// the bytes (textproto, as ReadRequest reads it).
-	host := req.Host
-	if req.URL.Host != "" {
+	switch {
+	case fast:
+		// readHead kept the Host line's value.
+	case req.URL.Host == "":
+		host = req.Host
+	default:
 		var ok bool
 		if host, ok = c.cr.recordedHost(); !ok {
 			return false

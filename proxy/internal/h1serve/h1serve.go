@@ -3,8 +3,16 @@
 // background that net/http's server starts for every request, so a call
 // passes between threads as few times as possible.
 //
-// Requests are parsed by the standard library (http.ReadRequest), and
-// answers are framed exactly as net/http's server frames them for the
+// A request head in a plain subset of HTTP/1.1 (a token method, an
+// origin-form or http:// target, token names, values of visible ASCII,
+// CRLF lines, one Host, at most one Content-Length of digits, no
+// Transfer-Encoding or Pragma, the whole head already buffered) is read
+// in place by readHead, with a handful of allocations; every other head
+// (chunked bodies, obs-fold, LF-only lines, the smuggling classics, a
+// head split across reads) is parsed by the standard library
+// (http.ReadRequest), as the reference: readHead gives the Request
+// ReadRequest gives, and a fuzz test (FuzzRequestHead) holds it to that.
+// Answers are framed exactly as net/http's server frames them for the
 // same handler: the status line, Date, Content-Length or chunked
 // encoding, Content-Type sniffing, Connection: close, HEAD, 1xx answers,
 // trailers, the unread request body (up to 256 KiB discarded before the

@@ -50,6 +50,10 @@ type response struct {
 	dateBuf   [len(http.TimeFormat)]byte
 	clenBuf   [10]byte
 	statusBuf [3]byte
+
+	// bodyStore is reqBody when the request has a body: allocated with
+	// the response.
+	bodyStore body
 }
 
 var (
@@ -669,7 +673,9 @@ func hasToken(v, token string) bool {
 	return false
 }
 
-func asciiEqualFold(s, t string) bool {
+// asciiEqualFold reports whether s and t are equal in ASCII, ignoring
+// case.
+func asciiEqualFold[S string | []byte](s S, t string) bool {
 	if len(s) != len(t) {
 		return false
 	}
