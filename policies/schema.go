@@ -133,6 +133,10 @@ type Schema struct {
 	// applies together with one whose additionalProperties is false.
 	// Read-only after compile.
 	mayFold bool
+	// fast is the allocation-free check of valid arguments (see
+	// fastschema.go), nil when the schema uses a keyword outside its
+	// subset. Read-only after compile.
+	fast *fastNode
 }
 
 // allowedNames lists what a closed object schema accepts.
@@ -191,6 +195,21 @@ func (s *Schema) Tool() string { return s.tool }
 // place that holds a schema (properties, items, $defs, allOf, ...), in
 // every document the schema loads, never in data (enum, const, default,
 // examples).
+//
+// The final schema (after strict closing) is also compiled into a fast
+// check of valid arguments, which Validate uses first, when every schema
+// it reaches sets only keywords of this subset: type, enum, const, allOf,
+// anyOf, $ref; properties, patternProperties, additionalProperties,
+// required, minProperties, maxProperties; prefixItems, items,
+// additionalItems, minItems, maxItems; minLength, maxLength, pattern;
+// minimum, maximum, exclusiveMinimum, exclusiveMaximum; annotations and
+// identifiers. The common tool schemas are in it (objects of strings,
+// numbers, integers, booleans, enums and arrays, closed with
+// additionalProperties false, and Optional fields as anyOf with null).
+// Any other keyword reachable (format, oneOf, not, if/then/else,
+// dependent*, propertyNames, contains, uniqueItems, multipleOf, content*,
+// unevaluated*, $dynamicRef, $recursiveRef) leaves that schema without
+// the fast check; it validates exactly as before.
 func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -251,6 +270,7 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 	s = &Schema{tool: opts.Tool, sch: sch, added: added, unknownKw: unknownKw}
 	s.index(allowed)
 	s.root, s.rootOK = s.expand(alt{s.sch})
+	s.fast = compileFast(s.sch)
 	return s, nil
 }
 
@@ -260,6 +280,15 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 // encoding/json), or Go integers; other values must be what encoding/json
 // produces (nil, bool, string, []any, map[string]any). A violation never
 // holds a rejected value.
+//
+// When the schema has a fast check (see CompileSchema) and it finds the
+// arguments surely valid, Validate returns nil without running the JSON
+// Schema library and without allocating. The fast check says valid only
+// where the library would; it compares numbers exactly, as decimals of at
+// most 19 significant digits, and anything it cannot decide (a longer
+// number, a float32, a value of another Go type) or finds invalid goes to
+// the library, which alone makes every refusal: the violations, their
+// wording and their order are the same as without the fast check.
 func (s *Schema) Validate(args map[string]any) []Violation {
 	if args == nil {
 		args = map[string]any{}
@@ -270,6 +299,9 @@ func (s *Schema) Validate(args map[string]any) []Violation {
 		vs := finish(hugeNumbers(args, nil, nil))
 		setDisplay(vs, args)
 		return vs
+	}
+	if s.fast != nil && s.fast.ok(args, 0) {
+		return nil
 	}
 	err := s.sch.Validate(args)
 	if err == nil {
