@@ -432,7 +432,10 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		bw.Reset(pc)
 		defer func() { bw.Reset(nil); bigWriters.Put(bw) }()
 	}
-	err := req.Write(bw)
+	wrote, err := writeRequest(bw, req)
+	if !wrote {
+		err = req.Write(bw)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -445,10 +448,11 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 	// final answer's are bounded.
 	pc.limit = pc.maxHead
 	var resp *http.Response
+	var raw rawBody
 	if _, err = pc.br.Peek(1); err == nil {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, raw, err = readHead(pc.br, req)
 		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-			resp, err = http.ReadResponse(pc.br, req)
+			resp, raw, err = readHead(pc.br, req)
 		}
 	}
 	pc.limit = -1
@@ -460,7 +464,7 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		t.release(pc, stop, reuse)
 		return resp, false, nil
 	}
-	resp.Body = &h1Body{t: t, pc: pc, rc: resp.Body, ctx: ctx, stop: stop, reuse: reuse}
+	resp.Body = &h1Body{t: t, pc: pc, rc: resp.Body, raw: raw, ctx: ctx, stop: stop, reuse: reuse}
 	return resp, false, nil
 }
 
@@ -483,7 +487,8 @@ var errBodyClosed = errors.New("http: read on closed response body")
 type h1Body struct {
 	t     *Transport
 	pc    *h1Conn
-	rc    io.ReadCloser // net/http's body reader, over pc.br
+	rc    io.ReadCloser // net/http's body reader, over pc.br; nil when raw reads it
+	raw   rawBody       // the body's reader when parseHead read the head
 	ctx   context.Context
 	stop  func() bool
 	reuse bool
@@ -504,7 +509,13 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	b.mu.Unlock()
 	// Unlocked while it waits, so a Close from another goroutine cuts it
 	// off (by closing the connection), as in net/http.
-	n, err := b.rc.Read(p)
+	var n int
+	var err error
+	if b.rc != nil {
+		n, err = b.rc.Read(p)
+	} else {
+		n, err = b.raw.Read(p)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
