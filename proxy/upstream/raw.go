@@ -46,7 +46,7 @@ const defaultUserAgent = "Go-http-client/1.1"
 // line break, many headers); the caller then calls req.Write.
 func writeRequest(bw *bufio.Writer, req *http.Request) (bool, error) {
 	u := req.URL
-	if u == nil || u.Opaque != "" || len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 {
+	if !rawFraming || u == nil || u.Opaque != "" || len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 {
 		return false, nil
 	}
 	method := req.Method
@@ -315,19 +315,35 @@ func seeUpcomingDoubleCRLF(r *bufio.Reader) bool {
 // br holds already, else with http.ReadResponse as before. When resp.Body
 // is nil, body reads the answer's body.
 func readHead(br *bufio.Reader, req *http.Request) (resp *http.Response, body rawBody, err error) {
+	if resp, body, ok := fastHead(br, req); ok {
+		return resp, body, nil
+	}
+	resp, err = http.ReadResponse(br, req)
+	return resp, rawBody{}, err
+}
+
+// fastHead is readHead's own parse: it consumes the head from br and
+// reports true when parseHead took it, and reads nothing otherwise.
+func fastHead(br *bufio.Reader, req *http.Request) (*http.Response, rawBody, bool) {
+	if !rawFraming {
+		return nil, rawBody{}, false
+	}
 	buf, _ := br.Peek(br.Buffered())
 	resp, body, n, ok := parseHead(buf, req)
 	if !ok {
-		resp, err = http.ReadResponse(br, req)
-		return resp, rawBody{}, err
+		return nil, rawBody{}, false
 	}
 	br.Discard(n)
 	body.br = br
 	if body.mode == bodyChunked {
 		body.cr = httputil.NewChunkedReader(br)
 	}
-	return resp, body, nil
+	return resp, body, true
 }
+
+// rawFraming turns writeRequest and parseHead on; tests turn it off to
+// measure net/http's framing beside them.
+var rawFraming = true
 
 // headLine is one header line of a head: its name and trimmed value, as
 // offsets into the head.
