@@ -412,3 +412,53 @@ func TestUpstreamCallAllocs(t *testing.T) {
 		t.Errorf("a call allocates %.0f times, want at most %d", allocs, maxCallAllocs)
 	}
 }
+
+// BenchmarkFraming writes a checked call's request and reads its answer
+// (head and body) in memory, with writeRequest and parseHead ("raw") and
+// with net/http's Request.Write and http.ReadResponse ("net"):
+// go test -run '^$' -bench BenchmarkFraming -benchmem -count 5 ./proxy/upstream/
+func BenchmarkFraming(b *testing.B) {
+	body := []byte(`{"query":"cats","limit":5}`)
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Wed, 02 Dec 2026 01:00:00 GMT\r\nContent-Length: 200\r\n\r\n" + strings.Repeat("x", 200))
+	u, _ := url.Parse("http://127.0.0.1:8080/v1/tools/search")
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "User-Agent": {"agent/1.0"}, "X-Request-Id": {"4b3c"}}
+	bw := bufio.NewWriterSize(io.Discard, 4<<10)
+	src := bytes.NewReader(answer)
+	br := bufio.NewReaderSize(src, 4<<10)
+	buf := make([]byte, 512)
+	for _, raw := range []bool{false, true} {
+		name := "net"
+		if raw {
+			name = "raw"
+		}
+		b.Run(name, func(b *testing.B) {
+			rawFraming = raw
+			defer func() { rawFraming = true }()
+			b.ReportAllocs()
+			for b.Loop() {
+				held := bytes.NewReader(body)
+				req := &http.Request{Method: "POST", URL: u, Header: h, Body: io.NopCloser(held), ContentLength: int64(len(body))}
+				if ok, err := writeRequest(bw, req); !ok {
+					err = req.Write(bw)
+				} else if err != nil {
+					b.Fatal(err)
+				}
+				bw.Flush()
+				src.Reset(answer)
+				br.Reset(src)
+				br.Peek(1)
+				resp, rb, err := readHead(br, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var r io.Reader = resp.Body
+				if resp.Body == nil {
+					r = &rb
+				}
+				for err == nil {
+					_, err = r.Read(buf)
+				}
+			}
+		})
+	}
+}
