@@ -115,6 +115,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if hasUA && strings.ContainsAny(ua, "\r\n") {
 		return false, nil
 	}
+	writeUA := ua != "" // before trimming, as in Request.Write
 	ua = textproto.TrimString(ua)
 
 	bw.WriteString(method)
@@ -127,7 +128,7 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (bool, error) {
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	bw.WriteString(host)
 	bw.WriteString("\r\n")
-	if ua != "" {
+	if writeUA {
 		bw.WriteString("User-Agent: ")
 		bw.WriteString(ua)
 		bw.WriteString("\r\n")
