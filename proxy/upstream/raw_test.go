@@ -220,7 +220,7 @@ var requestSeeds = []requestSeed{
 	{"POST", "h", "/esc", "/%65sc", "", "", "abc", 5, false},
 	{"POST", "h", "/long", "", "", "", "abcdef", 3, false},
 	{"POST", "h", "/big", "", "", "", strings.Repeat("0123456789", 1000), -1, false},
-	{"GET", "h", "/del\x7f", "", "", "", "", -1, false}, // escaped
+	{"GET", "h", "/del\x7f", "", "", "", "", -1, false},           // escaped
 	{"GET", "h", "/ua", "", "", "User-Agent: \t ", "", -1, false}, // a blank line of its own
 	{"GET", "h", "/q", "", "a\nb", "", "", -1, false},
 	{"GET", "h\x00", "/", "", "", "", "", -1, false},
