@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/textproto"
 	"slices"
@@ -43,7 +44,8 @@ const defaultUserAgent = "Go-http-client/1.1"
 // written and read nothing, when req is outside what it writes itself (a
 // CONNECT, an opaque URL, a Host net/http would rewrite or refuse, a body
 // without a known length, a Transfer-Encoding or trailers, a value with a
-// line break, many headers); the caller then calls req.Write.
+// line break, many headers, an httptrace.ClientTrace in its context); the
+// caller then calls req.Write.
 func writeRequest(bw *bufio.Writer, req *http.Request) (bool, error) {
 	u := req.URL
 	if !rawFraming || u == nil || u.Opaque != "" || len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 {
@@ -58,6 +60,9 @@ func writeRequest(bw *bufio.Writer, req *http.Request) (bool, error) {
 	}
 	if _, ok := req.Header["Connection"]; ok && req.Close {
 		return false, nil // Request.Write reads it for "close"
+	}
+	if httptrace.ContextClientTrace(req.Context()) != nil {
+		return false, nil // Request.Write reports to its hooks
 	}
 	host := req.Host
 	if host == "" {
