@@ -2,6 +2,8 @@
 // upstream (a fast path for plain HTTP/1.1 beside net/http's transport),
 // the dialer every upstream connection goes through, the registry of those
 // connections that catches a routing loop, and the hook of the dial guard.
+// Its fast path writes requests and parses answer heads itself for the
+// messages it is sure of, with net/http's own framing for the rest (raw.go).
 // It knows nothing of tools, calls or the configuration: what the dial
 // guard refuses is decided by its caller (a Guard in the dial's context).
 // It must never import proxy, nor anything that proxy must not link (the
@@ -27,8 +29,14 @@ import (
 // Transport sends calls upstream. A plain-HTTP call (http://)
 // whose body toolgate holds in memory, or that has none, is written and
 // its answer read on the calling goroutine, over a pooled keep-alive
-// connection, with net/http's own serializer (Request.Write) and parser
-// (http.ReadResponse). Go's http.Transport runs two goroutines per
+// connection. Its request is written and its answer's head parsed by
+// toolgate's own framing (writeRequest and parseHead, raw.go), which take
+// only a conservative subset they write and read exactly as net/http does
+// (a request's bytes are Request.Write's; an answer is the *http.Response
+// http.ReadResponse makes of it, body framing included) and hand anything
+// else to Request.Write and http.ReadResponse as before; net/http's
+// framing cost more CPU than the rest of the forwarding and ~10
+// allocations per call. Go's http.Transport runs two goroutines per
 // connection (a reader and a writer), so each call through it passes
 // between three goroutines and, on an idle core, wakes a thread at each
 // hand-off; measured from outside that was most of the latency toolgate
@@ -432,7 +440,10 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		bw.Reset(pc)
 		defer func() { bw.Reset(nil); bigWriters.Put(bw) }()
 	}
-	err := req.Write(bw)
+	wrote, err := writeRequest(bw, req)
+	if !wrote {
+		err = req.Write(bw)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -445,10 +456,11 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 	// final answer's are bounded.
 	pc.limit = pc.maxHead
 	var resp *http.Response
+	var raw rawBody
 	if _, err = pc.br.Peek(1); err == nil {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, raw, err = readHead(pc.br, req)
 		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-			resp, err = http.ReadResponse(pc.br, req)
+			resp, raw, err = readHead(pc.br, req)
 		}
 	}
 	pc.limit = -1
@@ -460,7 +472,7 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		t.release(pc, stop, reuse)
 		return resp, false, nil
 	}
-	resp.Body = &h1Body{t: t, pc: pc, rc: resp.Body, ctx: ctx, stop: stop, reuse: reuse}
+	resp.Body = &h1Body{t: t, pc: pc, rc: resp.Body, raw: raw, ctx: ctx, stop: stop, reuse: reuse}
 	return resp, false, nil
 }
 
@@ -483,7 +495,8 @@ var errBodyClosed = errors.New("http: read on closed response body")
 type h1Body struct {
 	t     *Transport
 	pc    *h1Conn
-	rc    io.ReadCloser // net/http's body reader, over pc.br
+	rc    io.ReadCloser // net/http's body reader, over pc.br; nil when raw reads it
+	raw   rawBody       // the body's reader when parseHead read the head
 	ctx   context.Context
 	stop  func() bool
 	reuse bool
@@ -504,7 +517,13 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	b.mu.Unlock()
 	// Unlocked while it waits, so a Close from another goroutine cuts it
 	// off (by closing the connection), as in net/http.
-	n, err := b.rc.Read(p)
+	var n int
+	var err error
+	if b.rc != nil {
+		n, err = b.rc.Read(p)
+	} else {
+		n, err = b.raw.Read(p)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
