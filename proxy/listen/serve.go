@@ -49,8 +49,12 @@ func NewHTTPServer(netHTTP bool, h http.Handler, readHeaderTimeout, idleTimeout 
 // (the read in the background, net/http's or h1serve's, which watches
 // for the caller going away, would end the request's context). A request without a body gets
 // none; nor does a CONNECT, whose connection becomes a tunnel.
+//
+// Nor does a body the server says it already holds whole (BodyBuffered,
+// toolgate's own HTTP/1.1 loop: a declared length, every byte of it read
+// from the socket with the head): reading it cannot wait on the caller.
 func BodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) {
-	if d <= 0 || r.Body == nil || r.Body == http.NoBody {
+	if d <= 0 || r.Body == nil || r.Body == http.NoBody || bodyBuffered(w) {
 		return
 	}
 	ctl := http.NewResponseController(w)
@@ -75,4 +79,19 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.ctl.SetReadDeadline(time.Time{})
 	}
 	return n, err
+}
+
+// bodyBuffered asks w, or what it wraps, whether the request's body is
+// already wholly in the server's buffer.
+func bodyBuffered(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case interface{ BodyBuffered() bool }:
+			return t.BodyBuffered()
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
 }

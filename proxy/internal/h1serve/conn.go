@@ -41,12 +41,15 @@ type conn struct {
 	// twoWriter says rwc writes two buffers in one system call
 	// (writeAfterBuffered); tail and tailN are its buffer after bw's and
 	// how much of it was written.
-	twoWriter  bool
-	tail       []byte
-	tailN      int
-	cancelCtx  context.CancelFunc
-	lastMethod string
-	state      atomic.Uint64 // http.ConnState<<32 | unix seconds
+	twoWriter bool
+	tail      []byte
+	tailN     int
+	cancelCtx context.CancelFunc
+	// writeDeadline: a handler set a write deadline on the connection
+	// (response.SetWriteDeadline), cleared when its request ends.
+	writeDeadline atomic.Bool
+	lastMethod    string
+	state         atomic.Uint64 // http.ConnState<<32 | unix seconds
 
 	// The watch: once a request has run for WatchAfter, the connection
 	// is read in the background (when its body has been read) so the
@@ -194,7 +197,9 @@ func (c *conn) serve(ctx context.Context) {
 		inFlight = nil
 		w.cancelCtx()
 		w.finishRequest()
-		c.rwc.SetWriteDeadline(time.Time{})
+		if c.writeDeadline.Swap(false) {
+			c.rwc.SetWriteDeadline(time.Time{})
+		}
 		if !w.shouldReuseConnection() {
 			if w.requestBodyLimitHit || w.closedRequestBodyEarly() {
 				c.closeWriteAndWait()

@@ -222,7 +222,23 @@ func (w *response) SetReadDeadline(t time.Time) error { return w.conn.rwc.SetRea
 
 // SetWriteDeadline sets the connection's write deadline
 // (http.ResponseController).
-func (w *response) SetWriteDeadline(t time.Time) error { return w.conn.rwc.SetWriteDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.conn.writeDeadline.Store(true)
+	return w.conn.rwc.SetWriteDeadline(t)
+}
+
+// BodyBuffered reports whether the rest of the request's body, of a
+// declared length, is already in the connection's buffer: reading it
+// makes no system call, so no read deadline can matter to it.
+func (w *response) BodyBuffered() bool {
+	b, ok := w.reqBody.(*body)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cl >= 0 && !b.closed && b.cl-b.read <= int64(w.conn.br.Buffered())
+}
 
 // EnableFullDuplex lets the handler read the body while it answers
 // (http.ResponseController).
