@@ -44,9 +44,10 @@ type headLine struct {
 // to that), built with few allocations: one string holds the method, the
 // target, the header values and the names (in place when already
 // canonical); the Request, its body and the backing array of up to 8
-// values are one allocation; the map is sized once. host is the Host
-// line's value (ReadRequest drops the line).
-func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
+// values are hb (the loop's response holds it, so they cost no allocation
+// of their own; nil: one allocation); the map is sized once. host is the
+// Host line's value (ReadRequest drops the line).
+func readHead(br *bufio.Reader, hb *headRequest) (req *http.Request, host string, ok bool) {
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, crlfcrlf)
 	if end < 0 {
@@ -184,7 +185,9 @@ func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
 	if err != nil {
 		return nil, "", false
 	}
-	hb := new(headRequest)
+	if hb == nil {
+		hb = new(headRequest)
+	}
 	h := make(http.Header, n-1)
 	vals := hb.vals[:]
 	if n-1 > len(vals) {
@@ -237,7 +240,8 @@ var (
 )
 
 // headRequest is a Request read by readHead, its body and the backing
-// array of a header of up to 8 values, in one allocation.
+// array of a header of up to 8 values, held together. Each request has
+// its own: the handler keeps what it was given.
 type headRequest struct {
 	req  http.Request
 	body headBody

@@ -98,7 +98,7 @@ var headSeeds = []struct {
 func fastRead(raw []byte) (*http.Request, string, *bufio.Reader, bool) {
 	br := bufio.NewReader(bytes.NewReader(raw))
 	br.Peek(1)
-	req, host, ok := readHead(br)
+	req, host, ok := readHead(br, nil)
 	return req, host, br, ok
 }
 
@@ -239,7 +239,7 @@ func TestReadHeadAllocations(t *testing.T) {
 		r.Reset(raw)
 		br.Reset(r)
 		br.Peek(1)
-		req, _, ok := readHead(br)
+		req, _, ok := readHead(br, nil)
 		if !ok {
 			t.Fatal("readHead declined a typical POST head")
 		}
