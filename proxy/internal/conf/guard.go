@@ -25,16 +25,23 @@ func (rt *egressRoute) Check(remote net.Addr) error {
 
 // routeCtx is a context carrying the route of a call or tunnel
 // (RouteFor): the context and the route in one allocation, where
-// context.WithValue would take two, and the route is also the dial guard.
+// context.WithValue would take two, and the route is also the dial guard
+// (guard: carried as upstream.WithGuard carries one, without a context of
+// its own).
 type routeCtx struct {
 	context.Context
-	rt egressRoute
+	rt    egressRoute
+	guard bool
 }
 
-// Value returns the route for egressRouteKey, and the parent's values.
+// Value returns the route for egressRouteKey, the route as the dial guard
+// for upstream's guard key when it guards, and the parent's values.
 func (c *routeCtx) Value(key any) any {
 	if _, ok := key.(egressRouteKey); ok {
 		return &c.rt
+	}
+	if c.guard && upstream.IsGuardKey(key) {
+		return upstream.Guard(&c.rt)
 	}
 	return c.Context.Value(key)
 }
@@ -45,10 +52,8 @@ func (c *routeCtx) Value(key any) any {
 func (c *Config) Guarded(ctx context.Context, host, port string) context.Context {
 	rc := &routeCtx{Context: ctx}
 	rc.rt.Host, rc.rt.port, rc.rt.Cfg = host, port, c
-	if len(c.Aliases.loopback) == 0 {
-		return rc
-	}
-	return upstream.WithGuard(rc, &rc.rt)
+	rc.guard = len(c.Aliases.loopback) > 0
+	return rc
 }
 
 // landsOnLoopbackTool is the dial guard: it reports whether a connection
