@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -68,6 +69,24 @@ type Call struct {
 	// Unread is a body the tool forwards without reading it as its
 	// arguments, read only for an approval to bind.
 	Unread []byte
+
+	// Storage the call's own values take, allocated with it: the reader
+	// of a body toolgate read (SetBody, Dispatch), the upstream URL
+	// (Handle), and the values of the upstream request's header
+	// (cloneRequest) and of the headers injected into it.
+	heldBody   bytes.Reader
+	targetURL  url.URL
+	headerVals [callHeaderValues]string
+}
+
+// callHeaderValues is how many header values the upstream request takes
+// from the call's own array; a request with more gets an array of its own.
+const callHeaderValues = 16
+
+// holdBody returns a reader of raw, the call's own.
+func (c *Call) holdBody(raw []byte) *bytes.Reader {
+	c.heldBody.Reset(raw)
+	return &c.heldBody
 }
 
 // Host is what a call uses of the Server that runs it (nil in Evaluate,
@@ -123,7 +142,7 @@ type MCPExchange interface {
 // SetBody records that the body was read: raw is what goes upstream.
 func (c *Call) SetBody(raw []byte) {
 	c.Event.RequestBytes = int64(len(raw))
-	c.body, c.size = BytesBody(raw), int64(len(raw))
+	c.body, c.size = c.holdBody(raw), int64(len(raw))
 }
 
 // NotePolicyError records a check that failed open (a policy that
