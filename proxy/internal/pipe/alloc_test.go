@@ -47,9 +47,14 @@ func TestCloneHeader(t *testing.T) {
 		{"typical", http.Header{"Content-Type": {"application/json"}, "Accept": {"a", "b"}, "User-Agent": nil, "X-Empty": {}}, 16},
 		{"exactly full", http.Header{"A": {"1", "2"}, "B": {"3"}}, 3},
 		{"too many values", http.Header{"A": {"1", "2"}, "B": {"3"}}, 2},
+		{"empty values, no array", http.Header{"A": {}, "B": nil}, -1},
+		{"empty values, empty array", http.Header{"A": {}, "B": nil}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := make([]string, tc.vals)
+			var vals []string // -1: nil
+			if tc.vals >= 0 {
+				vals = make([]string, tc.vals)
+			}
 			got, spare := cloneHeader(tc.h, vals)
 			if want := tc.h.Clone(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("cloneHeader = %#v, want %#v", got, want)

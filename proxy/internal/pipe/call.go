@@ -72,11 +72,33 @@ type Call struct {
 
 	// Storage the call's own values take, allocated with it: the reader
 	// of a body toolgate read (SetBody, Dispatch), the upstream URL
-	// (Handle), and the values of the upstream request's header
-	// (cloneRequest) and of the headers injected into it.
+	// (Handle), the values of the upstream request's header
+	// (cloneRequest) and of the headers injected into it, and the
+	// policies' input. Each is handed out once (take).
 	heldBody   bytes.Reader
 	targetURL  url.URL
 	headerVals [callHeaderValues]string
+	input      policies.Input
+	taken      ownStorage // which of them were handed out
+}
+
+// ownStorage names the parts of a Call's own storage.
+type ownStorage uint8
+
+const (
+	ownHeldBody ownStorage = 1 << iota
+	ownTargetURL
+	ownHeaderVals
+	ownInput
+)
+
+// take reports whether part of the call's own storage is free, and marks
+// it taken: a second use gets storage of its own, so nothing handed out
+// is ever changed.
+func (c *Call) take(part ownStorage) bool {
+	free := c.taken&part == 0
+	c.taken |= part
+	return free
 }
 
 // callHeaderValues is how many header values the upstream request takes
@@ -85,6 +107,9 @@ const callHeaderValues = 16
 
 // holdBody returns a reader of raw, the call's own.
 func (c *Call) holdBody(raw []byte) *bytes.Reader {
+	if !c.take(ownHeldBody) {
+		return bytes.NewReader(raw)
+	}
 	c.heldBody.Reset(raw)
 	return &c.heldBody
 }

@@ -43,7 +43,11 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	c.Canon = cn
 	var vars map[string]string
 	c.Tool, vars = conf.Route(st.Cfg.Compiled, cn.Method, cn.Host, cn.Port, cn.Path)
-	target = cn.URLInto(&c.targetURL, c.Tool, target.RawQuery)
+	if c.take(ownTargetURL) {
+		target = cn.URLInto(&c.targetURL, c.Tool, target.RawQuery)
+	} else {
+		target = cn.URL(c.Tool, target.RawQuery)
+	}
 	c.Event.Host = target.Host // cn.Authority(), made once
 
 	if c.Tool == nil {
@@ -164,7 +168,13 @@ func (c *Call) Input() *policies.Input {
 	if target.RawQuery != "" {
 		q, _ = url.ParseQuery(target.RawQuery)
 	}
-	in := &policies.Input{
+	// The first input is the call's own storage; any later one (the
+	// answer policies') is a new value, so none changes another.
+	in := &c.input
+	if !c.take(ownInput) {
+		in = new(policies.Input)
+	}
+	*in = policies.Input{
 		Tool:      c.Tool.Cfg.Name,
 		Arguments: c.Args,
 		Request: policies.Request{
@@ -227,7 +237,7 @@ func cloneHeader(h http.Header, vals []string) (http.Header, []string) {
 	for _, vv := range h {
 		nv += len(vv)
 	}
-	if nv > len(vals) {
+	if vals == nil || nv > len(vals) {
 		return h.Clone(), vals
 	}
 	sv := vals[:nv:nv]
@@ -256,7 +266,11 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	c.Cancel = cancel
-	out, spare := cloneRequest(ctx, r, c.headerVals[:])
+	var vals []string // nil: the header's values get an array of their own
+	if c.take(ownHeaderVals) {
+		vals = c.headerVals[:]
+	}
+	out, spare := cloneRequest(ctx, r, vals)
 	out.URL = target
 	out.Method = r.Method
 	out.Host = ""
