@@ -23,12 +23,12 @@ func (rt *egressRoute) Check(remote net.Addr) error {
 	return nil
 }
 
-// routeCtx is a context carrying the route of a call or tunnel
+// RouteCtx is a context carrying the route of a call or tunnel
 // (RouteFor): the context and the route in one allocation, where
 // context.WithValue would take two, and the route is also the dial guard
 // (guard: carried as upstream.WithGuard carries one, without a context of
-// its own).
-type routeCtx struct {
+// its own). Its zero value is for GuardedIn to fill.
+type RouteCtx struct {
 	context.Context
 	rt    egressRoute
 	guard bool
@@ -36,7 +36,7 @@ type routeCtx struct {
 
 // Value returns the route for egressRouteKey, the route as the dial guard
 // for upstream's guard key when it guards, and the parent's values.
-func (c *routeCtx) Value(key any) any {
+func (c *RouteCtx) Value(key any) any {
 	if _, ok := key.(egressRouteKey); ok {
 		return &c.rt
 	}
@@ -50,7 +50,12 @@ func (c *routeCtx) Value(key any) any {
 // routed as, for the egress guard (egressDial), and the dial guard when
 // tools name a loopback host.
 func (c *Config) Guarded(ctx context.Context, host, port string) context.Context {
-	rc := &routeCtx{Context: ctx}
+	return c.GuardedIn(new(RouteCtx), ctx, host, port)
+}
+
+// GuardedIn is Guarded, made in rc (a call's own, which it fills once).
+func (c *Config) GuardedIn(rc *RouteCtx, ctx context.Context, host, port string) context.Context {
+	*rc = RouteCtx{Context: ctx}
 	rc.rt.Host, rc.rt.port, rc.rt.Cfg = host, port, c
 	rc.guard = len(c.Aliases.loopback) > 0
 	return rc

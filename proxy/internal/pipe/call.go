@@ -73,12 +73,14 @@ type Call struct {
 	// Storage the call's own values take, allocated with it: the reader
 	// of a body toolgate read (SetBody, Dispatch), the upstream URL
 	// (Handle), the values of the upstream request's header
-	// (cloneRequest) and of the headers injected into it, and the
-	// policies' input. Each is handed out once (take).
+	// (cloneRequest) and of the headers injected into it, the policies'
+	// input, and the context carrying the call's route (Handle). Each is
+	// handed out once (take).
 	heldBody   bytes.Reader
 	targetURL  url.URL
 	headerVals [callHeaderValues]string
 	input      policies.Input
+	routeCtx   conf.RouteCtx
 	taken      ownStorage // which of them were handed out
 }
 
@@ -90,6 +92,7 @@ const (
 	ownTargetURL
 	ownHeaderVals
 	ownInput
+	ownRouteCtx
 )
 
 // take reports whether part of the call's own storage is free, and marks

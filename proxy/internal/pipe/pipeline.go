@@ -36,7 +36,13 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	// From here on the call is its canonical form: routing matches it,
 	// policies see it, and it is what goes upstream. Its context carries
 	// the host it was routed as, for the dial guard.
-	if ctx := st.Cfg.Guarded(r.Context(), cn.Host, cn.Port); ctx != r.Context() || r.Method != cn.Method {
+	var ctx context.Context
+	if c.take(ownRouteCtx) {
+		ctx = st.Cfg.GuardedIn(&c.routeCtx, r.Context(), cn.Host, cn.Port)
+	} else {
+		ctx = st.Cfg.Guarded(r.Context(), cn.Host, cn.Port)
+	}
+	if ctx != r.Context() || r.Method != cn.Method {
 		r = r.WithContext(ctx)
 		r.Method = cn.Method
 	}
