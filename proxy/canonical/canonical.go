@@ -95,7 +95,13 @@ func Host(h string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return a.String(), true
+	// An address already in its canonical spelling is returned as is,
+	// without a string of its own.
+	var buf [len("255.255.255.255")]byte
+	if b := a.AppendTo(buf[:0]); string(b) != h {
+		return string(b), true
+	}
+	return h, true
 }
 
 // ipv6 canonicalises a bracket-less IPv6 literal; an IPv4-mapped one

@@ -75,6 +75,15 @@ func WithGuard(ctx context.Context, g Guard) context.Context {
 	return context.WithValue(ctx, guardKey{}, g)
 }
 
+// IsGuardKey reports whether key is the one WithGuard carries a Guard
+// under: a context type of its own that carries one answers its Value
+// with the Guard, as the context WithGuard returns does, without a
+// context of WithGuard's on top.
+func IsGuardKey(key any) bool {
+	_, ok := key.(guardKey)
+	return ok
+}
+
 // Conns are toolgate's own upstream connections by local address, so a
 // redirected connection that is one of them (a routing loop) is caught.
 // The zero value is ready to use.

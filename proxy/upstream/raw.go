@@ -215,6 +215,9 @@ const (
 // chunked body through httputil's chunked reader (net/http's own) and its
 // trailers into the answer's Trailer.
 type rawBody struct {
+	// spare is the h1Body allocated with the answer (parsedAnswer), for
+	// the transport to read the body through.
+	spare *h1Body
 	br    *bufio.Reader
 	resp  *http.Response // receives a chunked body's trailers
 	mode  int
@@ -466,8 +469,12 @@ func parseHead(buf []byte, req *http.Request) (resp *http.Response, body rawBody
 		sb.Write(buf[l.v0:l.v1])
 	}
 	s := sb.String()
+	a := new(parsedAnswer)
 	h := make(http.Header, keys)
-	vals := make([]string, len(lines))
+	vals := a.vals[:]
+	if len(lines) > len(vals) {
+		vals = make([]string, len(lines))
+	}
 	at := len(line) - 9
 	next := 0 // in vals
 	var keyAt [maxRawLines]int
@@ -537,7 +544,8 @@ func parseHead(buf []byte, req *http.Request) (resp *http.Response, body rawBody
 	case chunked:
 		real = -1
 	}
-	resp = &http.Response{
+	resp = &a.resp
+	*resp = http.Response{
 		Status: s[:len(line)-9], StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: minor,
 		Header: h, ContentLength: real, Request: req,
@@ -555,7 +563,7 @@ func parseHead(buf []byte, req *http.Request) (resp *http.Response, body rawBody
 		closing = true
 	}
 	resp.Close = closing
-	body = rawBody{resp: resp}
+	body = rawBody{resp: resp, spare: &a.body}
 	switch {
 	case chunked:
 		if head || !allowed {
@@ -573,6 +581,15 @@ func parseHead(buf []byte, req *http.Request) (resp *http.Response, body rawBody
 		resp.Body = http.NoBody
 	}
 	return resp, body, n, true
+}
+
+// parsedAnswer is what parseHead allocates for an answer: the Response,
+// the backing array of a header of up to 8 values, and the body the
+// transport reads it through, in one allocation. Each answer has its own.
+type parsedAnswer struct {
+	resp http.Response
+	vals [8]string
+	body h1Body
 }
 
 // validValueByte is textproto's rule for a header value's bytes: visible

@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -119,7 +120,7 @@ func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.
 		return t.std.RoundTrip(req)
 	}
 	ctx := req.Context()
-	addr := net.JoinHostPort(req.URL.Hostname(), portOr(req.URL.Port(), "80"))
+	addr := hostPort(req.URL)
 	key := addr
 	if d := dialAddr(ctx); d != "" {
 		key = addr + "\x00" + d
@@ -147,6 +148,17 @@ func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.
 			held.Seek(0, io.SeekStart)
 		}
 	}
+}
+
+// hostPort is the address a URL's call dials:
+// net.JoinHostPort(u.Hostname(), u.Port() or "80"), which is u.Host itself
+// when it names a port and a host without a colon (no brackets to add).
+func hostPort(u *url.URL) string {
+	host, port := u.Hostname(), u.Port()
+	if port != "" && len(u.Host) == len(host)+1+len(port) && u.Host[:len(host)] == host && !strings.Contains(host, ":") {
+		return u.Host
+	}
+	return net.JoinHostPort(host, portOr(port, "80"))
 }
 
 func portOr(port, def string) string {
@@ -250,6 +262,9 @@ type h1Conn struct {
 	sent int64
 	// peeks counts the peeks before its reuses (for tests).
 	peeks int
+	// abort cuts off a read or write under way: the AfterFunc of each
+	// call's context, made once per connection.
+	abort func()
 }
 
 // peekSkipWithin is how long a pooled connection may have been idle and
@@ -327,6 +342,7 @@ func (t *Transport) get(ctx context.Context, key, addr string) (*h1Conn, error) 
 		maxHead = 10 << 20 // net/http's default
 	}
 	pc := &h1Conn{conn: conn, peek: newPeeker(conn), key: key, limit: -1, maxHead: maxHead}
+	pc.abort = func() { pc.conn.SetDeadline(aLongTimeAgo) }
 	pc.br = bufio.NewReaderSize(pc, 4<<10)
 	pc.bw = bufio.NewWriterSize(pc, 4<<10)
 	return pc, nil
@@ -418,7 +434,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // exchange writes req on pc and reads its answer's head. retry says the
 // call failed on a reused connection in a way net/http would retry.
 func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request, bodySize int64) (*http.Response, bool, error) {
-	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
+	// pc.abort is pc's own: a connection goes back to the pool only when
+	// stop reports the call's AfterFunc did not run and never will.
+	stop := context.AfterFunc(ctx, pc.abort)
 	fail := func(op string, err error) (*http.Response, bool, error) {
 		stop()
 		// Taken without the peek: a close that came before any byte of
@@ -472,7 +490,12 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		t.release(pc, stop, reuse)
 		return resp, false, nil
 	}
-	resp.Body = &h1Body{t: t, pc: pc, rc: resp.Body, raw: raw, ctx: ctx, stop: stop, reuse: reuse}
+	b := raw.spare // allocated with resp by parseHead
+	if b == nil {
+		b = new(h1Body)
+	}
+	*b = h1Body{t: t, pc: pc, rc: resp.Body, raw: raw, ctx: ctx, stop: stop, reuse: reuse}
+	resp.Body = b
 	return resp, false, nil
 }
 

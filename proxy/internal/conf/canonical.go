@@ -75,6 +75,15 @@ func (c *Canon) Authority() string {
 	return JoinAuthority(c.Host, c.Port, canonical.DefaultPort(c.Scheme))
 }
 
+// authority is Authority, the string made once per tool when the call
+// goes to the host and port its match names.
+func (c *Canon) authority(t *Tool) string {
+	if t != nil && t.hostPort != "" && c.Host == t.Host && c.Port == t.Port && c.Port != canonical.DefaultPort(c.Scheme) {
+		return t.hostPort
+	}
+	return c.Authority()
+}
+
 // IsLoopback reports whether a canonical host is a loopback name or address.
 func IsLoopback(h string) bool {
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
@@ -231,7 +240,12 @@ func Ambiguous(why string) *Refusal {
 // with a trailing slash when the matched tool's template has one (when no
 // tool matched: when the caller's path had one), and the caller's query.
 func (c *Canon) URL(t *Tool, rawQuery string) *url.URL {
-	u := &url.URL{Scheme: c.Scheme, Host: c.Authority(), RawQuery: rawQuery}
+	return c.URLInto(new(url.URL), t, rawQuery)
+}
+
+// URLInto is URL, made in u (a call's own, which nothing else holds).
+func (c *Canon) URLInto(u *url.URL, t *Tool, rawQuery string) *url.URL {
+	*u = url.URL{Scheme: c.Scheme, Host: c.authority(t), RawQuery: rawQuery}
 	p := c.Path
 	if !c.raw && p != "/" && ((t != nil && t.Tmpl.trailing) || (t == nil && c.trailing)) {
 		p += "/"

@@ -723,6 +723,9 @@ func (c *Config) compileTool(i int) (*Tool, error) {
 			return nil, fieldErr(p+".match.host", "%v", err)
 		}
 		t.Host, t.Port = h, port
+		if h != "" && port != "" {
+			t.hostPort = net.JoinHostPort(h, port)
+		}
 	}
 	for j, s := range tc.Args {
 		switch s {

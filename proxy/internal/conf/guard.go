@@ -23,18 +23,25 @@ func (rt *egressRoute) Check(remote net.Addr) error {
 	return nil
 }
 
-// routeCtx is a context carrying the route of a call or tunnel
+// RouteCtx is a context carrying the route of a call or tunnel
 // (RouteFor): the context and the route in one allocation, where
-// context.WithValue would take two, and the route is also the dial guard.
-type routeCtx struct {
+// context.WithValue would take two, and the route is also the dial guard
+// (guard: carried as upstream.WithGuard carries one, without a context of
+// its own). Its zero value is for GuardedIn to fill.
+type RouteCtx struct {
 	context.Context
-	rt egressRoute
+	rt    egressRoute
+	guard bool
 }
 
-// Value returns the route for egressRouteKey, and the parent's values.
-func (c *routeCtx) Value(key any) any {
+// Value returns the route for egressRouteKey, the route as the dial guard
+// for upstream's guard key when it guards, and the parent's values.
+func (c *RouteCtx) Value(key any) any {
 	if _, ok := key.(egressRouteKey); ok {
 		return &c.rt
+	}
+	if c.guard && upstream.IsGuardKey(key) {
+		return upstream.Guard(&c.rt)
 	}
 	return c.Context.Value(key)
 }
@@ -43,12 +50,15 @@ func (c *routeCtx) Value(key any) any {
 // routed as, for the egress guard (egressDial), and the dial guard when
 // tools name a loopback host.
 func (c *Config) Guarded(ctx context.Context, host, port string) context.Context {
-	rc := &routeCtx{Context: ctx}
+	return c.GuardedIn(new(RouteCtx), ctx, host, port)
+}
+
+// GuardedIn is Guarded, made in rc (a call's own, which it fills once).
+func (c *Config) GuardedIn(rc *RouteCtx, ctx context.Context, host, port string) context.Context {
+	*rc = RouteCtx{Context: ctx}
 	rc.rt.Host, rc.rt.port, rc.rt.Cfg = host, port, c
-	if len(c.Aliases.loopback) == 0 {
-		return rc
-	}
-	return upstream.WithGuard(rc, &rc.rt)
+	rc.guard = len(c.Aliases.loopback) > 0
+	return rc
 }
 
 // landsOnLoopbackTool is the dial guard: it reports whether a connection

@@ -25,6 +25,9 @@ type Tool struct {
 	Inject  map[string]string // canonical header -> value
 	// EnumFields are the observe section's enum_fields (nil: none).
 	EnumFields map[string]bool
+	// hostPort is Host and Port joined, when the match names both: the
+	// authority of a call to them (Canon.URLInto), made once.
+	hostPort string
 }
 
 // WantsEnvelope reports whether the caller gets the envelope for this call.

@@ -38,6 +38,10 @@ type conn struct {
 	bw         *bufio.Writer
 	werr       error
 	resBuf     *bufio.Writer // the response's buffer before chunking
+	// snapHeader and snapVals hold the header a response was logically
+	// written with (conn.snapshot), one response at a time.
+	snapHeader http.Header
+	snapVals   []string
 	// twoWriter says rwc writes two buffers in one system call
 	// (writeAfterBuffered); tail and tailN are its buffer after bw's and
 	// how much of it was written.
@@ -197,6 +201,7 @@ func (c *conn) serve(ctx context.Context) {
 		inFlight = nil
 		w.cancelCtx()
 		w.finishRequest()
+		c.releaseSnapshot()
 		if c.writeDeadline.Swap(false) {
 			c.rwc.SetWriteDeadline(time.Time{})
 		}
@@ -255,7 +260,10 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 			return c.readError(err)
 		}
 	}
-	req, host, fast := readHead(c.br)
+	// The response holds what readHead reads into (the Request, its body,
+	// its header's values): one allocation for both.
+	w = &response{conn: c, contentLength: -1}
+	req, host, fast := readHead(c.br, &w.head)
 	if !fast {
 		req, err = http.ReadRequest(c.br)
 		if err != nil {
@@ -274,16 +282,12 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	// this *Request (a copy made by WithContext would never see them).
 	*req = *req.WithContext(ctx)
 	req.RemoteAddr = c.remoteAddr
-	w = &response{
-		conn:          c,
-		cancelCtx:     cancelCtx,
-		req:           req,
-		handlerHeader: make(http.Header),
-		contentLength: -1,
-		// net/http's test: the parsed Close, or a loose "close" token in
-		// the first Connection header ("x close" counts).
-		wantsClose: req.Close || hasToken(req.Header.Get("Connection"), "close"),
-	}
+	w.cancelCtx = cancelCtx
+	w.req = req
+	w.handlerHeader = make(http.Header)
+	// net/http's test: the parsed Close, or a loose "close" token in the
+	// first Connection header ("x close" counts).
+	w.wantsClose = req.Close || hasToken(req.Header.Get("Connection"), "close")
 	if req.Body != nil && req.Body != http.NoBody {
 		b := &w.bodyStore
 		b.rc, b.c, b.cl = req.Body, c, req.ContentLength

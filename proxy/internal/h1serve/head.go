@@ -43,10 +43,11 @@ type headLine struct {
 // The Request is the one ReadRequest would give (FuzzRequestHead holds it
 // to that), built with few allocations: one string holds the method, the
 // target, the header values and the names (in place when already
-// canonical); the Request, its body and the backing array of up to 8
-// values are one allocation; the map is sized once. host is the Host
-// line's value (ReadRequest drops the line).
-func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
+// canonical); the Request, its body, the backing array of up to 8
+// values and a plain target's URL (plainTarget) are hb (the loop's response holds it, so they cost no allocation
+// of their own; nil: one allocation); the map is sized once. host is the
+// Host line's value (ReadRequest drops the line).
+func readHead(br *bufio.Reader, hb *headRequest) (req *http.Request, host string, ok bool) {
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, crlfcrlf)
 	if end < 0 {
@@ -180,11 +181,16 @@ func readHead(br *bufio.Reader) (req *http.Request, host string, ok bool) {
 	}
 	s := sb.String()
 
-	u, err := url.ParseRequestURI(s[target:targetEnd])
-	if err != nil {
-		return nil, "", false
+	if hb == nil {
+		hb = new(headRequest)
 	}
-	hb := new(headRequest)
+	u := &hb.url
+	if !plainTarget(u, s[target:targetEnd]) {
+		var err error
+		if u, err = url.ParseRequestURI(s[target:targetEnd]); err != nil {
+			return nil, "", false
+		}
+	}
 	h := make(http.Header, n-1)
 	vals := hb.vals[:]
 	if n-1 > len(vals) {
@@ -237,11 +243,66 @@ var (
 )
 
 // headRequest is a Request read by readHead, its body and the backing
-// array of a header of up to 8 values, in one allocation.
+// array of a header of up to 8 values, held together. Each request has
+// its own: the handler keeps what it was given.
 type headRequest struct {
 	req  http.Request
 	body headBody
 	vals [8]string
+	url  url.URL // the Request's URL when plainTarget read it
+}
+
+// plainTarget reads into u the URL url.ParseRequestURI makes of t when t
+// is of the plainest form, and reports whether it was: a path of bytes
+// neither escaped nor unescaped ("/", letters, digits, "-", ".", "_",
+// "~"), not starting "//", after nothing (origin form) or after "http://"
+// and a host of letters, digits, "." and "-" with an optional port of
+// digits (absolute form); no query, no "%". Any other target is left to
+// ParseRequestURI. TestPlainTargetSameAsParseRequestURI and
+// FuzzPlainTarget hold it to ParseRequestURI.
+func plainTarget(u *url.URL, t string) bool {
+	var host string
+	path := t
+	if rest, ok := strings.CutPrefix(t, "http://"); ok {
+		slash := strings.IndexByte(rest, '/')
+		if slash <= 0 {
+			return false
+		}
+		host, path = rest[:slash], rest[slash:]
+		port := false
+		for i := 0; i < len(host); i++ {
+			c := host[i]
+			switch {
+			case c == ':':
+				if port || i == 0 || i == len(host)-1 {
+					return false
+				}
+				port = true
+			case port:
+				if c < '0' || c > '9' {
+					return false
+				}
+			case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-':
+			default:
+				return false
+			}
+		}
+	}
+	if len(path) == 0 || path[0] != '/' || strings.HasPrefix(path, "//") {
+		return false
+	}
+	for i := 1; i < len(path); i++ {
+		switch c := path[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '/', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	*u = url.URL{Path: path, Host: host}
+	if host != "" {
+		u.Scheme = "http"
+	}
+	return true
 }
 
 // headBody is a body of declared length as ReadRequest gives it: the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -98,7 +99,7 @@ var headSeeds = []struct {
 func fastRead(raw []byte) (*http.Request, string, *bufio.Reader, bool) {
 	br := bufio.NewReader(bytes.NewReader(raw))
 	br.Peek(1)
-	req, host, ok := readHead(br)
+	req, host, ok := readHead(br, nil)
 	return req, host, br, ok
 }
 
@@ -239,7 +240,7 @@ func TestReadHeadAllocations(t *testing.T) {
 		r.Reset(raw)
 		br.Reset(r)
 		br.Peek(1)
-		req, _, ok := readHead(br)
+		req, _, ok := readHead(br, nil)
 		if !ok {
 			t.Fatal("readHead declined a typical POST head")
 		}
@@ -254,7 +255,54 @@ func TestReadHeadAllocations(t *testing.T) {
 		}
 	})
 	t.Logf("allocations per head: readHead %v, http.ReadRequest %v", fast, std)
-	if fast > 5 {
-		t.Errorf("readHead: %v allocations for a typical POST head, want at most 5", fast)
+	if fast > 4 {
+		t.Errorf("readHead: %v allocations for a typical POST head, want at most 4", fast)
 	}
+}
+
+// plainTargetSeeds are targets plainTarget reads and targets it leaves to
+// url.ParseRequestURI.
+var plainTargetSeeds = []string{
+	"/", "/a/b", "/bench/policy", "/a-b.c_d~e/", "//a", "/a?b", "/a?", "/a%20", "/a#b", "/a;b", "/a:b", "*",
+	"http://a/b", "http://a:80/b", "http://A.B:8080/x.y_z~", "http://a:/b", "http://:80/b", "http://a",
+	"http://a:b/c", "http://1.2.3.4:5/", "http://[::1]:80/", "http://a..b/c", "http://-a/", "http://a@b/c",
+	"http://a:1:2/c", "HTTP://a/b", "https://a/b", "http://a/b?c", "http://a//b", "http://a:080/",
+}
+
+// TestPlainTargetSameAsParseRequestURI checks that what plainTarget reads
+// is the URL url.ParseRequestURI makes of it.
+func TestPlainTargetSameAsParseRequestURI(t *testing.T) {
+	read := 0
+	for _, target := range plainTargetSeeds {
+		if checkPlainTarget(t, target) {
+			read++
+		}
+	}
+	if read < 8 {
+		t.Errorf("plainTarget read %d of the seeds, want the plain ones", read)
+	}
+}
+
+func FuzzPlainTarget(f *testing.F) {
+	for _, s := range plainTargetSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) { checkPlainTarget(t, target) })
+}
+
+func checkPlainTarget(t *testing.T, target string) bool {
+	t.Helper()
+	var got url.URL
+	if !plainTarget(&got, target) {
+		return false
+	}
+	want, err := url.ParseRequestURI(target)
+	if err != nil {
+		t.Errorf("plainTarget read %q, ParseRequestURI refused it: %v", target, err)
+		return true
+	}
+	if !reflect.DeepEqual(&got, want) {
+		t.Errorf("plainTarget(%q) = %#v, ParseRequestURI's %#v", target, got, *want)
+	}
+	return true
 }

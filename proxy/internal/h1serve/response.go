@@ -54,6 +54,10 @@ type response struct {
 	// bodyStore is reqBody when the request has a body: allocated with
 	// the response.
 	bodyStore body
+	// head is what readHead read the request into, when it did.
+	head headRequest
+	// discard bounds the read of an unread request body (writeHeader).
+	discard io.LimitedReader
 }
 
 var (
@@ -93,10 +97,58 @@ func (w *response) Header() http.Header {
 	if w.cw.header == nil && w.wroteHeader && !w.cw.wroteHeader {
 		// Between logically writing the header and writing it out, keep a
 		// snapshot of the state it was written in.
-		w.cw.header = w.handlerHeader.Clone()
+		w.cw.header = w.conn.snapshot(w.handlerHeader)
 	}
 	w.calledHeader = true
 	return w.handlerHeader
+}
+
+// maxSnapshotKeys is the most names a header may have for the
+// connection to keep its snapshot's map for the next response.
+const maxSnapshotKeys = 32
+
+// snapshot returns a copy of h, as h.Clone() makes it, in the
+// connection's own map and array: the header a response was logically
+// written with. Only the loop reads it (chunkWriter.writeHeader), and
+// only while its response is written, one response at a time, so the
+// next response reuses them (releaseSnapshot empties them when a response
+// ends) rather than allocating a copy of its header.
+func (c *conn) snapshot(h http.Header) http.Header {
+	if h == nil || len(h) > maxSnapshotKeys {
+		return h.Clone()
+	}
+	nv := 0
+	for _, vv := range h {
+		nv += len(vv)
+	}
+	if c.snapHeader == nil {
+		c.snapHeader = make(http.Header, len(h))
+	}
+	clear(c.snapHeader)
+	if cap(c.snapVals) < nv || c.snapVals == nil {
+		// Never nil: Clone gives an empty, non-nil slice for an empty
+		// value list.
+		c.snapVals = make([]string, 0, max(nv, 8))
+	}
+	sv := c.snapVals[:nv]
+	for k, vv := range h {
+		if vv == nil {
+			// Preserve nil values (Clone does).
+			c.snapHeader[k] = nil
+			continue
+		}
+		n := copy(sv, vv)
+		c.snapHeader[k] = sv[:n:n]
+		sv = sv[n:]
+	}
+	return c.snapHeader
+}
+
+// releaseSnapshot empties the connection's snapshot once its response
+// is written, so it keeps none of that response's strings.
+func (c *conn) releaseSnapshot() {
+	clear(c.snapHeader)
+	clear(c.snapVals[:cap(c.snapVals)])
 }
 
 func checkWriteHeaderCode(code int) {
@@ -121,7 +173,7 @@ func (w *response) WriteHeader(code int) {
 	w.wroteHeader = true
 	w.status = code
 	if w.calledHeader && w.cw.header == nil {
-		w.cw.header = w.handlerHeader.Clone()
+		w.cw.header = w.conn.snapshot(w.handlerHeader)
 	}
 	if cl := w.handlerHeader.Get("Content-Length"); cl != "" {
 		v, err := strconv.ParseInt(cl, 10, 64)
@@ -551,7 +603,16 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 			discard = true
 		}
 		if discard {
-			_, err := io.CopyN(io.Discard, w.reqBody, maxPostHandlerReadBytes+1)
+			// io.CopyN, with its LimitedReader the response's own.
+			const n = maxPostHandlerReadBytes + 1
+			w.discard = io.LimitedReader{R: w.reqBody, N: n}
+			written, err := io.Copy(io.Discard, &w.discard)
+			w.discard.R = nil
+			if written == n {
+				err = nil
+			} else if err == nil {
+				err = io.EOF
+			}
 			switch err {
 			case nil:
 				tooBig = true

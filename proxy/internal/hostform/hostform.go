@@ -38,12 +38,17 @@ func NumericLabel(s string) bool {
 // four parts, each decimal, octal (leading 0) or hex (0x); the last part
 // fills the bytes left.
 func ParseIPv4(s string) (netip.Addr, bool) {
-	parts := strings.Split(s, ".")
-	if len(parts) > 4 {
+	// The parts one by one, as strings.Split(s, ".") has them, without
+	// its slice.
+	nparts := strings.Count(s, ".") + 1
+	if nparts > 4 {
 		return netip.Addr{}, false
 	}
 	var v uint64
-	for i, p := range parts {
+	rest := s
+	for i := range nparts {
+		var p string
+		p, rest, _ = strings.Cut(rest, ".")
 		base := 10
 		switch {
 		case len(p) >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'):
@@ -61,7 +66,7 @@ func ParseIPv4(s string) (netip.Addr, bool) {
 		if err != nil {
 			return netip.Addr{}, false
 		}
-		if i < len(parts)-1 {
+		if i < nparts-1 {
 			if n > 255 {
 				return netip.Addr{}, false
 			}

@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -68,6 +69,52 @@ type Call struct {
 	// Unread is a body the tool forwards without reading it as its
 	// arguments, read only for an approval to bind.
 	Unread []byte
+
+	// Storage the call's own values take, allocated with it: the reader
+	// of a body toolgate read (SetBody, Dispatch), the upstream URL
+	// (Handle), the values of the upstream request's header
+	// (cloneRequest) and of the headers injected into it, the policies'
+	// input, and the context carrying the call's route (Handle). Each is
+	// handed out once (take).
+	heldBody   bytes.Reader
+	targetURL  url.URL
+	headerVals [callHeaderValues]string
+	input      policies.Input
+	routeCtx   conf.RouteCtx
+	taken      ownStorage // which of them were handed out
+}
+
+// ownStorage names the parts of a Call's own storage.
+type ownStorage uint8
+
+const (
+	ownHeldBody ownStorage = 1 << iota
+	ownTargetURL
+	ownHeaderVals
+	ownInput
+	ownRouteCtx
+)
+
+// take reports whether part of the call's own storage is free, and marks
+// it taken: a second use gets storage of its own, so nothing handed out
+// is ever changed.
+func (c *Call) take(part ownStorage) bool {
+	free := c.taken&part == 0
+	c.taken |= part
+	return free
+}
+
+// callHeaderValues is how many header values the upstream request takes
+// from the call's own array; a request with more gets an array of its own.
+const callHeaderValues = 16
+
+// holdBody returns a reader of raw, the call's own.
+func (c *Call) holdBody(raw []byte) *bytes.Reader {
+	if !c.take(ownHeldBody) {
+		return bytes.NewReader(raw)
+	}
+	c.heldBody.Reset(raw)
+	return &c.heldBody
 }
 
 // Host is what a call uses of the Server that runs it (nil in Evaluate,
@@ -123,7 +170,7 @@ type MCPExchange interface {
 // SetBody records that the body was read: raw is what goes upstream.
 func (c *Call) SetBody(raw []byte) {
 	c.Event.RequestBytes = int64(len(raw))
-	c.body, c.size = BytesBody(raw), int64(len(raw))
+	c.body, c.size = c.holdBody(raw), int64(len(raw))
 }
 
 // NotePolicyError records a check that failed open (a policy that

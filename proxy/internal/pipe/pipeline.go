@@ -36,14 +36,24 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	// From here on the call is its canonical form: routing matches it,
 	// policies see it, and it is what goes upstream. Its context carries
 	// the host it was routed as, for the dial guard.
-	if ctx := st.Cfg.Guarded(r.Context(), cn.Host, cn.Port); ctx != r.Context() || r.Method != cn.Method {
+	var ctx context.Context
+	if c.take(ownRouteCtx) {
+		ctx = st.Cfg.GuardedIn(&c.routeCtx, r.Context(), cn.Host, cn.Port)
+	} else {
+		ctx = st.Cfg.Guarded(r.Context(), cn.Host, cn.Port)
+	}
+	if ctx != r.Context() || r.Method != cn.Method {
 		r = r.WithContext(ctx)
 		r.Method = cn.Method
 	}
 	c.Canon = cn
 	var vars map[string]string
 	c.Tool, vars = conf.Route(st.Cfg.Compiled, cn.Method, cn.Host, cn.Port, cn.Path)
-	target = cn.URL(c.Tool, target.RawQuery)
+	if c.take(ownTargetURL) {
+		target = cn.URLInto(&c.targetURL, c.Tool, target.RawQuery)
+	} else {
+		target = cn.URL(c.Tool, target.RawQuery)
+	}
 	c.Event.Host = target.Host // cn.Authority(), made once
 
 	if c.Tool == nil {
@@ -164,7 +174,13 @@ func (c *Call) Input() *policies.Input {
 	if target.RawQuery != "" {
 		q, _ = url.ParseQuery(target.RawQuery)
 	}
-	in := &policies.Input{
+	// The first input is the call's own storage; any later one (the
+	// answer policies') is a new value, so none changes another.
+	in := &c.input
+	if !c.take(ownInput) {
+		in = new(policies.Input)
+	}
+	*in = policies.Input{
 		Tool:      c.Tool.Cfg.Name,
 		Arguments: c.Args,
 		Request: policies.Request{
@@ -204,14 +220,45 @@ func (c *Call) PolicyOutcome(d policies.Decision) *conf.Refusal {
 // header and trailer are copied, as Clone copies them (the trailer
 // before the body fills r's); a request with anything else Clone would
 // copy (a parsed form, transfer codings) is cloned whole.
-func cloneRequest(ctx context.Context, r *http.Request) *http.Request {
+// The header's values take vals (the call's own array) when they fit;
+// spare is what they left of it.
+func cloneRequest(ctx context.Context, r *http.Request, vals []string) (out *http.Request, spare []string) {
 	if r.Form != nil || r.PostForm != nil || r.MultipartForm != nil || r.TransferEncoding != nil {
-		return r.Clone(ctx)
+		return r.Clone(ctx), vals
 	}
-	out := r.WithContext(ctx)
-	out.Header = r.Header.Clone()
+	out = r.WithContext(ctx)
+	out.Header, spare = cloneHeader(r.Header, vals)
 	out.Trailer = r.Trailer.Clone()
-	return out
+	return out, spare
+}
+
+// cloneHeader is h.Clone(), its values in vals when they fit (the call's
+// own array, which no other request shares). It returns what is left of
+// vals.
+func cloneHeader(h http.Header, vals []string) (http.Header, []string) {
+	if h == nil {
+		return nil, vals
+	}
+	nv := 0
+	for _, vv := range h {
+		nv += len(vv)
+	}
+	if vals == nil || nv > len(vals) {
+		return h.Clone(), vals
+	}
+	sv := vals[:nv:nv]
+	h2 := make(http.Header, len(h))
+	for k, vv := range h {
+		if vv == nil {
+			// Preserve nil values (Clone does).
+			h2[k] = nil
+			continue
+		}
+		n := copy(sv, vv)
+		h2[k] = sv[:n:n]
+		sv = sv[n:]
+	}
+	return h2, vals[nv:]
 }
 
 // Dispatch sends the call upstream and shapes the answer.
@@ -225,7 +272,11 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	c.Cancel = cancel
-	out := cloneRequest(ctx, r)
+	var vals []string // nil: the header's values get an array of their own
+	if c.take(ownHeaderVals) {
+		vals = c.headerVals[:]
+	}
+	out, spare := cloneRequest(ctx, r, vals)
 	out.URL = target
 	out.Method = r.Method
 	out.Host = ""
@@ -250,7 +301,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 				return c.ClientGone(r)
 			}
 			c.Event.RequestBytes = int64(len(raw))
-			body = BytesBody(raw)
+			body = c.holdBody(raw)
 		} else {
 			streamed = &conf.CallerBody{Body: rc}
 		}
@@ -276,11 +327,12 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).
 	if c.Tool != nil && (len(c.Tool.Inject) > 0 || len(c.Inject) > 0) && OriginOK(c.Tool, target) {
+		// Their values take what cloneRequest left of the call's array.
 		for k, v := range c.Tool.Inject {
-			out.Header[k] = []string{v}
+			out.Header[k], spare = oneValue(v, spare)
 		}
 		for k, v := range c.Inject {
-			out.Header[k] = []string{v}
+			out.Header[k], spare = oneValue(v, spare)
 		}
 	}
 	var held *bytes.Reader // a body toolgate read, which can be sent again
@@ -342,6 +394,16 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		return c.envelopeAnswer(r, resp)
 	}
 	return c.passAnswer(r, resp)
+}
+
+// oneValue is []string{v}, in spare's first element when it has one; it
+// returns what is left of spare.
+func oneValue(v string, spare []string) ([]string, []string) {
+	if len(spare) == 0 {
+		return []string{v}, nil
+	}
+	spare[0] = v
+	return spare[:1:1], spare[1:]
 }
 
 func (c *Call) rules() bucketing.Rules {
@@ -430,7 +492,6 @@ func (c *Call) ClientGone(r *http.Request) *http.Response {
 // NewEvent starts an event with what is known on arrival.
 func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) sink.Event {
 	ev := sink.Event{
-		EventID:       newEventID(),
 		Time:          time.Now().UTC(),
 		Sidecar:       s.Sidecar,
 		Listener:      kind,
@@ -442,23 +503,34 @@ func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) s
 	if r != nil {
 		ev.Agent = conf.BoundCallerID(r.Header.Get(st.Cfg.Headers.Agent), st.Cfg.Limits.MaxCallerIDBytes)
 		ev.Session = conf.BoundCallerID(r.Header.Get(st.Cfg.Headers.Session), st.Cfg.Limits.MaxCallerIDBytes)
-		ev.TraceID = TraceID(r.Header.Get("Traceparent"))
-	} else {
-		ev.TraceID = newTraceID()
+		if id, ok := callerTraceID(r.Header.Get("Traceparent")); ok {
+			ev.EventID, ev.TraceID = newEventID(), id
+			return ev
+		}
 	}
+	ev.EventID, ev.TraceID = newEventAndTraceID()
 	return ev
 }
 
 // TraceID takes the trace id from a W3C traceparent header
 // ("00-<32 hex>-<16 hex>-<2 hex>"), or generates one.
 func TraceID(tp string) string {
+	if id, ok := callerTraceID(tp); ok {
+		return id
+	}
+	return newTraceID()
+}
+
+// callerTraceID is the trace id of a W3C traceparent header, if it has a
+// valid one.
+func callerTraceID(tp string) (string, bool) {
 	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
 		id := tp[3:35]
 		if IsHex(id) && id != "00000000000000000000000000000000" {
-			return id
+			return id, true
 		}
 	}
-	return newTraceID()
+	return "", false
 }
 
 func IsHex(s string) bool {

@@ -153,24 +153,34 @@ func envelopeData(ct string, body []byte) (json.RawMessage, bool) {
 	return bucketing.TextData(body), true
 }
 
+// envelopeResponse is an envelope answer, the values of the headers
+// EnvelopeResponse sets and its body in one allocation.
+type envelopeResponse struct {
+	resp http.Response
+	vs   [3]string
+	body bytesBody
+}
+
 // EnvelopeResponse builds an answer whose body is an encoded envelope.
 func EnvelopeResponse(r *http.Request, status int, code string, h http.Header, body []byte) *http.Response {
 	if h == nil {
 		h = make(http.Header, 3)
 	}
+	e := &envelopeResponse{vs: [3]string{"application/json", strconv.Itoa(len(body)), code}}
 	// The three values share one array, each its own slice of capacity
-	// one (an append to one copies it): one allocation, not three.
-	vs := [3]string{"application/json", strconv.Itoa(len(body)), code}
-	h["Content-Type"] = vs[0:1:1]
-	h["Content-Length"] = vs[1:2:2]
+	// one (an append to one copies it).
+	h["Content-Type"] = e.vs[0:1:1]
+	h["Content-Length"] = e.vs[1:2:2]
 	if code != "" {
-		h[conf.HeaderErrorCode] = vs[2:3:3]
+		h[conf.HeaderErrorCode] = e.vs[2:3:3]
 	}
-	return &http.Response{
+	e.body.Reset(body)
+	e.resp = http.Response{
 		StatusCode: status, Status: statusLine(status),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: newBytesBody(body), ContentLength: int64(len(body)), Request: r,
+		Header: h, Body: &e.body, ContentLength: int64(len(body)), Request: r,
 	}
+	return &e.resp
 }
 
 // statusLines are the status lines of the envelope's usual statuses,

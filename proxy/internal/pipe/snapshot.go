@@ -91,6 +91,31 @@ func newTraceID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// newEventAndTraceID returns newEventID's and newTraceID's, both parts of
+// one string: one allocation, not two (an event holds both).
+func newEventAndTraceID() (eventID, traceID string) {
+	var u uuid.UUID
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant 10
+	var t [16]byte
+	rand.Read(t[:])
+	// The UUID as uuid.UUID.String spells it, then the trace id.
+	var buf [36 + 32]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:36], u[10:])
+	hex.Encode(buf[36:], t[:])
+	s := string(buf[:])
+	return s[:36], s[36:]
+}
+
 // LogLimit lets one log line through per second; the metrics count them all.
 type LogLimit struct {
 	mu   sync.Mutex
