@@ -106,6 +106,11 @@ var ErrBudget = errors.New("irvm: the evaluation built more values than its budg
 // one object per result, keyed by the query's variables, each result once,
 // in the order the plan found them.
 func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.Term, error) {
+	return p.eval(ctx, input, nil, o)
+}
+
+// eval is Eval on input, or on doc when not nil.
+func (p *Program) eval(ctx context.Context, input *ast.Term, doc Document, o Options) ([]*ast.Term, error) {
 	e := evals.Get().(*eval)
 	e.ctx, e.p, e.o = ctx, p, o
 	e.limit = o.MaxBytes
@@ -114,6 +119,9 @@ func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.
 	}
 	defer e.release()
 	fr := e.frame(e.alloc(p.nlocals))
+	if doc != nil {
+		input = e.ref(doc, "")
+	}
 	fr.l[ir.Input] = input
 	fr.l[ir.Data] = emptyObject
 	for _, b := range p.plan.Blocks {
@@ -147,6 +155,11 @@ func (e *eval) release() {
 	e.frames = e.frames[:0]
 	clear(e.docRefs)
 	e.docRefs = e.docRefs[:0]
+	e.terms, e.refs = chunk[ast.Term]{}, chunk[refTerm]{}
+	if n := int32(min(e.nterms, maxTermsPerChunk)); n > e.p.terms.Load() {
+		e.p.terms.Store(n) // a race between two stores loses one: harmless
+	}
+	e.nterms = 0
 	clear(e.memo)
 	e.memo = e.memo[:0]
 	clear(e.memoBase)
@@ -186,9 +199,12 @@ type eval struct {
 	out          *ast.Term
 	all          []*ast.Term
 	cancel       builtinCancel
-	slab         []*ast.Term // where frames' locals are cut from
-	frames       []frame     // where frames are cut from
-	docRefs      []*ast.Term // the docRefs of input keys made so far
+	slab         []*ast.Term     // where frames' locals are cut from
+	frames       []frame         // where frames are cut from
+	docRefs      []*ast.Term     // the docRefs of input keys made so far
+	terms        chunk[ast.Term] // dropped at release
+	nterms       int             // terms cut from terms
+	refs         chunk[refTerm]  // dropped at release
 	steps        int
 	fn           *function // the function running, nil in the query
 	spent        int64     // bytes of values built, as charge counts them
@@ -196,6 +212,43 @@ type eval struct {
 	spentAtClock int64     // spent when the clock was last read before a builtin call
 	limit        int64     // Options.MaxBytes, or no bound when <= 0
 	err          error
+}
+
+// chunk hands out new T's cut from blocks allocated a few at a time: one
+// allocation for an evaluation's terms rather than one per term. What it
+// hands out it never writes again, so a value cut from it may be kept (in
+// a result, a memo, a rule's shared value) like one made by new. An
+// evaluation drops its blocks at release: one kept by the pooled eval
+// would keep every value its used part points to alive.
+type chunk[T any] struct{ free []T }
+
+func (c *chunk[T]) next(n int) *T {
+	if len(c.free) == 0 {
+		c.free = make([]T, n)
+	}
+	t := &c.free[0]
+	c.free = c.free[1:]
+	return t
+}
+
+// An evaluation's first block of terms holds as many as the Program's
+// evaluations have made at most (Program.terms), up to maxTermsPerChunk;
+// the next ones termsPerChunk.
+const (
+	termsPerChunk    = 16
+	maxTermsPerChunk = 64
+)
+
+// term is ast.NewTerm(v), cut from the evaluation's chunk of terms.
+func (e *eval) term(v ast.Value) *ast.Term {
+	n := termsPerChunk
+	if e.nterms == 0 {
+		n = max(4, int(e.p.terms.Load()))
+	}
+	e.nterms++
+	t := e.terms.next(n)
+	t.Value = v
+	return t
 }
 
 // frame is a function call's locals and its return value.
@@ -379,11 +432,11 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 		case *ir.MakeNumberRefStmt:
 			fr.l[s.Target] = e.p.numbers[s.Index]
 		case *ir.MakeArrayStmt:
-			fr.l[s.Target] = ast.NewTerm(ast.NewArrayWithCapacity(int(s.Capacity)))
+			fr.l[s.Target] = e.term(ast.NewArrayWithCapacity(int(s.Capacity)))
 		case *ir.MakeObjectStmt:
-			fr.l[s.Target] = ast.ObjectTerm()
+			fr.l[s.Target] = e.term(ast.NewObject())
 		case *ir.MakeSetStmt:
-			fr.l[s.Target] = ast.SetTerm()
+			fr.l[s.Target] = e.term(ast.NewSet())
 		case *ir.LenStmt:
 			n, ok := length(e.value(fr, s.Source))
 			if !ok {
@@ -413,7 +466,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 				return unwind
 			}
 			// A new term: the array may already be shared.
-			fr.l[s.Array] = ast.NewTerm(arr.Append(v))
+			fr.l[s.Array] = e.term(arr.Append(v))
 		case *ir.ObjectInsertStmt:
 			obj, ok := valueOf(fr.l[s.Object]).(ast.Object)
 			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
@@ -453,7 +506,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			if !ok {
 				return e.fail(e.conflict(s.GetLocation(), "object keys must be unique"))
 			}
-			fr.l[s.Target] = ast.NewTerm(m)
+			fr.l[s.Target] = e.term(m)
 		case *ir.SetAddStmt:
 			set, ok := valueOf(fr.l[s.Set]).(ast.Set)
 			v := e.operand(fr, s.Value)
@@ -563,7 +616,7 @@ func upsert(doc *ast.Term, strs []*ast.Term, path []int, v *ast.Term) *ast.Term 
 }
 
 func copyObject(v ast.Value) ast.Object {
-	if r, ok := v.(docRef); ok {
+	if r, ok := v.(*docRef); ok {
 		v = r.value()
 	}
 	src, ok := v.(ast.Object)
@@ -634,7 +687,7 @@ func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
 	}
 	switch {
 	case c.relation:
-		return ast.ArrayTerm(all...), completed
+		return e.term(ast.NewArray(all...)), completed
 	case c.void:
 		return ast.InternedNullTerm, completed
 	case out == nil:
@@ -891,7 +944,7 @@ func (e *eval) dot(src ast.Value, key *ast.Term) *ast.Term {
 		return nil
 	}
 	switch s := src.(type) {
-	case docRef:
+	case *docRef:
 		return e.dotDoc(s, key)
 	case ast.Object:
 		return s.Get(key)

@@ -163,6 +163,7 @@ type Program struct {
 	funcs       []*function
 	calls       map[*ir.CallStmt]*callee
 	dynamic     map[string]*function // by path joined with "/", for CallDynamicStmt
+	terms       atomic.Int32         // the most terms an evaluation made, up to maxTermsPerChunk
 }
 
 type function struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,4 +238,52 @@ deny contains sprintf("%d is over 10", [n]) if {
 		})
 	}
 	wg.Wait()
+}
+
+// TestResultsKept: a caller may keep an evaluation's results, and the
+// values in them, while the Program runs on: later evaluations (through
+// Eval and EvalDocument, each making more terms than one block holds, see
+// eval.term) never change them.
+func TestResultsKept(t *testing.T) {
+	p := prepare(t, "x = data.p.r", `package p
+r := {"args": input.args, "tool": input.tool, "ids": [sprintf("%s-%d", [id, i]) | some i, id in input.args.ids], "big": {n | some n in numbers.range(1, 40)}}`)
+	in := func(i int) ast.Object {
+		return ast.MustInterfaceToValue(map[string]any{
+			"tool": fmt.Sprintf("tool%d", i),
+			"args": map[string]any{"ids": []any{fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)}, "n": i},
+		}).(ast.Object)
+	}
+	type kept struct {
+		rs   []*ast.Term
+		want ast.Value
+	}
+	big := make([]string, 40)
+	for n := range big {
+		big[n] = fmt.Sprint(n + 1)
+	}
+	var all []kept
+	for i := range 50 {
+		var rs []*ast.Term
+		var err error
+		if i%2 == 0 {
+			rs, err = p.Eval(context.Background(), ast.NewTerm(in(i)), irvm.Options{})
+		} else {
+			rs, err = p.EvalDocument(context.Background(), irvm.ObjectDocument(in(i)), irvm.Options{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := result(t, rs)
+		want := ast.MustParseTerm(fmt.Sprintf(`{"args": {"ids": ["a%d", "b%d"], "n": %d}, "tool": "tool%d", "ids": ["a%d-0", "b%d-1"], "big": {%s}}`,
+			i, i, i, i, i, i, strings.Join(big, ", "))).Value
+		if got.Compare(want) != 0 {
+			t.Fatalf("evaluation %d: x = %v, want %v", i, got, want)
+		}
+		all = append(all, kept{rs, ast.MustParseTerm(got.String()).Value})
+	}
+	for i, k := range all {
+		if got := result(t, k.rs); got.Compare(k.want) != 0 {
+			t.Errorf("evaluation %d: x became %v after later evaluations, was %v", i, got, k.want)
+		}
+	}
 }
