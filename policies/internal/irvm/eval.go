@@ -167,12 +167,22 @@ func (e *eval) release() {
 		*e.bctx = topdown.BuiltinContext{}
 		e.bctxSet = false
 	}
+	// What builtins keep for the rest of an evaluation (rand.intn's
+	// values, uuid.rfc4122's) goes with it.
+	if len(e.cache) > maxKeptCache {
+		e.cache = nil
+	}
+	clear(e.cache)
 	clear(e.results)
 	e.results = e.results[:0]
 	e.ctx, e.p, e.o, e.err, e.steps, e.cancel.polls, e.spent, e.fn = nil, nil, Options{}, nil, 0, 0, 0, nil
 	e.calls, e.spentAtClock = 0, 0
 	evals.Put(e)
 }
+
+// maxKeptCache bounds the entries of the builtin cache a pooled evaluation
+// keeps (cleared); a larger one is dropped.
+const maxKeptCache = 64
 
 // maxKeptFrames bounds the frame slab a pooled evaluation keeps; a larger
 // one, cut for a deep call chain, is dropped.
@@ -190,8 +200,9 @@ type eval struct {
 	memoBase []*ast.Term   // the outermost frame's, kept for the next evaluation
 	results  []*ast.Term   // the result set, each result once
 	bctx     *topdown.BuiltinContext
-	bctxSet  bool        // bctx holds this evaluation's context
-	ops      []*ast.Term // a builtin call's operands
+	bctxSet  bool           // bctx holds this evaluation's context
+	cache    builtins.Cache // bctx's Cache, cleared at release
+	ops      []*ast.Term    // a builtin call's operands
 	// iter (e.collect) receives a builtin's values into out, or all for
 	// a relation.
 	iter         func(*ast.Term) error
@@ -813,6 +824,9 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		e.bctx = &topdown.BuiltinContext{}
 	}
 	e.bctxSet = true
+	if e.cache == nil {
+		e.cache = builtins.Cache{}
+	}
 	seed := e.o.Seed
 	if seed == nil {
 		seed = rand.Reader
@@ -822,7 +836,7 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		Metrics:   noMetrics,
 		Seed:      seed,
 		Cancel:    &e.cancel,
-		Cache:     builtins.Cache{},
+		Cache:     e.cache,
 		PrintHook: e.o.PrintHook,
 
 		Capabilities: e.p.caps,

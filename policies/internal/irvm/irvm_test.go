@@ -1,6 +1,7 @@
 package irvm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -285,5 +286,32 @@ r := {"args": input.args, "tool": input.tool, "ids": [sprintf("%s-%d", [id, i]) 
 		if got := result(t, k.rs); got.Compare(k.want) != 0 {
 			t.Errorf("evaluation %d: x became %v after later evaluations, was %v", i, got, k.want)
 		}
+	}
+}
+
+// TestBuiltinCachePerEvaluation: what builtins keep for the rest of an
+// evaluation (rand.intn's value for a key) holds within it and is gone in
+// the next, which draws from its own seed.
+func TestBuiltinCachePerEvaluation(t *testing.T) {
+	p := prepare(t, "x = [rand.intn(\"k\", 1000000), rand.intn(\"k\", 1000000)]", "")
+	draw := func(seed byte) ast.Value {
+		t.Helper()
+		rs, err := p.Eval(context.Background(), nil, irvm.Options{Seed: bytes.NewReader(bytes.Repeat([]byte{seed}, 64))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return result(t, rs)
+	}
+	a, b := draw(1), draw(2)
+	for _, v := range []ast.Value{a, b} {
+		if arr := v.(*ast.Array); arr.Elem(0).Value.Compare(arr.Elem(1).Value) != 0 {
+			t.Errorf("x = %v: two draws for one key within an evaluation differ", v)
+		}
+	}
+	if a.Compare(b) == 0 {
+		t.Errorf("x = %v with either seed: the second evaluation read the first's draw", a)
+	}
+	if again := draw(1); again.Compare(a) != 0 {
+		t.Errorf("x = %v with seed 1 again, was %v", again, a)
 	}
 }
