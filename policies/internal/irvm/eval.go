@@ -111,19 +111,8 @@ func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.
 
 // eval is Eval on input, or on doc when not nil.
 func (p *Program) eval(ctx context.Context, input *ast.Term, doc Document, o Options) ([]*ast.Term, error) {
-	e := evals.Get().(*eval)
-	e.ctx, e.p, e.o = ctx, p, o
-	e.limit = o.MaxBytes
-	if e.limit == 0 {
-		e.limit = DefaultMaxBytes
-	}
+	e, fr := p.start(ctx, input, doc, o)
 	defer e.release()
-	fr := e.frame(e.alloc(p.nlocals))
-	if doc != nil {
-		input = e.ref(doc, "")
-	}
-	fr.l[ir.Input] = input
-	fr.l[ir.Data] = emptyObject
 	for _, b := range p.plan.Blocks {
 		if e.block(fr, b) == unwind {
 			break
@@ -133,6 +122,61 @@ func (p *Program) eval(ctx context.Context, input *ast.Term, doc Document, o Opt
 		return nil, e.err
 	}
 	return slices.Clone(e.results), nil
+}
+
+// ErrNoVars is EvalVars's error for a Program whose Vars are nil.
+var ErrNoVars = errors.New("irvm: the plan does not bind the query's variables in one place; use EvalDocument")
+
+// EvalVars is EvalDocument for a Program with Vars: it puts the values of
+// the one result's variables in vals (len(Vars()), in their order)
+// instead of building the result's object, and says whether there is a
+// result; without one, vals is left as it was.
+func (p *Program) EvalVars(ctx context.Context, doc Document, o Options, vals []*ast.Term) (bool, error) {
+	if p.bindNames == nil {
+		return false, ErrNoVars
+	}
+	if len(vals) != len(p.bindNames) {
+		return false, fmt.Errorf("irvm: %d values for %d variables", len(vals), len(p.bindNames))
+	}
+	var input *ast.Term
+	if p.inputKeys == nil {
+		input, doc = ast.NewTerm(doc.Value()), nil
+	}
+	e, fr := p.start(ctx, input, doc, o)
+	defer e.release()
+	if e.block(fr, p.bindHead) != completed || e.err != nil {
+		return false, e.err
+	}
+	// As the plan's ObjectInsert statements would, value by value.
+	for i, s := range p.bindInserts {
+		t := e.operand(fr, s.Value)
+		if t == nil {
+			return false, e.internal(s.GetLocation(), "insert into a value that is not an object")
+		}
+		if !e.charge(2 * elemBytes) {
+			return false, e.err
+		}
+		vals[i] = t
+	}
+	return true, nil
+}
+
+// start takes an evaluation state from evals, made ready to run p on
+// input, or on doc when not nil, and the plan's frame.
+func (p *Program) start(ctx context.Context, input *ast.Term, doc Document, o Options) (*eval, *frame) {
+	e := evals.Get().(*eval)
+	e.ctx, e.p, e.o = ctx, p, o
+	e.limit = o.MaxBytes
+	if e.limit == 0 {
+		e.limit = DefaultMaxBytes
+	}
+	fr := e.frame(e.alloc(p.nlocals))
+	if doc != nil {
+		input = e.ref(doc, "")
+	}
+	fr.l[ir.Input] = input
+	fr.l[ir.Data] = emptyObject
+	return e, fr
 }
 
 // evals keeps evaluation states (their slabs, operand buffers and builtin

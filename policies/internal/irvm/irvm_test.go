@@ -315,3 +315,39 @@ func TestBuiltinCachePerEvaluation(t *testing.T) {
 		t.Errorf("x = %v with seed 1 again, was %v", again, a)
 	}
 }
+
+// TestEvalVars: a query whose plan binds its variables in one place gives
+// their values through EvalVars, in the order Vars names them, and says
+// when it is undefined; one with many results has no Vars.
+func TestEvalVars(t *testing.T) {
+	doc := irvm.ObjectDocument(ast.MustParseTerm(`{"a": "A", "b": [1, 2]}`).Value.(ast.Object))
+	p := prepare(t, "x = input.a; y = count(input.b)", "")
+	if got := p.Vars(); !slices.Equal(got, []string{"x", "y"}) && !slices.Equal(got, []string{"y", "x"}) {
+		t.Fatalf("Vars() = %q, want x and y", got)
+	}
+	vals := make([]*ast.Term, 2)
+	ok, err := p.EvalVars(context.Background(), doc, irvm.Options{}, vals)
+	if err != nil || !ok {
+		t.Fatalf("EvalVars = %v, %v", ok, err)
+	}
+	want := map[string]string{"x": `"A"`, "y": "2"}
+	for i, name := range p.Vars() {
+		if vals[i].String() != want[name] {
+			t.Errorf("%s = %v, want %s", name, vals[i], want[name])
+		}
+	}
+	if _, err := p.EvalVars(context.Background(), doc, irvm.Options{}, vals[:1]); err == nil {
+		t.Error("EvalVars with one place for two values: no error")
+	}
+	undefined := prepare(t, "x = input.missing", "")
+	if ok, err := undefined.EvalVars(context.Background(), doc, irvm.Options{}, make([]*ast.Term, 1)); ok || err != nil {
+		t.Errorf("EvalVars of an undefined query = %v, %v; want false, nil", ok, err)
+	}
+	many := prepare(t, "x = input.b[_]", "")
+	if many.Vars() != nil {
+		t.Errorf("Vars() of a query with many results = %q, want nil", many.Vars())
+	}
+	if _, err := many.EvalVars(context.Background(), doc, irvm.Options{}, nil); !errors.Is(err, irvm.ErrNoVars) {
+		t.Errorf("EvalVars of a query with many results: %v, want ErrNoVars", err)
+	}
+}
