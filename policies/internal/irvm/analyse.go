@@ -666,3 +666,120 @@ func (p *Program) findBindings() {
 // as OPA's planner does for a query of one expression per variable
 // (x = ...; y = ...): then only Eval and EvalDocument run it.
 func (p *Program) Vars() []string { return p.bindNames }
+
+// markLazy marks the Make statements of sets and objects (Program.lazy)
+// that may leave in their local a value shared by every evaluation, empty
+// (emptySet, emptyObject), for the first statement that inserts into the
+// local to replace by a new one: a rule that adds nothing to its set
+// (deny contains ... when nothing is denied) allocates nothing.
+//
+// Replacing the value on the first insert changes the plan's meaning only
+// when the value was copied elsewhere before: a local that held the set
+// made, read (copied, returned, passed on) before an insert into it would
+// not see the insert. So a local's Make statements are marked only when,
+// in its function (or the plan), every read of the local comes after
+// every insert into it, in the order the statements run (a statement
+// inside a loop that both inserts into the local and reads it does not
+// count as after), and only when every function changes in place only
+// what it made (makesWhatItChanges): then no other local, in any frame,
+// can hold the shared value when an insert finds it.
+func (p *Program) markLazy() {
+	if !makesWhatItChanges(p.plan.Blocks) {
+		return
+	}
+	for _, fn := range p.funcs {
+		if !makesWhatItChanges(fn.f.Blocks) {
+			return
+		}
+	}
+	p.lazy = map[ir.Stmt]bool{}
+	lazyMakes(p.plan.Blocks, p.lazy)
+	for _, fn := range p.funcs {
+		lazyMakes(fn.f.Blocks, p.lazy)
+	}
+}
+
+// lazyMakes marks in lazy the Make statements of sets and objects of
+// blocks (a function's, or the plan's) whose local is read only after
+// every insert into it (see markLazy).
+func lazyMakes(blocks []*ir.Block, lazy map[ir.Stmt]bool) {
+	type use struct {
+		makes      []ir.Stmt
+		lastInsert int  // position of the last insert into the local, 0: none
+		firstRead  int  // position of the first read, 0: none
+		loop       bool // a loop body both inserts into the local and reads it
+	}
+	uses := map[ir.Local]*use{}
+	get := func(l ir.Local) *use {
+		if uses[l] == nil {
+			uses[l] = &use{}
+		}
+		return uses[l]
+	}
+	const (
+		inserts = 1 << iota
+		reads
+	)
+	var loops []map[ir.Local]int // for each loop around: what its body does to each local
+	pos := 0
+	visit := func(s ir.Stmt) {
+		pos++
+		switch s := s.(type) {
+		case *ir.MakeSetStmt:
+			get(s.Target).makes = append(get(s.Target).makes, s)
+		case *ir.MakeObjectStmt:
+			get(s.Target).makes = append(get(s.Target).makes, s)
+		}
+		target, changes := changedLocal(s)
+		skipped := false
+		accesses(s, func(l ir.Local) {
+			if changes && l == target && !skipped {
+				skipped = true // the insert's own read of the local it changes
+				return
+			}
+			if u := get(l); u.firstRead == 0 {
+				u.firstRead = pos
+			}
+			for _, lp := range loops {
+				lp[l] |= reads
+			}
+		}, func(ir.Local) {})
+		if changes {
+			get(target).lastInsert = pos
+			for _, lp := range loops {
+				lp[target] |= inserts
+			}
+		}
+	}
+	var walk func(b *ir.Block)
+	walk = func(b *ir.Block) {
+		for _, s := range b.Stmts {
+			visit(s)
+			if scan, ok := s.(*ir.ScanStmt); ok {
+				loops = append(loops, map[ir.Local]int{})
+				walk(scan.Block)
+				for l, did := range loops[len(loops)-1] {
+					if did == inserts|reads {
+						get(l).loop = true
+					}
+				}
+				loops = loops[:len(loops)-1]
+				continue
+			}
+			for _, c := range nested(s) {
+				walk(c)
+			}
+		}
+	}
+	for _, b := range blocks {
+		walk(b)
+	}
+	for _, u := range uses {
+		if u.loop || u.lastInsert > 0 && u.firstRead > 0 && u.firstRead <= u.lastInsert {
+			continue
+		}
+		for _, s := range u.makes {
+			lazy[s] = true
+		}
+	}
+}
