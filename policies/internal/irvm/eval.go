@@ -963,7 +963,15 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 		return nil, false
 	}
 	if shared {
-		fn.value.CompareAndSwap(nil, ret)
+		// A deep copy: ret and the terms in it were cut from this
+		// evaluation's chunks, which the Program would otherwise keep
+		// alive with every other value the evaluation cut from them (its
+		// input's, say) for as long as it lives.
+		if cp := ret.Copy(); fn.value.CompareAndSwap(nil, cp) {
+			ret = cp
+		} else {
+			ret = fn.value.Load()
+		}
 	}
 	if fn.memo {
 		if len(e.memo) == 0 {
