@@ -98,7 +98,6 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 		return nil, err
 	}
 	p.markConstants()
-	p.markLazy()
 	p.findBindings()
 	p.inputKeys = p.readsOfInput()
 	if p.inputKeys != nil {

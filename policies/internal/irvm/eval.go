@@ -232,26 +232,9 @@ const maxKeptCache = 64
 // one, cut for a deep call chain, is dropped.
 const maxKeptFrames = 256
 
-// emptyObject is the data document, and with emptySet what a lazy Make
-// statement (Program.lazy) leaves in its local. Nothing changes them: a
-// with on data copies it, and an insert into a local that holds one puts
-// a new value there first (unshare).
-var (
-	emptyObject = ast.ObjectTerm()
-	emptySet    = ast.SetTerm()
-)
-
-// unshare is local l ready to be changed in place: when it holds
-// emptyObject or emptySet, a new empty one of its own first.
-func (e *eval) unshare(fr *frame, l ir.Local) *ast.Term {
-	switch fr.l[l] {
-	case emptyObject:
-		fr.l[l] = e.term(ast.NewObject())
-	case emptySet:
-		fr.l[l] = e.term(ast.NewSet())
-	}
-	return fr.l[l]
-}
+// emptyObject is the data document. Nothing changes it: a with on data
+// copies it.
+var emptyObject = ast.ObjectTerm()
 
 type eval struct {
 	ctx      context.Context
@@ -506,17 +489,9 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 		case *ir.MakeArrayStmt:
 			fr.l[s.Target] = e.term(ast.NewArrayWithCapacity(int(s.Capacity)))
 		case *ir.MakeObjectStmt:
-			if e.p.lazy[s] {
-				fr.l[s.Target] = emptyObject
-			} else {
-				fr.l[s.Target] = e.term(ast.NewObject())
-			}
+			fr.l[s.Target] = e.term(ast.NewObject())
 		case *ir.MakeSetStmt:
-			if e.p.lazy[s] {
-				fr.l[s.Target] = emptySet
-			} else {
-				fr.l[s.Target] = e.term(ast.NewSet())
-			}
+			fr.l[s.Target] = e.term(ast.NewSet())
 		case *ir.LenStmt:
 			n, ok := length(e.value(fr, s.Source))
 			if !ok {
@@ -548,7 +523,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			// A new term: the array may already be shared.
 			fr.l[s.Array] = e.term(arr.Append(v))
 		case *ir.ObjectInsertStmt:
-			obj, ok := valueOf(e.unshare(fr, s.Object)).(ast.Object)
+			obj, ok := valueOf(fr.l[s.Object]).(ast.Object)
 			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
 			if !ok || k == nil || v == nil {
 				return e.fail(e.internal(s.GetLocation(), "insert into a value that is not an object"))
@@ -558,7 +533,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			}
 			obj.Insert(k, v)
 		case *ir.ObjectInsertOnceStmt:
-			obj, ok := valueOf(e.unshare(fr, s.Object)).(ast.Object)
+			obj, ok := valueOf(fr.l[s.Object]).(ast.Object)
 			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
 			if !ok || k == nil || v == nil {
 				return e.fail(e.internal(s.GetLocation(), "insert into a value that is not an object"))
@@ -588,7 +563,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			}
 			fr.l[s.Target] = e.term(m)
 		case *ir.SetAddStmt:
-			set, ok := valueOf(e.unshare(fr, s.Set)).(ast.Set)
+			set, ok := valueOf(fr.l[s.Set]).(ast.Set)
 			v := e.operand(fr, s.Value)
 			if !ok || v == nil {
 				return e.fail(e.internal(s.GetLocation(), "add to a value that is not a set"))

@@ -166,7 +166,6 @@ type Program struct {
 	calls       map[*ir.CallStmt]*callee
 	dynamic     map[string]*function // by path joined with "/", for CallDynamicStmt
 	terms       atomic.Int32         // the most terms an evaluation made, up to maxTermsPerChunk
-	lazy        map[ir.Stmt]bool     // the Make statements that leave a shared empty value (markLazy)
 	// Where the plan binds the query's variables, when in one place
 	// (findBindings): their names, the statements that insert their
 	// values into the result's object, and the plan's block up to there.
