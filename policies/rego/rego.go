@@ -361,14 +361,18 @@ func (p *Policy) EvalBefore(ctx context.Context, in *policies.Input, deadline ti
 	}
 	var doc map[string]any
 	if p.program != nil {
-		rs, err := p.program.EvalDocument(ctx, document{in}, irvm.Options{StrictBuiltinErrors: true, Deadline: deadline})
+		var vals [maxVars]*ast.Term
+		b, err := p.evalCompiled(ctx, in, deadline, vals[:0])
+		if errors.Is(err, errNotObject) {
+			return policies.Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
+		}
 		if err != nil {
 			return policies.Result{}, p.evalError(ctx, err)
 		}
-		if res, ok := fastResult(rs); ok {
+		if res, ok := fastResult(b); ok {
 			return res, nil
 		}
-		if doc, err = resultDoc(rs); err != nil {
+		if doc, err = resultDoc(b); err != nil {
 			return policies.Result{}, fmt.Errorf("data.%s: %w", p.pkg, err)
 		}
 	} else {
@@ -409,35 +413,86 @@ func (p *Policy) EvalBefore(ctx context.Context, in *policies.Input, deadline ti
 	return res, nil
 }
 
-// fastResult reads the compiled engine's result set straight into a
-// Result in the common case: no deny message, allow true or undefined,
-// inject headers that are valid. Anything else (ok false) goes through
-// resultDoc and policies.DecodeDecision, which also word its errors.
-func fastResult(rs []*ast.Term) (policies.Result, bool) {
-	if len(rs) != 1 {
+// bindings are the compiled engine's result: the decision query's
+// variables and their values; defined false when the query has no
+// result.
+type bindings struct {
+	names   []string
+	vals    []*ast.Term
+	defined bool
+}
+
+// errNotObject is evalCompiled's error for a result that is not an
+// object.
+var errNotObject = errors.New("the decision query's result is not an object")
+
+// get is the value of the variable name, nil when there is none.
+func (b *bindings) get(name string) *ast.Term {
+	for i, n := range b.names {
+		if n == name {
+			return b.vals[i]
+		}
+	}
+	return nil
+}
+
+// maxVars bounds the variables of a decision query (decisionQuery binds
+// six at most) that evalCompiled reads without building the result's
+// object.
+const maxVars = 8
+
+// evalCompiled evaluates the decision query on the compiled engine: when
+// its plan binds the variables in one place (irvm.Program.Vars), their
+// values as the plan leaves them, in vals (cap maxVars, the caller's:
+// nothing to allocate); otherwise read from the result set.
+func (p *Policy) evalCompiled(ctx context.Context, in *policies.Input, deadline time.Time, vals []*ast.Term) (bindings, error) {
+	o := irvm.Options{StrictBuiltinErrors: true, Deadline: deadline}
+	if names := p.program.Vars(); names != nil && len(names) <= cap(vals) {
+		b := bindings{names: names, vals: vals[:len(names)]}
+		var err error
+		b.defined, err = p.program.EvalVars(ctx, document{in}, o, b.vals)
+		return b, err
+	}
+	rs, err := p.program.EvalDocument(ctx, document{in}, o)
+	if err != nil || len(rs) == 0 {
+		return bindings{}, err
+	}
+	obj, ok := rs[0].Value.(ast.Object) // one result: the query binds each variable once
+	if !ok {
+		return bindings{}, errNotObject
+	}
+	b := bindings{defined: true}
+	obj.Foreach(func(k, v *ast.Term) {
+		name, _ := k.Value.(ast.String)
+		b.names = append(b.names, string(name))
+		b.vals = append(b.vals, v)
+	})
+	return b, nil
+}
+
+// fastResult reads the compiled engine's result straight into a Result
+// in the common case: no deny message, allow true or undefined, inject
+// headers that are valid. Anything else (ok false) goes through resultDoc
+// and policies.DecodeDecision, which also word its errors.
+func fastResult(b bindings) (policies.Result, bool) {
+	if !b.defined {
 		return policies.Result{}, false
 	}
-	obj, isObj := rs[0].Value.(ast.Object)
-	if !isObj {
-		return policies.Result{}, false
-	}
-	// The names are looked up rather than the object iterated: a closure
-	// over the result escaped, at four allocations per decision.
 	for _, k := range emptySetNames {
-		if v := obj.Get(k); v != nil {
+		if v := b.get(k); v != nil {
 			if set, isSet := v.Value.(ast.Set); !isSet || set.Len() != 0 {
 				return policies.Result{}, false
 			}
 		}
 	}
-	if v := obj.Get(allowName); v != nil {
+	if v := b.get("allow"); v != nil {
 		// [] when allow is undefined, [true] when it holds.
 		arr, isArr := v.Value.(*ast.Array)
 		if !isArr || !(arr.Len() == 0 || arr.Len() == 1 && arr.Elem(0).Value.Compare(ast.Boolean(true)) == 0) {
 			return policies.Result{}, false
 		}
 	}
-	if v := obj.Get(approvalName); v != nil {
+	if v := b.get("approval"); v != nil {
 		// [] when approval is undefined; anything else is decoded by
 		// policies.DecodeDecision.
 		if arr, isArr := v.Value.(*ast.Array); !isArr || arr.Len() != 0 {
@@ -445,7 +500,7 @@ func fastResult(rs []*ast.Term) (policies.Result, bool) {
 		}
 	}
 	res := policies.Result{Allowed: true}
-	if v := obj.Get(injectName); v != nil {
+	if v := b.get("inject"); v != nil {
 		inj, isObj := v.Value.(ast.Object)
 		if !isObj {
 			return policies.Result{}, false
@@ -471,33 +526,25 @@ func fastResult(rs []*ast.Term) (policies.Result, bool) {
 	return res, true
 }
 
-// The names of the decision's result fastResult reads: the sets that
-// must be empty, allow, approval, inject.
-var (
-	emptySetNames = []*ast.Term{ast.StringTerm("deny"), ast.StringTerm("withhold"), ast.StringTerm("redact")}
-	allowName     = ast.StringTerm("allow")
-	approvalName  = ast.StringTerm("approval")
-	injectName    = ast.StringTerm("inject")
-)
+// emptySetNames are the decision's sets fastResult requires empty.
+var emptySetNames = []string{"deny", "withhold", "redact"}
 
-// resultDoc is the compiled engine's result set as the decision query's
-// bindings (nil when it has none), in the JSON shapes policies.DecodeDecision reads.
-func resultDoc(rs []*ast.Term) (map[string]any, error) {
-	if len(rs) == 0 {
+// resultDoc is the compiled engine's result as the decision query's
+// bindings (nil when it has none), in the JSON shapes
+// policies.DecodeDecision reads.
+func resultDoc(b bindings) (map[string]any, error) {
+	if !b.defined {
 		return nil, nil
 	}
-	obj, ok := rs[0].Value.(ast.Object) // one result: the query binds each variable once
-	if !ok {
-		return nil, errors.New("the decision query's result is not an object")
+	doc := make(map[string]any, len(b.names))
+	for i, name := range b.names {
+		v, err := ast.JSON(b.vals[i].Value)
+		if err != nil {
+			return nil, err
+		}
+		doc[name] = v
 	}
-	doc := make(map[string]any, obj.Len())
-	var err error
-	obj.Until(func(k, v *ast.Term) bool {
-		name, _ := k.Value.(ast.String)
-		doc[string(name)], err = ast.JSON(v.Value)
-		return err != nil
-	})
-	return doc, err
+	return doc, nil
 }
 
 // evalError is an evaluation's error: the context's when it ended it, a

@@ -598,3 +598,71 @@ func (p *Program) Constants() []string {
 	}
 	return names
 }
+
+// findBindings finds where the plan binds the query's variables when it
+// binds them in one place: a plan of one block that ends by making the
+// result's object, inserting each variable's value under its name, and
+// adding that object to the result set, which nothing before does. Then
+// EvalVars runs the block up to there (bindHead) and reads the values
+// the inserts would insert (bindInserts) instead of building the object.
+func (p *Program) findBindings() {
+	if len(p.plan.Blocks) != 1 {
+		return
+	}
+	stmts := p.plan.Blocks[0].Stmts
+	n := len(stmts)
+	if n < 2 {
+		return
+	}
+	add, ok := stmts[n-1].(*ir.ResultSetAddStmt)
+	if !ok {
+		return
+	}
+	var names []string
+	var inserts []*ir.ObjectInsertStmt
+	i := n - 2
+	for ; i >= 0; i-- {
+		ins, ok := stmts[i].(*ir.ObjectInsertStmt)
+		if !ok || ins.Object != add.Value {
+			break
+		}
+		k, kok := ins.Key.Value.(ir.StringIndex)
+		if !kok {
+			return
+		}
+		if l, isLocal := ins.Value.Value.(ir.Local); isLocal && l == add.Value {
+			return
+		}
+		name := string(p.strings[k].Value.(ast.String))
+		if slices.Contains(names, name) {
+			return
+		}
+		names = append(names, name)
+		inserts = append(inserts, ins)
+	}
+	if i < 0 {
+		return
+	}
+	if mk, ok := stmts[i].(*ir.MakeObjectStmt); !ok || mk.Target != add.Value {
+		return
+	}
+	head := &ir.Block{Stmts: stmts[:i]}
+	adds := false
+	walkBlock(head, func(s ir.Stmt) {
+		if _, ok := s.(*ir.ResultSetAddStmt); ok {
+			adds = true
+		}
+	})
+	if adds {
+		return
+	}
+	slices.Reverse(names)
+	slices.Reverse(inserts)
+	p.bindNames, p.bindInserts, p.bindHead = append([]string{}, names...), inserts, head // not nil when there are none
+}
+
+// Vars are the query's variables, in the order EvalVars gives their
+// values; nil when the plan does not bind them in one place at its end,
+// as OPA's planner does for a query of one expression per variable
+// (x = ...; y = ...): then only Eval and EvalDocument run it.
+func (p *Program) Vars() []string { return p.bindNames }

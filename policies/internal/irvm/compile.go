@@ -98,6 +98,7 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 		return nil, err
 	}
 	p.markConstants()
+	p.findBindings()
 	p.inputKeys = p.readsOfInput()
 	if p.inputKeys != nil {
 		p.inputFields = p.fieldsOfInput()

@@ -299,7 +299,9 @@ func code(err error) string {
 // rule values the first made and shared (Program.Constants): the same
 // outcome. Each case the compiled engine passes without data runs again with its
 // input cut down to what Program.InputKeys and InputFields name, and
-// given field by field as a Document: the same results.
+// given field by field as a Document: the same results. Each case whose
+// plan binds its variables in one place runs again through EvalVars: the
+// same result, or the same error, as through EvalDocument.
 func TestConformance(t *testing.T) {
 	ctx := context.Background()
 	exc := exceptions(t)
@@ -307,7 +309,7 @@ func TestConformance(t *testing.T) {
 	all := loadConformance(t)
 	type tally struct{ cases, pass, refused, excepted int }
 	counts := map[string]*tally{"interpreter": {}, "compiled": {}}
-	var pruned, withConstants int
+	var pruned, withConstants, bound int
 	start := time.Now()
 	for i, tc := range all {
 		if testing.Short() && i%10 != 0 {
@@ -350,6 +352,13 @@ func TestConformance(t *testing.T) {
 				t.Errorf("%s: %s", key, msg)
 			}
 		}
+		if prog != nil && prog.Vars() != nil {
+			if msg := checkVars(ctx, tc, prog); msg != "" {
+				t.Errorf("compiled %s: %s", tc.name, msg)
+			} else {
+				bound++
+			}
+		}
 		if results["compiled"] == "" && prog != nil && tc.version == ast.RegoV1 && tc.WantResult != nil && tc.WantError == nil && tc.WantErrorCode == nil {
 			if msg := checkInputCuts(ctx, tc, prog); msg != "" {
 				t.Errorf("compiled %s: %s", tc.name, msg)
@@ -371,6 +380,7 @@ func TestConformance(t *testing.T) {
 	}
 	t.Logf("%d compiled cases again with the input cut and as a Document; %v", pruned, time.Since(start).Round(time.Millisecond))
 	t.Logf("%d compiled cases with rules made once and shared (Program.Constants), each evaluated twice", withConstants)
+	t.Logf("%d compiled cases again through EvalVars (Program.Vars)", bound)
 	if n := counts["compiled"].cases; n < len(all)/10 || !testing.Short() && n < 4000 {
 		t.Fatalf("only %d cases ran; OPA's suite has over 4,000", n)
 	}
@@ -400,6 +410,43 @@ func checkInputCuts(ctx context.Context, tc conformanceCase, prog *irvm.Program)
 		if err != nil || ast.NewSet(byDoc...).Compare(want) != 0 {
 			return fmt.Sprintf("given as a Document: %v %v, want %v", byDoc, err, want)
 		}
+	}
+	return ""
+}
+
+// checkVars runs a case whose plan binds its variables in one place
+// (Program.Vars) through EvalVars and through EvalDocument, its input
+// given as a Document: "" when they give the same result, or errors of
+// the same text; a case without input is given an empty object, one whose
+// input is not an object is not run.
+func checkVars(ctx context.Context, tc conformanceCase, prog *irvm.Program) string {
+	obj := ast.NewObject()
+	if in := input(tc); in != nil {
+		var ok bool
+		if obj, ok = in.Value.(ast.Object); !ok {
+			return ""
+		}
+	}
+	o := irvm.Options{StrictBuiltinErrors: tc.StrictError}
+	rs, err := prog.EvalDocument(ctx, irvm.ObjectDocument(obj), o)
+	vals := make([]*ast.Term, len(prog.Vars()))
+	ok, verr := prog.EvalVars(ctx, irvm.ObjectDocument(obj), o, vals)
+	if (err == nil) != (verr == nil) || err != nil && err.Error() != verr.Error() {
+		return fmt.Sprintf("EvalVars: error %v, EvalDocument: error %v", verr, err)
+	}
+	if err != nil {
+		return ""
+	}
+	got := ast.NewSet()
+	if ok {
+		r := ast.NewObject()
+		for i, name := range prog.Vars() {
+			r.Insert(ast.StringTerm(name), vals[i])
+		}
+		got.Add(ast.NewTerm(r))
+	}
+	if want := ast.NewSet(rs...); got.Compare(want) != 0 {
+		return fmt.Sprintf("EvalVars: %v, EvalDocument: %v", got, want)
 	}
 	return ""
 }

@@ -26,10 +26,10 @@ func (p *Program) EvalDocument(ctx context.Context, doc Document, o Options) ([]
 	if p.inputKeys == nil {
 		return p.Eval(ctx, ast.NewTerm(doc.Value()), o)
 	}
-	return p.Eval(ctx, ast.NewTerm(docRef{doc: doc}), o)
+	return p.eval(ctx, nil, doc, o)
 }
 
-// docRef stands in a local for the input (key "") or for input[key] whose
+// docRef (a *docRef) stands in a local for the input (key "") or for input[key] whose
 // fields the plan reads one by one: only DotStmt reads it, by the plan's
 // analysis (readsOfInput, fieldsOfInput). Should anything else ever read
 // one, its methods answer for the value it stands for, converted.
@@ -39,7 +39,7 @@ type docRef struct {
 }
 
 // value is what r stands for, converted whole.
-func (r docRef) value() ast.Value {
+func (r *docRef) value() ast.Value {
 	if r.key == "" {
 		return r.doc.Value()
 	}
@@ -49,17 +49,17 @@ func (r docRef) value() ast.Value {
 	return ast.Null{}
 }
 
-func (r docRef) Compare(other ast.Value) int          { return r.value().Compare(other) }
-func (r docRef) Find(path ast.Ref) (ast.Value, error) { return r.value().Find(path) }
-func (r docRef) Hash() int                            { return r.value().Hash() }
-func (r docRef) IsGround() bool                       { return true }
-func (r docRef) String() string                       { return r.value().String() }
-func (r docRef) StringLength() int                    { return r.value().StringLength() }
+func (r *docRef) Compare(other ast.Value) int          { return r.value().Compare(other) }
+func (r *docRef) Find(path ast.Ref) (ast.Value, error) { return r.value().Find(path) }
+func (r *docRef) Hash() int                            { return r.value().Hash() }
+func (r *docRef) IsGround() bool                       { return true }
+func (r *docRef) String() string                       { return r.value().String() }
+func (r *docRef) StringLength() int                    { return r.value().StringLength() }
 
 // dotDoc is r[key]: a docRef for an input key whose fields the plan reads
 // one by one (the same term each time within an evaluation), else the
 // value converted.
-func (e *eval) dotDoc(r docRef, key *ast.Term) *ast.Term {
+func (e *eval) dotDoc(r *docRef, key *ast.Term) *ast.Term {
 	p := e.p
 	k, ok := key.Value.(ast.String)
 	if !ok {
@@ -67,7 +67,7 @@ func (e *eval) dotDoc(r docRef, key *ast.Term) *ast.Term {
 	}
 	if r.key != "" {
 		if v, ok := r.doc.Subfield(r.key, string(k)); ok {
-			return ast.NewTerm(v)
+			return e.term(v)
 		}
 		return nil
 	}
@@ -76,16 +76,35 @@ func (e *eval) dotDoc(r docRef, key *ast.Term) *ast.Term {
 		// field of a missing (or non-object) input[key] is as undefined
 		// as input[key] itself.
 		for _, t := range e.docRefs {
-			if t.Value.(docRef).key == string(k) {
+			if t.Value.(*docRef).key == string(k) {
 				return t
 			}
 		}
-		t := ast.NewTerm(docRef{doc: r.doc, key: string(k)})
+		t := e.ref(r.doc, string(k))
 		e.docRefs = append(e.docRefs, t)
 		return t
 	}
 	if v, ok := r.doc.Field(string(k)); ok {
-		return ast.NewTerm(v)
+		return e.term(v)
 	}
 	return nil
+}
+
+// refTerm is a docRef and the term that holds it, allocated together.
+type refTerm struct {
+	ref  docRef
+	term ast.Term
+}
+
+// refsPerChunk is how many refTerms eval.ref allocates at once: the input
+// and the few input keys a policy reads field by field.
+const refsPerChunk = 4
+
+// ref is a term holding a docRef for doc[key] (doc itself when key is
+// ""), cut from the evaluation's chunk of them.
+func (e *eval) ref(doc Document, key string) *ast.Term {
+	r := e.refs.next(refsPerChunk)
+	r.ref = docRef{doc: doc, key: key}
+	r.term.Value = &r.ref
+	return &r.term
 }

@@ -41,12 +41,12 @@ func TestDocRefStandsForItsValue(t *testing.T) {
 	in := ast.MustParseTerm(`{"arguments": {"a": 1, "b": [2, 3]}, "tool": "t"}`).Value.(ast.Object)
 	doc := objectDoc{in}
 	for _, c := range []struct {
-		ref  docRef
+		ref  *docRef
 		want ast.Value
 	}{
-		{docRef{doc: doc}, in},
-		{docRef{doc: doc, key: "arguments"}, in.Get(ast.StringTerm("arguments")).Value},
-		{docRef{doc: doc, key: "missing"}, ast.Null{}},
+		{&docRef{doc: doc}, in},
+		{&docRef{doc: doc, key: "arguments"}, in.Get(ast.StringTerm("arguments")).Value},
+		{&docRef{doc: doc, key: "missing"}, ast.Null{}},
 	} {
 		if c.ref.Compare(c.want) != 0 || c.ref.Hash() != c.want.Hash() || c.ref.String() != c.want.String() {
 			t.Errorf("docRef %q: compares, hashes or prints unlike %v", c.ref.key, c.want)
@@ -56,7 +56,7 @@ func TestDocRefStandsForItsValue(t *testing.T) {
 		}
 	}
 	// A with on a docRef copies the value it stands for.
-	up := upsert(ast.NewTerm(docRef{doc: doc}), []*ast.Term{ast.StringTerm("tool")}, []int{0}, ast.StringTerm("u"))
+	up := upsert(ast.NewTerm(&docRef{doc: doc}), []*ast.Term{ast.StringTerm("tool")}, []int{0}, ast.StringTerm("u"))
 	want := ast.MustParseTerm(`{"arguments": {"a": 1, "b": [2, 3]}, "tool": "u"}`).Value
 	if up.Value.Compare(want) != 0 {
 		t.Errorf("upsert on a docRef = %v, want %v", up, want)

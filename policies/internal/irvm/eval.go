@@ -106,16 +106,13 @@ var ErrBudget = errors.New("irvm: the evaluation built more values than its budg
 // one object per result, keyed by the query's variables, each result once,
 // in the order the plan found them.
 func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.Term, error) {
-	e := evals.Get().(*eval)
-	e.ctx, e.p, e.o = ctx, p, o
-	e.limit = o.MaxBytes
-	if e.limit == 0 {
-		e.limit = DefaultMaxBytes
-	}
+	return p.eval(ctx, input, nil, o)
+}
+
+// eval is Eval on input, or on doc when not nil.
+func (p *Program) eval(ctx context.Context, input *ast.Term, doc Document, o Options) ([]*ast.Term, error) {
+	e, fr := p.start(ctx, input, doc, o)
 	defer e.release()
-	fr := e.frame(e.alloc(p.nlocals))
-	fr.l[ir.Input] = input
-	fr.l[ir.Data] = emptyObject
 	for _, b := range p.plan.Blocks {
 		if e.block(fr, b) == unwind {
 			break
@@ -125,6 +122,61 @@ func (p *Program) Eval(ctx context.Context, input *ast.Term, o Options) ([]*ast.
 		return nil, e.err
 	}
 	return slices.Clone(e.results), nil
+}
+
+// ErrNoVars is EvalVars's error for a Program whose Vars are nil.
+var ErrNoVars = errors.New("irvm: the plan does not bind the query's variables in one place; use EvalDocument")
+
+// EvalVars is EvalDocument for a Program with Vars: it puts the values of
+// the one result's variables in vals (len(Vars()), in their order)
+// instead of building the result's object, and says whether there is a
+// result; without one, vals is left as it was.
+func (p *Program) EvalVars(ctx context.Context, doc Document, o Options, vals []*ast.Term) (bool, error) {
+	if p.bindNames == nil {
+		return false, ErrNoVars
+	}
+	if len(vals) != len(p.bindNames) {
+		return false, fmt.Errorf("irvm: %d values for %d variables", len(vals), len(p.bindNames))
+	}
+	var input *ast.Term
+	if p.inputKeys == nil {
+		input, doc = ast.NewTerm(doc.Value()), nil
+	}
+	e, fr := p.start(ctx, input, doc, o)
+	defer e.release()
+	if e.block(fr, p.bindHead) != completed || e.err != nil {
+		return false, e.err
+	}
+	// As the plan's ObjectInsert statements would, value by value.
+	for i, s := range p.bindInserts {
+		t := e.operand(fr, s.Value)
+		if t == nil {
+			return false, e.internal(s.GetLocation(), "insert into a value that is not an object")
+		}
+		if !e.charge(2 * elemBytes) {
+			return false, e.err
+		}
+		vals[i] = t
+	}
+	return true, nil
+}
+
+// start takes an evaluation state from evals, made ready to run p on
+// input, or on doc when not nil, and the plan's frame.
+func (p *Program) start(ctx context.Context, input *ast.Term, doc Document, o Options) (*eval, *frame) {
+	e := evals.Get().(*eval)
+	e.ctx, e.p, e.o = ctx, p, o
+	e.limit = o.MaxBytes
+	if e.limit == 0 {
+		e.limit = DefaultMaxBytes
+	}
+	fr := e.frame(e.alloc(p.nlocals))
+	if doc != nil {
+		input = e.ref(doc, "")
+	}
+	fr.l[ir.Input] = input
+	fr.l[ir.Data] = emptyObject
+	return e, fr
 }
 
 // evals keeps evaluation states (their slabs, operand buffers and builtin
@@ -147,6 +199,11 @@ func (e *eval) release() {
 	e.frames = e.frames[:0]
 	clear(e.docRefs)
 	e.docRefs = e.docRefs[:0]
+	e.terms, e.refs = chunk[ast.Term]{}, chunk[refTerm]{}
+	if n := int32(min(e.nterms, maxTermsPerChunk)); n > e.p.terms.Load() {
+		e.p.terms.Store(n) // a race between two stores loses one: harmless
+	}
+	e.nterms = 0
 	clear(e.memo)
 	e.memo = e.memo[:0]
 	clear(e.memoBase)
@@ -154,12 +211,22 @@ func (e *eval) release() {
 		*e.bctx = topdown.BuiltinContext{}
 		e.bctxSet = false
 	}
+	// What builtins keep for the rest of an evaluation (rand.intn's
+	// values, uuid.rfc4122's) goes with it.
+	if len(e.cache) > maxKeptCache {
+		e.cache = nil
+	}
+	clear(e.cache)
 	clear(e.results)
 	e.results = e.results[:0]
 	e.ctx, e.p, e.o, e.err, e.steps, e.cancel.polls, e.spent, e.fn = nil, nil, Options{}, nil, 0, 0, 0, nil
 	e.calls, e.spentAtClock = 0, 0
 	evals.Put(e)
 }
+
+// maxKeptCache bounds the entries of the builtin cache a pooled evaluation
+// keeps (cleared); a larger one is dropped.
+const maxKeptCache = 64
 
 // maxKeptFrames bounds the frame slab a pooled evaluation keeps; a larger
 // one, cut for a deep call chain, is dropped.
@@ -177,8 +244,9 @@ type eval struct {
 	memoBase []*ast.Term   // the outermost frame's, kept for the next evaluation
 	results  []*ast.Term   // the result set, each result once
 	bctx     *topdown.BuiltinContext
-	bctxSet  bool        // bctx holds this evaluation's context
-	ops      []*ast.Term // a builtin call's operands
+	bctxSet  bool           // bctx holds this evaluation's context
+	cache    builtins.Cache // bctx's Cache, cleared at release
+	ops      []*ast.Term    // a builtin call's operands
 	// iter (e.collect) receives a builtin's values into out, or all for
 	// a relation.
 	iter         func(*ast.Term) error
@@ -186,9 +254,12 @@ type eval struct {
 	out          *ast.Term
 	all          []*ast.Term
 	cancel       builtinCancel
-	slab         []*ast.Term // where frames' locals are cut from
-	frames       []frame     // where frames are cut from
-	docRefs      []*ast.Term // the docRefs of input keys made so far
+	slab         []*ast.Term     // where frames' locals are cut from
+	frames       []frame         // where frames are cut from
+	docRefs      []*ast.Term     // the docRefs of input keys made so far
+	terms        chunk[ast.Term] // dropped at release
+	nterms       int             // terms cut from terms
+	refs         chunk[refTerm]  // dropped at release
 	steps        int
 	fn           *function // the function running, nil in the query
 	spent        int64     // bytes of values built, as charge counts them
@@ -196,6 +267,43 @@ type eval struct {
 	spentAtClock int64     // spent when the clock was last read before a builtin call
 	limit        int64     // Options.MaxBytes, or no bound when <= 0
 	err          error
+}
+
+// chunk hands out new T's cut from blocks allocated a few at a time: one
+// allocation for an evaluation's terms rather than one per term. What it
+// hands out it never writes again, so a value cut from it may be kept (in
+// a result, a memo, a rule's shared value) like one made by new. An
+// evaluation drops its blocks at release: one kept by the pooled eval
+// would keep every value its used part points to alive.
+type chunk[T any] struct{ free []T }
+
+func (c *chunk[T]) next(n int) *T {
+	if len(c.free) == 0 {
+		c.free = make([]T, n)
+	}
+	t := &c.free[0]
+	c.free = c.free[1:]
+	return t
+}
+
+// An evaluation's first block of terms holds as many as the Program's
+// evaluations have made at most (Program.terms), up to maxTermsPerChunk;
+// the next ones termsPerChunk.
+const (
+	termsPerChunk    = 16
+	maxTermsPerChunk = 64
+)
+
+// term is ast.NewTerm(v), cut from the evaluation's chunk of terms.
+func (e *eval) term(v ast.Value) *ast.Term {
+	n := termsPerChunk
+	if e.nterms == 0 {
+		n = max(4, int(e.p.terms.Load()))
+	}
+	e.nterms++
+	t := e.terms.next(n)
+	t.Value = v
+	return t
 }
 
 // frame is a function call's locals and its return value.
@@ -379,11 +487,11 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 		case *ir.MakeNumberRefStmt:
 			fr.l[s.Target] = e.p.numbers[s.Index]
 		case *ir.MakeArrayStmt:
-			fr.l[s.Target] = ast.NewTerm(ast.NewArrayWithCapacity(int(s.Capacity)))
+			fr.l[s.Target] = e.term(ast.NewArrayWithCapacity(int(s.Capacity)))
 		case *ir.MakeObjectStmt:
-			fr.l[s.Target] = ast.ObjectTerm()
+			fr.l[s.Target] = e.term(ast.NewObject())
 		case *ir.MakeSetStmt:
-			fr.l[s.Target] = ast.SetTerm()
+			fr.l[s.Target] = e.term(ast.NewSet())
 		case *ir.LenStmt:
 			n, ok := length(e.value(fr, s.Source))
 			if !ok {
@@ -413,7 +521,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 				return unwind
 			}
 			// A new term: the array may already be shared.
-			fr.l[s.Array] = ast.NewTerm(arr.Append(v))
+			fr.l[s.Array] = e.term(arr.Append(v))
 		case *ir.ObjectInsertStmt:
 			obj, ok := valueOf(fr.l[s.Object]).(ast.Object)
 			k, v := e.operand(fr, s.Key), e.operand(fr, s.Value)
@@ -453,7 +561,7 @@ func (e *eval) block(fr *frame, b *ir.Block) int {
 			if !ok {
 				return e.fail(e.conflict(s.GetLocation(), "object keys must be unique"))
 			}
-			fr.l[s.Target] = ast.NewTerm(m)
+			fr.l[s.Target] = e.term(m)
 		case *ir.SetAddStmt:
 			set, ok := valueOf(fr.l[s.Set]).(ast.Set)
 			v := e.operand(fr, s.Value)
@@ -563,7 +671,7 @@ func upsert(doc *ast.Term, strs []*ast.Term, path []int, v *ast.Term) *ast.Term 
 }
 
 func copyObject(v ast.Value) ast.Object {
-	if r, ok := v.(docRef); ok {
+	if r, ok := v.(*docRef); ok {
 		v = r.value()
 	}
 	src, ok := v.(ast.Object)
@@ -634,7 +742,7 @@ func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
 	}
 	switch {
 	case c.relation:
-		return ast.ArrayTerm(all...), completed
+		return e.term(ast.NewArray(all...)), completed
 	case c.void:
 		return ast.InternedNullTerm, completed
 	case out == nil:
@@ -760,6 +868,9 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		e.bctx = &topdown.BuiltinContext{}
 	}
 	e.bctxSet = true
+	if e.cache == nil {
+		e.cache = builtins.Cache{}
+	}
 	seed := e.o.Seed
 	if seed == nil {
 		seed = rand.Reader
@@ -769,7 +880,7 @@ func (e *eval) builtinContext() *topdown.BuiltinContext {
 		Metrics:   noMetrics,
 		Seed:      seed,
 		Cancel:    &e.cancel,
-		Cache:     builtins.Cache{},
+		Cache:     e.cache,
 		PrintHook: e.o.PrintHook,
 
 		Capabilities: e.p.caps,
@@ -827,7 +938,15 @@ func (e *eval) invoke(fn *function, args func(l []*ast.Term)) (*ast.Term, bool) 
 		return nil, false
 	}
 	if shared {
-		fn.value.CompareAndSwap(nil, ret)
+		// A deep copy: ret and the terms in it were cut from this
+		// evaluation's chunks, which the Program would otherwise keep
+		// alive with every other value the evaluation cut from them (its
+		// input's, say) for as long as it lives.
+		if cp := ret.Copy(); fn.value.CompareAndSwap(nil, cp) {
+			ret = cp
+		} else {
+			ret = fn.value.Load()
+		}
 	}
 	if fn.memo {
 		if len(e.memo) == 0 {
@@ -891,7 +1010,7 @@ func (e *eval) dot(src ast.Value, key *ast.Term) *ast.Term {
 		return nil
 	}
 	switch s := src.(type) {
-	case docRef:
+	case *docRef:
 		return e.dotDoc(s, key)
 	case ast.Object:
 		return s.Get(key)

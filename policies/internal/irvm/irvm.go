@@ -148,8 +148,10 @@ func Prepare(ctx context.Context, q Query) (*Program, error) {
 }
 
 // Program is a plan made ready to run: every call resolved, every constant
-// made an ast term, every function's frame size known. It is immutable and
-// safe for concurrent use.
+// made an ast term, every function's frame size known. It is safe for
+// concurrent use; what changes after Prepare (the values of rules made
+// once, the size of the next evaluation's first block of terms) changes
+// atomically.
 type Program struct {
 	plan        *ir.Plan
 	caps        *ast.Capabilities // given to every builtin call
@@ -163,6 +165,13 @@ type Program struct {
 	funcs       []*function
 	calls       map[*ir.CallStmt]*callee
 	dynamic     map[string]*function // by path joined with "/", for CallDynamicStmt
+	terms       atomic.Int32         // the most terms an evaluation made, up to maxTermsPerChunk
+	// Where the plan binds the query's variables, when in one place
+	// (findBindings): their names, the statements that insert their
+	// values into the result's object, and the plan's block up to there.
+	bindNames   []string
+	bindInserts []*ir.ObjectInsertStmt
+	bindHead    *ir.Block
 }
 
 type function struct {

@@ -1,10 +1,12 @@
 package irvm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,4 +239,115 @@ deny contains sprintf("%d is over 10", [n]) if {
 		})
 	}
 	wg.Wait()
+}
+
+// TestResultsKept: a caller may keep an evaluation's results, and the
+// values in them, while the Program runs on: later evaluations (through
+// Eval and EvalDocument, each making more terms than one block holds, see
+// eval.term) never change them.
+func TestResultsKept(t *testing.T) {
+	p := prepare(t, "x = data.p.r", `package p
+r := {"args": input.args, "tool": input.tool, "ids": [sprintf("%s-%d", [id, i]) | some i, id in input.args.ids], "big": {n | some n in numbers.range(1, 40)}}`)
+	in := func(i int) ast.Object {
+		return ast.MustInterfaceToValue(map[string]any{
+			"tool": fmt.Sprintf("tool%d", i),
+			"args": map[string]any{"ids": []any{fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)}, "n": i},
+		}).(ast.Object)
+	}
+	type kept struct {
+		rs   []*ast.Term
+		want ast.Value
+	}
+	big := make([]string, 40)
+	for n := range big {
+		big[n] = fmt.Sprint(n + 1)
+	}
+	var all []kept
+	for i := range 50 {
+		var rs []*ast.Term
+		var err error
+		if i%2 == 0 {
+			rs, err = p.Eval(context.Background(), ast.NewTerm(in(i)), irvm.Options{})
+		} else {
+			rs, err = p.EvalDocument(context.Background(), irvm.ObjectDocument(in(i)), irvm.Options{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := result(t, rs)
+		want := ast.MustParseTerm(fmt.Sprintf(`{"args": {"ids": ["a%d", "b%d"], "n": %d}, "tool": "tool%d", "ids": ["a%d-0", "b%d-1"], "big": {%s}}`,
+			i, i, i, i, i, i, strings.Join(big, ", "))).Value
+		if got.Compare(want) != 0 {
+			t.Fatalf("evaluation %d: x = %v, want %v", i, got, want)
+		}
+		all = append(all, kept{rs, ast.MustParseTerm(got.String()).Value})
+	}
+	for i, k := range all {
+		if got := result(t, k.rs); got.Compare(k.want) != 0 {
+			t.Errorf("evaluation %d: x became %v after later evaluations, was %v", i, got, k.want)
+		}
+	}
+}
+
+// TestBuiltinCachePerEvaluation: what builtins keep for the rest of an
+// evaluation (rand.intn's value for a key) holds within it and is gone in
+// the next, which draws from its own seed.
+func TestBuiltinCachePerEvaluation(t *testing.T) {
+	p := prepare(t, "x = [rand.intn(\"k\", 1000000), rand.intn(\"k\", 1000000)]", "")
+	draw := func(seed byte) ast.Value {
+		t.Helper()
+		rs, err := p.Eval(context.Background(), nil, irvm.Options{Seed: bytes.NewReader(bytes.Repeat([]byte{seed}, 64))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return result(t, rs)
+	}
+	a, b := draw(1), draw(2)
+	for _, v := range []ast.Value{a, b} {
+		if arr := v.(*ast.Array); arr.Elem(0).Value.Compare(arr.Elem(1).Value) != 0 {
+			t.Errorf("x = %v: two draws for one key within an evaluation differ", v)
+		}
+	}
+	if a.Compare(b) == 0 {
+		t.Errorf("x = %v with either seed: the second evaluation read the first's draw", a)
+	}
+	if again := draw(1); again.Compare(a) != 0 {
+		t.Errorf("x = %v with seed 1 again, was %v", again, a)
+	}
+}
+
+// TestEvalVars: a query whose plan binds its variables in one place gives
+// their values through EvalVars, in the order Vars names them, and says
+// when it is undefined; one with many results has no Vars.
+func TestEvalVars(t *testing.T) {
+	doc := irvm.ObjectDocument(ast.MustParseTerm(`{"a": "A", "b": [1, 2]}`).Value.(ast.Object))
+	p := prepare(t, "x = input.a; y = count(input.b)", "")
+	if got := p.Vars(); !slices.Equal(got, []string{"x", "y"}) && !slices.Equal(got, []string{"y", "x"}) {
+		t.Fatalf("Vars() = %q, want x and y", got)
+	}
+	vals := make([]*ast.Term, 2)
+	ok, err := p.EvalVars(context.Background(), doc, irvm.Options{}, vals)
+	if err != nil || !ok {
+		t.Fatalf("EvalVars = %v, %v", ok, err)
+	}
+	want := map[string]string{"x": `"A"`, "y": "2"}
+	for i, name := range p.Vars() {
+		if vals[i].String() != want[name] {
+			t.Errorf("%s = %v, want %s", name, vals[i], want[name])
+		}
+	}
+	if _, err := p.EvalVars(context.Background(), doc, irvm.Options{}, vals[:1]); err == nil {
+		t.Error("EvalVars with one place for two values: no error")
+	}
+	undefined := prepare(t, "x = input.missing", "")
+	if ok, err := undefined.EvalVars(context.Background(), doc, irvm.Options{}, make([]*ast.Term, 1)); ok || err != nil {
+		t.Errorf("EvalVars of an undefined query = %v, %v; want false, nil", ok, err)
+	}
+	many := prepare(t, "x = input.b[_]", "")
+	if many.Vars() != nil {
+		t.Errorf("Vars() of a query with many results = %q, want nil", many.Vars())
+	}
+	if _, err := many.EvalVars(context.Background(), doc, irvm.Options{}, nil); !errors.Is(err, irvm.ErrNoVars) {
+		t.Errorf("EvalVars of a query with many results: %v, want ErrNoVars", err)
+	}
 }
