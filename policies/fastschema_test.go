@@ -609,7 +609,7 @@ func TestDecimal(t *testing.T) {
 			t.Errorf("parseDecimal(%q) succeeded", bad)
 		}
 	}
-	for _, x := range []any{int64(math.MinInt64), int64(math.MaxInt64), uint64(math.MaxUint64), int8(-128), uint32(4000000000), -0.0, math.NaN()} {
+	for _, x := range []any{int64(math.MinInt64), int64(math.MaxInt64), uint64(math.MaxUint64), int8(-128), uint32(4000000000), math.Copysign(0, -1), math.NaN()} {
 		d, ok := numberDecimal(x)
 		r, rok := new(big.Rat).SetString(fmt.Sprint(x))
 		switch {

@@ -90,7 +90,7 @@ var headSeeds = []struct {
 // readBoth reads the head of raw with fastHead (the fast parser alone) and
 // with http.ReadResponse, each from its own reader over raw (a connection
 // reader's size: 4 KiB).
-func readBoth(raw []byte, req *http.Request) (fast *http.Response, fastBody io.Reader, fbr *bufio.Reader, want *http.Response, werr error, wbr *bufio.Reader) {
+func readBoth(raw []byte, req *http.Request) (fast *http.Response, fastBody io.Reader, fbr *bufio.Reader, want *http.Response, wbr *bufio.Reader, werr error) {
 	fbr = bufio.NewReaderSize(bytes.NewReader(raw), 4<<10)
 	fbr.Peek(1)
 	resp, body, ok := fastHead(fbr, req)
@@ -158,7 +158,7 @@ func checkHead(t *testing.T, method string, raw []byte) bool {
 	req := &http.Request{Method: method, URL: &url.URL{Scheme: "http", Host: "up", Path: "/"}, Header: http.Header{}}
 	took := false
 	for _, read := range []func(io.Reader) ([]byte, error){io.ReadAll, readAllOneByte} {
-		fast, fastBody, fbr, want, werr, wbr := readBoth(raw, req)
+		fast, fastBody, fbr, want, wbr, werr := readBoth(raw, req)
 		if fast == nil {
 			return false
 		}
@@ -440,9 +440,11 @@ func BenchmarkFraming(b *testing.B) {
 			for b.Loop() {
 				held := bytes.NewReader(body)
 				req := &http.Request{Method: "POST", URL: u, Header: h, Body: io.NopCloser(held), ContentLength: int64(len(body))}
-				if ok, err := writeRequest(bw, req); !ok {
+				ok, err := writeRequest(bw, req)
+				if !ok {
 					err = req.Write(bw)
-				} else if err != nil {
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 				bw.Flush()
