@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/proxy/internal/headtext"
 )
 
 // This file is the fast path's own HTTP/1.1 framing: writeRequest writes a
@@ -448,7 +450,7 @@ func parseHead(buf []byte, req *http.Request) (resp *http.Response, body rawBody
 	for i, l := range lines {
 		first[i] = uint8(i)
 		for j := range i {
-			if first[j] == uint8(j) && asciiEqualFold(buf[lines[j].k0:lines[j].k1], buf[l.k0:l.k1]) {
+			if first[j] == uint8(j) && headtext.EqualFold(buf[lines[j].k0:lines[j].k1], buf[l.k0:l.k1]) {
 				first[i] = uint8(j)
 				break
 			}
@@ -456,16 +458,7 @@ func parseHead(buf []byte, req *http.Request) (resp *http.Response, body rawBody
 		if first[i] == uint8(i) {
 			keys++
 		}
-		upper := true
-		for _, c := range buf[l.k0:l.k1] {
-			if upper && 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
-			} else if !upper && 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			sb.WriteByte(c)
-			upper = c == '-'
-		}
+		headtext.WriteCanonical(&sb, buf[l.k0:l.k1])
 		sb.Write(buf[l.v0:l.v1])
 	}
 	s := sb.String()
@@ -602,23 +595,4 @@ func validValueByte(c byte) bool {
 // token character.
 func validHeaderFieldByte(c byte) bool {
 	return c < 0x80 && httpguts.IsTokenRune(rune(c))
-}
-
-func asciiEqualFold(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/proxy/internal/headtext"
 )
 
 // maxHeadLines is the most header lines readHead reads; a head with more
@@ -133,17 +135,17 @@ func readHead(br *bufio.Reader, hb *headRequest) (req *http.Request, host string
 		i += 2
 		name := head[l.name:l.nameEnd]
 		switch {
-		case asciiEqualFold(name, "host"):
+		case headtext.EqualFold(name, "host"):
 			if hostLine >= 0 {
 				return nil, "", false
 			}
 			hostLine = n
-		case asciiEqualFold(name, "content-length"):
+		case headtext.EqualFold(name, "content-length"):
 			if clLine >= 0 || !digits(head[l.val:l.valEnd]) {
 				return nil, "", false
 			}
 			clLine = n
-		case asciiEqualFold(name, "transfer-encoding"), asciiEqualFold(name, "pragma"):
+		case headtext.EqualFold(name, "transfer-encoding"), headtext.EqualFold(name, "pragma"):
 			return nil, "", false
 		}
 		if !l.canon {
@@ -167,16 +169,7 @@ func readHead(br *bufio.Reader, hb *headRequest) (req *http.Request, host string
 			continue
 		}
 		at := sb.Len()
-		upper := true
-		for _, c := range head[l.name:l.nameEnd] {
-			if upper && 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
-			} else if !upper && 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			sb.WriteByte(c)
-			upper = c == '-'
-		}
+		headtext.WriteCanonical(&sb, head[l.name:l.nameEnd])
 		l.name, l.nameEnd = int32(at), int32(sb.Len())
 	}
 	s := sb.String()

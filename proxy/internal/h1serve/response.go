@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/proxy/internal/headtext"
 )
 
 // bufferBeforeChunkingSize is net/http's: a handler that finishes within
@@ -743,32 +745,11 @@ func hasToken(v, token string) bool {
 		if endPos := sp + len(token); endPos != len(v) && !isTokenBoundary(v[endPos]) {
 			continue
 		}
-		if asciiEqualFold(v[sp:sp+len(token)], token) {
+		if headtext.EqualFold(v[sp:sp+len(token)], token) {
 			return true
 		}
 	}
 	return false
-}
-
-// asciiEqualFold reports whether s and t are equal in ASCII, ignoring
-// case.
-func asciiEqualFold[S string | []byte](s S, t string) bool {
-	if len(s) != len(t) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		a, b := s[i], t[i]
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
-			return false
-		}
-	}
-	return true
 }
 
 func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
