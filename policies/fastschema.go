@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/internal/jsonnum"
 )
 
 // The fast path of Schema.Validate.
@@ -719,91 +721,19 @@ var pow10 = func() (p [maxDecimalDigits + 1]uint64) {
 	return p
 }()
 
-// parseDecimal reads a JSON number's text (-?digits[.digits][e[+-]digits];
-// anything outside JSON's grammar fails, though big.Rat would read some of
-// it, as a decoder never produces it). It fails on a number with more than
-// maxDecimalDigits significant digits or an exponent past ±1e6.
+// parseDecimal reads a JSON number's text (jsonnum.Parse: JSON's
+// grammar only, though big.Rat would read more, as a decoder never
+// produces it). It fails on a number with more than maxDecimalDigits
+// significant digits or a written exponent past ±1e6.
 func parseDecimal[T string | []byte](s T) (decimal, bool) {
-	var d decimal
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		d.neg = true
-		i++
-	}
-	pend, frac, digits := 0, 0, 0
-	digit := func(c byte, inFrac bool) bool {
-		digits++
-		if inFrac {
-			frac++
-		}
-		if c == '0' {
-			if d.mant != 0 {
-				pend++
-			}
-			return true
-		}
-		if d.nd+pend+1 > maxDecimalDigits {
-			return false
-		}
-		d.mant = d.mant*pow10[pend]*10 + uint64(c-'0')
-		d.nd += pend + 1
-		pend = 0
-		return true
-	}
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		if !digit(s[i], false) {
-			return decimal{}, false
-		}
-		i++
-	}
-	if digits == 0 || (digits > 1 && s[i-digits] == '0') {
-		return decimal{}, false // JSON: no leading zeros
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		n := digits
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			if !digit(s[i], true) {
-				return decimal{}, false
-			}
-			i++
-		}
-		if digits == n {
-			return decimal{}, false
-		}
-	}
-	e := 0
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			eneg = s[i] == '-'
-			i++
-		}
-		n := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			e = e*10 + int(s[i]-'0')
-			if e > 1e6 {
-				return decimal{}, false
-			}
-			i++
-			n++
-		}
-		if n == 0 {
-			return decimal{}, false
-		}
-		if eneg {
-			e = -e
-		}
-	}
-	if i != len(s) {
+	n, ok := jsonnum.Parse(s)
+	if !ok || n.NSig > maxDecimalDigits || n.ExpDigits > 15 || n.Exp > 1e6 || n.Exp < -1e6 {
 		return decimal{}, false
 	}
-	if d.mant == 0 {
+	if n.NSig == 0 {
 		return decimal{}, true
 	}
-	d.exp = pend - frac + e
-	return d, true
+	return decimal{neg: n.Neg, mant: n.M, nd: n.NSig, exp: int(n.Exp + n.Shift)}, true
 }
 
 func (d decimal) sign() int {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+
+	"github.com/toolgate/toolgate/internal/jsonnum"
 )
 
 // Digest is a 64-bit digest of a call's arguments as JSON values, for loop
@@ -183,7 +185,7 @@ func digestNumber[T string | []byte](seed maphash.Seed, s T) uint64 {
 	if m, ok := plainInt(s); ok {
 		return digestInt(m, 0)
 	}
-	n, ok := parseDecimal(s)
+	n, ok := jsonnum.Parse(s)
 	if !ok {
 		var h maphash.Hash
 		h.SetSeed(seed)
@@ -191,25 +193,25 @@ func digestNumber[T string | []byte](seed maphash.Seed, s T) uint64 {
 		h.WriteString(string(s))
 		return mix(h.Sum64())
 	}
-	if n.nsig == 0 {
+	if n.NSig == 0 {
 		return mix(tagZero)
 	}
 	// The exponent of the last significant digit: exact, or (only with
 	// a written exponent of 16 digits or more) beyond ±10^14 for sure.
-	e, bigExp := n.exp+n.shift, n.expDigits > 15
-	if n.nsig <= 19 && !bigExp && e > -1e14 && e < 1e14 {
-		return digestDecimal(n.neg, n.m, e)
+	e, bigExp := n.Exp+n.Shift, n.ExpDigits > 15
+	if n.NSig <= 19 && !bigExp && e > -1e14 && e < 1e14 {
+		return digestDecimal(n.Neg, n.M, e)
 	}
 	// The rare long number: its significant digits and its exponent, in
 	// decimal, go through maphash.
 	var h maphash.Hash
 	h.SetSeed(seed)
 	h.WriteByte(tagBigNumber)
-	if n.neg {
+	if n.Neg {
 		h.WriteByte('-')
 	}
 	seen := 0
-	for i := n.first; i < len(s) && seen < n.nsig; i++ {
+	for i := n.First; i < len(s) && seen < n.NSig; i++ {
 		if c := s[i]; c >= '0' && c <= '9' {
 			h.WriteByte(c)
 			seen++
@@ -220,8 +222,8 @@ func digestNumber[T string | []byte](seed maphash.Seed, s T) uint64 {
 		var buf [24]byte
 		h.Write(strconv.AppendInt(buf[:0], e, 10))
 	} else {
-		be, _ := new(big.Int).SetString(string(s[n.expAt:]), 10)
-		be.Add(be, big.NewInt(n.shift))
+		be, _ := new(big.Int).SetString(string(s[n.ExpAt:]), 10)
+		be.Add(be, big.NewInt(n.Shift))
 		h.WriteString(be.String())
 	}
 	return h.Sum64()
@@ -249,98 +251,4 @@ func plainInt[T string | []byte](s T) (int64, bool) {
 		m = -m
 	}
 	return m, true
-}
-
-// decimal is a JSON number read as sign × digits × 10^(exp+shift).
-type decimal struct {
-	neg       bool
-	m         uint64 // the significant digits, when nsig <= 19
-	nsig      int    // significant digits: first to last non-zero digit
-	first     int    // index of the first significant digit in the text
-	shift     int64  // trailing zeros dropped minus fraction digits kept
-	zeros     int64  // zeros read since the last non-zero digit
-	exp       int64  // the written exponent, when expDigits <= 15
-	expDigits int    // the written exponent's digits, leading zeros aside
-	expAt     int    // index of the exponent's sign or first digit
-}
-
-// digit takes one mantissa digit at index at; frac says it follows the
-// decimal point.
-func (d *decimal) digit(c byte, frac bool, at int) {
-	if frac {
-		d.shift--
-	}
-	if c == '0' {
-		if d.nsig > 0 {
-			d.zeros++
-		}
-		return
-	}
-	if d.nsig == 0 {
-		d.first = at
-	}
-	for ; d.zeros > 0; d.zeros-- {
-		d.nsig++
-		d.m *= 10
-	}
-	d.nsig++
-	d.m = d.m*10 + uint64(c-'0')
-}
-
-// parseDecimal reads a JSON number (RFC 8259 grammar) without allocating.
-func parseDecimal[T string | []byte](s T) (decimal, bool) {
-	var d decimal
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		d.neg = true
-		i++
-	}
-	switch {
-	case i >= len(s):
-		return d, false
-	case s[i] == '0':
-		i++
-	case s[i] >= '1' && s[i] <= '9':
-		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			d.digit(s[i], false, i)
-		}
-	default:
-		return d, false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		start := i
-		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			d.digit(s[i], true, i)
-		}
-		if i == start {
-			return d, false
-		}
-	}
-	d.shift += d.zeros
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		d.expAt = i
-		eneg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			eneg = s[i] == '-'
-			i++
-		}
-		start := i
-		for ; i < len(s) && s[i] == '0'; i++ {
-		}
-		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			d.expDigits++
-			if d.expDigits <= 15 {
-				d.exp = d.exp*10 + int64(s[i]-'0')
-			}
-		}
-		if i == start {
-			return d, false
-		}
-		if eneg {
-			d.exp = -d.exp
-		}
-	}
-	return d, i == len(s)
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/jsonnum"
 )
 
 // TestDigestByMeaning checks what counts as the same call for loop
@@ -78,7 +80,7 @@ func decode(t *testing.T, s string) any {
 // grammar is not read as a number (it digests as itself).
 func TestParseDecimalRefusesNonNumbers(t *testing.T) {
 	for _, s := range []string{"", "-", "+1", "01", "1.", ".5", "1e", "1e+", "0x1", "1_0", "NaN", "Infinity", "1.5.2", "--1", "1 ", " 1", "1e5e5"} {
-		if _, ok := parseDecimal(s); ok {
+		if _, ok := jsonnum.Parse(s); ok {
 			t.Errorf("%q read as a number", s)
 		}
 	}
