@@ -272,7 +272,33 @@ func (g *Gate) inBand(out policies.ApprovalOutcome, key string, inBand bool) pol
 
 // pendingCount counts undecided, unexpired requests.
 func (g *Gate) pendingCount(ctx context.Context, now time.Time) (int, error) {
-	recs, err := g.store.Recent(ctx, now.Add(-g.cfg.PendingTTL), g.cfg.MaxPending+1)
+	return countPending(ctx, g.store, now.Add(-g.cfg.PendingTTL), now, g.cfg.MaxPending)
+}
+
+// PendingCounter is a Store that counts its pending requests itself,
+// without handing every recent record over (FileStore; FleetStore when
+// the store it wraps is one). A new approval request is counted against
+// approvals.max_pending each time, so the count must not cost in
+// proportion to the decided records still kept.
+type PendingCounter interface {
+	// CountPending counts requests made at or after since that are
+	// undecided and unexpired at now, stopping at limit.
+	CountPending(ctx context.Context, since, now time.Time, limit int) (int, error)
+}
+
+// countPending is s's CountPending, else countRecent.
+func countPending(ctx context.Context, s Store, since, now time.Time, limit int) (int, error) {
+	if pc, ok := s.(PendingCounter); ok {
+		return pc.CountPending(ctx, since, now, limit)
+	}
+	return countRecent(ctx, s, since, now, limit)
+}
+
+// countRecent counts the undecided requests unexpired at now among the
+// newest limit+1 made since since: exact only while fewer than limit+1
+// requests were made since since.
+func countRecent(ctx context.Context, s Store, since, now time.Time, limit int) (int, error) {
+	recs, err := s.Recent(ctx, since, limit+1)
 	if err != nil {
 		return 0, err
 	}
@@ -590,6 +616,14 @@ type rowsStore struct{ RowStore }
 func (s rowsStore) Find(ctx context.Context, id, key string) (Record, bool, error) {
 	r, ds, ok, err := s.FindRows(ctx, id, key)
 	return Record{Request: r, Decisions: ds}, ok, err
+}
+
+// CountPending is the RowStore's CountPending when it has one.
+func (s rowsStore) CountPending(ctx context.Context, since, now time.Time, limit int) (int, error) {
+	if pc, ok := s.RowStore.(PendingCounter); ok {
+		return pc.CountPending(ctx, since, now, limit)
+	}
+	return countRecent(ctx, s, since, now, limit)
 }
 
 func (s rowsStore) Recent(ctx context.Context, since time.Time, limit int) ([]Record, error) {

@@ -33,12 +33,24 @@ type FileStore struct {
 	off  int64
 	byID map[string]*Record
 	keys map[string]string // key -> newest request id
-	f    *os.File
+	// pending holds the records with no verdict yet (expired or not).
+	pending map[string]*Record
+	// order is the requests in the order they were read, for dropping
+	// those past the retention from the front without visiting the rest.
+	order []idTime
+	f     *os.File
+}
+
+// idTime is one request's id and time, in FileStore.order.
+type idTime struct {
+	id string
+	t  time.Time
 }
 
 var (
-	_ Store    = (*FileStore)(nil)
-	_ UseStore = (*FileStore)(nil)
+	_ Store          = (*FileStore)(nil)
+	_ UseStore       = (*FileStore)(nil)
+	_ PendingCounter = (*FileStore)(nil)
 )
 
 // fileRow is one line of the file store.
@@ -52,7 +64,16 @@ type fileRow struct {
 // never need approval leaves no file. retention bounds how long rows stay
 // in memory; it should cover pending_ttl plus decision_ttl.
 func NewFileStore(path string, retention time.Duration) *FileStore {
-	return &FileStore{path: path, retention: retention, byID: map[string]*Record{}, keys: map[string]string{}}
+	s := &FileStore{path: path, retention: retention}
+	s.reset()
+	return s
+}
+
+// reset forgets every row read, to read the file again from its start.
+func (s *FileStore) reset() {
+	s.off = 0
+	s.byID, s.keys, s.pending = map[string]*Record{}, map[string]string{}, map[string]*Record{}
+	s.order = nil
 }
 
 // OpenFileStore is NewFileStore, opening the file at once.
@@ -92,8 +113,7 @@ func (s *FileStore) catchUp() error {
 		return fmt.Errorf("read approvals file: %w", err)
 	}
 	if fi.Size() < s.off { // truncated or replaced: read it all again
-		s.off = 0
-		s.byID, s.keys = map[string]*Record{}, map[string]string{}
+		s.reset()
 	}
 	if fi.Size() == s.off {
 		return nil
@@ -115,15 +135,30 @@ func (s *FileStore) catchUp() error {
 		}
 		s.apply(row, cutoff)
 	}
-	for id, rec := range s.byID {
-		if rec.Request.Time.Before(cutoff) {
-			delete(s.byID, id)
-			if s.keys[rec.Request.Key] == id {
-				delete(s.keys, rec.Request.Key)
-			}
+	s.dropBefore(cutoff)
+	return nil
+}
+
+// dropBefore forgets the requests made before cutoff. Requests are read
+// mostly in time order (several writers' clocks may differ a little), so
+// it drops from the front of order and stops at the first one still
+// inside; one written out of order is dropped when those before it are.
+func (s *FileStore) dropBefore(cutoff time.Time) {
+	i := 0
+	for ; i < len(s.order) && s.order[i].t.Before(cutoff); i++ {
+		id := s.order[i].id
+		rec, ok := s.byID[id]
+		if !ok || !rec.Request.Time.Before(cutoff) {
+			continue
+		}
+		delete(s.byID, id)
+		delete(s.pending, id)
+		if s.keys[rec.Request.Key] == id {
+			delete(s.keys, rec.Request.Key)
 		}
 	}
-	return nil
+	clear(s.order[:i]) // the ids' strings can go
+	s.order = s.order[i:]
 }
 
 // readLine reads one whole line with its newline (io.EOF when none is
@@ -154,13 +189,19 @@ func (s *FileStore) apply(row fileRow, cutoff time.Time) {
 		if row.Request.Time.Before(cutoff) || !validID(row.Request.ID) {
 			return
 		}
-		s.byID[row.Request.ID] = &Record{Request: *row.Request}
+		rec := &Record{Request: *row.Request}
+		s.byID[rec.Request.ID] = rec
+		s.pending[rec.Request.ID] = rec
+		s.order = append(s.order, idTime{rec.Request.ID, rec.Request.Time})
 		if prev, ok := s.byID[s.keys[row.Request.Key]]; !ok || !row.Request.Time.Before(prev.Request.Time) {
 			s.keys[row.Request.Key] = row.Request.ID
 		}
 	case row.Decision != nil:
 		if rec, ok := s.byID[row.Decision.ID]; ok {
 			rec.Decisions = append(rec.Decisions, *row.Decision)
+			if row.Decision.Verdict != audit.VerdictUsed {
+				delete(s.pending, row.Decision.ID)
+			}
 		}
 	}
 }
@@ -244,6 +285,28 @@ func (s *FileStore) Find(_ context.Context, id, key string) (Record, bool, error
 		return Record{}, false, nil
 	}
 	return copyRecord(rec), true, nil
+}
+
+// CountPending counts the requests made at or after since with no
+// verdict that have not expired at now, up to limit. It visits only the
+// undecided requests kept (those past the retention are dropped), not
+// the decided ones.
+func (s *FileStore) CountPending(_ context.Context, since, now time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, rec := range s.pending {
+		if n == limit {
+			break
+		}
+		if now.Before(rec.Request.ExpiresAt) && !rec.Request.Time.Before(since) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Recent returns requests made since since, newest first.

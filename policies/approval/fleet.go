@@ -75,4 +75,12 @@ func (s *FleetStore) Use(ctx context.Context, d audit.ApprovalDecision, uses int
 	return true, nil
 }
 
-var _ UseStore = (*FleetStore)(nil)
+// CountPending counts the pending requests of the store it wraps.
+func (s *FleetStore) CountPending(ctx context.Context, since, now time.Time, limit int) (int, error) {
+	return countPending(ctx, s.Store, since, now, limit)
+}
+
+var (
+	_ UseStore       = (*FleetStore)(nil)
+	_ PendingCounter = (*FleetStore)(nil)
+)

@@ -197,9 +197,17 @@ type apWorld struct {
 	mcp              map[string]int // route path -> tools/call executed
 	mcpMu            sync.Mutex
 	mcpURL           string
+	storePath        string // the approvals file
 }
 
 func startApprovalWorld(t *testing.T) *apWorld {
+	t.Helper()
+	return startApprovalWorldWith(t, nil)
+}
+
+// startApprovalWorldWith is startApprovalWorld with its approvals
+// configuration changed by edit first (when not nil).
+func startApprovalWorldWith(t *testing.T, edit func(*approval.Config)) *apWorld {
 	t.Helper()
 	w := &apWorld{up: &apUpstream{seen: map[string][]apMeaning{}}, mcp: map[string]int{}}
 	borrowed := httptest.NewTLSServer(http.NotFoundHandler()) // for its certificate only
@@ -274,6 +282,9 @@ tools:
 		"rec": {Require: approval.RequireAlways}, "rec_edit": {Require: approval.RequireAlways},
 		"rec_raw": {Require: approval.RequireAlways}, "charge": {Require: approval.RequireAlways},
 	}}
+	if edit != nil {
+		edit(&acfg)
+	}
 	if err := acfg.Validate(dir, false); err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +296,7 @@ tools:
 		t.Cleanup(func() { s.Close() })
 		return approval.New(acfg, s, name)
 	}
+	w.storePath = acfg.FilePath()
 	sidecarGate := open("adversarial")
 	w.person = open("person")
 	srv := proxytest.Start(t, cfgYAML, dir, proxy.Options{Sidecar: "adversarial", Approver: sidecarGate})
@@ -492,6 +504,85 @@ func TestAdversarialApprovalSingleUseParallel(t *testing.T) {
 			t.Fatalf("round %d: a uses: 1 grant retried 16 times at once executed %d times", round, len(got))
 		}
 	}
+}
+
+// TestAdversarialApprovalPendingFlood: an agent floods calls that need
+// approval while a person works through them, denying each new one; the
+// undecided requests in the store (read by a store of its own) never pass
+// approvals.max_pending, however many decided ones come after the pending
+// ones, the calls past the bound are refused as approval_unavailable, and
+// the upstream executes none of them.
+func TestAdversarialApprovalPendingFlood(t *testing.T) {
+	const maxPending = 4
+	w := startApprovalWorldWith(t, func(c *approval.Config) { c.MaxPending = maxPending })
+	reader, err := approval.OpenFileStore(w.storePath, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	ctx := context.Background()
+	pendingNow := func() int {
+		recs, err := reader.Recent(ctx, time.Now().Add(-time.Hour), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range recs {
+			if recs[i].Verdict() == nil {
+				n++
+			}
+		}
+		return n
+	}
+	n := 7000
+	ask := func(tag string) (int, bucketing.Envelope) {
+		n++
+		return w.send(t, grantGET, n, tag, false)
+	}
+	// Two requests left pending, then twenty that a person denies as
+	// they come, then the flood.
+	for i := range 2 {
+		if status, env := ask(fmt.Sprintf("flood/pending-%d", i)); status != http.StatusForbidden || env.Error == nil || env.Error.Approval == nil {
+			t.Fatalf("pending %d: %d %+v", i, status, env.Error)
+		}
+	}
+	for i := range 20 {
+		status, env := ask(fmt.Sprintf("flood/denied-%d", i))
+		if status != http.StatusForbidden || env.Error == nil || env.Error.Approval == nil {
+			t.Fatalf("denied %d: %d %+v", i, status, env.Error)
+		}
+		if _, err := w.person.Decide(ctx, env.Error.Approval.ID, audit.VerdictDenied, "test:dana", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := 0
+	for i := range 20 {
+		status, env := ask(fmt.Sprintf("flood/more-%d", i))
+		if env.Error == nil {
+			t.Fatalf("flood %d: %d with no error", i, status)
+		}
+		if env.Error.Reason == "approval_unavailable" {
+			refused++
+		}
+		if p := pendingNow(); p > maxPending {
+			t.Fatalf("after flood call %d: %d requests pending in the store; max_pending is %d", i, p, maxPending)
+		}
+	}
+	if p := pendingNow(); p != maxPending || refused != 20-(maxPending-2) {
+		t.Fatalf("%d requests pending, %d flood calls refused as approval_unavailable; want %d and %d", p, refused, maxPending, 20-(maxPending-2))
+	}
+	w.up.mu.Lock()
+	executed := 0
+	for tag, seen := range w.up.seen {
+		if strings.HasPrefix(tag, "flood/") {
+			executed += len(seen)
+		}
+	}
+	w.up.mu.Unlock()
+	if executed != 0 {
+		t.Fatalf("the upstream executed %d of the flood's calls", executed)
+	}
+	t.Logf("pending flood: 2 pending behind 20 denied, then 20 more: %d pending (max_pending %d), %d refused as approval_unavailable, none executed", maxPending, maxPending, refused)
 }
 
 // TestAdversarialApprovalInBandOtherRoute: toolgate's in-band approval

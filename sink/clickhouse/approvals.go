@@ -125,6 +125,30 @@ func (s *ApprovalStore) RecentRows(ctx context.Context, since time.Time, limit i
 	return reqs, decs, err
 }
 
+// CountPending counts the requests made at or after since (to the
+// second) that have no verdict and have not expired at now, up to limit,
+// in one query: the server counts, so a new approval request does not
+// fetch every recent request and its decisions to count them.
+func (s *ApprovalStore) CountPending(ctx context.Context, since, now time.Time, limit int) (int, error) {
+	if err := s.ready(ctx); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.w.cfg.WriteTimeout)
+	defer cancel()
+	since = since.UTC().Truncate(time.Second)
+	// expires_at is whole seconds, so expires_at > now to the second is
+	// now.Before(expires_at).
+	var n uint64
+	err := s.w.conn.QueryRow(ctx, "SELECT uniqExact(id) FROM "+s.requests+
+		" WHERE time >= ? AND expires_at > ? AND id NOT IN (SELECT id FROM "+s.decision+
+		" WHERE verdict != 'used' AND id IN (SELECT id FROM "+s.requests+" WHERE time >= ?))",
+		since, now.UTC().Truncate(time.Second), since).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("clickhouse: count pending approval requests: %w", err)
+	}
+	return int(min(n, uint64(max(limit, 0)))), nil
+}
+
 func (s *ApprovalStore) requestRows(ctx context.Context, tail string, args ...any) ([]audit.ApprovalRequest, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.w.cfg.WriteTimeout)
 	defer cancel()
