@@ -34,7 +34,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "res.json")
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-rounds", "1", "-duration", "1s", "-latency-duration", "1s", "-json", out}, &stdout, &stderr)
+	code := run(context.Background(), []string{"-rounds", "1", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s", "-json", out}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}

@@ -38,6 +38,7 @@ type options struct {
 	rounds      int
 	duration    time.Duration // each 32-connection run
 	latDuration time.Duration // each one-connection run
+	warmup      time.Duration // each path's warm-up run, before the first round (0: none)
 	conns       int
 	threads     int
 	only        *regexp.Regexp
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds; the table shows medians")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "each path's run with -conns connections, per round (whole seconds)")
 	fs.DurationVar(&o.latDuration, "latency-duration", 5*time.Second, "each path's run with one connection, per round (whole seconds)")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "each path's warm-up run before the first round (whole seconds; 0 for none)")
 	fs.IntVar(&o.conns, "conns", 32, "connections of the throughput runs")
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads of the throughput runs")
 	only := fs.String("only", "", "run only the paths whose key matches this regular expression (direct always runs)")
@@ -84,8 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if o.rounds < 1 || o.duration < time.Second || o.latDuration < time.Second || o.conns < 1 || o.threads < 1 || o.threads > o.conns {
-		fmt.Fprintln(stderr, "extbench: need -rounds ≥ 1, durations ≥ 1s, 1 ≤ -threads ≤ -conns")
+	if o.rounds < 1 || o.duration < time.Second || o.latDuration < time.Second || (o.warmup != 0 && o.warmup < time.Second) || o.conns < 1 || o.threads < 1 || o.threads > o.conns {
+		fmt.Fprintln(stderr, "extbench: need -rounds ≥ 1, durations ≥ 1s, -warmup 0 or ≥ 1s, 1 ≤ -threads ≤ -conns")
 		return 2
 	}
 	if *only != "" {
@@ -206,7 +208,10 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 	// A short warm-up of each path: connection pools, JIT-free but
 	// cache- and GC-warm processes.
 	for _, p := range paths {
-		if _, err := runWrk(ctx, dir, p, 1, 1, time.Second); err != nil {
+		if o.warmup == 0 {
+			break
+		}
+		if _, err := runWrk(ctx, dir, p, 1, 1, o.warmup); err != nil {
 			return nil, err
 		}
 	}
