@@ -87,6 +87,7 @@ func mcpCallVia(t *testing.T, forward, endpoint string, extra map[string]any) ma
 func TestApprovalsMCPInBandTwoSidecars(t *testing.T) {
 	t.Setenv("TG_TEST_APPROVAL_STATE_KEY", strings.Repeat("q", 32))
 	ch := chtest.Shared(t)
+	db := ch.Database(t)
 	yes := true
 	var mu sync.Mutex
 	var got []string
@@ -116,7 +117,7 @@ func TestApprovalsMCPInBandTwoSidecars(t *testing.T) {
 	store := `events:
   queue: {flush_interval: 20ms}
   spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}
-  clickhouse: {addr: [` + ch.Addr() + `], database: apprmcp}`
+  clickhouse: {addr: [` + ch.Addr() + `], database: ` + db + `}`
 	cfg := strings.Replace(approvalMCPConfig, "STORE", store, 1)
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a, b := startRun(t, dirA, cfg), startRun(t, dirB, cfg)

@@ -93,6 +93,7 @@ func approvalsCmd(t *testing.T, cfg string, args ...string) (int, string) {
 func TestApprovalsTwoSidecarsOneClickHouse(t *testing.T) {
 	t.Parallel()
 	ch := chtest.Shared(t)
+	db := ch.Database(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ func TestApprovalsTwoSidecarsOneClickHouse(t *testing.T) {
 	store := `events:
   queue: {flush_interval: 20ms}
   spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}
-  clickhouse: {addr: [` + ch.Addr() + `], database: appr}
+  clickhouse: {addr: [` + ch.Addr() + `], database: ` + db + `}
 approvals:
   url: http://127.0.0.1:18091/approvals
 `
@@ -145,7 +146,7 @@ approvals:
 		t.Fatalf("upstream saw %d edits, want 1", n)
 	}
 	// The tampered call's request: a revision with a note.
-	rows := ch.Query(t, "SELECT id FROM appr.approval_requests WHERE id != '"+id+"' ORDER BY time, time_us LIMIT 1")
+	rows := ch.Query(t, "SELECT id FROM "+db+".approval_requests WHERE id != '"+id+"' ORDER BY time, time_us LIMIT 1")
 	if len(rows) != 1 {
 		t.Fatalf("requests: %v", rows)
 	}
@@ -164,10 +165,10 @@ approvals:
 	}
 	// Audit: 3 requests (the call, the tampered call, the call after its
 	// grant was used); decisions: approved by dana, one use, revised by erin.
-	if n := ch.Query(t, "SELECT count() FROM appr.approval_requests")[0][0]; n != "3" {
+	if n := ch.Query(t, "SELECT count() FROM "+db+".approval_requests")[0][0]; n != "3" {
 		t.Errorf("approval_requests rows = %s, want 3", n)
 	}
-	got := ch.Query(t, "SELECT verdict, decider, note FROM appr.approval_decisions ORDER BY time, time_us")
+	got := ch.Query(t, "SELECT verdict, decider, note FROM "+db+".approval_decisions ORDER BY time, time_us")
 	var lines []string
 	for _, r := range got {
 		lines = append(lines, strings.Join(r, "|"))
@@ -175,10 +176,10 @@ approvals:
 	if want := "approved|cli:dana|;used|sidecar:" + sidecarName(t) + "|;revised|cli:erin|keep it short"; strings.Join(lines, ";") != want {
 		t.Errorf("approval_decisions = %q, want %q", strings.Join(lines, ";"), want)
 	}
-	if s := ch.Query(t, "SELECT count() FROM appr.approval_requests WHERE summary LIKE '%hi%'")[0][0]; s != "0" {
+	if s := ch.Query(t, "SELECT count() FROM "+db+".approval_requests WHERE summary LIKE '%hi%'")[0][0]; s != "0" {
 		t.Errorf("%s request rows hold an argument value", s)
 	}
-	ev := ch.Query(t, "SELECT approval, count() FROM appr.events FINAL GROUP BY approval ORDER BY approval")
+	ev := ch.Query(t, "SELECT approval, count() FROM "+db+".events FINAL GROUP BY approval ORDER BY approval")
 	var evs []string
 	for _, r := range ev {
 		evs = append(evs, strings.Join(r, " "))
@@ -211,6 +212,7 @@ func sidecarName(t *testing.T) string {
 // upstream once.
 func TestApprovalsDashboardPage(t *testing.T) {
 	ch := chtest.Shared(t)
+	db := ch.Database(t)
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +221,7 @@ func TestApprovalsDashboardPage(t *testing.T) {
 	t.Setenv("TOOLGATE_TEST_APPROVAL_SECRET", "s3cret-s3cret-s3cret")
 	dir := approvalSidecarDir(t, `events:
   queue: {flush_interval: 20ms}
-  clickhouse: {addr: [`+ch.Addr()+`], database: apage}
+  clickhouse: {addr: [`+ch.Addr()+`], database: `+db+`}
 approvals:
   deciders: {secret_env: TOOLGATE_TEST_APPROVAL_SECRET}
 `)
@@ -289,7 +291,7 @@ approvals:
 	}
 	stop()
 	sc.stop(t)
-	if n := ch.Query(t, "SELECT count() FROM apage.approval_decisions WHERE verdict = 'approved' AND decider = 'secret:dana'")[0][0]; n != "1" {
+	if n := ch.Query(t, "SELECT count() FROM "+db+".approval_decisions WHERE verdict = 'approved' AND decider = 'secret:dana'")[0][0]; n != "1" {
 		t.Errorf("audit rows for dana's approval = %s, want 1", n)
 	}
 }

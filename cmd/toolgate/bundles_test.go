@@ -697,9 +697,10 @@ func TestBundlePollingCost(t *testing.T) {
 func TestBundleRolloutIntoClickHouse(t *testing.T) {
 	t.Parallel()
 	ch := chtest.Shared(t)
+	db := ch.Database(t)
 	toCH := func(c string) string {
 		return strings.Replace(c, "  file: {path: events.ndjson}\n",
-			"  spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}\n  clickhouse:\n    addr: ["+ch.Addr()+"]\n    database: rollout\n", 1)
+			"  spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}\n  clickhouse:\n    addr: ["+ch.Addr()+"]\n    database: "+db+"\n", 1)
 	}
 	r := startBundleRigWith(t, bundleSrc{bound: 50, mode: "dry_run"}, "dry", func(*bundleServer) {}, toCH)
 	admin := r.sc.AdminAddr()
@@ -715,7 +716,7 @@ func TestBundleRolloutIntoClickHouse(t *testing.T) {
 	const want = "dry 1  ['retmax must be at most 50'];enforce 0 policy [];"
 	got := ""
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		rows, err := ch.TryQuery("SELECT policy_version, dry_run_denied, error_code, dry_run_violations FROM rollout.events FINAL ORDER BY time, time_us")
+		rows, err := ch.TryQuery("SELECT policy_version, dry_run_denied, error_code, dry_run_violations FROM " + db + ".events FINAL ORDER BY time, time_us")
 		if err != nil {
 			continue // the database is created by the sidecar's first batch
 		}

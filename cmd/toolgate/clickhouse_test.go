@@ -17,7 +17,7 @@ import (
 func TestRunIntoClickHouse(t *testing.T) {
 	t.Parallel()
 	ch := chtest.Shared(t)
-	runIntoClickHouse(t, "addr: ["+ch.Addr()+"]", ch)
+	runIntoClickHouse(t, "addr: ["+ch.Addr()+"]", ch.Database(t), ch)
 }
 
 // TestRunIntoClickHouseCluster is TestRunIntoClickHouse on a 2-shard
@@ -27,13 +27,13 @@ func TestRunIntoClickHouse(t *testing.T) {
 func TestRunIntoClickHouseCluster(t *testing.T) {
 	t.Parallel()
 	c := chtest.StartCluster(t)
-	runIntoClickHouse(t, "addr: ["+strings.Join(c.Addrs(), ", ")+"]\n    cluster: "+chtest.ShardsCluster, c.Servers...)
+	runIntoClickHouse(t, "addr: ["+strings.Join(c.Addrs(), ", ")+"]\n    cluster: "+chtest.ShardsCluster, "e2e", c.Servers...)
 }
 
 // runIntoClickHouse runs the sidecar with the events.clickhouse fields
 // chYAML (one line, or lines indented by four spaces), makes four calls,
 // stops it, and checks the events through every server given.
-func runIntoClickHouse(t *testing.T, chYAML string, servers ...*chtest.Server) {
+func runIntoClickHouse(t *testing.T, chYAML, db string, servers ...*chtest.Server) {
 	t.Helper()
 	up, err := demotools.Start("127.0.0.1:0")
 	if err != nil {
@@ -50,7 +50,7 @@ events:
   spool: {segment_age: 20ms, retry_min: 50ms, retry_max: 200ms}
   clickhouse:
     ` + chYAML + `
-    database: e2e
+    database: ` + db + `
 tools:
   - name: pubmed_search
     match: {host: 127.0.0.1, method: GET, path: /esearch}
@@ -73,7 +73,7 @@ tools:
 		t.Fatalf("run exited %d; stderr:\n%s", code, r.stderr)
 	}
 	for i, ch := range servers {
-		rows := ch.Query(t, "SELECT error_code, reason, count() FROM e2e.events FINAL GROUP BY error_code, reason ORDER BY error_code, reason")
+		rows := ch.Query(t, "SELECT error_code, reason, count() FROM "+db+".events FINAL GROUP BY error_code, reason ORDER BY error_code, reason")
 		got := ""
 		for _, row := range rows {
 			got += strings.Join(row, " ") + ";"
@@ -81,7 +81,7 @@ tools:
 		if want := "  2;validation unknown_field 1;validation wrong_type 1;"; got != want {
 			t.Errorf("server %d: events by code = %q, want %q", i+1, got, want)
 		}
-		if n := ch.Query(t, "SELECT uniqExactMerge(calls) FROM e2e.events_per_minute")[0][0]; n != "4" {
+		if n := ch.Query(t, "SELECT uniqExactMerge(calls) FROM "+db+".events_per_minute")[0][0]; n != "4" {
 			t.Errorf("server %d: rollup calls = %s, want 4", i+1, n)
 		}
 	}

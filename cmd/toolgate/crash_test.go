@@ -247,7 +247,7 @@ func drillSpoolConfig(t *testing.T, dir string, ch *chtest.Server, db string) st
 func drillClickHouse(t *testing.T, bin string, ch *chtest.Server, upstream string, run int) drillRow {
 	t.Helper()
 	dir := t.TempDir()
-	db := fmt.Sprintf("drill%d", run)
+	db := ch.Database(t)
 	cfg := drillSpoolConfig(t, dir, ch, db)
 	p := drillSidecar(t, bin, cfg)
 	runID := fmt.Sprintf("ch%d", run)
@@ -452,7 +452,7 @@ func zeroFrom(t *testing.T, path string, off int64) {
 func drillMachine(t *testing.T, bin string, ch *chtest.Server, upstream string, run int) drillRow {
 	t.Helper()
 	dir := t.TempDir()
-	db := fmt.Sprintf("machine%d", run)
+	db := ch.Database(t)
 	cfg := drillSpoolConfig(t, dir, ch, db)
 	// Segments shipped before the kill are in ClickHouse, as they would be
 	// after a crash of this machine only.

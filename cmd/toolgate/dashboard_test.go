@@ -43,12 +43,17 @@ func TestDashboardUsage(t *testing.T) {
 		{"config without clickhouse", []string{"dashboard", "--config", dir + "/nochs.yaml"}, exitError, "events.clickhouse.addr is not set"},
 		{"only the events section", []string{"dashboard", "--config", dir + "/brokenpolicies.yaml"}, exitError, "events.clickhouse.addr is not set"},
 		{"unknown key", []string{"dashboard", "--config", dir + "/typo.yaml"}, exitError, "typo.yaml:2: events.clickhose: unknown field"},
+		{"demo: bad database, refused before it plays", []string{"demo", "--clickhouse", "127.0.0.1:9000", "--database", "a`b"}, exitUsage, "--database: dashboard: database \"a`b\" is not a plain database name"},
+		{"demo: wide dashboard, refused before it plays", []string{"demo", "--clickhouse", "127.0.0.1:9000", "--dashboard-listen", "0.0.0.0:18091"}, exitUsage, "--dashboard-listen: 0.0.0.0 is not a loopback address"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			if code := run(context.Background(), tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr.String(), tc.code, tc.want)
+			}
+			if tc.args[0] == "demo" && stdout.Len() > 0 {
+				t.Errorf("the demo played before refusing its flags:\n%.300s", stdout.String())
 			}
 		})
 	}
@@ -112,9 +117,10 @@ func getBody(t *testing.T, url string) (int, string) {
 func TestDashboardCommand(t *testing.T) {
 	t.Parallel()
 	ch := chtest.Shared(t)
+	db := ch.Database(t)
 
 	t.Run("config", func(t *testing.T) {
-		w, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{ch.Addr()}, Database: "dash",
+		w, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{ch.Addr()}, Database: db,
 			Username: "default", DialTimeout: time.Second * 5, WriteTimeout: time.Minute, RetentionDays: -1}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +135,7 @@ func TestDashboardCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		writeFile(t, dir+"/toolgate.yaml", "listen: {forward: 127.0.0.1:0}\nevents:\n  clickhouse: {addr: ["+ch.Addr()+"], database: dash}\n")
+		writeFile(t, dir+"/toolgate.yaml", "listen: {forward: 127.0.0.1:0}\nevents:\n  clickhouse: {addr: ["+ch.Addr()+"], database: "+db+"}\n")
 		out, stop := startCmd(t, "dashboard", "--config", dir+"/toolgate.yaml", "--listen", "127.0.0.1:0")
 		base := waitURL(t, out)
 		st, body := getBody(t, base+"?last=1h")
@@ -145,7 +151,8 @@ func TestDashboardCommand(t *testing.T) {
 	})
 
 	t.Run("demo", func(t *testing.T) {
-		out, stop := startCmd(t, "demo", "--dir", t.TempDir(), "--clickhouse", ch.Addr(), "--dashboard-listen", "127.0.0.1:0")
+		demoDB := ch.Database(t)
+		out, stop := startCmd(t, "demo", "--dir", t.TempDir(), "--clickhouse", ch.Addr(), "--database", demoDB, "--dashboard-listen", "127.0.0.1:0")
 		base := waitURL(t, out)
 		if !strings.Contains(out.String(), "events also written to ClickHouse") {
 			t.Errorf("demo output:\n%s", out.String())
@@ -182,7 +189,7 @@ func TestDashboardCommand(t *testing.T) {
 		sort.Strings(got)
 		sort.Strings(want)
 		if strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Errorf("dashboard failures %v, demo says %v\n%.600s\n%v", got, want, body, ch.Query(t, "SELECT error_code, time, now() FROM toolgate_demo.events LIMIT 5"))
+			t.Errorf("dashboard failures %v, demo says %v\n%.600s\n%v", got, want, body, ch.Query(t, "SELECT error_code, time, now() FROM "+demoDB+".events LIMIT 5"))
 		}
 		// The Approvals page its pending answers point at: the demo's
 		// requests, the approved one with who decided, read-only.

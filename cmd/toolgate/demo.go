@@ -40,6 +40,11 @@ with scripts/clickhouse.sh (needs clickhouse-server; run from the
 repository) and stops it at the end.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if dash.Addr != "" {
+				if err := dash.Check(); err != nil {
+					return err
+				}
+			}
 			keep := dir != ""
 			if !keep {
 				var err error
@@ -61,6 +66,7 @@ repository) and stops it at the end.`,
 	c.Flags().StringVar(&dir, "dir", "", "folder for the demo's config and events, kept (default: a new temporary folder, removed at the end)")
 	c.Flags().StringVar(&dash.Addr, "clickhouse", os.Getenv("TOOLGATE_DEMO_CLICKHOUSE"), "also write the events to this ClickHouse (host:9000, or \"local\" to start a private one) and serve the dashboard; default $TOOLGATE_DEMO_CLICKHOUSE")
 	c.Flags().StringVar(&dash.Listen, "dashboard-listen", dashserve.DefaultListen, "address of the demo's dashboard (loopback)")
+	c.Flags().StringVar(&dash.Database, "database", demorun.Database, "ClickHouse database of the demo's events (with --clickhouse)")
 	c.AddCommand(newDemoUpstreamCmd())
 	return c
 }

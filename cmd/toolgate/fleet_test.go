@@ -583,12 +583,13 @@ func fleetMetrics(t *testing.T, s *fleetSidecar) string {
 func TestFleetApprovalSingleUseClickHouseRedis(t *testing.T) {
 	t.Parallel()
 	ch := chtest.Shared(t)
+	db := ch.Database(t)
 	srv := redistest.Start(t)
 	up := newFleetUpstream(t)
 	fleet := startFleetEvents(t, 3, fmt.Sprintf("{addrs: [%s], timeout: 2s}", srv.Addr()), `events:
   queue: {flush_interval: 20ms}
   spool: {dir: SPOOL}
-  clickhouse: {addr: [`+ch.Addr()+`], database: fleetappr}`, `
+  clickhouse: {addr: [`+ch.Addr()+`], database: `+db+`}`, `
 tools:
   - name: rec_delete
     match: {host: 127.0.0.1, method: DELETE, path: "/v1/rec/{id}"}
@@ -608,7 +609,7 @@ approvals:
 			t.Fatalf("trial %d: first call %d %+v; want approval_pending", trial, status, env.Error)
 		}
 		id := env.Error.Approval.ID
-		ch.Exec(t, "INSERT INTO fleetappr.approval_decisions (id, time, time_us, verdict, decider, note) VALUES ('"+id+"', now(), 0, 'approved', 'test:dana', '')")
+		ch.Exec(t, "INSERT INTO "+db+".approval_decisions (id, time, time_us, verdict, decider, note) VALUES ('"+id+"', now(), 0, 'approved', 'test:dana', '')")
 		oks := raceRetries(t, trial, 6, func(i int) (int, bucketing.Envelope) {
 			return fleet[i%3].call(t, http.MethodDelete, target, "sess-1", "")
 		})
@@ -616,7 +617,7 @@ approvals:
 			t.Fatalf("trial %d: the upstream executed the one-use call %d times and %d callers got it; want 1 and 1", trial, n, oks)
 		}
 	}
-	uses := ch.Query(t, "SELECT count(), uniqExact(id) FROM fleetappr.approval_decisions WHERE verdict = 'used'")
+	uses := ch.Query(t, "SELECT count(), uniqExact(id) FROM "+db+".approval_decisions WHERE verdict = 'used'")
 	if uses[0][0] != fmt.Sprint(trials) || uses[0][1] != fmt.Sprint(trials) {
 		t.Fatalf("ClickHouse records %s uses of %s grants; want one use of each of %d", uses[0][0], uses[0][1], trials)
 	}

@@ -7,6 +7,7 @@ package demorun
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -58,17 +59,31 @@ approvals      the demo approves as a person would: toolgate approvals approve I
 
 // Dashboard is the demo's optional ClickHouse and dashboard.
 type Dashboard struct {
-	Addr   string // --clickhouse: host:port, or "local"
-	Listen string // --dashboard-listen: the dashboard's address (loopback)
+	Addr     string // --clickhouse: host:port, or "local"
+	Listen   string // --dashboard-listen: the dashboard's address (loopback)
+	Database string // --database: the database the events go to ("": Database)
+}
+
+// Check reports a flag of the dashboard's that cannot work, as a usage
+// error, so the demo can refuse it before it plays.
+func (dd Dashboard) Check() error {
+	if err := proxy.CheckListenAddr(dd.Listen, false); err != nil {
+		return exit.AsUsage(fmt.Errorf("--dashboard-listen: %w", err))
+	}
+	if err := (&dashboard.Config{Addr: []string{"127.0.0.1:9000"}, Database: cmp.Or(dd.Database, Database)}).Validate(); err != nil {
+		return exit.AsUsage(fmt.Errorf("--database: %w", err))
+	}
+	return nil
 }
 
 // Run writes the events the demo recorded (dir/events.ndjson) into
 // ClickHouse and serves the dashboard over them, with the Approvals page
 // over the demo's approval requests, until ctx ends.
 func (dd Dashboard) Run(ctx context.Context, out io.Writer, dir string) error {
-	if err := proxy.CheckListenAddr(dd.Listen, false); err != nil {
-		return exit.AsUsage(fmt.Errorf("--dashboard-listen: %w", err))
+	if err := dd.Check(); err != nil {
+		return err
 	}
+	db := cmp.Or(dd.Database, Database)
 	addr := dd.Addr
 	if addr == "local" {
 		chDir := filepath.Join(dir, "clickhouse")
@@ -89,7 +104,7 @@ func (dd Dashboard) Run(ctx context.Context, out io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: []string{addr}, Database: Database, Username: "default",
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: []string{addr}, Database: db, Username: "default",
 		DialTimeout: clickhouse.DefaultDialTimeout, WriteTimeout: clickhouse.DefaultWriteTimeout, RetentionDays: -1}, nil)
 	if err != nil {
 		return err
@@ -99,8 +114,8 @@ func (dd Dashboard) Run(ctx context.Context, out io.Writer, dir string) error {
 	if err != nil {
 		return fmt.Errorf("demo: write events to ClickHouse %s: %w", addr, err)
 	}
-	fmt.Fprintf(out, "%d events also written to ClickHouse %s, database %s\n", len(evs), addr, Database)
-	cfg := dashboard.Config{Addr: []string{addr}, Database: Database}
+	fmt.Fprintf(out, "%d events also written to ClickHouse %s, database %s\n", len(evs), addr, db)
+	cfg := dashboard.Config{Addr: []string{addr}, Database: db}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
