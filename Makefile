@@ -16,6 +16,12 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 20s
 BENCHTIME ?= 3s
 BENCHCOUNT ?= 5
+# TESTP packages are tested at once. Many tests wait on processes
+# (ClickHouse, ZooKeeper, Redis, sidecars), so one more than the two
+# cores fills the idle time: the suite took 9m38s at -p 2 and 7m42s at
+# -p 3 on a 2-core machine (2026-12-02, docs/performance.md "The test
+# suite's time").
+TESTP     ?= 3
 
 .PHONY: all build test demo demo-dashboard bench bench-external lint fmt check fuzz wasm-fixtures clean
 
@@ -26,7 +32,7 @@ build: ## Build the toolgate binary into bin/
 
 test: ## Run every test with the race detector (fuzz seeds included); installs the Debian packages tests need when missing
 	bash scripts/testdeps.sh
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS)
 	@set -e; for m in $(NESTED); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
 
 demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls (TOOLGATE_DEMO_CLICKHOUSE=host:9000 also fills the dashboard)
