@@ -73,7 +73,7 @@ npm_deps() {
 		return 0
 	fi
 	echo "testdeps.sh: installing the npm packages of $dir (npm ci)" >&2
-	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+	(cd "$dir" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error) ||
 		die "npm ci in $dir failed; see its output above"
 }
 npm_deps
