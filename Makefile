@@ -32,12 +32,8 @@ build: ## Build the toolgate binary into bin/
 
 test: ## Run every test with the race detector (fuzz seeds included); installs the Debian packages tests need when missing
 	bash scripts/testdeps.sh
-	@# The nested modules' tests run beside the root module's; each one's
-	@# failure fails the target.
-	@echo "$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS), and in $(NESTED): $(GO) test -race -count=1 -timeout 15m ./..."
-	@pids=""; for m in $(NESTED); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) & pids="$$pids $$!"; done; \
-	rc=0; $(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS) || rc=$$?; \
-	for p in $$pids; do wait $$p || rc=1; done; exit $$rc
+	$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS)
+	@set -e; for m in $(NESTED); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
 
 demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls (TOOLGATE_DEMO_CLICKHOUSE=host:9000 also fills the dashboard)
 	$(GO) run ./cmd/toolgate demo
