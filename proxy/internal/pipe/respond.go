@@ -144,6 +144,12 @@ func envelopable(r *http.Request, resp *http.Response) bool {
 func envelopeData(ct string, body []byte) (json.RawMessage, bool) {
 	mt, _, _ := canonical.ParseMediaType(ct)
 	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == ""
+	if isJSON && utf8.Valid(body) && len(bytes.TrimSpace(body)) > 0 {
+		// Envelope.Marshal compacts it, which checks it is JSON on the
+		// way, and writes it as a JSON string (TextData) when it is not:
+		// one pass over the answer instead of a json.Valid pass first.
+		return json.RawMessage(body), true
+	}
 	if isJSON && json.Valid(body) {
 		return json.RawMessage(body), true
 	}
