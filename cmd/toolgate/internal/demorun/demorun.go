@@ -70,11 +70,14 @@ func (dd Dashboard) Check() error {
 	if err := proxy.CheckListenAddr(dd.Listen, false); err != nil {
 		return exit.AsUsage(fmt.Errorf("--dashboard-listen: %w", err))
 	}
-	if err := (&dashboard.Config{Addr: []string{"127.0.0.1:9000"}, Database: cmp.Or(dd.Database, Database)}).Validate(); err != nil {
+	if err := (&dashboard.Config{Addr: []string{dd.Addr}, Database: dd.database()}).Validate(); err != nil {
 		return exit.AsUsage(fmt.Errorf("--database: %w", err))
 	}
 	return nil
 }
+
+// database is the database the demo's events go to.
+func (dd Dashboard) database() string { return cmp.Or(dd.Database, Database) }
 
 // Run writes the events the demo recorded (dir/events.ndjson) into
 // ClickHouse and serves the dashboard over them, with the Approvals page
@@ -83,7 +86,7 @@ func (dd Dashboard) Run(ctx context.Context, out io.Writer, dir string) error {
 	if err := dd.Check(); err != nil {
 		return err
 	}
-	db := cmp.Or(dd.Database, Database)
+	db := dd.database()
 	addr := dd.Addr
 	if addr == "local" {
 		chDir := filepath.Join(dir, "clickhouse")
