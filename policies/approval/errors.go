@@ -4,7 +4,7 @@ import "errors"
 
 // Errors of Decide.
 var (
-	ErrNotFound  = errors.New("no such approval request")
+	ErrNotFound  = errors.New("no such approval request in the last pending_ttl + decision_ttl")
 	ErrDecided   = errors.New("approval request already decided")
 	ErrExpired   = errors.New("approval request expired")
 	ErrVerdict   = errors.New("unknown verdict")

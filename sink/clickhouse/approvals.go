@@ -20,6 +20,7 @@ type ApprovalStore struct {
 	w        *Writer
 	requests string
 	decision string
+	window   time.Duration
 }
 
 var requestColumns = []string{"id", "time", "time_us", "expires_at", "key", "tool", "agent", "session",
@@ -27,11 +28,21 @@ var requestColumns = []string{"id", "time", "time_us", "expires_at", "key", "too
 
 var decisionColumns = []string{"id", "time", "time_us", "verdict", "decider", "note"}
 
-// Approvals returns the approval store on the writer's connection.
-func (c *Writer) Approvals() *ApprovalStore {
+// Approvals returns the approval store on the writer's connection. A
+// window above zero bounds FindRows to the requests made in the last
+// window (give it the gate's pending_ttl plus decision_ttl, past which
+// every request is expired whatever happened to it, as the file store
+// drops them), so that a lookup reads the recent part of the table
+// (ordered by time) rather than the whole audit trail; zero finds
+// requests of any age.
+func (c *Writer) Approvals(window time.Duration) *ApprovalStore {
 	db := quoteIdent(c.cfg.Database)
-	return &ApprovalStore{w: c, requests: db + ".approval_requests", decision: db + ".approval_decisions"}
+	return &ApprovalStore{w: c, requests: db + ".approval_requests", decision: db + ".approval_decisions", window: max(window, 0)}
 }
+
+// findSlack widens FindRows's window for the clocks of the sidecars that
+// wrote the rows, which may run ahead of or behind this one's.
+const findSlack = 10 * time.Minute
 
 func (s *ApprovalStore) ready(ctx context.Context) error {
 	if s.w.migrated.Load() {
@@ -87,16 +98,23 @@ func (s *ApprovalStore) insert(ctx context.Context, table string, cols []string,
 }
 
 // FindRows returns the request with id (when id is not ""), else the
-// newest request with key, and its decisions in time order.
+// newest request with key, and its decisions in time order: among the
+// requests of the store's window (Approvals) when it has one.
 func (s *ApprovalStore) FindRows(ctx context.Context, id, key string) (audit.ApprovalRequest, []audit.ApprovalDecision, bool, error) {
 	if err := s.ready(ctx); err != nil {
 		return audit.ApprovalRequest{}, nil, false, err
 	}
-	where, arg := "key = ?", key
+	where, args := "key = ?", []any{key}
 	if id != "" {
-		where, arg = "id = ?", id
+		where, args = "id = ?", []any{id}
 	}
-	reqs, err := s.requestRows(ctx, "WHERE "+where+" ORDER BY time DESC, time_us DESC LIMIT 1", arg)
+	if s.window > 0 {
+		// time leads the table's order: the server reads only the parts
+		// and granules of the window.
+		where += " AND time >= ?"
+		args = append(args, time.Now().Add(-s.window-findSlack).UTC().Truncate(time.Second))
+	}
+	reqs, err := s.requestRows(ctx, "WHERE "+where+" ORDER BY time DESC, time_us DESC LIMIT 1", args...)
 	if err != nil || len(reqs) == 0 {
 		return audit.ApprovalRequest{}, nil, false, err
 	}

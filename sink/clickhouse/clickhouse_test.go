@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
 
 // openCH connects a ClickHouse writer to a fresh database on the shared
 // test server, migrating the schema.
-func openCH(t *testing.T, srv *chtest.Server) (*clickhouse.Writer, string) {
+func openCH(t testing.TB, srv *chtest.Server) (*clickhouse.Writer, string) {
 	t.Helper()
 	db := srv.Database(t)
 	cfg := clickhouse.Config{Addr: []string{srv.Addr()}, Database: db}

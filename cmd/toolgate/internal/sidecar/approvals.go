@@ -46,7 +46,7 @@ func newGate(cfg approval.Config, ch *clickhouse.Writer, name string, fleet *red
 	var store approval.Store
 	closeStore := func() error { return nil }
 	if cfg.Store == approval.StoreClickHouse && ch != nil {
-		store = approval.RowsStore(ch.Approvals())
+		store = approval.RowsStore(ch.Approvals(cfg.PendingTTL + cfg.DecisionTTL))
 	} else {
 		fs := approval.NewFileStore(cfg.FilePath(), cfg.PendingTTL+cfg.DecisionTTL)
 		store, closeStore = fs, fs.Close
