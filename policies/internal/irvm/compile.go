@@ -74,6 +74,13 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 					p.needsTime = true // it may read BuiltinContext.Time
 				} else if bi := topdown.GetBuiltin(s.Func); bi != nil {
 					c.builtin = bi
+					if s.Func == ast.RegexMatch.Name && len(s.Args) == 2 {
+						if i, ok := s.Args[0].Value.(ir.StringIndex); ok && int(i) < len(p.strings) {
+							if pat, ok := p.strings[i].Value.(ast.String); ok {
+								c.literals = regexLiterals(string(pat))
+							}
+						}
+					}
 					p.needsTime = p.needsTime || timeBuiltins[s.Func]
 					if d := ast.BuiltinMap[s.Func]; d != nil {
 						c.relation, c.void = d.Relation, d.Decl.Result() == nil

@@ -499,3 +499,48 @@ func TestConformanceExceptionsSorted(t *testing.T) {
 		t.Error("conformance_exceptions.txt lists a case twice")
 	}
 }
+
+// TestRegexLiteralsAgree: regex.match with a constant pattern gives on the
+// compiled engine what it gives in OPA's interpreter, on strings that lack
+// the pattern's literals (answered without the expression, prefilter.go),
+// strings that hold them, and operands that are not strings (the
+// builtin's type error, strict or not).
+func TestRegexLiteralsAgree(t *testing.T) {
+	ctx := context.Background()
+	patterns := []string{
+		`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`, `^ab(cd)+$`, `x{2,}y`, `(?i)secret`, `é+z`,
+	}
+	inputs := []string{`"EGFR kinase inhibitors"`, `"dana@example.org"`, `"dana@example"`, `"abcdcd"`, `"abcd "`,
+		`"xxy"`, `"xy"`, `"SeCrEt"`, `"ééz"`, `"ez"`, `""`, `42`, `["a@b.cd"]`, `null`}
+	for _, pat := range patterns {
+		module := fmt.Sprintf("package p\nr := regex.match(%q, input.s)\n", pat)
+		// The builtin replaced under with: the replacement decides.
+		mocked := fmt.Sprintf("package p\nr := x if { x := regex.match(%q, input.s) with regex.match as always }\nalways(_, _) := true\n", pat)
+		for _, in := range inputs {
+			term := `{"s": ` + in + `}`
+			tc := conformanceCase{version: ast.RegoV1, name: pat + " mocked " + in}
+			tc.Query, tc.Modules, tc.InputTerm = "x = data.p.r", []string{mocked}, &term
+			want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
+			if !sameOutcome(got, want) {
+				t.Errorf("regex.match(%q, %s) with regex.match as always: compiled %v, %v; interpreter %v, %v", pat, in, got.results, got.err, want.results, want.err)
+			}
+		}
+		for _, in := range inputs {
+			for _, strict := range []bool{false, true} {
+				term := `{"s": ` + in + `}`
+				tc := conformanceCase{version: ast.RegoV1, name: pat + " " + in}
+				tc.Query, tc.Modules, tc.InputTerm, tc.StrictError = "x = data.p.r", []string{module}, &term, strict
+				want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
+				if !sameOutcome(got, want) {
+					t.Errorf("regex.match(%q, %s), strict %v: compiled %v, %v; interpreter %v, %v", pat, in, strict, got.results, got.err, want.results, want.err)
+				}
+			}
+		}
+	}
+}
+
+// compiledOutcome is compiled's outcome.
+func compiledOutcome(ctx context.Context, tc conformanceCase) outcome {
+	o, _ := compiled(ctx, tc)
+	return o
+}

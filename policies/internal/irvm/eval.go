@@ -721,12 +721,21 @@ func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
 	if e.clockDue() && e.pastDeadline() {
 		return nil, e.fail(ErrDeadline)
 	}
-	bctx := e.builtinContext()
-	bctx.Location = c.loc
-	e.relation, e.out, e.all = c.relation, nil, nil
-	err := c.builtin(*bctx, ops, e.iter)
-	out, all := e.out, e.all
-	e.out, e.all = nil, nil
+	var (
+		out *ast.Term
+		all []*ast.Term
+		err error
+	)
+	if c.literals != nil && lacksLiteral(ops[1].Value, c.literals) {
+		out = boolTerms[0] // what regex.match gives: no match
+	} else {
+		bctx := e.builtinContext()
+		bctx.Location = c.loc
+		e.relation, e.out, e.all = c.relation, nil, nil
+		err = c.builtin(*bctx, ops, e.iter)
+		out, all = e.out, e.all
+		e.out, e.all = nil, nil
+	}
 	if e.err != nil {
 		return nil, unwind // collect stopped it: past the deadline or the budget
 	}

@@ -193,4 +193,7 @@ type callee struct {
 	relation bool // the builtin yields many values: collected into an array
 	void     bool // the builtin yields nothing
 	loc      *ast.Location
+	// literals are what every match of a regex.match's constant pattern
+	// contains (prefilter.go).
+	literals []string
 }

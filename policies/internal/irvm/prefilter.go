@@ -1,0 +1,74 @@
+package irvm
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// A regex.match whose pattern is a constant of the plan gets the literals
+// every match of the pattern contains (a PII rule's "@", say): an input
+// string that lacks one of them cannot match, and the call is false at
+// once, without running the expression over the string (a backtracking
+// search from every position). The result is the builtin's own: the
+// pattern was compiled here exactly as the builtin compiles it (a pattern
+// that does not compile gets no literals, and the builtin's error), and
+// an operand that is not a string still goes to the builtin (its type
+// error). FuzzRegexLiterals holds the literals to Go's regexp.
+
+// regexLiterals returns the strings every match of pattern contains, nil
+// when there are none (or pattern does not compile).
+func regexLiterals(pattern string) []string {
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil
+	}
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	requiredLiterals(re.Simplify(), &out)
+	return out
+}
+
+// requiredLiterals appends to out the literals every match of re holds:
+// those of a concatenation's parts, a group's and a repeat's that runs
+// at least once. A literal matched regardless of case, or one holding
+// U+FFFD (which the expression matches against a byte that is not UTF-8),
+// is left out, as is anything under an alternation or an optional part.
+func requiredLiterals(re *syntax.Regexp, out *[]string) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		s := string(re.Rune)
+		if re.Flags&syntax.FoldCase == 0 && s != "" && !strings.ContainsRune(s, utf8.RuneError) {
+			*out = append(*out, s)
+		}
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			requiredLiterals(sub, out)
+		}
+	case syntax.OpCapture, syntax.OpPlus:
+		requiredLiterals(re.Sub[0], out)
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			requiredLiterals(re.Sub[0], out)
+		}
+	}
+}
+
+// lacksLiteral reports whether v is a string missing one of lits.
+func lacksLiteral(v ast.Value, lits []string) bool {
+	s, ok := v.(ast.String)
+	if !ok {
+		return false
+	}
+	for _, l := range lits {
+		if !strings.Contains(string(s), l) {
+			return true
+		}
+	}
+	return false
+}
