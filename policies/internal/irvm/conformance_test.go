@@ -514,15 +514,18 @@ func TestRegexLiteralsAgree(t *testing.T) {
 		`"xxy"`, `"xy"`, `"SeCrEt"`, `"ééz"`, `"ez"`, `""`, `42`, `["a@b.cd"]`, `null`}
 	for _, pat := range patterns {
 		module := fmt.Sprintf("package p\nr := regex.match(%q, input.s)\n", pat)
-		// The builtin replaced under with: the replacement decides.
-		mocked := fmt.Sprintf("package p\nr := x if { x := regex.match(%q, input.s) with regex.match as always }\nalways(_, _) := true\n", pat)
-		for _, in := range inputs {
-			term := `{"s": ` + in + `}`
-			tc := conformanceCase{version: ast.RegoV1, name: pat + " mocked " + in}
-			tc.Query, tc.Modules, tc.InputTerm = "x = data.p.r", []string{mocked}, &term
-			want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
-			if !sameOutcome(got, want) {
-				t.Errorf("regex.match(%q, %s) with regex.match as always: compiled %v, %v; interpreter %v, %v", pat, in, got.results, got.err, want.results, want.err)
+		// The builtin replaced under with, by a function or a value: the
+		// replacement decides.
+		for _, mock := range []string{"always", "true"} {
+			mocked := fmt.Sprintf("package p\nr := x if { x := regex.match(%q, input.s) with regex.match as %s }\nalways(_, _) := true\n", pat, mock)
+			for _, in := range inputs {
+				term := `{"s": ` + in + `}`
+				tc := conformanceCase{version: ast.RegoV1, name: pat + " mocked " + in}
+				tc.Query, tc.Modules, tc.InputTerm = "x = data.p.r", []string{mocked}, &term
+				want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
+				if !sameOutcome(got, want) {
+					t.Errorf("regex.match(%q, %s) with regex.match as %s: compiled %v, %v; interpreter %v, %v", pat, in, mock, got.results, got.err, want.results, want.err)
+				}
 			}
 		}
 		for _, in := range inputs {
