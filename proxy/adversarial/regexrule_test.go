@@ -32,6 +32,18 @@ deny contains "card" if regex.match(%q, input.arguments.query)
 deny contains "secret" if regex.match(%q, input.arguments.query)
 `
 
+// regexListPolicy denies with the same patterns taken from a list, as
+// teams also write it: the compiled engine learns each pattern's literals
+// at its first use.
+const regexListPolicy = `package piilist
+import rego.v1
+patterns := [%q, %q, %q]
+deny contains "the query holds personal data" if {
+	some p in patterns
+	regex.match(p, input.arguments.query)
+}
+`
+
 // regexCalls are queries that hide, split or disguise what the patterns
 // look for, or hold their literals without a match: JSON escapes of the
 // literals, lone surrogates (which decode to U+FFFD) beside them, look-alike
@@ -72,9 +84,10 @@ var longQuery = func() string {
 	return string(b)
 }()
 
-// TestAdversarialRegexRule sends regexCalls through a real toolgate whose
-// tool's Rego policy (compiled engine) denies queries matching piiPatterns,
-// to a real upstream, and judges by what the upstream's handler received:
+// TestAdversarialRegexRule sends regexCalls through a real toolgate to two
+// tools whose Rego policies (compiled engine) deny queries matching
+// piiPatterns, each pattern in a rule of its own on one and taken from a
+// list on the other, to a real upstream, and judges by what the upstream's handler received:
 // a call reached it exactly when Go's regexp (what regex.match runs)
 // finds none of the patterns in the query as JSON decodes it.
 func TestAdversarialRegexRule(t *testing.T) {
@@ -87,10 +100,20 @@ func TestAdversarialRegexRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listPol, err := rego.Compile("piilist", map[string][]byte{"piilist.rego": []byte(fmt.Sprintf(regexListPolicy,
+		piiPatterns[0], piiPatterns[1], piiPatterns[2]))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listCompiled, err := listPol.Compiled(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	up := newRecordingUpstream(t)
-	g, err := startGateSnap(t, fmt.Sprintf("listen:\n  forward: 127.0.0.1:0\ntools:\n  - {name: pii, match: {host: %q, method: POST, path: /pii}}\n", up.authority()),
+	g, err := startGateSnap(t, fmt.Sprintf("listen:\n  forward: 127.0.0.1:0\ntools:\n  - {name: pii, match: {host: %[1]q, method: POST, path: /pii}}\n  - {name: pii_list, match: {host: %[1]q, method: POST, path: /pii_list}}\n", up.authority()),
 		proxy.Snapshot{Checkers: map[string]proxy.Checker{
-			"pii": policies.NewSet("pii", []policies.Bound{{Policy: compiled, Mode: policies.ModeEnforce}}, 10*time.Second, false),
+			"pii":      policies.NewSet("pii", []policies.Bound{{Policy: compiled, Mode: policies.ModeEnforce}}, 10*time.Second, false),
+			"pii_list": policies.NewSet("pii_list", []policies.Bound{{Policy: listCompiled, Mode: policies.ModeEnforce}}, 10*time.Second, false),
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +124,8 @@ func TestAdversarialRegexRule(t *testing.T) {
 	}
 	fwd := g.srv.Addr("forward", 0)
 	var reached, refused int
-	for _, q := range regexCalls {
+	for i := range 2 * len(regexCalls) {
+		q, path := regexCalls[i%len(regexCalls)], []string{"/pii", "/pii_list"}[i/len(regexCalls)]
 		body := `{"query": ` + q + `}`
 		var args struct{ Query string }
 		if err := json.Unmarshal([]byte(body), &args); err != nil {
@@ -112,22 +136,22 @@ func TestAdversarialRegexRule(t *testing.T) {
 			holds = holds || re.MatchString(args.Query)
 		}
 		trace, tp := newTrace()
-		status := goDo(t, fwd, nil, http.MethodPost, "http://"+up.authority()+"/pii", tp, body)
+		status := goDo(t, fwd, nil, http.MethodPost, "http://"+up.authority()+path, tp, body)
 		got := up.received(trace)
 		switch {
 		case holds && len(got) != 0:
-			t.Errorf("%.80s: a pattern matches it, the upstream received it (status %d)", body, status)
+			t.Errorf("%s %.80s: a pattern matches it, the upstream received it (status %d)", path, body, status)
 		case holds && status != http.StatusForbidden:
-			t.Errorf("%.80s: status %d, want a 403 refusal", body, status)
+			t.Errorf("%s %.80s: status %d, want a 403 refusal", path, body, status)
 		case !holds && (len(got) != 1 || got[0] != body):
-			t.Errorf("%.80s: no pattern matches it, the upstream received %d calls (status %d)", body, len(got), status)
+			t.Errorf("%s %.80s: no pattern matches it, the upstream received %d calls (status %d)", path, body, len(got), status)
 		case holds:
 			refused++
 		default:
 			reached++
 		}
 	}
-	t.Logf("%d calls: %d reached the upstream, %d refused", len(regexCalls), reached, refused)
+	t.Logf("%d calls: %d reached the upstream, %d refused", 2*len(regexCalls), reached, refused)
 	if reached == 0 || refused == 0 {
 		t.Errorf("the table must hold both calls the rule refuses and calls it lets through")
 	}

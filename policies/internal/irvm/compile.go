@@ -79,6 +79,8 @@ func compile(pol *ir.Policy, custom map[string]*topdown.Builtin) (*Program, erro
 							if pat, ok := p.strings[i].Value.(ast.String); ok {
 								c.literals = regexLiterals(string(pat))
 							}
+						} else {
+							c.patterns = &literalCache{}
 						}
 					}
 					p.needsTime = p.needsTime || timeBuiltins[s.Func]

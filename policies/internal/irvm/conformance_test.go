@@ -504,7 +504,8 @@ func TestConformanceExceptionsSorted(t *testing.T) {
 // compiled engine what it gives in OPA's interpreter, on strings that lack
 // the pattern's literals (answered without the expression, prefilter.go),
 // strings that hold them, and operands that are not strings (the
-// builtin's type error, strict or not).
+// builtin's type error, strict or not); with the pattern a constant, or
+// taken from a list.
 func TestRegexLiteralsAgree(t *testing.T) {
 	ctx := context.Background()
 	patterns := []string{
@@ -516,6 +517,19 @@ func TestRegexLiteralsAgree(t *testing.T) {
 		module := fmt.Sprintf("package p\nr := regex.match(%q, input.s)\n", pat)
 		// The builtin replaced under with, by a function or a value: the
 		// replacement decides.
+		// The pattern computed: taken from a list (prefilter.go's cache).
+		listed := fmt.Sprintf("package p\npatterns := [%q, \"z\"]\nr := [m | some p in patterns; m := regex.match(p, input.s)]\n", pat)
+		for _, in := range inputs {
+			for _, strict := range []bool{false, true} {
+				term := `{"s": ` + in + `}`
+				tc := conformanceCase{version: ast.RegoV1, name: pat + " listed " + in}
+				tc.Query, tc.Modules, tc.InputTerm, tc.StrictError = "x = data.p.r", []string{listed}, &term, strict
+				want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
+				if !sameOutcome(got, want) {
+					t.Errorf("regex.match(%q from a list, %s), strict %v: compiled %v, %v; interpreter %v, %v", pat, in, strict, got.results, got.err, want.results, want.err)
+				}
+			}
+		}
 		for _, mock := range []string{"always", "true"} {
 			mocked := fmt.Sprintf("package p\nr := x if { x := regex.match(%q, input.s) with regex.match as %s }\nalways(_, _) := true\n", pat, mock)
 			for _, in := range inputs {

@@ -726,7 +726,13 @@ func (e *eval) builtin(c *callee, ops []*ast.Term) (*ast.Term, int) {
 		all []*ast.Term
 		err error
 	)
-	if c.literals != nil && lacksLiteral(ops[1].Value, c.literals) {
+	lits := c.literals
+	if c.patterns != nil {
+		if pat, ok := ops[0].Value.(ast.String); ok {
+			lits = c.patterns.get(string(pat))
+		}
+	}
+	if lits != nil && lacksLiteral(ops[1].Value, lits) {
 		out = boolTerms[0] // what regex.match gives: no match
 	} else {
 		bctx := e.builtinContext()

@@ -194,6 +194,8 @@ type callee struct {
 	void     bool // the builtin yields nothing
 	loc      *ast.Location
 	// literals are what every match of a regex.match's constant pattern
-	// contains (prefilter.go).
+	// contains; patterns holds those of the patterns it is given at run
+	// time when the pattern is not a constant (prefilter.go).
 	literals []string
+	patterns *literalCache
 }

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -18,6 +20,11 @@ import (
 // that does not compile gets no literals, and the builtin's error), and
 // an operand that is not a string still goes to the builtin (its type
 // error). FuzzRegexLiterals holds the literals to Go's regexp.
+//
+// A regex.match whose pattern is computed (taken from a list of patterns,
+// say) gets its patterns' literals on first use, kept for the program's
+// life in a cache of at most maxCachedPatterns patterns; past that, a new
+// pattern goes to the builtin as it is.
 
 // regexLiterals returns the strings every match of pattern contains, nil
 // when there are none (or pattern does not compile).
@@ -71,4 +78,32 @@ func lacksLiteral(v ast.Value, lits []string) bool {
 		}
 	}
 	return false
+}
+
+// maxCachedPatterns bounds the patterns one call of regex.match keeps the
+// literals of (a policy may compute patterns from its input).
+const maxCachedPatterns = 256
+
+// literalCache holds the literals of the patterns a regex.match call was
+// given at run time.
+type literalCache struct {
+	m sync.Map // pattern -> []string (nil: none)
+	n atomic.Int32
+}
+
+// get returns pattern's literals: nil when it has none, or when the cache
+// is full and pattern is not in it.
+func (c *literalCache) get(pattern string) []string {
+	if v, ok := c.m.Load(pattern); ok {
+		return v.([]string)
+	}
+	if c.n.Add(1) > maxCachedPatterns {
+		c.n.Add(-1)
+		return nil
+	}
+	lits := regexLiterals(pattern)
+	if _, loaded := c.m.LoadOrStore(pattern, lits); loaded {
+		c.n.Add(-1)
+	}
+	return lits
 }

@@ -1,8 +1,10 @@
 package irvm
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -55,4 +57,48 @@ func FuzzRegexLiterals(f *testing.F) {
 			t.Fatalf("%q matches %q, which lacks one of %q", s, pattern, lits)
 		}
 	})
+}
+
+// TestLiteralCacheBounded: a regex.match given patterns at run time keeps
+// the literals of at most maxCachedPatterns of them, however many it is
+// given and from however many evaluations at once; a pattern kept gives
+// its literals, one not kept none (the builtin runs).
+func TestLiteralCacheBounded(t *testing.T) {
+	var c literalCache
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2 * maxCachedPatterns {
+				c.get(fmt.Sprintf("lit%d-%d@", i, g%2)) // two goroutines share each pattern
+			}
+		}()
+	}
+	wg.Wait()
+	kept := 0
+	c.m.Range(func(k, v any) bool {
+		kept++
+		if want := []string{k.(string)}; !slices.Equal(v.([]string), want) {
+			t.Errorf("kept %q with %q, want %q", k, v, want)
+		}
+		return true
+	})
+	if kept != maxCachedPatterns || int(c.n.Load()) != kept {
+		t.Fatalf("kept %d patterns (count %d), want %d", kept, c.n.Load(), maxCachedPatterns)
+	}
+	var in, out string
+	c.m.Range(func(k, _ any) bool { in = k.(string); return false })
+	for i := range 2 * maxCachedPatterns {
+		if p := fmt.Sprintf("lit%d-0@", i); func() bool { _, ok := c.m.Load(p); return !ok }() {
+			out = p
+			break
+		}
+	}
+	if got := c.get(in); !slices.Equal(got, []string{in}) {
+		t.Errorf("get(%q) kept = %q", in, got)
+	}
+	if got := c.get(out); got != nil {
+		t.Errorf("get(%q) past the bound = %q, want none", out, got)
+	}
 }
