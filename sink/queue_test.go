@@ -493,10 +493,20 @@ func TestQueueCloseTimeout(t *testing.T) {
 		t.Fatalf("Close with a stuck writer = %v, want DeadlineExceeded", err)
 	}
 	<-q.stopped // the Writer saw its context end and returned
-	// Every Record gave up after MaxWait; the stuck group was written once.
+	// Every Record gave up after MaxWait; the stuck group went to the
+	// Writer once. The writer goroutine may take the group pending behind
+	// it before Close drops it (each event is counted by whichever side
+	// takes it): then it is a second group, dropped without a write.
 	want := QueueStats{Capacity: DefaultQueueCapacity, Recorded: 4, Dropped: 4, DroppedShutdown: 4, Groups: 1, WaitTimeouts: 4}
-	if got := q.Stats(); got != want {
-		t.Errorf("Stats() = %+v, want %+v", got, want)
+	got := q.Stats()
+	if got.Groups == 2 {
+		got.Groups = 1
+	}
+	if got != want {
+		t.Errorf("Stats() = %+v, want %+v (or 2 groups)", q.Stats(), want)
+	}
+	if n := len(w.entered); n != 0 {
+		t.Errorf("the Writer was called %d more times after Close gave up", n)
 	}
 	if strings.Contains(logs.String(), "secret-session-id") {
 		t.Errorf("log holds event contents:\n%s", logs.String())
