@@ -97,6 +97,11 @@ func (c *literalCache) get(pattern string) []string {
 	if v, ok := c.m.Load(pattern); ok {
 		return v.([]string)
 	}
+	// A full cache is read, not written: calls past the bound do not
+	// contend on the count.
+	if c.n.Load() >= maxCachedPatterns {
+		return nil
+	}
 	if c.n.Add(1) > maxCachedPatterns {
 		c.n.Add(-1)
 		return nil

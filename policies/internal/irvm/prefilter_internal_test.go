@@ -90,7 +90,8 @@ func TestLiteralCacheBounded(t *testing.T) {
 	var in, out string
 	c.m.Range(func(k, _ any) bool { in = k.(string); return false })
 	for i := range 2 * maxCachedPatterns {
-		if p := fmt.Sprintf("lit%d-0@", i); func() bool { _, ok := c.m.Load(p); return !ok }() {
+		p := fmt.Sprintf("lit%d-0@", i)
+		if _, ok := c.m.Load(p); !ok {
 			out = p
 			break
 		}
