@@ -112,11 +112,6 @@ func (r recordSpan) payload(data []byte) []byte {
 	return data[r.off+recordHeaderSize : r.end]
 }
 
-// payloadText is payload's bytes cut from text, a string of data's.
-func (r recordSpan) payloadText(text string) string {
-	return text[r.off+recordHeaderSize : r.end]
-}
-
 // segmentScan is what scanSegment finds in a segment's bytes.
 type segmentScan struct {
 	// good are the complete records whose checksum matches, in order.

@@ -147,11 +147,6 @@ func (s *Spool) ship(seg *segment) error {
 		return fmt.Errorf("sink: spool read %s: %w", name, err)
 	}
 	sc := scanSegment(data)
-	// One string of the whole file, for the events' strings to be cut
-	// from: one copy of the segment rather than an allocation for each
-	// string of each event (8 an event), and it is let go with them once
-	// the segment has shipped.
-	text := string(data)
 	// The events go into the shipper's slice, reused from segment to
 	// segment: a fresh one, a few MiB for a segment, cost a page fault
 	// for every eight events written into it (a third of the decoding's
@@ -165,9 +160,10 @@ func (s *Spool) ship(seg *segment) error {
 		}
 	}()
 	good := make([]recordSpan, 0, len(sc.good))
-	for _, r := range sc.good {
+	var text shipText
+	for i, r := range sc.good {
 		var derr error
-		if events, derr = decodeRecord(r.payload(data), r.payloadText(text), events); derr != nil {
+		if events, derr = decodeRecord(r.payload(data), text.payload(data, sc.good, i), events); derr != nil {
 			sc.bad++
 			continue
 		}
@@ -225,6 +221,46 @@ func (s *Spool) forget(seg *segment) {
 		s.bytes -= seg.size
 		s.pending -= seg.events
 	}
+}
+
+// shipTextChunk is about how many of a segment's bytes one string copy
+// holds for the events' strings to be cut from (shipText).
+const shipTextChunk = 16 << 10
+
+// shipText holds the string the events of a segment's record are cut
+// from: a copy of that record and the records after it, up to
+// shipTextChunk bytes (or the one record, when it is larger). A lone
+// call's record is one event of about 300 bytes, so one copy serves about
+// fifty of them, rather than an allocation for each string of each event
+// (8 an event). It was one copy of the whole segment, a few MiB allocated
+// afresh for each: on a virtual machine where a page fault costs 12 to
+// 18 µs, the fault of every fresh page cost about 1.3 µs per event, and
+// the garbage collector's scavenger gave those pages back between
+// segments, so that the heap's small objects faulted them in again
+// (docs/performance.md, "Issue 45, sixth pass"). Pieces of a size the
+// heap's small-object classes serve are reused from one collection to
+// the next instead. The strings are let go with the events once the
+// segment has shipped.
+type shipText struct {
+	s    string
+	from int // s is data[from : from+len(s)]
+}
+
+// payload returns the payload of good[i] as a string cut from t, copying
+// the next chunk of data first when t does not hold it.
+func (t *shipText) payload(data []byte, good []recordSpan, i int) string {
+	r := good[i]
+	if r.off < t.from || r.end > t.from+len(t.s) {
+		end := r.end
+		for _, n := range good[i+1:] {
+			if n.end-r.off > shipTextChunk {
+				break
+			}
+			end = n.end
+		}
+		t.s, t.from = string(data[r.off:end]), r.off
+	}
+	return t.s[r.off+recordHeaderSize-t.from : r.end-t.from]
 }
 
 // maxShipBuf and maxShipEvents bound the buffers the shipper keeps from

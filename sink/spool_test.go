@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1785,5 +1786,60 @@ func TestSpoolLogsFsyncMode(t *testing.T) {
 		}
 	default:
 		t.Errorf("the line names no mode: %s", line)
+	}
+}
+
+// The shipper cuts each record's payload from a string copy of the
+// segment made a chunk of records at a time (shipText): every payload
+// reads as its bytes, whatever the records' sizes and the damaged
+// records between them, and a run of small records (lone calls' events)
+// shares one copy per chunk rather than one each or one of the whole
+// segment.
+func TestShipTextPieces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var data []byte
+	var good []recordSpan
+	add := func(n int, damaged bool) {
+		off := len(data)
+		data = append(data, make([]byte, recordHeaderSize)...)
+		for range n {
+			data = append(data, byte('a'+rng.IntN(26)))
+		}
+		if !damaged { // a damaged record is in the bytes, not among the good
+			good = append(good, recordSpan{off: off, end: len(data)})
+		}
+	}
+	// First a run of 500 lone calls' records, then records of every size.
+	for i := range 500 {
+		add(250+rng.IntN(100), i%50 == 7)
+	}
+	smallRun, smallBytes := len(good), len(data)
+	sizes := []int{300, 20 << 10, 300, 1, 64 << 10, shipTextChunk - recordHeaderSize, shipTextChunk, 300}
+	for i := range 300 {
+		add(sizes[i%len(sizes)], i%11 == 5)
+	}
+	var text shipText
+	copies, smallCopies := 0, 0
+	for i, r := range good {
+		from, n := text.from, len(text.s)
+		got := text.payload(data, good, i)
+		if text.from != from || len(text.s) != n {
+			copies++
+			if i < smallRun {
+				smallCopies++
+			}
+			if len(text.s) > shipTextChunk && r.end-r.off <= shipTextChunk {
+				t.Fatalf("record %d: a copy of %d bytes for a record of %d", i, len(text.s), r.end-r.off)
+			}
+		}
+		if got != string(r.payload(data)) {
+			t.Fatalf("record %d: payload differs from its bytes", i)
+		}
+	}
+	if want := smallBytes/shipTextChunk + 1; smallCopies < want || smallCopies > 2*want {
+		t.Errorf("%d copies for a run of %d records of %d bytes, want %d to %d", smallCopies, smallRun, smallBytes, want, 2*want)
+	}
+	if copies >= len(good) {
+		t.Errorf("%d copies for %d records", copies, len(good))
 	}
 }
