@@ -30,10 +30,18 @@ all: build
 build: ## Build the toolgate binary into bin/
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/toolgate
 
+# The tests that run the sidecar as a process use one toolgate binary,
+# built here before they start (internal/testutil.ToolgateBinary): built by
+# each such package instead, a clean clone compiled toolgate's packages
+# again for each, at the same time.
 test: ## Run every test with the race detector (fuzz seeds included); installs the Debian packages tests need when missing
 	bash scripts/testdeps.sh
-	$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS)
-	@set -e; for m in $(NESTED); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
+	@set -e; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
+	echo "$(GO) build -o $$bin/toolgate ./cmd/toolgate"; $(GO) build -o "$$bin/toolgate" ./cmd/toolgate; \
+	export TOOLGATE_TEST_BIN="$$bin/toolgate"; \
+	echo "$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS)"; \
+	$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS); \
+	for m in $(NESTED); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...); done
 
 demo: ## Run the sidecar in front of the bundled demo tools and play scripted calls (TOOLGATE_DEMO_CLICKHOUSE=host:9000 also fills the dashboard)
 	$(GO) run ./cmd/toolgate demo

@@ -34,11 +34,7 @@ func toolgateBinary(t *testing.T) string {
 			buildOnce.err = err
 			return
 		}
-		buildOnce.path = filepath.Join(dir, "toolgate")
-		out, err := exec.Command("go", "build", "-o", buildOnce.path, ".").CombinedOutput()
-		if err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildOnce.path, buildOnce.err = testutil.ToolgateBinary("../..", dir)
 	})
 	if buildOnce.err != nil {
 		t.Fatal(buildOnce.err)

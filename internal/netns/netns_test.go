@@ -305,12 +305,10 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	must(t, os.Chmod(dir, 0o755))
 	r.dir = dir
-	r.bin = filepath.Join(dir, "toolgate")
-	out, err := exec.Command("go", "build", "-o", r.bin, "../../cmd/toolgate").CombinedOutput()
+	r.bin, err = testutil.ToolgateBinary("../..", dir)
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	must(t, os.Chmod(r.bin, 0o755))
 	r.cmd(t, r.bin, "ca", "init", "--dir", filepath.Join(dir, "ca"))
 	must(t, os.Chown(filepath.Join(dir, "ca", "ca.key"), toolgateUID, toolgateUID))
 	r.bundle = filepath.Join(dir, "bundle.pem")

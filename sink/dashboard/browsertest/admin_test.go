@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 // evilPage is a page of another site that tries to reload the sidecar
@@ -60,11 +62,9 @@ attack();
 func TestBrowserAdminCrossSite(t *testing.T) {
 	exe := chromium(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolgate")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/toolgate")
-	build.Dir = filepath.Join("..", "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build toolgate: %v\n%s", err, out)
+	bin, err := testutil.ToolgateBinary(filepath.Join("..", "..", ".."), dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "toolgate.yaml")
 	if err := os.WriteFile(cfg, []byte("listen: {forward: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nevents: {file: {path: events.ndjson}}\ntools: []\n"), 0o600); err != nil {
