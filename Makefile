@@ -34,10 +34,12 @@ build: ## Build the toolgate binary into bin/
 # built here before they start (internal/testutil.ToolgateBinary): built by
 # each such package instead, a clean clone compiled toolgate's packages
 # again for each, at the same time.
+# It builds while scripts/testdeps.sh installs what the tests need.
 test: ## Run every test with the race detector (fuzz seeds included); installs the Debian packages tests need when missing
-	bash scripts/testdeps.sh
 	@set -e; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
-	echo "$(GO) build -o $$bin/toolgate ./cmd/toolgate"; $(GO) build -o "$$bin/toolgate" ./cmd/toolgate; \
+	echo "$(GO) build -o $$bin/toolgate ./cmd/toolgate &"; $(GO) build -o "$$bin/toolgate" ./cmd/toolgate & build=$$!; \
+	echo "bash scripts/testdeps.sh"; bash scripts/testdeps.sh; \
+	wait $$build; \
 	export TOOLGATE_TEST_BIN="$$bin/toolgate"; \
 	echo "$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS)"; \
 	$(GO) test -race -count=1 -p $(TESTP) -timeout 15m $(PKGS); \
