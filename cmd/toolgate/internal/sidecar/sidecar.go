@@ -361,6 +361,14 @@ type PolicyStatus struct {
 }
 
 func (sc *Sidecar) status() status {
+	// The reload's and the bundles' state first: a reload (or a bundle's
+	// activation) puts its configuration in force before it records
+	// itself, so a document whose reload says version X is in force also
+	// shows X as config_version. Read the other way, a reload finishing
+	// between the two reads showed its new version under reload beside
+	// the old config_version (TestReloadSchemaFileEdit saw it once on a
+	// loaded machine).
+	reloadStatus, bundleStatus := sc.reload.Status(), sc.bundles.Status()
 	cfg := sc.cfg.Load()
 	var reverse []string
 	for i := range cfg.Listen.Reverse {
@@ -379,9 +387,9 @@ func (sc *Sidecar) status() status {
 		},
 		Tools: tools, Policies: policiesInForce(cfg), Unmatched: cfg.Unmatched,
 		Events:  sc.events.status(cfg.Events),
-		Reload:  sc.reload.Status(),
+		Reload:  reloadStatus,
 		Tracing: sc.spans.stats(),
-		Bundles: sc.bundles.Status(), MCPUnlistedNames: sc.proxy.UnlistedNames(),
+		Bundles: bundleStatus, MCPUnlistedNames: sc.proxy.UnlistedNames(),
 		MCPUnusableSchemas: sc.proxy.UnusableSchemas(),
 		MCPSchemaKeywords:  sc.proxy.ListedSchemaKeywords(),
 		State:              stateStatus(cfg),
