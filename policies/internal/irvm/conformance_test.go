@@ -513,44 +513,34 @@ func TestRegexLiteralsAgree(t *testing.T) {
 	}
 	inputs := []string{`"EGFR kinase inhibitors"`, `"dana@example.org"`, `"dana@example"`, `"abcdcd"`, `"abcd "`,
 		`"xxy"`, `"xy"`, `"SeCrEt"`, `"ééz"`, `"ez"`, `""`, `42`, `["a@b.cd"]`, `null`}
+	// agree checks one module on one input: the compiled engine's outcome
+	// is the interpreter's.
+	agree := func(what, module, in string, strict bool) {
+		term := `{"s": ` + in + `}`
+		tc := conformanceCase{version: ast.RegoV1, name: what + " " + in}
+		tc.Query, tc.Modules, tc.InputTerm, tc.StrictError = "x = data.p.r", []string{module}, &term, strict
+		want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
+		if !sameOutcome(got, want) {
+			t.Errorf("%s, input %s, strict %v: compiled %v, %v; interpreter %v, %v", what, in, strict, got.results, got.err, want.results, want.err)
+		}
+	}
 	for _, pat := range patterns {
-		module := fmt.Sprintf("package p\nr := regex.match(%q, input.s)\n", pat)
-		// The builtin replaced under with, by a function or a value: the
-		// replacement decides.
+		// The pattern a constant (prefilter.go's literals at compile time).
+		constant := fmt.Sprintf("package p\nr := regex.match(%q, input.s)\n", pat)
 		// The pattern computed: taken from a list (prefilter.go's cache).
 		listed := fmt.Sprintf("package p\npatterns := [%q, \"z\"]\nr := [m | some p in patterns; m := regex.match(p, input.s)]\n", pat)
 		for _, in := range inputs {
 			for _, strict := range []bool{false, true} {
-				term := `{"s": ` + in + `}`
-				tc := conformanceCase{version: ast.RegoV1, name: pat + " listed " + in}
-				tc.Query, tc.Modules, tc.InputTerm, tc.StrictError = "x = data.p.r", []string{listed}, &term, strict
-				want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
-				if !sameOutcome(got, want) {
-					t.Errorf("regex.match(%q from a list, %s), strict %v: compiled %v, %v; interpreter %v, %v", pat, in, strict, got.results, got.err, want.results, want.err)
-				}
+				agree(fmt.Sprintf("regex.match(%q)", pat), constant, in, strict)
+				agree(fmt.Sprintf("regex.match(%q from a list)", pat), listed, in, strict)
 			}
 		}
+		// The builtin replaced under with, by a function or a value: the
+		// replacement decides.
 		for _, mock := range []string{"always", "true"} {
 			mocked := fmt.Sprintf("package p\nr := x if { x := regex.match(%q, input.s) with regex.match as %s }\nalways(_, _) := true\n", pat, mock)
 			for _, in := range inputs {
-				term := `{"s": ` + in + `}`
-				tc := conformanceCase{version: ast.RegoV1, name: pat + " mocked " + in}
-				tc.Query, tc.Modules, tc.InputTerm = "x = data.p.r", []string{mocked}, &term
-				want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
-				if !sameOutcome(got, want) {
-					t.Errorf("regex.match(%q, %s) with regex.match as %s: compiled %v, %v; interpreter %v, %v", pat, in, mock, got.results, got.err, want.results, want.err)
-				}
-			}
-		}
-		for _, in := range inputs {
-			for _, strict := range []bool{false, true} {
-				term := `{"s": ` + in + `}`
-				tc := conformanceCase{version: ast.RegoV1, name: pat + " " + in}
-				tc.Query, tc.Modules, tc.InputTerm, tc.StrictError = "x = data.p.r", []string{module}, &term, strict
-				want, got := interpreter(ctx, tc), compiledOutcome(ctx, tc)
-				if !sameOutcome(got, want) {
-					t.Errorf("regex.match(%q, %s), strict %v: compiled %v, %v; interpreter %v, %v", pat, in, strict, got.results, got.err, want.results, want.err)
-				}
+				agree(fmt.Sprintf("regex.match(%q) with regex.match as %s", pat, mock), mocked, in, false)
 			}
 		}
 	}
