@@ -91,29 +91,25 @@ var longQuery = func() string {
 // a call reached it exactly when Go's regexp (what regex.match runs)
 // finds none of the patterns in the query as JSON decodes it.
 func TestAdversarialRegexRule(t *testing.T) {
-	pol, err := rego.Compile("pii", map[string][]byte{"pii.rego": []byte(fmt.Sprintf(regexPolicy,
-		piiPatterns[0], piiPatterns[1], piiPatterns[2]))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := pol.Compiled(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	listPol, err := rego.Compile("piilist", map[string][]byte{"piilist.rego": []byte(fmt.Sprintf(regexListPolicy,
-		piiPatterns[0], piiPatterns[1], piiPatterns[2]))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listCompiled, err := listPol.Compiled(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	// checker is tool's policy set: source with piiPatterns in it, on the
+	// compiled engine, enforced.
+	checker := func(tool, source string) proxy.Checker {
+		pol, err := rego.Compile(tool, map[string][]byte{tool + ".rego": []byte(fmt.Sprintf(source,
+			piiPatterns[0], piiPatterns[1], piiPatterns[2]))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compiled, err := pol.Compiled(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policies.NewSet(tool, []policies.Bound{{Policy: compiled, Mode: policies.ModeEnforce}}, 10*time.Second, false)
 	}
 	up := newRecordingUpstream(t)
 	g, err := startGateSnap(t, fmt.Sprintf("listen:\n  forward: 127.0.0.1:0\ntools:\n  - {name: pii, match: {host: %[1]q, method: POST, path: /pii}}\n  - {name: pii_list, match: {host: %[1]q, method: POST, path: /pii_list}}\n", up.authority()),
 		proxy.Snapshot{Checkers: map[string]proxy.Checker{
-			"pii":      policies.NewSet("pii", []policies.Bound{{Policy: compiled, Mode: policies.ModeEnforce}}, 10*time.Second, false),
-			"pii_list": policies.NewSet("pii_list", []policies.Bound{{Policy: listCompiled, Mode: policies.ModeEnforce}}, 10*time.Second, false),
+			"pii":      checker("pii", regexPolicy),
+			"pii_list": checker("pii_list", regexListPolicy),
 		}})
 	if err != nil {
 		t.Fatal(err)
