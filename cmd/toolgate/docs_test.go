@@ -610,7 +610,17 @@ func (e *docEnv) shell(t *testing.T, b docBlock, script string) (string, error) 
 	left := false
 	if cmd.Process != nil {
 		pgid := cmd.Process.Pid
-		t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGTERM) })
+		t.Cleanup(func() {
+			// Stopped, and waited for: a sidecar writes its events on the
+			// way out, into the folder the test's TempDir cleanup removes
+			// next (which failed on a loaded machine with "directory not
+			// empty" while it still wrote).
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			if groupAlive(pgid, 20*time.Second) {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				groupAlive(pgid, 5*time.Second)
+			}
+		})
 		if !e.session && ctx.Err() == nil {
 			left = groupAlive(pgid, 10*time.Second)
 		}
