@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -116,20 +117,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // RoundTripHeld sends req upstream. held, when not nil, is the request's body
 // (req.Body reads it): toolgate read it, so it can be sent again.
 func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.Response, error) {
+	ctx := req.Context()
+	cc := lazy(ctx)
 	if !t.fast(req, held) {
+		if cc != nil {
+			cc.Arm()
+		}
 		return t.std.RoundTrip(req)
 	}
-	ctx := req.Context()
 	addr := hostPort(req.URL)
 	key := addr
 	if d := dialAddr(ctx); d != "" {
 		key = addr + "\x00" + d
 	}
 	for attempt := 0; ; attempt++ {
-		pc, err := t.get(ctx, key, addr)
+		pc, err := t.get(ctx, key, addr, cc)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
+			}
+			if cc != nil && !time.Now().Before(cc.deadline) {
+				return nil, context.DeadlineExceeded
 			}
 			return nil, err
 		}
@@ -137,7 +145,7 @@ func (t *Transport) RoundTripHeld(req *http.Request, held *bytes.Reader) (*http.
 		if held != nil {
 			size = held.Size()
 		}
-		resp, retry, err := t.exchange(ctx, pc, req, size)
+		resp, retry, err := t.exchange(ctx, pc, req, size, cc)
 		if err == nil {
 			return resp, nil
 		}
@@ -265,6 +273,9 @@ type h1Conn struct {
 	// abort cuts off a read or write under way: the AfterFunc of each
 	// call's context, made once per connection.
 	abort func()
+	// timed says the connection's deadline is the call's (a CallContext's
+	// the fast path keeps); it is cleared before the connection is pooled.
+	timed bool
 }
 
 // peekSkipWithin is how long a pooled connection may have been idle and
@@ -305,8 +316,9 @@ func (c *h1Conn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// get returns a pooled connection to key, or dials addr.
-func (t *Transport) get(ctx context.Context, key, addr string) (*h1Conn, error) {
+// get returns a pooled connection to key, or dials addr. The dial of a
+// call whose deadline the fast path keeps (cc) gets a deadline context.
+func (t *Transport) get(ctx context.Context, key, addr string, cc *CallContext) (*h1Conn, error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -332,6 +344,11 @@ func (t *Transport) get(ctx context.Context, key, addr string) (*h1Conn, error) 
 		pc.sent += pc.written
 		pc.reused, pc.written, pc.read = true, 0, 0
 		return pc, nil
+	}
+	if cc != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, cc.deadline)
+		defer cancel()
 	}
 	conn, err := t.dial(ctx, "tcp", addr)
 	if err != nil {
@@ -433,7 +450,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // exchange writes req on pc and reads its answer's head. retry says the
 // call failed on a reused connection in a way net/http would retry.
-func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request, bodySize int64) (*http.Response, bool, error) {
+func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request, bodySize int64, cc *CallContext) (*http.Response, bool, error) {
+	if cc != nil {
+		// Before the AfterFunc: an abort it runs comes after, and wins.
+		pc.conn.SetDeadline(cc.deadline)
+		pc.timed = true
+	}
 	// pc.abort is pc's own: a connection goes back to the pool only when
 	// stop reports the call's AfterFunc did not run and never will.
 	stop := context.AfterFunc(ctx, pc.abort)
@@ -445,6 +467,11 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		pc.conn.Close()
 		if ctx.Err() != nil {
 			return nil, false, context.Cause(ctx)
+		}
+		if pc.timed && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The call's deadline, kept by the connection: what an
+			// armed context's cut would return, and never retried.
+			return nil, false, context.DeadlineExceeded
 		}
 		retry := pc.reused && pc.read == 0 && (pc.written == 0 || notSent || replayable(req))
 		return nil, retry, fmt.Errorf("upstream %s: %w", op, err)
@@ -503,6 +530,10 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 // on it, and closes it otherwise.
 func (t *Transport) release(pc *h1Conn, stop func() bool, reuse bool) {
 	if stop() && reuse && pc.br.Buffered() == 0 {
+		if pc.timed {
+			pc.conn.SetDeadline(time.Time{})
+			pc.timed = false
+		}
 		t.put(pc)
 		return
 	}
@@ -560,6 +591,8 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	case err != nil:
 		if b.ctx.Err() != nil {
 			err = context.Cause(b.ctx)
+		} else if b.pc.timed && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = context.DeadlineExceeded
 		}
 		b.done, b.err = true, err
 		b.stop()

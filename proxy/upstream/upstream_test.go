@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -854,4 +855,181 @@ func TestUpstreamCloseCutsRead(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not end the read under way")
 	}
+}
+
+// TestUpstreamCallContext: a call whose deadline the fast path keeps on the
+// connection (CallContext) ends as a call under context.WithTimeout ends,
+// through net/http's transport, at a stalled head or body; a caller going
+// away still cuts it off; a connection pooled after such a call carries no
+// deadline into the next one; and a call that leaves the fast path (a
+// streamed body) gets a context that ends at the deadline.
+func TestUpstreamCallContext(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var remotes []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		remotes = append(remotes, r.RemoteAddr)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/ok":
+			w.Write([]byte("ok"))
+			return
+		case "/slow":
+			time.Sleep(400 * time.Millisecond)
+			w.Write([]byte("slow"))
+			return
+		case "/body":
+			w.Header().Set("Content-Length", "100")
+			w.Write([]byte("part"))
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	const limit = 200 * time.Millisecond
+	bounded := func(name string, start time.Time) {
+		t.Helper()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: call took %v", name, d)
+		}
+	}
+	for _, path := range []string{"/head", "/body"} {
+		for _, warm := range []bool{false, true} {
+			std, fast := transports(t)
+			if warm {
+				// The call goes over a pooled connection, not a dial.
+				cc := NewCallContext(context.Background(), time.Now().Add(5*time.Second))
+				if o := do(cc, fast, "POST", srv.URL+"/ok", []byte("x"), nil); o.Body != "ok" {
+					t.Fatalf("warm-up: %s", o)
+				}
+			}
+			ctx, stop := context.WithTimeout(context.Background(), limit)
+			want := do(ctx, std, "POST", srv.URL+path, []byte("x"), nil)
+			stop()
+			start := time.Now()
+			cc := NewCallContext(context.Background(), time.Now().Add(limit))
+			got := do(cc, fast, "POST", srv.URL+path, []byte("x"), nil)
+			bounded(path, start)
+			if got.String() != want.String() {
+				t.Errorf("%s warm=%v:\nstd under WithTimeout: %s\nfast under CallContext: %s", path, warm, want, got)
+			}
+			if !strings.Contains(got.Failure+got.BodyFail, "timeout") {
+				t.Errorf("%s warm=%v: not a timeout: %s", path, warm, got)
+			}
+			if cc.Err() != nil {
+				t.Errorf("%s warm=%v: the fast path armed the context (%v)", path, warm, cc.Err())
+			}
+		}
+	}
+
+	t.Run("error and no retry", func(t *testing.T) {
+		// A GET may be sent again after a reused connection failed
+		// before its answer began; one cut off by its deadline is not.
+		_, fast := transports(t)
+		get := func(path string, d time.Duration) (*CallContext, *http.Response, error) {
+			cc := NewCallContext(context.Background(), time.Now().Add(d))
+			req, err := http.NewRequestWithContext(cc, "GET", srv.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := fast.RoundTripHeld(req, nil)
+			return cc, resp, err
+		}
+		if _, resp, err := get("/ok", 5*time.Second); err != nil {
+			t.Fatal(err)
+		} else {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		mu.Lock()
+		remotes = nil
+		mu.Unlock()
+		start := time.Now()
+		_, _, err := get("/head", limit)
+		bounded("GET /head", start)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("head: %v, want context.DeadlineExceeded", err)
+		}
+		mu.Lock()
+		if len(remotes) != 1 {
+			t.Errorf("upstream received the call %d times, want once", len(remotes))
+		}
+		mu.Unlock()
+		_, resp, err := get("/body", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("body: %v, want context.DeadlineExceeded", err)
+		}
+	})
+
+	t.Run("caller gone", func(t *testing.T) {
+		std, fast := transports(t)
+		var got [2]outcome
+		for i, rt := range []http.RoundTripper{std, fast} {
+			parent, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(limit, cancel)
+			ctx := context.Context(parent)
+			if rt == http.RoundTripper(fast) {
+				ctx = NewCallContext(parent, time.Now().Add(time.Minute))
+			}
+			start := time.Now()
+			got[i] = do(ctx, rt, "POST", srv.URL+"/head", []byte("x"), nil)
+			bounded("caller gone", start)
+			cancel()
+		}
+		if got[0].String() != got[1].String() || got[1].Failure == "" {
+			t.Errorf("std: %s\nfast: %s", got[0], got[1])
+		}
+	})
+
+	t.Run("pooled connection keeps no deadline", func(t *testing.T) {
+		_, fast := transports(t)
+		mu.Lock()
+		remotes = nil
+		mu.Unlock()
+		cc := NewCallContext(context.Background(), time.Now().Add(limit))
+		if o := do(cc, fast, "POST", srv.URL+"/ok", []byte("x"), nil); o.Body != "ok" {
+			t.Fatalf("first call: %s", o)
+		}
+		time.Sleep(limit + 50*time.Millisecond) // the first call's deadline has passed
+		if o := do(context.Background(), fast, "POST", srv.URL+"/slow", []byte("x"), nil); o.Body != "slow" {
+			t.Fatalf("a call without a deadline over the pooled connection: %s", o)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(remotes) != 2 || remotes[0] != remotes[1] {
+			t.Errorf("the calls came over %v, want one connection twice", remotes)
+		}
+	})
+
+	t.Run("streamed body arms", func(t *testing.T) {
+		_, fast := transports(t)
+		cc := NewCallContext(context.Background(), time.Now().Add(limit))
+		req, err := http.NewRequestWithContext(cc, "POST", srv.URL+"/head", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = -1 // streamed: net/http's transport carries it
+		start := time.Now()
+		resp, err := fast.RoundTripHeld(req, nil)
+		bounded("streamed", start)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("answered %d, want a timeout", resp.StatusCode)
+		}
+		if !errors.Is(cc.Err(), context.DeadlineExceeded) {
+			t.Errorf("context: %v, want it ended at its deadline", cc.Err())
+		}
+		cc.Cancel()
+	})
 }

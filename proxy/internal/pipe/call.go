@@ -37,7 +37,7 @@ type Call struct {
 	Lost     bool // its event was not kept, and an EventGate is set: the answer is withheld
 	Client   context.Context
 	Inject   map[string]string // headers the policies asked for
-	Cancel   context.CancelFunc
+	upCtx    *upstream.CallContext // the upstream call's context, when the tool has a timeout
 	Canon    conf.Canon         // the call's canonical form (zero when refused before it had one)
 	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *mcpcall.Exchange)
 	Ask      *policies.Approval // the policies' approval request, if any
@@ -204,3 +204,7 @@ func (c *Call) NoteLimitScope(scope string) {
 		c.Event.LimitScope = scope
 	}
 }
+
+// Cancel ends the upstream call's context when it has a timer of its own
+// (upstream.CallContext); calls without a timeout have nothing to end.
+func (c *Call) Cancel() { c.upCtx.Cancel() }

@@ -267,11 +267,12 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		return resp
 	}
 	ctx := r.Context()
-	var cancel context.CancelFunc = func() {}
 	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		// The transport keeps the deadline on its fast path; it is armed
+		// below for anything that waits on the context itself.
+		c.upCtx = upstream.NewCallContext(ctx, time.Now().Add(timeout))
+		ctx = c.upCtx
 	}
-	c.Cancel = cancel
 	var vals []string // nil: the header's values get an array of their own
 	if c.take(ownHeaderVals) {
 		vals = c.headerVals[:]
@@ -294,7 +295,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			// does not arrive.
 			raw, err := conf.ReadBody(r, size)
 			if err != nil {
-				cancel()
+				c.Cancel()
 				if errors.Is(err, conf.ErrBodyTimeout) {
 					return c.Refuse(r, conf.BodyTimeoutRefusal(c.Subject(), c.State.Cfg.Limits.BodyTimeout))
 				}
@@ -339,10 +340,15 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	if br, ok := body.(*bytes.Reader); ok && out.Body != nil {
 		held = br
 	}
+	if c.upCtx != nil && (checksAnswer || c.MCP != nil) {
+		// Answer steps and MCP's hold get a context that ends at the
+		// deadline.
+		c.upCtx.Arm()
+	}
 	c.upStart = time.Now()
 	resp, err := c.Host.Upstream.RoundTripHeld(out, held)
 	if err != nil {
-		cancel()
+		c.Cancel()
 		// A body that stalled also ends the request's context (net/http
 		// cancels it on a read error): tell it apart first.
 		if streamed != nil {
