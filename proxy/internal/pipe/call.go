@@ -36,14 +36,14 @@ type Call struct {
 	gone     bool // the caller went away before its answer was complete
 	Lost     bool // its event was not kept, and an EventGate is set: the answer is withheld
 	Client   context.Context
-	Inject   map[string]string // headers the policies asked for
+	Inject   map[string]string     // headers the policies asked for
 	upCtx    *upstream.CallContext // the upstream call's context, when the tool has a timeout
-	Canon    conf.Canon         // the call's canonical form (zero when refused before it had one)
-	MCP      MCPExchange        // nil unless the tool's protocol is mcp (an *mcpcall.Exchange)
-	Ask      *policies.Approval // the policies' approval request, if any
-	Budget   conf.BudgetTicket  // nil unless the snapshot has budgets and the call met them
-	upHeader http.Header        // upstream's answer's header, kept for the budget step
-	upProto  string             // upstream's answer's protocol (resp.Proto), for the span
+	Canon    conf.Canon            // the call's canonical form (zero when refused before it had one)
+	MCP      MCPExchange           // nil unless the tool's protocol is mcp (an *mcpcall.Exchange)
+	Ask      *policies.Approval    // the policies' approval request, if any
+	Budget   conf.BudgetTicket     // nil unless the snapshot has budgets and the call met them
+	upHeader http.Header           // upstream's answer's header, kept for the budget step
+	upProto  string                // upstream's answer's protocol (resp.Proto), for the span
 	// Traceparent is the caller's W3C trace context, kept for the Tracer
 	// only when there is one.
 	Traceparent string
