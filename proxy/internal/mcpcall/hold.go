@@ -117,9 +117,7 @@ func setBody(resp *http.Response, b []byte) {
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	resp.ContentLength = int64(len(b))
 	resp.Header["Content-Length"] = []string{strconv.Itoa(len(b))}
-	for _, k := range []string{"Etag", "Content-Md5", "Digest", "Content-Range", "Accept-Ranges"} {
-		resp.Header.Del(k)
-	}
+	pipe.DropBodyHeaders(resp.Header, false)
 }
 
 // whole handles an answer the hooks cannot read at all: under unreadable:

@@ -115,9 +115,7 @@ func (c *Call) runAnswers(ctx context.Context, r *http.Request, resp *http.Respo
 	if a.Replaced {
 		resp.ContentLength = int64(len(a.Body))
 		resp.Header.Del("Content-Length")
-		for _, k := range []string{"Etag", "Content-Md5", "Digest", "Content-Range", "Accept-Ranges"} {
-			resp.Header.Del(k)
-		}
+		DropBodyHeaders(resp.Header, false)
 	}
 	resp.Body = newBytesBody(a.Body)
 	return nil

@@ -98,9 +98,7 @@ func (c *Call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 	body := env.Marshal()
 	c.Event.Envelope = true
 	c.Finish(res, resp.StatusCode, int64(len(body)))
-	for _, k := range []string{"Content-Length", "Content-Type", "Content-Encoding", "Etag", "Content-Md5", "Digest", "Content-Range", "Accept-Ranges"} {
-		delete(resp.Header, k)
-	}
+	DropBodyHeaders(resp.Header, true)
 	return EnvelopeResponse(r, status, string(res.Code), resp.Header, body)
 }
 
@@ -404,4 +402,22 @@ func readCloserOf(body io.Reader) io.ReadCloser {
 		return rc
 	}
 	return io.NopCloser(body)
+}
+
+// DropBodyHeaders removes from h (an answer's) the headers that describe a
+// body toolgate replaced: its validators and ranges (Etag, Content-Md5,
+// Digest, Content-Range, Accept-Ranges) and, with framing, its length,
+// type and coding. It walks h, which holds a handful of names, rather than
+// deleting each of the eight.
+func DropBodyHeaders(h http.Header, framing bool) {
+	for k := range h {
+		switch k {
+		case "Etag", "Content-Md5", "Digest", "Content-Range", "Accept-Ranges":
+			delete(h, k)
+		case "Content-Length", "Content-Type", "Content-Encoding":
+			if framing {
+				delete(h, k)
+			}
+		}
+	}
 }

@@ -3,6 +3,8 @@ package pipe
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -86,5 +88,35 @@ func BenchmarkEnvelopeData(b *testing.B) {
 				_ = bucketing.Envelope{OK: true, Data: data}.Marshal()
 			}
 		})
+	}
+}
+
+// TestDropBodyHeaders: a replaced body loses its validators and ranges,
+// and its framing only when asked; every other header stays.
+func TestDropBodyHeaders(t *testing.T) {
+	full := func() http.Header {
+		return http.Header{
+			"Etag": {`"x"`}, "Content-Md5": {"m"}, "Digest": {"d"}, "Content-Range": {"bytes 0-1/2"}, "Accept-Ranges": {"bytes"},
+			"Content-Length": {"2"}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"},
+			"Cache-Control": {"no-store"}, "X-Request-Id": {"r"}, "Date": {"now"},
+		}
+	}
+	for _, tc := range []struct {
+		framing bool
+		want    []string
+	}{
+		{false, []string{"Cache-Control", "Content-Encoding", "Content-Length", "Content-Type", "Date", "X-Request-Id"}},
+		{true, []string{"Cache-Control", "Date", "X-Request-Id"}},
+	} {
+		h := full()
+		DropBodyHeaders(h, tc.framing)
+		var got []string
+		for k := range h {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("framing=%v: kept %v, want %v", tc.framing, got, tc.want)
+		}
 	}
 }
