@@ -509,11 +509,15 @@ func joinPath(base, p string) string {
 // connection is aborted so the caller sees an answer cut short, exactly as it
 // would have without toolgate.
 func writeResponse(w http.ResponseWriter, resp *http.Response) {
-	h := w.Header()
-	for k, vs := range resp.Header {
-		h[k] = vs
+	if hw, ok := w.(headerFromWriter); ok {
+		hw.WriteHeaderFrom(resp.StatusCode, resp.Header)
+	} else {
+		h := w.Header()
+		for k, vs := range resp.Header {
+			h[k] = vs
+		}
+		w.WriteHeader(resp.StatusCode)
 	}
-	w.WriteHeader(resp.StatusCode)
 	var err error
 	if pb, ok := resp.Body.(*pipe.PassBody); ok {
 		err = pb.WriteTo(w)
@@ -526,6 +530,13 @@ func writeResponse(w http.ResponseWriter, resp *http.Response) {
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// headerFromWriter is a ResponseWriter that writes a header the handler
+// holds without copying it (the plain listeners' loop, h1serve): resp's
+// header is not changed after writeResponse hands it over.
+type headerFromWriter interface {
+	WriteHeaderFrom(code int, h http.Header)
 }
 
 // Handle runs the pipeline for one request whose upstream URL is target and

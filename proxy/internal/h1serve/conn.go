@@ -284,7 +284,6 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	req.RemoteAddr = c.remoteAddr
 	w.cancelCtx = cancelCtx
 	w.req = req
-	w.handlerHeader = make(http.Header)
 	// net/http's test: the parsed Close, or a loose "close" token in the
 	// first Connection header ("x close" counts).
 	w.wantsClose = req.Close || hasToken(req.Header.Get("Connection"), "close")

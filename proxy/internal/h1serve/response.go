@@ -96,6 +96,11 @@ func bodyAllowedForStatus(status int) bool {
 }
 
 func (w *response) Header() http.Header {
+	if w.handlerHeader == nil {
+		// Made on first use: a response written with WriteHeaderFrom
+		// never needs it.
+		w.handlerHeader = make(http.Header)
+	}
 	if w.cw.header == nil && w.wroteHeader && !w.cw.wroteHeader {
 		// Between logically writing the header and writing it out, keep a
 		// snapshot of the state it was written in.
@@ -186,6 +191,42 @@ func (w *response) WriteHeader(code int) {
 			w.handlerHeader.Del("Content-Length")
 		}
 	}
+}
+
+// WriteHeaderFrom is WriteHeader(code) with h as the header written, in
+// place of what Header() holds: a handler that has the header in hand (a
+// proxy's answer from upstream) saves copying it into Header() and the
+// connection's copy of that (snapshot), two map copies a response. h is
+// read and never changed, and must not change until the response ends;
+// Header() still takes trailers' values. Where that shortcut would not
+// write what WriteHeader writes (Header() was used, a 1xx code, a
+// Content-Length that is not a length), it is WriteHeader after copying h
+// into Header().
+func (w *response) WriteHeaderFrom(code int, h http.Header) {
+	if w.wroteHeader || w.calledHeader || len(w.handlerHeader) > 0 || code < 200 || code > 999 {
+		w.copyHeader(code, h)
+		return
+	}
+	w.contentLength = -1
+	if cl := h.Get("Content-Length"); cl != "" {
+		v, err := strconv.ParseInt(cl, 10, 64)
+		if err != nil || v < 0 {
+			w.copyHeader(code, h)
+			return
+		}
+		w.contentLength = v
+	}
+	w.wroteHeader = true
+	w.status = code
+	w.cw.header, w.cw.borrowed = h, true
+}
+
+func (w *response) copyHeader(code int, h http.Header) {
+	dst := w.Header()
+	for k, vs := range h {
+		dst[k] = vs
+	}
+	w.WriteHeader(code)
 }
 
 func (w *response) bodyAllowed() bool {
@@ -419,6 +460,7 @@ func writeStatusLine(bw *bufio.Writer, is11 bool, code int, scratch []byte) {
 type chunkWriter struct {
 	res         *response
 	header      http.Header // the header as logically written, when it differs from handlerHeader
+	borrowed    bool        // header is the handler's (WriteHeaderFrom): never changed
 	wroteHeader bool
 	chunking    bool
 }
@@ -527,8 +569,8 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 	isHEAD := w.req.Method == http.MethodHead
 
 	header := cw.header
-	owned := header != nil
-	if !owned {
+	owned := header != nil && !cw.borrowed
+	if header == nil {
 		header = w.handlerHeader
 	}
 	var excludeHeader map[string]bool
