@@ -6,11 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -140,5 +143,59 @@ Transfer/sec:      8.00MB
 	}
 	if _, err := parseWrk(strings.NewReader("wrk: connection refused\n")); err == nil {
 		t.Error("a report without figures parsed without error")
+	}
+}
+
+// TestTogether runs two builds (the same binary twice) with -together: each
+// round measures both at once, and the table reports each build's CPU per
+// call, which must be real (calls made, CPU spent), and their ratio.
+func TestTogether(t *testing.T) {
+	if _, err := lookPath("wrk"); err != nil {
+		t.Skip("wrk is not installed: scripts/testdeps.sh --bench installs the external benchmark's tools")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testutil.ToolgateBinary(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "res.json")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-toolgate", "a=" + bin, "-toolgate", "b=" + bin, "-together", "-only", "pass$",
+		"-rounds", "2", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s", "-clickhouse=false", "-json", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	t.Log(stdout.String())
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	ss := res.Together["pass"]
+	if len(ss) != 2 {
+		t.Fatalf("together: %d rounds of pass, want 2: %+v", len(ss), res.Together)
+	}
+	for i, s := range ss {
+		for name, x := range map[string]sample{"a": s.A, "b": s.B} {
+			if x.Requests <= 0 || x.ProxyCPUus <= 0 || x.ProxyUserus <= 0 || x.ProxyUserus > x.ProxyCPUus {
+				t.Errorf("round %d, build %s: implausible %+v", i+1, name, x)
+			}
+		}
+	}
+	if !strings.Contains(stdout.String(), "| pass | ") || !strings.Contains(stdout.String(), "b/a CPU by round") {
+		t.Errorf("the table lacks the pass row or the ratio column:\n%s", stdout.String())
+	}
+	if left := children(); len(left) > 0 {
+		t.Errorf("processes the benchmark started are still running: %v", left)
+	}
+	var stderr2 bytes.Buffer
+	if code := run(context.Background(), []string{"-toolgate", "a=" + bin, "-together"}, io.Discard, &stderr2); code != 2 || !strings.Contains(stderr2.String(), "give -toolgate twice") {
+		t.Errorf("-together with one build: exit %d, %q; want 2 and a hint", code, stderr2.String())
 	}
 }

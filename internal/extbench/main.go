@@ -35,9 +35,16 @@
 //	go run ./internal/extbench                     # make bench-external
 //	go run ./internal/extbench -rounds 1 -duration 1s -latency-duration 500ms
 //	go run ./internal/extbench -toolgate main=/tmp/main.toolgate -toolgate new=bin/toolgate
+//	go run ./internal/extbench -toolgate main=/tmp/main.toolgate -toolgate new=bin/toolgate -together -only 'rego$' -rounds 6 -duration 15s
 //
 // With several -toolgate builds, each toolgate path runs once per build in
-// every round (an A/B comparison in one run). Every process it starts (the
+// every round (an A/B comparison in one run). With two builds and
+// -together, each round instead runs each toolgate path of both builds at
+// the same time, each with half the connections, and the table gives each
+// build's CPU per call and, round by round, the second's over the first's:
+// on a shared machine, whose neighbours move a path's CPU per call by 5 to
+// 10% from one run to the next, a difference of 1 or 2% shows only that
+// way (docs/performance.md). Every process it starts (the
 // upstream, nginx, squid, each toolgate, a private ClickHouse) is stopped
 // when it ends, also on Ctrl-C.
 //

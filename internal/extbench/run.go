@@ -47,6 +47,7 @@ type options struct {
 	pprof       bool
 	clickhouse  bool
 	hold        bool
+	together    bool // the two builds' paths at once, each with half the connections
 	root        string
 }
 
@@ -83,7 +84,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.pprof, "pprof", false, "serve net/http/pprof on each toolgate's admin listener and print the addresses")
 	fs.BoolVar(&o.clickhouse, "clickhouse", true, "measure the events-to-ClickHouse path (needs clickhouse-server)")
 	fs.BoolVar(&o.hold, "hold", false, "start every path, print how to reach each, and wait for Ctrl-C instead of measuring (for profiling by hand)")
+	fs.BoolVar(&o.together, "together", false, "with two -toolgate builds: run each toolgate path of both builds at the same time, each with half the connections, and compare their CPU per call round by round (a small difference on a noisy machine)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.together && len(o.builds) != 2 {
+		fmt.Fprintln(stderr, "extbench: -together compares two builds: give -toolgate twice")
+		return 2
+	}
+	if o.together && o.conns < 2 {
+		fmt.Fprintln(stderr, "extbench: -together splits -conns between two builds: need -conns ≥ 2")
 		return 2
 	}
 	if o.rounds < 1 || o.duration < time.Second || o.latDuration < time.Second || (o.warmup != 0 && o.warmup < time.Second) || o.conns < 1 || o.threads < 1 || o.threads > o.conns {
@@ -103,7 +113,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "extbench:", err)
 		return 1
 	}
-	printTable(stdout, o, res)
+	if o.together {
+		printTogether(stdout, o, res)
+	} else {
+		printTable(stdout, o, res)
+	}
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
@@ -118,6 +132,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type path struct {
 	Key   string `json:"key"`   // short name, for -only
 	Label string `json:"label"` // the table's row name
+	// Build and Variant name a toolgate path's build and variant ("rego");
+	// both are empty for the other paths.
+	Build   string `json:"build,omitempty"`
+	Variant string `json:"variant,omitempty"`
 	// Checks says the path refuses badBody (a schema is on).
 	Checks bool `json:"checks"`
 	// Envelope says the answer is toolgate's envelope.
@@ -153,7 +171,9 @@ type result struct {
 	Conns    int                 `json:"conns"`
 	Paths    []path              `json:"paths"`
 	Samples  map[string][]sample `json:"samples"` // by path key, one per round
-	Elapsed  string              `json:"elapsed"`
+	// Together holds -together's rounds, by variant.
+	Together map[string][]pairSample `json:"together,omitempty"`
+	Elapsed  string                  `json:"elapsed"`
 }
 
 // bench starts the upstream and every path, checks each path answers as
@@ -214,6 +234,25 @@ func bench(ctx context.Context, o options, logw io.Writer) (*result, error) {
 		if _, err := runWrk(ctx, dir, p, 1, 1, o.warmup); err != nil {
 			return nil, err
 		}
+	}
+	if o.together {
+		pairs := pairUp(paths, o.builds)
+		if len(pairs) == 0 {
+			return nil, fmt.Errorf("-together: -only selects no toolgate variant both builds run")
+		}
+		res.Together = map[string][]pairSample{}
+		for r := 0; r < o.rounds; r++ {
+			fmt.Fprintf(logw, "extbench: round %d of %d (together)\n", r+1, o.rounds)
+			for _, pr := range pairs {
+				s, err := measureTogether(ctx, o, dir, pr, r%2 == 1)
+				if err != nil {
+					return nil, err
+				}
+				res.Together[pr[0].Variant] = append(res.Together[pr[0].Variant], s)
+			}
+		}
+		res.Elapsed = time.Since(start).Round(time.Second).String()
+		return res, nil
 	}
 	for r := 0; r < o.rounds; r++ {
 		fmt.Fprintf(logw, "extbench: round %d of %d\n", r+1, o.rounds)
@@ -496,11 +535,14 @@ func startPaths(ctx context.Context, o options, ps *procs, dir, upAddr string, l
 				label = b.name + ": " + label
 			}
 			route := "/bench/" + v.route
+			var tp path
 			if v.reverse {
-				paths = append(paths, reversePath(k, label, reverse, route, p, v.checks, v.envl))
+				tp = reversePath(k, label, reverse, route, p, v.checks, v.envl)
 			} else {
-				paths = append(paths, forwardPath(k, label, forward, upURL+route, p, v.checks, v.envl))
+				tp = forwardPath(k, label, forward, upURL+route, p, v.checks, v.envl)
 			}
+			tp.Build, tp.Variant = b.name, v.key
+			paths = append(paths, tp)
 		}
 	}
 	return paths, nil
