@@ -122,17 +122,26 @@ func (s policyStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal {
 }
 
 // approvalStep asks the approver whether the call needs a person's
-// approval and has it (step 4a).
-type approvalStep struct{ a conf.Approver }
+// approval and has it (step 4a). rule says the tool's own rule may ask
+// for approval (needsApproval, asked once when the chain is compiled):
+// without it, only a policy's request (Call.Ask) can, and a call without
+// one is done with at once.
+type approvalStep struct {
+	a    conf.Approver
+	rule bool
+}
 
 func BuildApproval(e *pipe.ChainEnv) pipe.RequestStep {
 	if e.Approver == nil {
 		return nil
 	}
-	return approvalStep{a: e.Approver}
+	return approvalStep{a: e.Approver, rule: needsApproval(e.Approver, e.Tool.Cfg.Name)}
 }
 
 func (s approvalStep) Check(ctx context.Context, c *pipe.Call) *conf.Refusal {
+	if !s.rule && c.Ask == nil {
+		return nil
+	}
 	return approve(c, ctx, s.a)
 }
 
