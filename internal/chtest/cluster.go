@@ -354,5 +354,25 @@ func SharedCluster(t testing.TB) *Cluster {
 	if shared.clusterErr != nil {
 		t.Fatalf("chtest: shared cluster: %v", shared.clusterErr)
 	}
+	// An earlier test's ON CLUSTER statements may have ended a server's
+	// DDL worker (18.16): every later test would meet a cluster that
+	// takes up no DDL. It gets the cluster as an operator leaves it.
+	shared.cluster.Heal(t)
 	return shared.cluster
+}
+
+// Heal restarts each server whose distributed DDL worker has ended
+// (Server.DDLWorkerEnded), as docs/scale.md tells an operator to, and
+// returns how many it restarted.
+func (c *Cluster) Heal(t testing.TB) int {
+	t.Helper()
+	n := 0
+	for i, s := range c.Servers {
+		if s.DDLWorkerEnded() {
+			t.Logf("chtest: server %d's distributed DDL worker has ended (ClickHouse 18.16 ends it on an unexpected ZooKeeper error); restarting it", i+1)
+			s.Restart(t)
+			n++
+		}
+	}
+	return n
 }

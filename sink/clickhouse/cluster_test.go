@@ -179,7 +179,14 @@ func TestClusterMigrate(t *testing.T) {
 			}
 			wg.Wait()
 			if err := errors.Join(errs...); err != nil {
-				t.Fatal(err)
+				// Two replicas marking one ON CLUSTER statement done can
+				// end a server's DDL worker (18.16): the operator's way
+				// on is to restart it and migrate again, which the
+				// migration below does.
+				if c.Heal(t) == 0 {
+					t.Fatal(err)
+				}
+				t.Logf("migrating again after restarting a server: %v", err)
 			}
 			openClusterCH(t, config(c, db)) // a restart finds everything in place
 			want := wantClusterTables(t)
@@ -230,19 +237,13 @@ func TestClusterUpgrade(t *testing.T) {
 			if err == nil {
 				return
 			}
-			var ended []int
-			for i, s := range c.Servers {
-				if s.DDLWorkerEnded() {
-					ended = append(ended, i)
-				}
-			}
-			if len(ended) == 0 || attempt == 3 {
+			if attempt == 3 {
 				t.Fatal(err)
 			}
-			for _, i := range ended {
-				t.Logf("server %d's DDL worker stopped (%v); restarting it and migrating again, as docs/scale.md says", i+1, err)
-				c.Servers[i].Restart(t)
+			if c.Heal(t) == 0 {
+				t.Fatal(err)
 			}
+			t.Logf("a server's DDL worker stopped (%v); restarted it, migrating again, as docs/scale.md says", err)
 		}
 	}
 	clickhouse.SetUntil(ch, 3)
