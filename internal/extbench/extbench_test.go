@@ -35,22 +35,7 @@ func TestQuickRun(t *testing.T) {
 			t.Skipf("%s is not installed: scripts/testdeps.sh --bench installs the external benchmark's tools", bin)
 		}
 	}
-	out := filepath.Join(t.TempDir(), "res.json")
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-rounds", "1", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s", "-json", out}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-	}
-	t.Log(stdout.String())
-
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	stdout, res := runJSON(t, "-rounds", "1", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s")
 	want := []string{"direct", "nginx", "nginx-opa", "squid", "relay", "goproxy", "pass", "schema", "rego", "reverse", "filewrite", "clickhouse"}
 	var got []string
 	for _, p := range res.Paths {
@@ -80,13 +65,34 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| nginx + OPA server", "| squid forward proxy", "| Go TCP relay (no HTTP, no checks: the floor) |", "| bare goproxy forward proxy",
 		"| toolgate forward, schema + 5-rule Rego |", "| toolgate forward, schema + Rego, events to ClickHouse |", "vs direct"} {
-		if !strings.Contains(stdout.String(), label) {
+		if !strings.Contains(stdout, label) {
 			t.Errorf("the table lacks %q", label)
 		}
 	}
 	if left := children(); len(left) > 0 {
 		t.Errorf("processes the benchmark started are still running: %v", left)
 	}
+}
+
+// runJSON runs the benchmark with args, fails the test unless it exits 0,
+// and returns its table and its -json result.
+func runJSON(t *testing.T, args ...string) (string, result) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "res.json")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), append(args, "-json", out), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	t.Log(stdout.String())
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), res
 }
 
 // children lists this process's live child processes (zombies aside).
@@ -161,22 +167,8 @@ func TestTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "res.json")
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-toolgate", "a=" + bin, "-toolgate", "b=" + bin, "-together", "-only", "pass$",
-		"-rounds", "2", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s", "-clickhouse=false", "-json", out}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-	}
-	t.Log(stdout.String())
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	stdout, res := runJSON(t, "-toolgate", "a="+bin, "-toolgate", "b="+bin, "-together", "-only", "pass$",
+		"-rounds", "2", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s", "-clickhouse=false")
 	ss := res.Together["pass"]
 	if len(ss) != 2 {
 		t.Fatalf("together: %d rounds of pass, want 2: %+v", len(ss), res.Together)
@@ -188,8 +180,8 @@ func TestTogether(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(stdout.String(), "| pass | ") || !strings.Contains(stdout.String(), "b/a CPU by round") {
-		t.Errorf("the table lacks the pass row or the ratio column:\n%s", stdout.String())
+	if !strings.Contains(stdout, "| pass | ") || !strings.Contains(stdout, "b/a CPU by round") {
+		t.Errorf("the table lacks the pass row or the ratio column:\n%s", stdout)
 	}
 	if left := children(); len(left) > 0 {
 		t.Errorf("processes the benchmark started are still running: %v", left)

@@ -462,21 +462,26 @@ func closedAfterReading(t *testing.T, calls int, tune func(fast *Transport)) {
 	}
 }
 
+// stall answers nothing until release closes or the caller goes: on
+// /body it first sends the head and part of a 100-byte body, elsewhere
+// not even the head.
+func stall(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+	if r.URL.Path == "/body" {
+		w.Header().Set("Content-Length", "100")
+		w.Write([]byte("part"))
+		w.(http.Flusher).Flush()
+	}
+	select {
+	case <-release:
+	case <-r.Context().Done():
+	}
+}
+
 // TestUpstreamDeadlines: the request's context bounds waiting for the
 // answer and reading its body, and its error is what the caller gets.
 func TestUpstreamDeadlines(t *testing.T) {
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/body" {
-			w.Header().Set("Content-Length", "100")
-			w.Write([]byte("part"))
-			w.(http.Flusher).Flush()
-		}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stall(w, r, release) }))
 	defer srv.Close()
 	defer close(release)
 	std, fast := transports(t)
@@ -823,19 +828,11 @@ func TestUpstreamIdleTimeout(t *testing.T) {
 // goroutine ends a read that waits for upstream, as with http.Transport.
 func TestUpstreamCloseCutsRead(t *testing.T) {
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "100")
-		w.Write([]byte("part"))
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stall(w, r, release) }))
 	defer srv.Close()
 	defer close(release)
 	_, fast := transports(t)
-	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req, _ := http.NewRequest("GET", srv.URL+"/body", nil)
 	resp, err := fast.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
@@ -880,15 +877,8 @@ func TestUpstreamCallContext(t *testing.T) {
 			time.Sleep(400 * time.Millisecond)
 			w.Write([]byte("slow"))
 			return
-		case "/body":
-			w.Header().Set("Content-Length", "100")
-			w.Write([]byte("part"))
-			w.(http.Flusher).Flush()
 		}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
+		stall(w, r, release)
 	}))
 	defer srv.Close()
 	defer close(release)

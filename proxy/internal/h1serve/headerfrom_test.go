@@ -2,7 +2,9 @@ package h1serve
 
 import (
 	"bytes"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -104,29 +106,11 @@ func TestWriteHeaderFrom(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, hh := range handed {
-		if !headerEqual(hh.h, headerFromCases[hh.name].header) {
+		if !maps.EqualFunc(hh.h, headerFromCases[hh.name].header, slices.Equal) {
 			wrong = append(wrong, hh.name+" (its header changed)")
 		}
 	}
 	if len(wrong) > 0 {
 		t.Errorf("the loop borrowed (or not) against expectation, or changed the handler's header: %v", wrong)
 	}
-}
-
-func headerEqual(a, b http.Header) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, vs := range a {
-		ws, ok := b[k]
-		if !ok || len(vs) != len(ws) {
-			return false
-		}
-		for i := range vs {
-			if vs[i] != ws[i] {
-				return false
-			}
-		}
-	}
-	return true
 }
