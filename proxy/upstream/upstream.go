@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
 )
 
 // Transport sends calls upstream. A plain-HTTP call (http://)
@@ -273,6 +275,10 @@ type h1Conn struct {
 	// abort cuts off a read or write under way: the AfterFunc of each
 	// call's context, made once per connection.
 	abort func()
+	// watch is the caller's request's watch that runs abort, when the
+	// call uses it; unwatch (made once) takes abort back from it.
+	watch   cancelwatch.Watcher
+	unwatch func() bool
 	// timed says the connection's deadline is the call's (a CallContext's
 	// the fast path keeps); it is cleared before the connection is pooled.
 	timed bool
@@ -360,6 +366,11 @@ func (t *Transport) get(ctx context.Context, key, addr string, cc *CallContext) 
 	}
 	pc := &h1Conn{conn: conn, peek: newPeeker(conn), key: key, limit: -1, maxHead: maxHead}
 	pc.abort = func() { pc.conn.SetDeadline(aLongTimeAgo) }
+	pc.unwatch = func() bool {
+		w := pc.watch
+		pc.watch = nil
+		return w.Unwatch()
+	}
 	pc.br = bufio.NewReaderSize(pc, 4<<10)
 	pc.bw = bufio.NewWriterSize(pc, 4<<10)
 	return pc, nil
@@ -457,8 +468,15 @@ func (t *Transport) exchange(ctx context.Context, pc *h1Conn, req *http.Request,
 		pc.timed = true
 	}
 	// pc.abort is pc's own: a connection goes back to the pool only when
-	// stop reports the call's AfterFunc did not run and never will.
-	stop := context.AfterFunc(ctx, pc.abort)
+	// stop reports the call's AfterFunc did not run and never will. The
+	// server's watch of the caller's request, when ctx ends with it, does
+	// what AfterFunc does without its allocations (cancelwatch).
+	var stop func() bool
+	if w := cancelwatch.From(ctx); w != nil && w.Watch(pc.abort) {
+		pc.watch, stop = w, pc.unwatch
+	} else {
+		stop = context.AfterFunc(ctx, pc.abort)
+	}
 	fail := func(op string, err error) (*http.Response, bool, error) {
 		stop()
 		// Taken without the peek: a close that came before any byte of

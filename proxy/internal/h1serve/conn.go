@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
 	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 )
 
@@ -48,7 +49,10 @@ type conn struct {
 	twoWriter bool
 	tail      []byte
 	tailN     int
-	cancelCtx context.CancelFunc
+	// cancelConn ends the connection's context (cancelCtx ends it and
+	// the running request's watch); watch is the running request's.
+	cancelConn context.CancelFunc
+	watch      atomic.Pointer[cancelwatch.Slot]
 	// writeDeadline: a handler set a write deadline on the connection
 	// (response.SetWriteDeadline), cleared when its request ends.
 	writeDeadline atomic.Bool
@@ -74,6 +78,29 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	_, c.twoWriter = rwc.(rawconn.TwoWriter)
 	c.setState(http.StateNew)
 	return c
+}
+
+// cancelCtx ends the connection's context, and with it the running
+// request's and its watch.
+func (c *conn) cancelCtx() {
+	c.cancelConn()
+	if w := c.watch.Load(); w != nil {
+		w.End()
+	}
+}
+
+// watchCtx is a request's context: its Value answers cancelwatch.Key
+// with the request's watch.
+type watchCtx struct {
+	context.Context
+	w *cancelwatch.Slot
+}
+
+func (c *watchCtx) Value(key any) any {
+	if key == cancelwatch.Key {
+		return c.w
+	}
+	return c.Context.Value(key)
 }
 
 func (c *conn) setState(st http.ConnState) {
@@ -155,7 +182,7 @@ func (c *conn) serve(ctx context.Context) {
 			c.s.logf("http: panic serving %v: %v\n%s", c.remoteAddr, err, buf)
 		}
 		if inFlight != nil {
-			inFlight.cancelCtx()
+			inFlight.endCtx()
 			c.endWatch()
 			c.cr.abortPendingRead()
 			inFlight.reqBody.Close()
@@ -167,7 +194,7 @@ func (c *conn) serve(ctx context.Context) {
 	}()
 
 	ctx, cancel := context.WithCancel(ctx)
-	c.cancelCtx = cancel
+	c.cancelConn = cancel
 	defer cancel()
 	c.br = bufio.NewReader(&c.cr)
 	c.bw = bufio.NewWriterSize(connErrWriter{c}, 4<<10)
@@ -199,7 +226,7 @@ func (c *conn) serve(ctx context.Context) {
 		c.s.handler().ServeHTTP(w, w.req)
 		c.endWatch()
 		inFlight = nil
-		w.cancelCtx()
+		w.endCtx()
 		w.finishRequest()
 		c.releaseSnapshot()
 		if c.writeDeadline.Swap(false) {
@@ -278,9 +305,15 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	c.cr.setInfiniteReadLimit()
 
 	ctx, cancelCtx := context.WithCancel(ctx)
+	// The request's context answers with its watch (cancelwatch): what
+	// runs under the request can be told when it ends without
+	// context.AfterFunc. The connection's context ending ends it too.
+	w.watch.Ctx = ctx
+	w.ctx = watchCtx{Context: ctx, w: &w.watch}
+	c.watch.Store(&w.watch)
 	// The request keeps its identity: its body merges the trailers into
 	// this *Request (a copy made by WithContext would never see them).
-	*req = *req.WithContext(ctx)
+	*req = *req.WithContext(&w.ctx)
 	req.RemoteAddr = c.remoteAddr
 	w.cancelCtx = cancelCtx
 	w.req = req

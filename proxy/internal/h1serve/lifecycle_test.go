@@ -3,6 +3,7 @@ package h1serve
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
 )
 
 func startLoop(t *testing.T, s *Server) string {
@@ -39,10 +42,24 @@ func TestCallerGoneCancelsContext(t *testing.T) {
 		done := make(chan error, 1)
 		s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.ReadAll(r.Body)
+			// The request's watch (cancelwatch) runs its function when
+			// the caller leaves, as context.AfterFunc would.
+			watched := make(chan struct{})
+			wr := cancelwatch.From(r.Context())
+			if wr == nil || !wr.Watch(func() { close(watched) }) {
+				close(started)
+				done <- errors.New("the request's context has no free watch")
+				return
+			}
 			close(started)
 			select {
 			case <-r.Context().Done():
-				done <- nil
+				select {
+				case <-watched:
+					done <- nil
+				case <-time.After(20 * time.Second):
+					done <- errors.New("the watched function did not run")
+				}
 			case <-time.After(20 * time.Second):
 				done <- context.DeadlineExceeded
 			}
@@ -56,7 +73,7 @@ func TestCallerGoneCancelsContext(t *testing.T) {
 		<-started
 		c.Close()
 		if err := <-done; err != nil {
-			t.Errorf("%q: the handler's context was not cancelled after the caller left", raw)
+			t.Errorf("%q: after the caller left: %v", raw, err)
 		}
 	}
 }
@@ -70,12 +87,7 @@ func TestWatchKeepsPipelinedByte(t *testing.T) {
 		}
 		io.WriteString(w, r.URL.Path)
 	})}
-	addr := startLoop(t, s)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialLoop(t, s)
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
 	time.Sleep(20 * time.Millisecond) // the watch has started
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -158,4 +170,58 @@ func TestShutdownDrains(t *testing.T) {
 	if served, handed := s.Stats(); served != 2 || handed != 1 {
 		t.Errorf("served %d, handed off %d; want 2 and 1", served, handed)
 	}
+}
+
+// TestWatchEndsWithRequest checks a function left watched on a request's
+// context runs when the request ends (its handler returned), as
+// context.AfterFunc's would, and that the next request on the connection
+// gets a watch of its own.
+func TestWatchEndsWithRequest(t *testing.T) {
+	ran := make(chan string, 2)
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wr := cancelwatch.From(r.Context())
+		if wr == nil || !wr.Watch(func() { ran <- r.URL.Path }) {
+			http.Error(w, "no free watch", http.StatusInternalServerError)
+			return
+		}
+		select {
+		case p := <-ran:
+			http.Error(w, "ran under the handler: "+p, http.StatusInternalServerError)
+			return
+		default:
+		}
+		io.WriteString(w, r.URL.Path)
+	})}
+	c := dialLoop(t, s)
+	br := bufio.NewReader(c)
+	for _, p := range []string{"/one", "/two"} {
+		io.WriteString(c, "GET "+p+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK || string(b) != p {
+			t.Fatalf("%s: %d %q", p, res.StatusCode, b)
+		}
+		select {
+		case got := <-ran:
+			if got != p {
+				t.Errorf("the watch of %s ran for %s", got, p)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the watch of %s did not run when its request ended", p)
+		}
+	}
+}
+
+// dialLoop starts s and connects to it; the connection closes with t.
+func dialLoop(t *testing.T, s *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", startLoop(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
 	"github.com/toolgate/toolgate/proxy/internal/headtext"
 )
 
@@ -31,7 +32,9 @@ type response struct {
 	conn          *conn
 	req           *http.Request
 	reqBody       io.ReadCloser
-	cancelCtx     context.CancelFunc
+	cancelCtx     context.CancelFunc // ends ctx's own context (endCtx ends it and watch)
+	ctx           watchCtx
+	watch         cancelwatch.Slot
 	wroteHeader   bool // a non-1xx header has been (logically) written
 	wantsClose    bool // the request has Connection: close
 	handlerHeader http.Header
@@ -366,6 +369,12 @@ func (w *response) finishRequest() {
 	if w.req.MultipartForm != nil {
 		w.req.MultipartForm.RemoveAll()
 	}
+}
+
+// endCtx ends the request's context and its watch.
+func (w *response) endCtx() {
+	w.cancelCtx()
+	w.watch.End()
 }
 
 func (w *response) shouldReuseConnection() bool {
