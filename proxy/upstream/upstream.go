@@ -277,7 +277,7 @@ type h1Conn struct {
 	abort func()
 	// watch is the caller's request's watch that runs abort, when the
 	// call uses it; unwatch (made once) takes abort back from it.
-	watch   cancelwatch.Watcher
+	watch   *cancelwatch.Context
 	unwatch func() bool
 	// timed says the connection's deadline is the call's (a CallContext's
 	// the fast path keeps); it is cleared before the connection is pooled.

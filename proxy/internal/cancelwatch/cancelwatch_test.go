@@ -10,26 +10,13 @@ import (
 	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
 )
 
-// valueCtx answers Key with w, as a server's request context does.
-type valueCtx struct {
-	context.Context
-	w cancelwatch.Watcher
-}
-
-func (c valueCtx) Value(k any) any {
-	if k == cancelwatch.Key {
-		return c.w
-	}
-	return c.Context.Value(k)
-}
-
-// TestSlotAsAfterFunc holds a Slot to context.AfterFunc's contract: the
+// TestSlotAsAfterFunc holds a Context's slot to context.AfterFunc's contract: the
 // function runs once when the context ends (at once when it had), stop
 // reports true only when it will never run, and a slot holds one function.
 func TestSlotAsAfterFunc(t *testing.T) {
-	newSlot := func() (*cancelwatch.Slot, context.CancelFunc) {
+	newSlot := func() (*cancelwatch.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
-		return &cancelwatch.Slot{Ctx: ctx}, cancel
+		return &cancelwatch.Context{Context: ctx}, cancel
 	}
 	t.Run("ends after watch", func(t *testing.T) {
 		s, cancel := newSlot()
@@ -116,32 +103,31 @@ func TestSlotAsAfterFunc(t *testing.T) {
 	})
 }
 
-// TestFrom checks From hands out the Watcher only for a context that ends
-// with the watched one: the watched context itself or one that adds only
-// values, not one with a deadline or cancel of its own.
+// TestFrom checks From hands out the Context only for a context that ends
+// with it: the Context itself or one that adds only values, not one with a
+// deadline or cancel of its own.
 func TestFrom(t *testing.T) {
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := &cancelwatch.Slot{Ctx: base}
-	req := valueCtx{Context: base, w: s}
-	if cancelwatch.From(req) != s {
-		t.Error("From(request context) is not its Watcher")
+	req := &cancelwatch.Context{Context: base}
+	if cancelwatch.From(req) != req {
+		t.Error("From(request context) is not itself")
 	}
 	type k struct{}
-	if cancelwatch.From(context.WithValue(req, k{}, 1)) != s {
-		t.Error("From(a value context under it) is not its Watcher")
+	if cancelwatch.From(context.WithValue(req, k{}, 1)) != req {
+		t.Error("From(a value context over it) is not the request's")
 	}
 	own, cancelOwn := context.WithCancel(req)
 	defer cancelOwn()
 	if cancelwatch.From(own) != nil {
-		t.Error("From(a context with a cancel of its own) handed out the Watcher")
+		t.Error("From(a context with a cancel of its own) handed out the request's")
 	}
 	dl, cancelDl := context.WithDeadline(req, time.Now().Add(time.Hour))
 	defer cancelDl()
 	if cancelwatch.From(dl) != nil {
-		t.Error("From(a context with a deadline of its own) handed out the Watcher")
+		t.Error("From(a context with a deadline of its own) handed out the request's")
 	}
 	if cancelwatch.From(context.Background()) != nil {
-		t.Error("From(a context without a Watcher) is not nil")
+		t.Error("From(a context without one) is not nil")
 	}
 }

@@ -52,7 +52,7 @@ type conn struct {
 	// cancelConn ends the connection's context (cancelCtx ends it and
 	// the running request's watch); watch is the running request's.
 	cancelConn context.CancelFunc
-	watch      atomic.Pointer[cancelwatch.Slot]
+	watch      atomic.Pointer[cancelwatch.Context]
 	// writeDeadline: a handler set a write deadline on the connection
 	// (response.SetWriteDeadline), cleared when its request ends.
 	writeDeadline atomic.Bool
@@ -87,20 +87,6 @@ func (c *conn) cancelCtx() {
 	if w := c.watch.Load(); w != nil {
 		w.End()
 	}
-}
-
-// watchCtx is a request's context: its Value answers cancelwatch.Key
-// with the request's watch.
-type watchCtx struct {
-	context.Context
-	w *cancelwatch.Slot
-}
-
-func (c *watchCtx) Value(key any) any {
-	if key == cancelwatch.Key {
-		return c.w
-	}
-	return c.Context.Value(key)
 }
 
 func (c *conn) setState(st http.ConnState) {
@@ -308,9 +294,8 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	// The request's context answers with its watch (cancelwatch): what
 	// runs under the request can be told when it ends without
 	// context.AfterFunc. The connection's context ending ends it too.
-	w.watch.Ctx = ctx
-	w.ctx = watchCtx{Context: ctx, w: &w.watch}
-	c.watch.Store(&w.watch)
+	w.ctx.Context = ctx
+	c.watch.Store(&w.ctx)
 	// The request keeps its identity: its body merges the trailers into
 	// this *Request (a copy made by WithContext would never see them).
 	*req = *req.WithContext(&w.ctx)

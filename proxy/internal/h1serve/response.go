@@ -32,11 +32,10 @@ type response struct {
 	conn          *conn
 	req           *http.Request
 	reqBody       io.ReadCloser
-	cancelCtx     context.CancelFunc // ends ctx's own context (endCtx ends it and watch)
-	ctx           watchCtx
-	watch         cancelwatch.Slot
-	wroteHeader   bool // a non-1xx header has been (logically) written
-	wantsClose    bool // the request has Connection: close
+	cancelCtx     context.CancelFunc  // ends the context under ctx (endCtx ends both)
+	ctx           cancelwatch.Context // the request's context, with its watch
+	wroteHeader   bool                // a non-1xx header has been (logically) written
+	wantsClose    bool                // the request has Connection: close
 	handlerHeader http.Header
 	calledHeader  bool
 	w             *bufio.Writer // buffers output in chunks to chunkWriter
@@ -374,7 +373,7 @@ func (w *response) finishRequest() {
 // endCtx ends the request's context and its watch.
 func (w *response) endCtx() {
 	w.cancelCtx()
-	w.watch.End()
+	w.ctx.End()
 }
 
 func (w *response) shouldReuseConnection() bool {
