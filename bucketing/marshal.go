@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsonenc"
 )
 
 // Refusal returns the envelope of a call toolgate refused before it reached
@@ -108,7 +110,10 @@ func writeData(buf *bytes.Buffer, data []byte) {
 	if !utf8.Valid(data) {
 		data = bytes.ToValidUTF8(data, replacement)
 	}
-	if json.Compact(buf, data) != nil { // Compact writes nothing on error
+	buf.Grow(len(data))
+	if out, ok := jsonenc.AppendCompact(buf.AvailableBuffer(), data); ok {
+		buf.Write(out) // out lies in the room Grow made: no new memory
+	} else {
 		writeString(buf, data)
 	}
 }
