@@ -56,8 +56,11 @@ type conn struct {
 	// writeDeadline: a handler set a write deadline on the connection
 	// (response.SetWriteDeadline), cleared when its request ends.
 	writeDeadline atomic.Bool
-	lastMethod    string
-	state         atomic.Uint64 // http.ConnState<<32 | unix seconds
+	// readDeadline: the connection may hold a read deadline that
+	// readRequest clears once the head is read (armHead).
+	readDeadline bool
+	lastMethod   string
+	state        atomic.Uint64 // http.ConnState<<32 | since (setState)
 
 	// The watch: once a request has run for WatchAfter, the connection
 	// is read in the background (when its body has been read) so the
@@ -198,6 +201,7 @@ func (c *conn) serve(ctx context.Context) {
 	if d := c.s.ReadHeaderTimeout; d > 0 {
 		c.rwc.SetReadDeadline(time.Now().Add(d))
 	}
+	c.readDeadline = true // and whatever the listener may have left
 	for {
 		w, handoff, err := c.readRequest(ctx)
 		if w != nil || c.cr.remain != c.s.initialReadLimit() {
@@ -246,12 +250,37 @@ func (c *conn) serve(ctx context.Context) {
 		if _, err := c.br.Peek(4); err != nil {
 			return
 		}
-		if d := c.s.ReadHeaderTimeout; d > 0 {
-			c.rwc.SetReadDeadline(time.Now().Add(d))
-		} else {
-			c.rwc.SetReadDeadline(time.Time{})
-		}
+		c.armHead()
 	}
+}
+
+// armHead replaces the idle wait's read deadline, once the next request
+// began to arrive, with ReadHeaderTimeout for the rest of its head; or
+// with none when the head is already whole in the buffer (the read that
+// ended the wait brought it, as a caller's request almost always comes):
+// reading it then waits for nothing, and readRequest need not clear a
+// deadline after it. That is one deadline set a request instead of two
+// (each a clock read and a change to the poller's timer).
+func (c *conn) armHead() {
+	if d := c.s.ReadHeaderTimeout; d > 0 && !headBuffered(c.br) {
+		c.rwc.SetReadDeadline(time.Now().Add(d))
+		c.readDeadline = true
+		return
+	}
+	c.rwc.SetReadDeadline(time.Time{})
+	c.readDeadline = false
+}
+
+// headBuffered reports whether br's buffer holds a request head's end
+// (an empty line; readHead and net/http take a bare LF for CRLF) after
+// the head's first line began, so that the head is read without another
+// read from the connection. Empty lines before it (which readRequest
+// skips after a POST) do not count: a caller could send them and then
+// hold the head back with no deadline.
+func headBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	b = bytes.TrimLeft(b, "\r\n")
+	return bytes.Contains(b, []byte("\n\r\n")) || bytes.Contains(b, []byte("\n\n"))
 }
 
 // handOff gives the connection, with the bytes read since the request
@@ -324,7 +353,10 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	if w.reqBody == nil {
 		w.reqBody = http.NoBody
 	}
-	c.rwc.SetReadDeadline(time.Time{})
+	if c.readDeadline {
+		c.rwc.SetReadDeadline(time.Time{})
+		c.readDeadline = false
+	}
 	w.cw.res = w
 	// One response at a time per connection: its buffer is reused.
 	if c.resBuf == nil {

@@ -225,3 +225,79 @@ func dialLoop(t *testing.T, s *Server) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestHeadDeadlineAfterIdle checks that a kept-alive connection's next
+// request has ReadHeaderTimeout for its head, not the idle wait's
+// IdleTimeout, whether its first bytes came alone or after empty lines a
+// caller may send after a POST (which could pass for a head's end), and
+// that a head that arrives whole is served.
+func TestHeadDeadlineAfterIdle(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})
+	addr := startLoop(t, &Server{Handler: h, ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: time.Minute})
+	const first = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+	for _, tc := range []struct{ name, next string }{
+		{"head cut short", "GET / HTTP/1.1\r\nHost: x\r\n"},
+		{"empty lines first", "\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n"},
+		{"request line cut short", "GET / HT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			io.WriteString(c, first)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			time.Sleep(50 * time.Millisecond) // the loop is in its idle wait
+			io.WriteString(c, tc.next)
+			start := time.Now()
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			// The connection ends, with no answer or with net/http's
+			// 400 for a request line it never saw whole.
+			got, err := io.ReadAll(br)
+			if (err != nil && !isReset(err)) || (len(got) > 0 && !strings.HasPrefix(string(got), "HTTP/1.1 400 ")) {
+				t.Fatalf("read %q, %v: want the connection closed", got, err)
+			}
+			// ReadHeaderTimeout is 300 ms and IdleTimeout a minute: well
+			// past the one on a loaded machine, far short of the other.
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("closed after %v: the head had no ReadHeaderTimeout", took)
+			}
+		})
+	}
+	t.Run("whole head", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for i := range 3 {
+			io.WriteString(c, first)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request %d: %v", i+1, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "ok" {
+				t.Fatalf("request %d: %q", i+1, body)
+			}
+			time.Sleep(400 * time.Millisecond) // past ReadHeaderTimeout, idle
+		}
+	})
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && strings.Contains(op.Err.Error(), "reset")
+}
