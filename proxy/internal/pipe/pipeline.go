@@ -562,22 +562,33 @@ func SplitHostPort(u *url.URL) (host, port string) {
 	return host, port
 }
 
-// hopHeaders are removed in both directions (RFC 9110 section 7.6.1).
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+// isHopHeader reports whether k (canonical) is a hop-by-hop header; they
+// are removed in both directions (RFC 9110 section 7.6.1).
+func isHopHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
+// removeHopHeaders removes the hop-by-hop headers from h, and the ones
+// its Connection headers name. It walks h's few names once rather than
+// deleting each of the nine (a hash of each: 1% of a checked call's CPU,
+// for a request and its answer).
 func removeHopHeaders(h http.Header) {
-	for _, f := range h.Values("Connection") {
+	for _, f := range h["Connection"] {
 		for _, name := range strings.Split(f, ",") {
 			if name = strings.TrimSpace(name); name != "" {
 				h.Del(name)
 			}
 		}
 	}
-	for _, k := range hopHeaders {
-		delete(h, k)
+	for k := range h {
+		if isHopHeader(k) {
+			delete(h, k)
+		}
 	}
 }
 
