@@ -94,12 +94,11 @@ func newTraceID() string {
 // newEventAndTraceID returns newEventID's and newTraceID's, both parts of
 // one string: one allocation, not two (an event holds both).
 func newEventAndTraceID() (eventID, traceID string) {
-	var u uuid.UUID
-	rand.Read(u[:])
+	var r [32]byte
+	rand.Read(r[:]) // one read for both
+	u, t := uuid.UUID(r[:16]), r[16:]
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // variant 10
-	var t [16]byte
-	rand.Read(t[:])
 	// The UUID as uuid.UUID.String spells it, then the trace id.
 	var buf [36 + 32]byte
 	hex.Encode(buf[0:8], u[0:4])
@@ -111,7 +110,7 @@ func newEventAndTraceID() (eventID, traceID string) {
 	hex.Encode(buf[19:23], u[8:10])
 	buf[23] = '-'
 	hex.Encode(buf[24:36], u[10:])
-	hex.Encode(buf[36:], t[:])
+	hex.Encode(buf[36:], t)
 	s := string(buf[:])
 	return s[:36], s[36:]
 }
