@@ -89,9 +89,7 @@ func EvaluateAt(ctx context.Context, snap pipe.Snapshot, toolName, rawURL string
 		r.Header[k] = vs
 	}
 	st := &pipe.State{Snapshot: snap, Cfg: snap.Config}
-	if st.PolicyHeaders == nil {
-		st.PolicyHeaders = defaultPolicyHeaders
-	}
+	st.UsePolicyHeaders(defaultPolicyHeaders)
 	c := &pipe.Call{State: st, Tool: t, Start: time.Now(), Client: ctx, In: r, Target: target, Vars: vars, Args: args}
 	evalCaller(c, r)
 	v := Verdict{Allowed: true}

@@ -219,13 +219,11 @@ func (s *Server) Swap(snap pipe.Snapshot) error {
 	if cfg.TLS.InsecureSkipVerify {
 		s.Log.Warn("tls.insecure_skip_verify is on: upstream TLS certificates are NOT verified, so anyone on the path can read and change tool calls; use it for test rigs only")
 	}
-	if snap.PolicyHeaders == nil {
-		snap.PolicyHeaders = defaultPolicyHeaders
-	}
 	if err := s.Pins.Load(cfg); err != nil {
 		return err
 	}
 	st := &pipe.State{Snapshot: snap, Cfg: cfg, Names: mcpcall.NewNameWatch(cfg, snap.ServerToolNames)}
+	st.UsePolicyHeaders(defaultPolicyHeaders)
 	st.Chains = compileChains(cfg, &st.Snapshot, s.approver)
 	for t, ch := range st.Chains {
 		// A chain, not the compiled tool, holds the server's handles: the

@@ -165,22 +165,48 @@ func (c *compactor) str() bool {
 	return false
 }
 
-func (c *compactor) nest() bool {
-	c.depth++
-	return c.depth <= maxNesting
+// open enters the object or array at i and reports whether it is empty
+// (close comes next); ok is false when it cannot be read or nests too
+// deep.
+func (c *compactor) open(close byte) (empty, ok bool) {
+	if c.depth++; c.depth > maxNesting {
+		return false, false
+	}
+	c.i++ // { or [
+	b, ok := c.next()
+	if !ok {
+		return false, false
+	}
+	if b == close {
+		c.i++
+		c.depth--
+		return true, true
+	}
+	return false, true
+}
+
+// more reads what follows a member or an element: more is true after a
+// comma, false after close (the object or array then ends); ok is false
+// for anything else.
+func (c *compactor) more(close byte) (more, ok bool) {
+	b, ok := c.next()
+	if !ok {
+		return false, false
+	}
+	c.i++
+	switch b {
+	case ',':
+		return true, true
+	case close:
+		c.depth--
+		return false, true
+	}
+	return false, false
 }
 
 func (c *compactor) object() bool {
-	if !c.nest() {
-		return false
-	}
-	c.i++ // {
-	if b, ok := c.next(); !ok {
-		return false
-	} else if b == '}' {
-		c.i++
-		c.depth--
-		return true
+	if empty, ok := c.open('}'); empty || !ok {
+		return ok
 	}
 	for {
 		if b, ok := c.next(); !ok || b != '"' || !c.str() {
@@ -193,50 +219,22 @@ func (c *compactor) object() bool {
 		if !c.value() {
 			return false
 		}
-		b, ok := c.next()
-		if !ok {
-			return false
-		}
-		c.i++
-		if b == '}' {
-			break
-		}
-		if b != ',' {
-			return false
+		if more, ok := c.more('}'); !more {
+			return ok
 		}
 	}
-	c.depth--
-	return true
 }
 
 func (c *compactor) array() bool {
-	if !c.nest() {
-		return false
-	}
-	c.i++ // [
-	if b, ok := c.next(); !ok {
-		return false
-	} else if b == ']' {
-		c.i++
-		c.depth--
-		return true
+	if empty, ok := c.open(']'); empty || !ok {
+		return ok
 	}
 	for {
 		if !c.value() {
 			return false
 		}
-		b, ok := c.next()
-		if !ok {
-			return false
-		}
-		c.i++
-		if b == ']' {
-			break
-		}
-		if b != ',' {
-			return false
+		if more, ok := c.more(']'); !more {
+			return ok
 		}
 	}
-	c.depth--
-	return true
 }

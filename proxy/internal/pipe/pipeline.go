@@ -161,27 +161,13 @@ func originPort(t *conf.Tool, scheme string) string {
 	return canonical.DefaultPort(scheme)
 }
 
-// lowerValues is h.Values(name) for a lower-case name, as the
-// configuration keeps the headers policies see: the default ones are
-// looked up by their canonical names at once, where canonicalizing a
-// lower-case name makes a new string each time.
-func lowerValues(h http.Header, name string) []string {
-	switch name {
-	case "content-type":
-		return h["Content-Type"]
-	case "user-agent":
-		return h["User-Agent"]
-	}
-	return h.Values(name)
-}
-
 // Input builds the document policies see.
 func (c *Call) Input() *policies.Input {
 	r, target := c.In, c.Target
 	h := make(map[string]string, len(c.State.PolicyHeaders))
-	for _, name := range c.State.PolicyHeaders {
-		if vs := lowerValues(r.Header, name); len(vs) > 0 {
-			h[name] = strings.Join(vs, ", ")
+	for i, key := range c.State.policyKeys {
+		if vs := r.Header[key]; len(vs) > 0 {
+			h[c.State.PolicyHeaders[i]] = strings.Join(vs, ", ")
 		}
 	}
 	var q url.Values

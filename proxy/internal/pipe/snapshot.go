@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/textproto"
 	"sync"
 	"time"
 
@@ -71,6 +72,22 @@ type State struct {
 	Names  *mcp.NameWatch        // nil: no MCP route
 	Chains map[*conf.Tool]*Chain // each tool's steps, compiled for this snapshot (chain.go)
 	Guard  *egress.Guard         // the egress guard of this snapshot's tool hosts and egress section
+	// policyKeys are PolicyHeaders' canonical names, in their order
+	// (UsePolicyHeaders): a call looks them up without canonicalizing.
+	policyKeys []string
+}
+
+// UsePolicyHeaders makes PolicyHeaders defaults when the snapshot names
+// none, and notes their canonical names for Input. Each State that
+// serves calls is made with it.
+func (st *State) UsePolicyHeaders(defaults []string) {
+	if st.PolicyHeaders == nil {
+		st.PolicyHeaders = defaults
+	}
+	st.policyKeys = make([]string, len(st.PolicyHeaders))
+	for i, name := range st.PolicyHeaders {
+		st.policyKeys[i] = textproto.CanonicalMIMEHeaderKey(name)
+	}
 }
 
 // newTraceID returns 16 random bytes in hex, the W3C trace-id format.
