@@ -31,14 +31,17 @@ var eventStrings = []string{
 
 // randomEvent fills every field of an Event, found by reflection so that
 // a field added to Event is covered without a change here, from r.
-func randomEvent(r *rand.Rand) Event {
+func randomEvent(r *rand.Rand) Event { return randomEventOf(r, eventStrings) }
+
+// randomEventOf is randomEvent with its strings drawn from strs.
+func randomEventOf(r *rand.Rand, strs []string) Event {
 	var ev Event
 	v := reflect.ValueOf(&ev).Elem()
 	for i := range v.NumField() {
 		f := v.Field(i)
 		switch f.Interface().(type) {
 		case string:
-			f.SetString(eventStrings[r.IntN(len(eventStrings))])
+			f.SetString(strs[r.IntN(len(strs))])
 		case bool:
 			f.SetBool(r.IntN(2) == 1)
 		case int, int64:
@@ -51,7 +54,7 @@ func randomEvent(r *rand.Rand) Event {
 			default:
 				s := make([]string, 1+r.IntN(3))
 				for j := range s {
-					s[j] = eventStrings[r.IntN(len(eventStrings))]
+					s[j] = strs[r.IntN(len(strs))]
 				}
 				f.Set(reflect.ValueOf(s))
 			}

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 
@@ -200,7 +199,34 @@ func lastLineBreak(f *os.File, from, end int64) (int64, error) {
 // written whole, and the file rotates before the next one. If any event
 // cannot be encoded nothing is written.
 func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
-	if len(events) == 0 {
+	return fl.writeBatch(ctx, eventBatch(events))
+}
+
+// writeLines is WriteEvents for events already in the file's form: a
+// journal's segment, its records' lines rewritten by appendFullLine. They
+// are written as they stand.
+func (fl *File) writeLines(ctx context.Context, lines *fileLines) error {
+	return fl.writeBatch(ctx, lines)
+}
+
+// fileBatch is what WriteEvents and writeLines write: events, or the
+// lines of events.
+type fileBatch interface {
+	len() int
+	// eventID is the event_id of item i.
+	eventID(i int) string
+	// chunkEnd is where the chunk of about journalChunk bytes that starts
+	// at item i ends (after i).
+	chunkEnd(i int) int
+	// bytes returns the file's bytes of items [i, j), encoded into enc's
+	// buffer if need be.
+	bytes(enc *eventEncoder, i, j int) ([]byte, error)
+}
+
+// writeBatch writes b as WriteEvents says.
+func (fl *File) writeBatch(ctx context.Context, b fileBatch) error {
+	n := b.len()
+	if n == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -211,27 +237,33 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 	if fl.closed {
 		return ErrClosed
 	}
-	batch := events
+	from := 0
 	if fl.resumeAfter != "" {
 		// The resume point stays set until write moves or clears it: an
 		// attempt that fails before its first chunk is written leaves it
 		// for the next attempt, which must skip the same events again.
-		if i := slices.IndexFunc(events, func(e Event) bool { return e.EventID == fl.resumeAfter }); i >= 0 {
-			fl.skipped += uint64(i + 1)
-			events = events[i+1:]
+		from = -1
+		for i := range n {
+			if b.eventID(i) == fl.resumeAfter {
+				from = i + 1
+				break
+			}
+		}
+		if from >= 0 {
+			fl.skipped += uint64(from)
 		} else {
-			fl.resumeAfter = ""
+			from, fl.resumeAfter = 0, ""
 		}
 	}
-	if len(events) > 0 {
-		if err := fl.write(events); err != nil {
+	if from < n {
+		if err := fl.write(b, from); err != nil {
 			return err
 		}
 	}
 	if fl.journaled && fl.f != nil {
 		if err := fl.fsync.Sync(fl.f); err != nil {
 			// The batch is in the file; a retry of it only syncs.
-			fl.resumeAfter = batch[len(batch)-1].EventID
+			fl.resumeAfter = b.eventID(n - 1)
 			return fmt.Errorf("sink: sync %s: %w", fl.cfg.Path, err)
 		}
 	}
@@ -239,22 +271,23 @@ func (fl *File) WriteEvents(ctx context.Context, events []Event) error {
 	return nil
 }
 
-// write encodes and appends events, rotating first if needed. The caller
-// holds mu. A File behind a journal gets whole segments, thousands of
-// events: it writes them in chunks of about journalChunk bytes, so that its
-// encoding buffer stays one it keeps; if a chunk fails after others were
-// written, the retry of the batch resumes after them.
-func (fl *File) write(events []Event) error {
+// write encodes and appends b's items from from on, rotating first if
+// needed. The caller holds mu. A File behind a journal gets whole
+// segments, thousands of events: it writes them in chunks of about
+// journalChunk bytes, so that its encoding buffer stays one it keeps; if
+// a chunk fails after others were written, the retry of the batch resumes
+// after them.
+func (fl *File) write(b fileBatch, from int) error {
 	if !fl.journaled {
-		return fl.writeChunk(events)
+		return fl.writeChunk(b, from, b.len())
 	}
-	for len(events) > 0 {
-		n := min(len(events), max(1, journalChunk/fileEventBytesGuess))
-		if err := fl.writeChunk(events[:n]); err != nil {
+	for i := from; i < b.len(); {
+		j := b.chunkEnd(i)
+		if err := fl.writeChunk(b, i, j); err != nil {
 			return err
 		}
-		fl.resumeAfter = events[n-1].EventID // cleared below once all are written
-		events = events[n:]
+		fl.resumeAfter = b.eventID(j - 1) // cleared below once all are written
+		i = j
 	}
 	fl.resumeAfter = ""
 	return nil
@@ -268,16 +301,14 @@ const (
 	fileEventBytesGuess = 720
 )
 
-// writeChunk encodes events and appends them in one write. The caller
-// holds mu.
-func (fl *File) writeChunk(events []Event) error {
+// writeChunk appends b's items [i, j) in one write. The caller holds mu.
+func (fl *File) writeChunk(b fileBatch, i, j int) error {
 	defer fl.enc.reset()
-	for i := range events {
-		if err := fl.enc.encode(&events[i]); err != nil {
-			return fmt.Errorf("sink: encode event %d of %d: %w", i+1, len(events), err)
-		}
+	data, err := b.bytes(fl.enc, i, j)
+	if err != nil {
+		return err
 	}
-	if fl.f != nil && fl.size > 0 && fl.size+int64(len(fl.enc.buf)) > fl.cfg.MaxBytes {
+	if fl.f != nil && fl.size > 0 && fl.size+int64(len(data)) > fl.cfg.MaxBytes {
 		if err := fl.rotate(); err != nil {
 			return err
 		}
@@ -287,13 +318,98 @@ func (fl *File) writeChunk(events []Event) error {
 			return err
 		}
 	}
-	n, err := fl.write1(fl.enc.buf)
+	n, err := fl.write1(data)
 	if err != nil {
 		fl.rollback(n)
 		return fmt.Errorf("sink: write %s: %w", fl.cfg.Path, err)
 	}
 	fl.size += int64(n)
 	return nil
+}
+
+// eventBatch is WriteEvents' batch.
+type eventBatch []Event
+
+func (b eventBatch) len() int             { return len(b) }
+func (b eventBatch) eventID(i int) string { return b[i].EventID }
+func (b eventBatch) chunkEnd(i int) int {
+	return min(len(b), i+max(1, journalChunk/fileEventBytesGuess))
+}
+
+func (b eventBatch) bytes(enc *eventEncoder, i, j int) ([]byte, error) {
+	for k := i; k < j; k++ {
+		if err := enc.encode(&b[k]); err != nil {
+			return nil, fmt.Errorf("sink: encode event %d of %d: %w", k+1, len(b), err)
+		}
+	}
+	return enc.buf, nil
+}
+
+// fileLines are events in the file's form: lines, each ending in a line
+// break, the first of them at the start of buf.
+type fileLines struct {
+	buf   []byte
+	ends  []int    // where each line ends in buf (after its line break)
+	times timeMemo // appendRecord's, for appendFullLine
+}
+
+func (l *fileLines) len() int { return len(l.ends) }
+
+// line is line i, with its line break.
+func (l *fileLines) line(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.buf[start:l.ends[i]]
+}
+
+// eventID reads the event_id the line starts with, as appendEvent writes
+// it (the line's first field).
+func (l *fileLines) eventID(i int) string {
+	d := eventDecoder{b: l.line(i)}
+	var id string
+	if d.next('{') {
+		if key, ok := d.key(); ok && string(key) == "event_id" {
+			d.str(&id)
+		}
+	}
+	return id
+}
+
+func (l *fileLines) chunkEnd(i int) int {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	j := i + 1
+	for j < len(l.ends) && l.ends[j]-start <= journalChunk {
+		j++
+	}
+	return j
+}
+
+func (l *fileLines) bytes(_ *eventEncoder, i, j int) ([]byte, error) {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.buf[start:l.ends[j-1]], nil
+}
+
+// reset empties l, keeping its memory.
+func (l *fileLines) reset() {
+	l.buf, l.ends = l.buf[:0], l.ends[:0]
+}
+
+// truncate drops the lines from line n on.
+func (l *fileLines) truncate(n int) {
+	l.ends = l.ends[:n]
+	if n == 0 {
+		l.buf = l.buf[:0]
+		return
+	}
+	l.buf = l.buf[:l.ends[n-1]]
 }
 
 // write1 writes buf to the file, or fails as the test hook says.

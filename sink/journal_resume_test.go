@@ -14,8 +14,17 @@ import (
 // after the first chunk and stays full for the next attempt too, reaches
 // the file once the space returns with every event once: the attempt that
 // wrote nothing keeps the point to resume after, rather than forget it and
-// have the next attempt write the first chunk again.
+// have the next attempt write the first chunk again. Both ways a File
+// takes a batch: events, and the lines a journal ships.
 func TestJournaledFileResumesAfterRepeatedFailures(t *testing.T) {
+	for _, lines := range []bool{false, true} {
+		t.Run(map[bool]string{false: "events", true: "lines"}[lines], func(t *testing.T) {
+			testResumesAfterRepeatedFailures(t, lines)
+		})
+	}
+}
+
+func testResumesAfterRepeatedFailures(t *testing.T, lines bool) {
 	dir := t.TempDir()
 	fc := FileConfig{Path: filepath.Join(dir, "events.ndjson")}
 	sp, jf, err := OpenJournaledFile(fc, SpoolConfig{Dir: filepath.Join(dir, "journal")}, nil)
@@ -37,12 +46,24 @@ func TestJournaledFileResumesAfterRepeatedFailures(t *testing.T) {
 		}
 		return nil
 	}
+	write := func() error { return jf.WriteEvents(context.Background(), big) }
+	if lines {
+		var l fileLines
+		for i := range big {
+			l.buf, _ = appendEvent(l.buf, &big[i], false)
+			l.ends = append(l.ends, len(l.buf))
+		}
+		if n := l.chunkEnd(0); n < 100 || n >= len(big)/2 {
+			t.Fatalf("the first chunk of lines ends at %d of %d", n, len(big))
+		}
+		write = func() error { return jf.writeLines(context.Background(), &l) }
+	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		if err := jf.WriteEvents(context.Background(), big); err == nil {
+		if err := write(); err == nil {
 			t.Fatalf("attempt %d on a full disk succeeded", attempt)
 		}
 	}
-	if err := jf.WriteEvents(context.Background(), big); err != nil {
+	if err := write(); err != nil {
 		t.Fatalf("attempt 3, with room again: %v", err)
 	}
 	if got, want := fileEventIDs(t, fc.Path), ids(big); !slices.Equal(got, want) {

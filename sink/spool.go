@@ -305,8 +305,9 @@ type Spool struct {
 	lastSync    time.Time // when the last successful Sync began
 
 	shippedEvents   uint64
-	shipData        []byte  // the shipper's: the last segment's file, to read the next into
-	shipEvents      []Event // the shipper's: emptied, to decode the next segment into
+	shipData        []byte    // the shipper's: the last segment's file, to read the next into
+	shipEvents      []Event   // the shipper's: emptied, to decode the next segment into
+	shipLines       fileLines // the shipper's: emptied, to rewrite the next segment into for a File
 	shippedSegments uint64
 	lastSuccess     time.Time
 	shipErrors      uint64

@@ -2,6 +2,8 @@ package sink
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -132,7 +134,7 @@ func (s *Spool) shipAll() error {
 
 // ship sends one segment, and deletes it once the destination returned
 // nil: what it reads back from the file, checks (repairing if needed) and
-// decodes.
+// decodes, or, for a File, rewrites into the File's lines.
 func (s *Spool) ship(seg *segment) error {
 	name := filepath.Base(seg.path)
 	data, err := readFileInto(seg.path, s.shipData)
@@ -147,29 +149,17 @@ func (s *Spool) ship(seg *segment) error {
 		return fmt.Errorf("sink: spool read %s: %w", name, err)
 	}
 	sc := scanSegment(data)
-	// The events go into the shipper's slice, reused from segment to
-	// segment: a fresh one, a few MiB for a segment, cost a page fault
-	// for every eight events written into it (a third of the decoding's
-	// time in a profile of BenchmarkQueueToSpool).
-	events := slices.Grow(s.shipEvents[:0], int(seg.events))
-	defer func() {
-		clear(events)
-		s.shipEvents = events[:0]
-		if cap(s.shipData) > maxShipBuf || cap(events) > maxShipEvents {
-			s.shipData, s.shipEvents = nil, nil // a large segment's: let them go
-		}
-	}()
-	good := make([]recordSpan, 0, len(sc.good))
-	var text shipText
-	for i, r := range sc.good {
-		var derr error
-		if events, derr = decodeRecord(r.payload(data), text.payload(data, sc.good, i), events); derr != nil {
-			sc.bad++
-			continue
-		}
-		good = append(good, r)
+	var (
+		n    int
+		send func() error
+		done func()
+	)
+	if lw, ok := s.dst.(lineWriter); ok {
+		n, send, done = s.readLines(data, &sc, int(seg.size), lw)
+	} else {
+		n, send, done = s.readEvents(data, &sc, int(seg.events))
 	}
-	sc.good = good
+	defer done()
 	if sc.bad > 0 || sc.torn {
 		sc.torn = sc.torn && sc.bad == 0
 		kept, err := s.repair(seg.path, data, sc)
@@ -178,26 +168,124 @@ func (s *Spool) ship(seg *segment) error {
 		}
 		s.mu.Lock()
 		s.bytes += int64(len(kept)) - seg.size
-		s.pending += int64(len(events)) - seg.events
-		seg.size, seg.events = int64(len(kept)), int64(len(events))
+		s.pending += int64(n) - seg.events
+		seg.size, seg.events = int64(len(kept)), int64(n)
 		s.mu.Unlock()
 	}
-	if len(events) == 0 { // every record was damaged: nothing to send
+	if n == 0 { // every record was damaged: nothing to send
 		if err := os.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("sink: spool remove %s: %w", name, err)
 		}
 		s.forget(seg)
 		return nil
 	}
-	return s.sendSegment(seg, events)
+	return s.sendSegment(seg, n, send)
 }
 
-// sendSegment sends seg's events and deletes it once the destination
-// returned nil.
-func (s *Spool) sendSegment(seg *segment, events []Event) error {
+// readEvents decodes the events of sc's good records, counting a record
+// that does not decode as bad, and returns how many there are, what sends
+// them, and what lets them go once sent.
+func (s *Spool) readEvents(data []byte, sc *segmentScan, events int) (int, func() error, func()) {
+	// The events go into the shipper's slice, reused from segment to
+	// segment: a fresh one, a few MiB for a segment, cost a page fault
+	// for every eight events written into it (a third of the decoding's
+	// time in a profile of BenchmarkQueueToSpool).
+	evs := slices.Grow(s.shipEvents[:0], events)
+	good := make([]recordSpan, 0, len(sc.good))
+	var text shipText
+	for i, r := range sc.good {
+		var derr error
+		if evs, derr = decodeRecord(r.payload(data), text.payload(data, sc.good, i), evs); derr != nil {
+			sc.bad++
+			continue
+		}
+		good = append(good, r)
+	}
+	sc.good = good
+	done := func() {
+		clear(evs)
+		s.shipEvents = evs[:0]
+		if cap(s.shipData) > maxShipBuf || cap(evs) > maxShipEvents {
+			s.shipData, s.shipEvents = nil, nil // a large segment's: let them go
+		}
+	}
+	return len(evs), func() error { return s.send(evs) }, done
+}
+
+// lineWriter is a destination that takes a segment's events as File's
+// lines: File.
+type lineWriter interface {
+	writeLines(ctx context.Context, lines *fileLines) error
+}
+
+var _ lineWriter = (*File)(nil)
+
+// readLines rewrites the events of sc's good records into the File's
+// lines (appendFullLine; a line it declines is decoded and encoded again),
+// counting a record with a line that does not decode as bad, and returns
+// how many there are, what sends them and what lets them go once sent.
+// size is the segment's: the lines take about twice its bytes.
+func (s *Spool) readLines(data []byte, sc *segmentScan, size int, lw lineWriter) (int, func() error, func()) {
+	lines := &s.shipLines
+	lines.reset()
+	lines.buf = slices.Grow(lines.buf, 5*size/2)
+	good := make([]recordSpan, 0, len(sc.good))
+	for _, r := range sc.good {
+		mark := lines.len()
+		if !lines.appendRecord(r.payload(data)) {
+			lines.truncate(mark)
+			sc.bad++
+			continue
+		}
+		good = append(good, r)
+	}
+	sc.good = good
+	done := func() {
+		if cap(s.shipData) > maxShipBuf || cap(lines.buf) > 3*maxShipBuf || cap(lines.ends) > maxShipEvents {
+			s.shipData, s.shipLines = nil, fileLines{} // a large segment's: let them go
+		}
+	}
+	return lines.len(), func() error {
+		return s.guard(func() error { return lw.writeLines(s.runCtx, lines) })
+	}, done
+}
+
+// appendRecord appends the File's lines of a record's payload, and
+// reports false, having appended part of them perhaps, when a line does
+// not decode (the record is damaged) or cannot be encoded.
+func (l *fileLines) appendRecord(payload []byte) bool {
+	if len(payload) == 0 || payload[len(payload)-1] != '\n' {
+		return false
+	}
+	for line := range bytes.Lines(payload) {
+		if line[0] != '{' {
+			return false
+		}
+		var ok bool
+		if l.buf, _, ok = appendFullLine(l.buf, line, &l.times); !ok {
+			var e Event
+			if !decodeEvent(line, "", &e) {
+				e = Event{}
+				if json.Unmarshal(line, &e) != nil {
+					return false
+				}
+			}
+			var err error
+			if l.buf, err = appendEvent(l.buf, &e, false); err != nil {
+				return false
+			}
+		}
+		l.ends = append(l.ends, len(l.buf))
+	}
+	return true
+}
+
+// sendSegment sends seg's n events with send and deletes it once the
+// destination returned nil.
+func (s *Spool) sendSegment(seg *segment, n int, send func() error) error {
 	name := filepath.Base(seg.path)
-	if err := s.send(events); err != nil {
-		return fmt.Errorf("sink: spool ship %s (%d events): %w", name, len(events), err)
+	if err := send(); err != nil {
+		return fmt.Errorf("sink: spool ship %s (%d events): %w", name, n, err)
 	}
 	if err := os.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("sink: spool cannot delete a shipped segment; it ships again after a restart",
@@ -205,7 +293,7 @@ func (s *Spool) sendSegment(seg *segment, events []Event) error {
 	}
 	s.forget(seg)
 	s.mu.Lock()
-	s.shippedEvents += uint64(len(events))
+	s.shippedEvents += uint64(n)
 	s.shippedSegments++
 	s.lastSuccess = s.opts.now()
 	s.mu.Unlock()
@@ -289,11 +377,16 @@ func readFileInto(path string, buf []byte) ([]byte, error) {
 }
 
 // send calls the destination, turning a panic into an error.
-func (s *Spool) send(events []Event) (err error) {
+func (s *Spool) send(events []Event) error {
+	return s.guard(func() error { return s.dst.WriteEvents(s.runCtx, events) })
+}
+
+// guard runs a call of the destination, turning a panic into an error.
+func (s *Spool) guard(call func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("destination panicked: %v", r)
 		}
 	}()
-	return s.dst.WriteEvents(s.runCtx, events)
+	return call()
 }
