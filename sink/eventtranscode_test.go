@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -146,11 +146,11 @@ func TestAppendFullLineEveryField(t *testing.T) {
 // decoder would read into an event that appendEvent writes otherwise, and
 // ones that are not an event at all.
 var declinedFullLines = []string{
-	`{"time":"2026-12-03T03:04:05Z","event_id":"a"}`,                      // out of order
-	`{"event_id":"a"}`,                                                    // no time
+	`{"time":"2026-12-03T03:04:05Z","event_id":"a"}`, // out of order
+	`{"event_id":"a"}`, // no time
 	`{"event_id":"a","time":"2026-12-03T03:04:05Z","tool":"x","tool":"y"}`, // twice
-	`{"event_id":"a","time":"2026-12-03T03:04:05.500Z"}`,                  // a time AppendText writes as .5
-	`{"event_id":"a","time":"2026-12-03T03:04:05+00:00"}`,                 // and as Z
+	`{"event_id":"a","time":"2026-12-03T03:04:05.500Z"}`,                   // a time AppendText writes as .5
+	`{"event_id":"a","time":"2026-12-03T03:04:05+00:00"}`,                  // and as Z
 	`{"event_id":"a","time":"2026-12-03T03:04:05Z","total_us":-0}`,
 	`{"event_id":"a","time":"2026-12-03T03:04:05Z","total_us":01}`,
 	`{"event_id":"a","time":"2026-12-03T03:04:05Z","total_us":1.0}`,
