@@ -35,6 +35,11 @@ func NewCallContext(parent context.Context, d time.Time) *CallContext {
 	return &CallContext{Context: parent, deadline: d}
 }
 
+// Wrapped is the context c's Done and Err are: its parent, or the
+// context Arm made (cancelwatch.Wrapper). The deadline c adds is not
+// enforced until Arm.
+func (c *CallContext) Wrapped() context.Context { return c.Context }
+
 // Deadline is the call's deadline.
 func (c *CallContext) Deadline() (time.Time, bool) { return c.deadline, true }
 

@@ -46,6 +46,9 @@ func (c *RouteCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// Wrapped is the context under c, which c ends with (cancelwatch.Wrapper).
+func (c *RouteCtx) Wrapped() context.Context { return c.Context }
+
 // Guarded returns ctx carrying the host and port a call or tunnel was
 // routed as, for the egress guard (egressDial), and the dial guard when
 // tools name a loopback host.

@@ -53,6 +53,9 @@ type conn struct {
 	// the running request's watch); watch is the running request's.
 	cancelConn context.CancelFunc
 	watch      atomic.Pointer[cancelwatch.Context]
+	// values is what the connection's context was made under: the
+	// values its requests' contexts answer with.
+	values context.Context
 	// writeDeadline: a handler set a write deadline on the connection
 	// (response.SetWriteDeadline), cleared when its request ends.
 	writeDeadline atomic.Bool
@@ -192,6 +195,7 @@ func (c *conn) serve(ctx context.Context) {
 		c.s.trackConn(c, false)
 	}()
 
+	c.values = ctx
 	ctx, cancel := context.WithCancel(ctx)
 	c.cancelConn = cancel
 	defer cancel()
@@ -329,17 +333,17 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	c.lastMethod = req.Method
 	c.cr.setInfiniteReadLimit()
 
-	ctx, cancelCtx := context.WithCancel(ctx)
-	// The request's context answers with its watch (cancelwatch): what
-	// runs under the request can be told when it ends without
-	// context.AfterFunc. The connection's context ending ends it too.
-	w.ctx.Context = ctx
+	// The request's context is its watch (cancelwatch): what runs under
+	// the request can be told when it ends without context.AfterFunc.
+	// It has the connection's values and ends when the request does or
+	// the connection's context ends (cancelCtx), not as a context made
+	// under the connection's, which cost a registration there a request.
+	w.ctx.Init(c.values)
 	c.watch.Store(&w.ctx)
 	// The request keeps its identity: its body merges the trailers into
 	// this *Request (a copy made by WithContext would never see them).
 	*req = *req.WithContext(&w.ctx)
 	req.RemoteAddr = c.remoteAddr
-	w.cancelCtx = cancelCtx
 	w.req = req
 	// net/http's test: the parsed Close, or a loose "close" token in the
 	// first Connection header ("x close" counts).

@@ -2,7 +2,6 @@ package h1serve
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,7 +31,6 @@ type response struct {
 	conn          *conn
 	req           *http.Request
 	reqBody       io.ReadCloser
-	cancelCtx     context.CancelFunc  // ends the context under ctx (endCtx ends both)
 	ctx           cancelwatch.Context // the request's context, with its watch
 	wroteHeader   bool                // a non-1xx header has been (logically) written
 	wantsClose    bool                // the request has Connection: close
@@ -372,7 +370,6 @@ func (w *response) finishRequest() {
 
 // endCtx ends the request's context and its watch.
 func (w *response) endCtx() {
-	w.cancelCtx()
 	w.ctx.End()
 }
 
