@@ -355,14 +355,16 @@ type fileLines struct {
 
 func (l *fileLines) len() int { return len(l.ends) }
 
-// line is line i, with its line break.
-func (l *fileLines) line(i int) []byte {
-	start := 0
-	if i > 0 {
-		start = l.ends[i-1]
+// start is where line i starts in buf.
+func (l *fileLines) start(i int) int {
+	if i == 0 {
+		return 0
 	}
-	return l.buf[start:l.ends[i]]
+	return l.ends[i-1]
 }
+
+// line is line i, with its line break.
+func (l *fileLines) line(i int) []byte { return l.buf[l.start(i):l.ends[i]] }
 
 // eventID reads the event_id the line starts with, as appendEvent writes
 // it (the line's first field).
@@ -378,10 +380,7 @@ func (l *fileLines) eventID(i int) string {
 }
 
 func (l *fileLines) chunkEnd(i int) int {
-	start := 0
-	if i > 0 {
-		start = l.ends[i-1]
-	}
+	start := l.start(i)
 	j := i + 1
 	for j < len(l.ends) && l.ends[j]-start <= journalChunk {
 		j++
@@ -390,11 +389,7 @@ func (l *fileLines) chunkEnd(i int) int {
 }
 
 func (l *fileLines) bytes(_ *eventEncoder, i, j int) ([]byte, error) {
-	start := 0
-	if i > 0 {
-		start = l.ends[i-1]
-	}
-	return l.buf[start:l.ends[j-1]], nil
+	return l.buf[l.start(i):l.ends[j-1]], nil
 }
 
 // reset empties l, keeping its memory.
@@ -404,12 +399,7 @@ func (l *fileLines) reset() {
 
 // truncate drops the lines from line n on.
 func (l *fileLines) truncate(n int) {
-	l.ends = l.ends[:n]
-	if n == 0 {
-		l.buf = l.buf[:0]
-		return
-	}
-	l.buf = l.buf[:l.ends[n-1]]
+	l.buf, l.ends = l.buf[:l.start(n)], l.ends[:n]
 }
 
 // write1 writes buf to the file, or fails as the test hook says.

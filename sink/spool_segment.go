@@ -253,16 +253,24 @@ func decodeRecord(payload []byte, text string, events []Event) ([]Event, error) 
 		}
 		off += len(line)
 		events = append(events, Event{})
-		e := &events[len(events)-1]
-		if decodeEvent(line, lineText, e) {
-			continue
-		}
-		*e = Event{} // what the fast path set: encoding/json starts afresh
-		if err := json.Unmarshal(line, e); err != nil {
-			return events[:n], fmt.Errorf("%w: %w", errBadPayload, err)
+		if err := decodeLine(line, lineText, &events[len(events)-1]); err != nil {
+			return events[:n], err
 		}
 	}
 	return events, nil
+}
+
+// decodeLine decodes one line of a record into e, the zero Event: by
+// decodeEvent, else by encoding/json, whose reading is the one that counts.
+func decodeLine(line []byte, text string, e *Event) error {
+	if decodeEvent(line, text, e) {
+		return nil
+	}
+	*e = Event{} // what the fast path set: encoding/json starts afresh
+	if err := json.Unmarshal(line, e); err != nil {
+		return fmt.Errorf("%w: %w", errBadPayload, err)
+	}
+	return nil
 }
 
 // firstEventTime returns the time of the first event in a record's

@@ -3,7 +3,6 @@ package sink
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -264,11 +263,8 @@ func (l *fileLines) appendRecord(payload []byte) bool {
 		var ok bool
 		if l.buf, _, ok = appendFullLine(l.buf, line, &l.times); !ok {
 			var e Event
-			if !decodeEvent(line, "", &e) {
-				e = Event{}
-				if json.Unmarshal(line, &e) != nil {
-					return false
-				}
+			if decodeLine(line, "", &e) != nil {
+				return false
 			}
 			var err error
 			if l.buf, err = appendEvent(l.buf, &e, false); err != nil {

@@ -49,13 +49,12 @@ type conn struct {
 	twoWriter bool
 	tail      []byte
 	tailN     int
-	// cancelConn ends the connection's context (cancelCtx ends it and
-	// the running request's watch); watch is the running request's.
-	cancelConn context.CancelFunc
-	watch      atomic.Pointer[cancelwatch.Context]
-	// values is what the connection's context was made under: the
-	// values its requests' contexts answer with.
+	// values are what the connection's requests' contexts answer with;
+	// ended is set once the connection's context ended (cancelCtx), which
+	// ends its requests'; watch is the running request's.
 	values context.Context
+	ended  atomic.Bool
+	watch  atomic.Pointer[cancelwatch.Context]
 	// writeDeadline: a handler set a write deadline on the connection
 	// (response.SetWriteDeadline), cleared when its request ends.
 	writeDeadline atomic.Bool
@@ -86,10 +85,10 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	return c
 }
 
-// cancelCtx ends the connection's context, and with it the running
-// request's and its watch.
+// cancelCtx ends the connection's context: the running request's, and
+// every later one's as soon as it is made (readRequest).
 func (c *conn) cancelCtx() {
-	c.cancelConn()
+	c.ended.Store(true)
 	if w := c.watch.Load(); w != nil {
 		w.End()
 	}
@@ -196,9 +195,6 @@ func (c *conn) serve(ctx context.Context) {
 	}()
 
 	c.values = ctx
-	ctx, cancel := context.WithCancel(ctx)
-	c.cancelConn = cancel
-	defer cancel()
 	c.br = bufio.NewReader(&c.cr)
 	c.bw = bufio.NewWriterSize(connErrWriter{c}, 4<<10)
 
@@ -207,7 +203,7 @@ func (c *conn) serve(ctx context.Context) {
 	}
 	c.readDeadline = true // and whatever the listener may have left
 	for {
-		w, handoff, err := c.readRequest(ctx)
+		w, handoff, err := c.readRequest()
 		if w != nil || c.cr.remain != c.s.initialReadLimit() {
 			// Unlike net/http, a request found whole in the buffer (after
 			// the idle wait's Peek) makes the connection active too, so
@@ -301,7 +297,7 @@ func (c *conn) handOff() bool {
 // net/http (the request is not one the loop serves, or it could not be
 // parsed: net/http answers it as it would have); err is a network error
 // that ends the connection without an answer, as net/http ends it.
-func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err error) {
+func (c *conn) readRequest() (w *response, handoff bool, err error) {
 	c.cr.setReadLimit(c.s.initialReadLimit())
 	if c.lastMethod == "POST" {
 		// RFC 7230 section 3 tolerance for old buggy clients, as net/http.
@@ -337,9 +333,14 @@ func (c *conn) readRequest(ctx context.Context) (w *response, handoff bool, err 
 	// the request can be told when it ends without context.AfterFunc.
 	// It has the connection's values and ends when the request does or
 	// the connection's context ends (cancelCtx), not as a context made
-	// under the connection's, which cost a registration there a request.
+	// under a connection's context, which cost a registration there a
+	// request. cancelCtx sets ended before it loads the watch: one of the
+	// two sees the other.
 	w.ctx.Init(c.values)
 	c.watch.Store(&w.ctx)
+	if c.ended.Load() {
+		w.ctx.End()
+	}
 	// The request keeps its identity: its body merges the trailers into
 	// this *Request (a copy made by WithContext would never see them).
 	*req = *req.WithContext(&w.ctx)
