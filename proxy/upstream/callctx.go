@@ -29,10 +29,17 @@ type CallContext struct {
 // NewCallContext is parent with the deadline d (parent's own, when that is
 // earlier).
 func NewCallContext(parent context.Context, d time.Time) *CallContext {
+	return NewCallContextIn(new(CallContext), parent, d)
+}
+
+// NewCallContextIn is NewCallContext made in c, storage its caller owns
+// for as long as the context is used (a call's own).
+func NewCallContextIn(c *CallContext, parent context.Context, d time.Time) *CallContext {
 	if pd, ok := parent.Deadline(); ok && pd.Before(d) {
 		d = pd
 	}
-	return &CallContext{Context: parent, deadline: d}
+	*c = CallContext{Context: parent, deadline: d}
+	return c
 }
 
 // Wrapped is the context c's Done and Err are: its parent, or the

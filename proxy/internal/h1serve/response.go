@@ -172,7 +172,7 @@ func (w *response) WriteHeader(code int) {
 	checkWriteHeaderCode(code)
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		writeStatusLine(w.conn.bw, true, code, w.statusBuf[:])
-		w.handlerHeader.WriteSubset(w.conn.bw, excludedHeadersNoBody)
+		writeHeaderLines(w.conn.bw, w.handlerHeader, excludedHeadersNoBody)
 		w.conn.bw.Write(crlf)
 		w.conn.bw.Flush()
 		return
@@ -642,6 +642,10 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 				if !bdy.sawEOF {
 					w.closeAfterReply = true
 				}
+			case bdy.sawEOF:
+				// Read to its end (a checked call's body always is):
+				// the copy below would find nothing, and its Close is
+				// finishRequest's.
 			case bdy.unreadDataSizeLocked() >= maxPostHandlerReadBytes:
 				tooBig = true
 			default:
@@ -698,7 +702,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 	}
 
 	if !hasHeader(header, "Date") {
-		setHeader.date = time.Now().UTC().AppendFormat(cw.res.dateBuf[:0], http.TimeFormat)
+		setHeader.date = dates.appendNow(cw.res.dateBuf[:0])
 	}
 
 	if hasCL && hasTE && te != "identity" {
@@ -738,7 +742,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 
 	bw := w.conn.bw
 	writeStatusLine(bw, true, code, w.statusBuf[:])
-	cw.header.WriteSubset(bw, excludeHeader)
+	writeHeaderLines(bw, cw.header, excludeHeader)
 	setHeader.Write(bw)
 	bw.Write(crlf)
 }

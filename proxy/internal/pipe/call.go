@@ -74,13 +74,15 @@ type Call struct {
 	// of a body toolgate read (SetBody, Dispatch), the upstream URL
 	// (Handle), the values of the upstream request's header
 	// (cloneRequest) and of the headers injected into it, the policies'
-	// input, and the context carrying the call's route (Handle). Each is
-	// handed out once (take).
+	// input, the context carrying the call's route (Handle) and the
+	// upstream call's context (Dispatch). Each is handed out once
+	// (take).
 	heldBody   bytes.Reader
 	targetURL  url.URL
 	headerVals [callHeaderValues]string
 	input      policies.Input
 	routeCtx   conf.RouteCtx
+	upCtxStore upstream.CallContext
 	taken      ownStorage // which of them were handed out
 }
 
@@ -93,6 +95,7 @@ const (
 	ownHeaderVals
 	ownInput
 	ownRouteCtx
+	ownUpCtx
 )
 
 // take reports whether part of the call's own storage is free, and marks

@@ -270,7 +270,11 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	if timeout > 0 {
 		// The transport keeps the deadline on its fast path; it is armed
 		// below for anything that waits on the context itself.
-		c.upCtx = upstream.NewCallContext(ctx, time.Now().Add(timeout))
+		if c.take(ownUpCtx) {
+			c.upCtx = upstream.NewCallContextIn(&c.upCtxStore, ctx, time.Now().Add(timeout))
+		} else {
+			c.upCtx = upstream.NewCallContext(ctx, time.Now().Add(timeout))
+		}
 		ctx = c.upCtx
 	}
 	var vals []string // nil: the header's values get an array of their own
