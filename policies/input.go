@@ -43,6 +43,12 @@ type Input struct {
 	// answers (the tool's answer.policies); nil, and absent from the
 	// document, when a policy decides a call before it goes upstream.
 	Answer *Answer `json:"answer,omitempty"`
+	// ArgsDepth is how deep Arguments nest (the arguments object itself
+	// is 1) when whatever made them measured it as it read them (the
+	// proxy's decoder does, from the body's bytes); 0 when not known.
+	// CheckInputDepth trusts it instead of walking the arguments again.
+	// It is not part of the document policies see.
+	ArgsDepth int `json:"-"`
 }
 
 // Answer is upstream's answer as an answer policy sees it (input.answer).
@@ -89,6 +95,18 @@ type Caller struct {
 // MaxInputDepth, on every engine: the wasm engine's AppendJSON refuses
 // them too.
 var errTooDeep = fmt.Errorf("arguments nested deeper than %d", MaxInputDepth)
+
+// CheckInputDepth is CheckDepth of in's arguments, from their measured
+// depth (in.ArgsDepth) when known.
+func CheckInputDepth(in *Input) error {
+	if in.ArgsDepth > 0 {
+		if in.ArgsDepth > MaxInputDepth {
+			return errTooDeep
+		}
+		return nil
+	}
+	return CheckDepth(in.Arguments)
+}
 
 // CheckDepth refuses arguments nested deeper than MaxInputDepth (counting
 // the arguments object itself as 1), before an engine sees them.

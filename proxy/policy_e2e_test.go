@@ -277,3 +277,49 @@ func TestCallerSetApprovalGrantsNothing(t *testing.T) {
 		t.Errorf("events' approval states %q, want %q", got, want)
 	}
 }
+
+// TestPolicyDepthFromTheDecoder: the policies' bound on how deep
+// arguments nest (policies.MaxInputDepth) holds where the decoder measured
+// the depth from the body's bytes and the engine does not walk the
+// arguments again: with max_json_depth set above it, a body one level too
+// deep fails the policy (the call is refused, and upstream sees nothing),
+// one at the bound passes.
+func TestPolicyDepthFromTheDecoder(t *testing.T) {
+	const cfg = `
+listen:
+  forward: 127.0.0.1:0
+limits:
+  max_json_depth: 1500
+tools:
+  - name: deep
+    match: {host: 127.0.0.1, method: POST, path: /v1/targets/search}
+`
+	reads := compile(t, "reads", `package t.reads
+deny contains "limit over 10" if input.arguments.limit > 10
+`)
+	e := newEnvWith(t, cfg, map[string]proxy.Checker{
+		"deep": policies.NewSet("deep", []policies.Bound{{Policy: reads, Mode: policies.ModeEnforce}}, 10*time.Second, false),
+	}, nil)
+	nested := func(depth int) string { // an arguments object depth levels deep
+		return `{"query":"EGFR","limit":1,"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
+	}
+	for _, tc := range []struct {
+		depth      int
+		wantStatus int
+		wantHits   int64
+	}{
+		{policies.MaxInputDepth, 200, 1},
+		{policies.MaxInputDepth + 1, 403, 1},
+	} {
+		a := do(t, e.viaHTTP, "POST", e.up.URL()+"/v1/targets/search", "application/json", nested(tc.depth), wantEnvelope)
+		if a.status != tc.wantStatus {
+			t.Errorf("depth %d: status %d, want %d (%s)", tc.depth, a.status, tc.wantStatus, a.body)
+		}
+		if tc.wantStatus == 403 && (a.env == nil || a.env.Error == nil || a.env.Error.Reason != "policy_error") {
+			t.Errorf("depth %d: %s, want the policy to fail (policy_error)", tc.depth, a.body)
+		}
+		if got := e.up.Hits("POST /v1/targets/search"); got != tc.wantHits {
+			t.Errorf("depth %d: upstream hits = %d, want %d", tc.depth, got, tc.wantHits)
+		}
+	}
+}

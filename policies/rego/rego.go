@@ -356,7 +356,7 @@ func (p *Policy) Eval(ctx context.Context, in *policies.Input) (policies.Result,
 // The compiled engine watches the deadline itself, which costs less than a
 // context with a timer; OPA's interpreter gets one.
 func (p *Policy) EvalBefore(ctx context.Context, in *policies.Input, deadline time.Time) (policies.Result, error) {
-	if err := policies.CheckDepth(in.Arguments); err != nil {
+	if err := policies.CheckInputDepth(in); err != nil {
 		return policies.Result{}, err
 	}
 	var doc map[string]any

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"time"
+	"unsafe"
 
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/policies"
@@ -62,6 +64,10 @@ type Call struct {
 	// Args are the call's arguments, once extracted (an MCP tools/call's
 	// params.arguments).
 	Args map[string]any
+	// argsDepth is how deep Args nest as measured when they were made
+	// (SetArgs), for the map argsOf points to; 0 when not known.
+	argsDepth int
+	argsOf    unsafe.Pointer
 	// body and size are what goes upstream as the body: the caller's
 	// body unread, or the bytes toolgate read (SetBody).
 	body io.Reader
@@ -174,6 +180,26 @@ type MCPExchange interface {
 func (c *Call) SetBody(raw []byte) {
 	c.Event.RequestBytes = int64(len(raw))
 	c.body, c.size = c.holdBody(raw), int64(len(raw))
+}
+
+// SetArgs sets the call's arguments and how deep they nest (the object
+// itself 1; 0 when not known), as whatever made them measured it.
+func (c *Call) SetArgs(args map[string]any, depth int) {
+	c.Args, c.argsDepth, c.argsOf = args, depth, mapPointer(args)
+}
+
+// ArgsDepth is SetArgs's depth while Args is still the map it was given
+// with, and 0 (not known) once Args was set otherwise.
+func (c *Call) ArgsDepth() int {
+	if c.argsDepth > 0 && c.Args != nil && mapPointer(c.Args) == c.argsOf {
+		return c.argsDepth
+	}
+	return 0
+}
+
+// mapPointer is what identifies a map value: the map it refers to.
+func mapPointer(m map[string]any) unsafe.Pointer {
+	return reflect.ValueOf(m).UnsafePointer()
 }
 
 // NotePolicyError records a check that failed open (a policy that

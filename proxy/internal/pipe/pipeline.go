@@ -183,6 +183,7 @@ func (c *Call) Input() *policies.Input {
 	*in = policies.Input{
 		Tool:      c.Tool.Cfg.Name,
 		Arguments: c.Args,
+		ArgsDepth: c.ArgsDepth(),
 		Request: policies.Request{
 			Method: r.Method, Host: target.Host, Path: target.EscapedPath(),
 			PathVars: c.Vars, Query: q, Headers: h,

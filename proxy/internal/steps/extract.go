@@ -96,13 +96,17 @@ func bodySource(t *conf.Tool, r *http.Request) (conf.SourceSet, string) {
 // or query, a name given by two sources or twice in one JSON object, a JSON
 // body nested too deep, or a form body that is also valid JSON (a lenient
 // upstream could read it as JSON).
-func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []byte, bodySrc conf.SourceSet, maxDepth int) (map[string]any, *conf.Refusal) {
+//
+// depth is how deep the arguments nest, the object itself 1: the body's
+// nesting as its bytes show it, and the string sources' values (coerced
+// perhaps into arrays) walked.
+func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []byte, bodySrc conf.SourceSet, maxDepth int) (args map[string]any, depth int, ref *conf.Refusal) {
 	src := t.Sources
 	if src == 0 {
 		src = conf.BitPath | conf.BitQuery
 	}
 	src = src&^(conf.BitJSON|conf.BitForm) | bodySrc
-	var args map[string]any // made when a source gives arguments
+	// args is made when a source gives arguments.
 	var strs map[string]any // values from string-only sources, coerced together
 	var dups []string
 	from := make(map[string]string, 8) // the source that gave each name first
@@ -129,7 +133,7 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 	if src&conf.BitQuery != 0 && r.URL.RawQuery != "" {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
-			return nil, conf.Refuse(bucketing.CodeValidation, "malformed_query",
+			return nil, 0, conf.Refuse(bucketing.CodeValidation, "malformed_query",
 				fmt.Sprintf("Tool '%s' got a query string that cannot be decoded", t.Cfg.Name), nil)
 		}
 		addValues(q, func(k string, v any) { put(strs, k, v, "the query string") })
@@ -137,17 +141,20 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 	if src&conf.BitForm != 0 && len(body) > 0 {
 		q, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 				fmt.Sprintf("Tool '%s' got a form body that cannot be decoded", t.Cfg.Name), nil)
 		}
 		if json.Valid(body) {
-			return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
+			return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
 				fmt.Sprintf("Tool '%s' got a form body that is also valid JSON; send JSON as application/json", t.Cfg.Name), nil)
 		}
 		addValues(q, func(k string, v any) { put(strs, k, v, "the form body") })
 	}
 	if len(strs) > 0 && t.Schema != nil {
 		strs = t.Schema.Coerce(strs)
+	}
+	for _, v := range strs {
+		depth = max(depth, 1+valueDepth(v))
 	}
 	if len(strs) > 0 {
 		args = make(map[string]any, len(strs))
@@ -156,10 +163,11 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 		}
 	}
 	if src&conf.BitJSON != 0 && len(bytes.TrimSpace(body)) > 0 {
-		obj, ref := decodeObject(t.Cfg.Name, body, maxDepth)
+		obj, bodyDepth, ref := decodeObjectDepth(t.Cfg.Name, body, maxDepth)
 		if ref != nil {
-			return nil, ref
+			return nil, 0, ref
 		}
+		depth = max(depth, bodyDepth)
 		if len(args) == 0 {
 			// The body's object is the arguments: nothing to merge it
 			// with, and nothing else holds it.
@@ -189,13 +197,13 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 		if d[0] != d[1] {
 			where = "from both " + d[0] + " and " + d[1]
 		}
-		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
+		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
 			fmt.Sprintf("Tool '%s' got argument '%s' %s", t.Cfg.Name, dups[0], where), vs)
 	}
 	if args == nil {
 		args = map[string]any{}
 	}
-	return args, nil
+	return args, max(depth, 1), nil
 }
 
 // addValues turns decoded query or form values into arguments: a key given
@@ -224,9 +232,16 @@ func addValues(q url.Values, put func(string, any)) {
 // when one did not, or a map holds a name with upper-case or non-ASCII
 // letters, are the names looked at one by one.
 func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf.Refusal) {
+	obj, _, ref := decodeObjectDepth(tool, body, maxDepth)
+	return obj, ref
+}
+
+// decodeObjectDepth is decodeObject, and also how deep the object nests
+// (itself 1), as its bytes show it.
+func decodeObjectDepth(tool string, body []byte, maxDepth int) (map[string]any, int, *conf.Refusal) {
 	members, depth := jsonShape(body)
 	if maxDepth > 0 && depth > maxDepth {
-		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' got a JSON body nested deeper than %d levels", tool, maxDepth), nil)
 	}
 	v, dup, ok := decodeJSON(body)
@@ -238,7 +253,7 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf
 		err = dec.Decode(&v)
 		if err == nil {
 			if _, extra := dec.Token(); extra != io.EOF {
-				return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+				return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 					fmt.Sprintf("Tool '%s' got a JSON body with data after its end (at byte %d)", tool, dec.InputOffset()), nil)
 			}
 			// decodeJSON refused a text the Decoder takes whole, which
@@ -256,22 +271,41 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf
 		} else if errors.Is(err, io.ErrUnexpectedEOF) {
 			where = " (it ends early)"
 		}
-		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' got a body that is not valid JSON%s", tool, where), nil)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' expects a JSON object of arguments; got %s", tool, mcp.JSONType(v)),
 			[]policies.Violation{{Path: "", Reason: bucketing.ReasonWrongType, Message: "arguments must be an object", Expected: "object", Got: mcp.JSONType(v)}})
 	}
 	if dup {
 		if vs := duplicateNames(body); len(vs) > 0 {
-			return nil, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
+			return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
 				fmt.Sprintf("Tool '%s' got a JSON object that names '%s' more than once", tool, vs[0].Path), vs)
 		}
 	}
-	return obj, nil
+	return obj, depth, nil
+}
+
+// valueDepth is how deep v nests: 0 for a scalar, 1 for an array or
+// object of scalars.
+func valueDepth(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, valueDepth(e))
+		}
+	case []any:
+		for _, e := range x {
+			d = max(d, valueDepth(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
 }
 
 // CheckJSONNames refuses a JSON text (an MCP message) nested deeper than

@@ -62,8 +62,8 @@ func (s extractStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	if s.checked && t.Sources != 0 && t.Sources&conf.BitQuery == 0 && r.URL.RawQuery != "" {
 		return conf.UnreadQuery(t.Cfg.Name, r.URL.RawQuery)
 	}
-	args, ref := extractArgs(t, r, c.Vars, raw, bodySrc, cfg.Limits.MaxJSONDepth)
-	c.Args = args
+	args, depth, ref := extractArgs(t, r, c.Vars, raw, bodySrc, cfg.Limits.MaxJSONDepth)
+	c.SetArgs(args, depth)
 	return ref
 }
 
