@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,18 +219,21 @@ func (c *Call) PolicyOutcome(d policies.Decision) *conf.Refusal {
 }
 
 // cloneRequest is r.Clone(ctx) but for the URL, which Dispatch replaces
-// with the target at once (cloning it cost an allocation per call). The
-// header and trailer are copied, as Clone copies them (the trailer
-// before the body fills r's); a request with anything else Clone would
-// copy (a parsed form, transfer codings) is cloned whole.
+// with the target at once (cloning it cost an allocation per call), with
+// the header cleaned for upstream as CleanRequestHeaders(h, decoded)
+// cleans it. The header and trailer are copied, as Clone copies them (the
+// trailer before the body fills r's); a request with anything else Clone
+// would copy (a parsed form, transfer codings) is cloned whole.
 // The header's values take vals (the call's own array) when they fit;
 // spare is what they left of it.
-func cloneRequest(ctx context.Context, r *http.Request, vals []string) (out *http.Request, spare []string) {
+func cloneRequest(ctx context.Context, r *http.Request, vals []string, decoded bool) (out *http.Request, spare []string) {
 	if r.Form != nil || r.PostForm != nil || r.MultipartForm != nil || r.TransferEncoding != nil {
-		return r.Clone(ctx), vals
+		out = r.Clone(ctx)
+		CleanRequestHeaders(out.Header, decoded)
+		return out, vals
 	}
 	out = r.WithContext(ctx)
-	out.Header, spare = cloneHeader(r.Header, vals)
+	out.Header, spare = upstreamHeader(r.Header, vals, decoded)
 	out.Trailer = r.Trailer.Clone()
 	return out, spare
 }
@@ -237,19 +242,31 @@ func cloneRequest(ctx context.Context, r *http.Request, vals []string) (out *htt
 // own array, which no other request shares). It returns what is left of
 // vals.
 func cloneHeader(h http.Header, vals []string) (http.Header, []string) {
+	return cloneHeaderIf(h, vals, 0, nil)
+}
+
+// cloneHeaderIf is cloneHeader of the names keep keeps (all when keep is
+// nil), with room for extra names more.
+func cloneHeaderIf(h http.Header, vals []string, extra int, keep func(string) bool) (http.Header, []string) {
 	if h == nil {
 		return nil, vals
 	}
-	nv := 0
-	for _, vv := range h {
-		nv += len(vv)
+	nv, nk := 0, 0
+	for k, vv := range h {
+		if keep == nil || keep(k) {
+			nv += len(vv)
+			nk++
+		}
 	}
 	if vals == nil || nv > len(vals) {
-		return h.Clone(), vals
+		vals = make([]string, nv)
 	}
 	sv := vals[:nv:nv]
-	h2 := make(http.Header, len(h))
+	h2 := make(http.Header, nk+extra)
 	for k, vv := range h {
+		if keep != nil && !keep(k) {
+			continue
+		}
 		if vv == nil {
 			// Preserve nil values (Clone does).
 			h2[k] = nil
@@ -260,6 +277,32 @@ func cloneHeader(h http.Header, vals []string) (http.Header, []string) {
 		sv = sv[n:]
 	}
 	return h2, vals[nv:]
+}
+
+// upstreamHeader is CleanRequestHeaders(cloneHeader(h, vals), decoded) in
+// one pass: what the cleaning deletes (the hop-by-hop headers and those
+// Connection names, toolgate's own negotiation, Accept-Encoding when the
+// answer must arrive decoded) is never copied. FuzzUpstreamHeader holds
+// the two to the same header.
+func upstreamHeader(h http.Header, vals []string, decoded bool) (http.Header, []string) {
+	var dropArr [8]string
+	drop := dropArr[:0] // the names Connection lists, as Header.Del spells them
+	for _, f := range h["Connection"] {
+		for name := range strings.SplitSeq(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				drop = append(drop, textproto.CanonicalMIMEHeaderKey(name))
+			}
+		}
+	}
+	h2, spare := cloneHeaderIf(h, vals, 1, func(k string) bool {
+		return !isHopHeader(k) && k != conf.HeaderEnvelope && !(decoded && k == "Accept-Encoding") && !slices.Contains(drop, k)
+	})
+	if h2 == nil {
+		h2 = http.Header{}
+	}
+	cleanAccept(h2)
+	noClientUserAgent(h2)
+	return h2, spare
 }
 
 // Dispatch sends the call upstream and shapes the answer.
@@ -282,7 +325,10 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	if c.take(ownHeaderVals) {
 		vals = c.headerVals[:]
 	}
-	out, spare := cloneRequest(ctx, r, vals)
+	// An answer toolgate reads (to envelope it, or for the answer steps)
+	// must arrive decoded.
+	checksAnswer := c.Chain != nil && len(c.Chain.Answers) > 0
+	out, spare := cloneRequest(ctx, r, vals, c.envelope || checksAnswer || (c.MCP != nil && c.MCP.Holds()))
 	out.URL = target
 	out.Method = r.Method
 	out.Host = ""
@@ -325,10 +371,6 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		// with a length: no chunked trailers ride along.
 		out.Trailer = nil
 	}
-	// An answer toolgate reads (to envelope it, or for the answer steps)
-	// must arrive decoded.
-	checksAnswer := c.Chain != nil && len(c.Chain.Answers) > 0
-	CleanRequestHeaders(out.Header, c.envelope || checksAnswer || (c.MCP != nil && c.MCP.Holds()))
 	// Injected headers go only to the tool's own origin (CheckOrigin
 	// refused a plain call that goes elsewhere; an MCP call just goes
 	// without them).
@@ -618,6 +660,16 @@ const ownHeaderPrefix = "X-Toolgate-"
 func CleanRequestHeaders(h http.Header, envelope bool) {
 	removeHopHeaders(h)
 	delete(h, conf.HeaderEnvelope)
+	cleanAccept(h)
+	if envelope {
+		delete(h, "Accept-Encoding")
+	}
+	noClientUserAgent(h)
+}
+
+// cleanAccept takes the envelope's media type out of h's Accept values,
+// and Accept out of h when nothing is left of them.
+func cleanAccept(h http.Header) {
 	if vs, ok := h["Accept"]; ok {
 		kept := vs[:0:0]
 		for _, v := range vs {
@@ -634,9 +686,10 @@ func CleanRequestHeaders(h http.Header, envelope bool) {
 			h["Accept"] = kept
 		}
 	}
-	if envelope {
-		delete(h, "Accept-Encoding")
-	}
+}
+
+// noClientUserAgent keeps net/http from adding a User-Agent to h.
+func noClientUserAgent(h http.Header) {
 	// The upstream gets the caller's headers, not toolgate's client's:
 	// net/http (HTTP/1.1 and HTTP/2) writes its own User-Agent
 	// ("Go-http-client/1.1") when the header is absent, and none when it
