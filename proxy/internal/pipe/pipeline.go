@@ -280,23 +280,12 @@ func cloneHeaderIf(h http.Header, vals []string, extra int, keep func(string) bo
 }
 
 // upstreamHeader is CleanRequestHeaders(cloneHeader(h, vals), decoded) in
-// one pass: what the cleaning deletes (the hop-by-hop headers and those
-// Connection names, toolgate's own negotiation, Accept-Encoding when the
-// answer must arrive decoded) is never copied. FuzzUpstreamHeader holds
-// the two to the same header.
+// one pass: what the cleaning deletes is never copied. FuzzUpstreamHeader
+// holds the two to the same header.
 func upstreamHeader(h http.Header, vals []string, decoded bool) (http.Header, []string) {
 	var dropArr [8]string
-	drop := dropArr[:0] // the names Connection lists, as Header.Del spells them
-	for _, f := range h["Connection"] {
-		for name := range strings.SplitSeq(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				drop = append(drop, textproto.CanonicalMIMEHeaderKey(name))
-			}
-		}
-	}
-	h2, spare := cloneHeaderIf(h, vals, 1, func(k string) bool {
-		return !isHopHeader(k) && k != conf.HeaderEnvelope && !(decoded && k == "Accept-Encoding") && !slices.Contains(drop, k)
-	})
+	drop := connectionNames(h, dropArr[:0])
+	h2, spare := cloneHeaderIf(h, vals, 1, func(k string) bool { return upstreamKeeps(k, decoded, drop) })
 	if h2 == nil {
 		h2 = http.Header{}
 	}
@@ -625,12 +614,9 @@ func isHopHeader(k string) bool {
 // deleting each of the nine (a hash of each: 1% of a checked call's CPU,
 // for a request and its answer).
 func removeHopHeaders(h http.Header) {
-	for _, f := range h["Connection"] {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
+	var namedArr [8]string
+	for _, name := range connectionNames(h, namedArr[:0]) {
+		delete(h, name)
 	}
 	for k := range h {
 		if isHopHeader(k) {
@@ -658,13 +644,36 @@ const ownHeaderPrefix = "X-Toolgate-"
 // a User-Agent of its own. An enveloped call also drops Accept-Encoding, so
 // the answer arrives decoded and can be rewritten.
 func CleanRequestHeaders(h http.Header, envelope bool) {
-	removeHopHeaders(h)
-	delete(h, conf.HeaderEnvelope)
-	cleanAccept(h)
-	if envelope {
-		delete(h, "Accept-Encoding")
+	var dropArr [8]string
+	drop := connectionNames(h, dropArr[:0])
+	for k := range h {
+		if !upstreamKeeps(k, envelope, drop) {
+			delete(h, k)
+		}
 	}
+	cleanAccept(h)
 	noClientUserAgent(h)
+}
+
+// connectionNames appends to names the header names h's Connection
+// headers list, as Header.Del spells them (canonical).
+func connectionNames(h http.Header, names []string) []string {
+	for _, f := range h["Connection"] {
+		for name := range strings.SplitSeq(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				names = append(names, textproto.CanonicalMIMEHeaderKey(name))
+			}
+		}
+	}
+	return names
+}
+
+// upstreamKeeps reports whether a request's header k goes upstream: not a
+// hop-by-hop header nor one its Connection headers name (drop), not
+// toolgate's own negotiation, and not Accept-Encoding when the answer must
+// arrive decoded.
+func upstreamKeeps(k string, decoded bool, drop []string) bool {
+	return !isHopHeader(k) && k != conf.HeaderEnvelope && !(decoded && k == "Accept-Encoding") && !slices.Contains(drop, k)
 }
 
 // cleanAccept takes the envelope's media type out of h's Accept values,
