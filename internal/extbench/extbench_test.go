@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -189,5 +191,70 @@ func TestTogether(t *testing.T) {
 	var stderr2 bytes.Buffer
 	if code := run(context.Background(), []string{"-toolgate", "a=" + bin, "-together"}, io.Discard, &stderr2); code != 2 || !strings.Contains(stderr2.String(), "give -toolgate twice") {
 		t.Errorf("-together with one build: exit %d, %q; want 2 and a hint", code, stderr2.String())
+	}
+}
+
+// TestPairedBuilds runs two builds (the same binary twice) one after the
+// other in each round: below the table, each variant of the second build
+// is paired with the first's round by round, and those figures are the
+// medians of the rounds' own ratios in the -json result.
+func TestPairedBuilds(t *testing.T) {
+	if _, err := lookPath("wrk"); err != nil {
+		t.Skip("wrk is not installed: scripts/testdeps.sh --bench installs the external benchmark's tools")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testutil.ToolgateBinary(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, res := runJSON(t, "-toolgate", "a="+bin, "-toolgate", "b="+bin, "-only", "pass$",
+		"-rounds", "2", "-duration", "1s", "-latency-duration", "1s", "-warmup", "0s", "-clickhouse=false")
+	a, b := res.Samples["a-pass"], res.Samples["b-pass"]
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("samples a-pass %d, b-pass %d; want 2 rounds each: %v", len(a), len(b), res.Samples)
+	}
+	var cpu []float64
+	for i := range a {
+		cpu = append(cpu, b[i].ProxyCPUus/a[i].ProxyCPUus)
+	}
+	want := fmt.Sprintf("| pass | b | x%.3f | x%.3f |", median([]float64{b[0].RPS / a[0].RPS, b[1].RPS / a[1].RPS}), median(cpu))
+	if !strings.Contains(stdout, "Paired by round against a") || !strings.Contains(stdout, want) {
+		t.Errorf("the paired table lacks %q:\n%s", want, stdout)
+	}
+	if left := children(); len(left) > 0 {
+		t.Errorf("processes the benchmark started are still running: %v", left)
+	}
+}
+
+// TestPairBuildsByRound: a build measured in a loud round and a quiet one
+// is compared with its base in each round, not as medians of each build's
+// own rounds, so the rounds' swings cancel.
+func TestPairBuildsByRound(t *testing.T) {
+	res := &result{
+		Paths: []path{{Key: "direct"}, {Key: "old-rego", Build: "old", Variant: "rego"}, {Key: "new-rego", Build: "new", Variant: "rego"}},
+		Samples: map[string][]sample{
+			"direct":   {{RPS: 40000, P50us: 100}, {RPS: 20000, P50us: 200}, {RPS: 30000, P50us: 150}},
+			"old-rego": {{RPS: 10000, ProxyCPUus: 100, ProxyCPU1us: 200, P50us: 400}, {RPS: 4000, ProxyCPUus: 200, ProxyCPU1us: 400, P50us: 600}, {RPS: 6000, ProxyCPUus: 150, ProxyCPU1us: 300, P50us: 500}},
+			"new-rego": {{RPS: 11000, ProxyCPUus: 90, ProxyCPU1us: 190, P50us: 380}, {RPS: 4400, ProxyCPUus: 180, ProxyCPU1us: 380, P50us: 590}, {RPS: 6000, ProxyCPUus: 150, ProxyCPU1us: 300, P50us: 500}},
+		},
+	}
+	rows := pairBuilds([]build{{"old", ""}, {"new", ""}}, res)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1: %+v", len(rows), rows)
+	}
+	r := rows[0]
+	if r.variant != "rego" || r.build != "new" || r.base != "old" || r.rounds != 3 {
+		t.Errorf("row %+v names the wrong builds or rounds", r)
+	}
+	// Each round's ratios: throughput 1.1, 1.1, 1.0; CPU 0.9, 0.9, 1.0;
+	// added p50 -20, -10, 0 µs.
+	if math.Abs(r.rps-1.1) > 1e-9 || math.Abs(r.cpu-0.9) > 1e-9 || math.Abs(r.p50Added-(-10)) > 1e-9 {
+		t.Errorf("paired medians %+v; want x1.1 throughput, x0.9 CPU, -10 µs", r)
+	}
+	if rows := pairBuilds([]build{{"old", ""}}, res); rows != nil {
+		t.Errorf("one build paired: %+v", rows)
 	}
 }

@@ -117,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printTogether(stdout, o, res)
 	} else {
 		printTable(stdout, o, res)
+		printPaired(stdout, o, res)
 	}
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")

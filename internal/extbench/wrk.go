@@ -167,3 +167,72 @@ func thousands(f float64) string {
 	}
 	return s
 }
+
+// pairedRow is one toolgate variant of a later build against the same
+// variant of the first build: each figure the median over the rounds of
+// that round's ratio (or difference), the two paths measured minutes
+// apart in the same round rather than in separate runs.
+type pairedRow struct {
+	variant, build, base     string
+	rps, cpu, cpu1, p50Added float64 // ratios, and the added p50's difference in µs
+	rounds                   int
+}
+
+// pairBuilds pairs, round by round, every toolgate path of a later build
+// with the same variant of the first build (o.builds[0]). Rounds where
+// either path lacks a sample, or a figure is zero, are left out of that
+// figure.
+func pairBuilds(builds []build, res *result) []pairedRow {
+	if len(builds) < 2 {
+		return nil
+	}
+	base := builds[0].name
+	baseKey := map[string]string{} // variant → the first build's path key
+	for _, p := range res.Paths {
+		if p.Build == base {
+			baseKey[p.Variant] = p.Key
+		}
+	}
+	direct := res.Samples["direct"]
+	var out []pairedRow
+	for _, p := range res.Paths {
+		bk, ok := baseKey[p.Variant]
+		if p.Build == "" || p.Build == base || !ok {
+			continue
+		}
+		a, b := res.Samples[bk], res.Samples[p.Key]
+		var rps, cpu, cpu1, added []float64
+		for i := range min(len(a), len(b)) {
+			if a[i].RPS > 0 {
+				rps = append(rps, b[i].RPS/a[i].RPS)
+			}
+			if a[i].ProxyCPUus > 0 {
+				cpu = append(cpu, b[i].ProxyCPUus/a[i].ProxyCPUus)
+			}
+			if a[i].ProxyCPU1us > 0 {
+				cpu1 = append(cpu1, b[i].ProxyCPU1us/a[i].ProxyCPU1us)
+			}
+			if i < len(direct) {
+				added = append(added, (b[i].P50us-direct[i].P50us)-(a[i].P50us-direct[i].P50us))
+			}
+		}
+		out = append(out, pairedRow{variant: p.Variant, build: p.Build, base: base,
+			rps: median(rps), cpu: median(cpu), cpu1: median(cpu1), p50Added: median(added), rounds: min(len(a), len(b))})
+	}
+	return out
+}
+
+// printPaired prints pairBuilds' rows, when the run measured more than
+// one build.
+func printPaired(w io.Writer, o options, res *result) {
+	rows := pairBuilds(o.builds, res)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nPaired by round against %s (medians of each round's ratio; added p50 as a difference):\n\n", rows[0].base)
+	fmt.Fprintf(w, "| variant | build | req/s @%d | proxy CPU µs/req | proxy CPU µs/req @1 | added p50 @1 | rounds |\n", o.conns)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | x%.3f | x%.3f | x%.3f | %+.0f µs | %d |\n", r.variant, r.build, r.rps, r.cpu, r.cpu1, r.p50Added, r.rounds)
+	}
+}
