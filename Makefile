@@ -71,16 +71,17 @@ bench: ## Direct vs through toolgate, one run; policy, schema, spool and ClickHo
 
 bench-external: ## toolgate against direct, nginx, nginx + OPA (Lua asking opa run --server, the same schema and policy, checked to decide alike first), squid, a bare goproxy and a bare Go TCP relay from outside: wrk in its own process, interleaved rounds, medians, CPU per request from /proc (EXTBENCH_FLAGS, e.g. -rounds 3; 5 rounds of 10 s by default, about 14 minutes; BASE=REV also builds toolgate at git revision REV and pairs this tree's build with it round by round)
 	bash scripts/testdeps.sh --bench
-	@set -e; if [ -z "$(BASE)" ]; then \
-		echo "$(GO) run ./internal/extbench $(EXTBENCH_FLAGS)"; $(GO) run ./internal/extbench $(EXTBENCH_FLAGS); exit 0; \
+	@set -e; builds=; \
+	if [ -n "$(BASE)" ]; then \
+		d=$$(mktemp -d); trap 'git worktree remove --force "$$d/src" 2>/dev/null; rm -rf "$$d"' EXIT; \
+		git worktree add -q --detach "$$d/src" "$(BASE)"; \
+		echo "building toolgate at $(BASE) and at this tree"; \
+		(cd "$$d/src" && $(GO) build -o "$$d/base.toolgate" ./cmd/toolgate); \
+		$(GO) build -o "$$d/tree.toolgate" ./cmd/toolgate; \
+		builds="-toolgate $(BASE)=$$d/base.toolgate -toolgate tree=$$d/tree.toolgate"; \
 	fi; \
-	d=$$(mktemp -d); trap 'git worktree remove --force "$$d/src" 2>/dev/null; rm -rf "$$d"' EXIT; \
-	git worktree add -q --detach "$$d/src" "$(BASE)"; \
-	echo "building toolgate at $(BASE) and at this tree"; \
-	(cd "$$d/src" && $(GO) build -o "$$d/base.toolgate" ./cmd/toolgate); \
-	$(GO) build -o "$$d/tree.toolgate" ./cmd/toolgate; \
-	echo "$(GO) run ./internal/extbench -toolgate $(BASE)=$$d/base.toolgate -toolgate tree=$$d/tree.toolgate $(EXTBENCH_FLAGS)"; \
-	$(GO) run ./internal/extbench -toolgate "$(BASE)=$$d/base.toolgate" -toolgate "tree=$$d/tree.toolgate" $(EXTBENCH_FLAGS)
+	echo "$(GO) run ./internal/extbench $$builds $(EXTBENCH_FLAGS)"; \
+	$(GO) run ./internal/extbench $$builds $(EXTBENCH_FLAGS)
 
 lint: ## go vet and staticcheck
 	$(GO) vet $(PKGS)
