@@ -14,8 +14,10 @@ import (
 var fuzzFixtures = []string{"pubmed_search", "docs_edit", "drug_targets", "legacy_draft07"}
 
 // FuzzValidate feeds arbitrary JSON arguments to the fixtures: Coerce and
-// Validate never panic, and no violation or Detail repeats a string value
-// (longer than 8 bytes) taken from the arguments.
+// Validate never panic, no violation or Detail repeats a string value
+// (longer than 8 bytes) taken from the arguments, and ValidateInRange
+// gives what Validate gives for arguments whose numbers are all within
+// NumberInRange (the extract step's decoder vouches for those).
 func FuzzValidate(f *testing.F) {
 	seeds := []string{
 		`{"term": "brca1", "retmax": 5, "pmid": ["123"]}`,
@@ -41,6 +43,11 @@ func FuzzValidate(f *testing.F) {
 		}
 		vs := s.Validate(args)
 		text := violationText(s, vs)
+		if !hasHugeNumber(args) {
+			if got := violationText(s, s.ValidateInRange(args)); got != text {
+				t.Fatalf("ValidateInRange:\n%s\nValidate:\n%s", got, text)
+			}
+		}
 		for _, v := range stringValues(args, nil) {
 			if len(v) <= 8 || !strings.Contains(text, v) {
 				continue

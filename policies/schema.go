@@ -290,12 +290,25 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 // the library, which alone makes every refusal: the violations, their
 // wording and their order are the same as without the fast check.
 func (s *Schema) Validate(args map[string]any) []Violation {
+	return s.validate(args, false)
+}
+
+// ValidateInRange is Validate of arguments whose every number the caller
+// has already found within NumberInRange (the decoder that made them saw
+// each one go by): it does not walk them again to look. Arguments with a
+// number past the bounds get from it what the library makes of them, so
+// a caller that cannot vouch for every number calls Validate.
+func (s *Schema) ValidateInRange(args map[string]any) []Violation {
+	return s.validate(args, true)
+}
+
+func (s *Schema) validate(args map[string]any, inRange bool) []Violation {
 	if args == nil {
 		args = map[string]any{}
 	}
 	// The library turns numbers into big.Rat; a short argument such as
 	// 1e999999999 would cost seconds. Refuse such numbers up front.
-	if hasHugeNumber(args) {
+	if !inRange && hasHugeNumber(args) {
 		vs := finish(hugeNumbers(args, nil, nil))
 		setDisplay(vs, args)
 		return vs
@@ -325,8 +338,10 @@ const (
 	maxNumberExponent = 1000
 )
 
-// numberInRange reports whether n's text is within the number bounds.
-func numberInRange(n json.Number) bool {
+// NumberInRange reports whether n's text is within the bounds on numbers
+// in arguments (at most 512 characters, an exponent of at most 1000):
+// Validate refuses arguments holding a number past them.
+func NumberInRange(n json.Number) bool {
 	s := string(n)
 	if len(s) > maxNumberLen {
 		return false
@@ -347,7 +362,7 @@ func numberInRange(n json.Number) bool {
 func hasHugeNumber(v any) bool {
 	switch x := v.(type) {
 	case json.Number:
-		return !numberInRange(x)
+		return !NumberInRange(x)
 	case map[string]any:
 		for _, e := range x {
 			switch e.(type) {
@@ -374,7 +389,7 @@ func hasHugeNumber(v any) bool {
 func hugeNumbers(v any, loc []string, out []leaf) []leaf {
 	switch x := v.(type) {
 	case json.Number:
-		if !numberInRange(x) {
+		if !NumberInRange(x) {
 			out = append(out, leaf{v: Violation{Path: pointerOf(loc), Reason: bucketing.ReasonSchema,
 				Message:  "number outside the supported range",
 				Expected: fmt.Sprintf("a number of at most %d characters with an exponent of at most %d", maxNumberLen, maxNumberExponent),
@@ -403,7 +418,7 @@ func hugeNumbers(v any, loc []string, out []leaf) []leaf {
 func hugeNumberInDoc(v any, ptr string) (string, bool) {
 	switch x := v.(type) {
 	case json.Number:
-		if !numberInRange(x) {
+		if !NumberInRange(x) {
 			return ptr, true
 		}
 	case map[string]any:

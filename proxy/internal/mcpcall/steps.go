@@ -207,7 +207,7 @@ func (s mcpValidateStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	if sch == nil {
 		return nil
 	}
-	return steps.ValidateArgs(ExchangeOf(c).tc.Name, sch, c.Args)
+	return steps.ValidateArgs(ExchangeOf(c).tc.Name, sch, c.Args, false)
 }
 
 // CheckToolCall runs the route's chain on one tools/call of the message:

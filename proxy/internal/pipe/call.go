@@ -65,9 +65,12 @@ type Call struct {
 	// params.arguments).
 	Args map[string]any
 	// argsDepth is how deep Args nest as measured when they were made
-	// (SetArgs), for the map argsOf points to; 0 when not known.
-	argsDepth int
-	argsOf    unsafe.Pointer
+	// (SetArgs), and argsInRange whether their numbers were all within
+	// policies.NumberInRange, for the map argsOf points to; 0 and false
+	// when not known.
+	argsDepth   int
+	argsInRange bool
+	argsOf      unsafe.Pointer
 	// body and size are what goes upstream as the body: the caller's
 	// body unread, or the bytes toolgate read (SetBody).
 	body io.Reader
@@ -182,10 +185,17 @@ func (c *Call) SetBody(raw []byte) {
 	c.body, c.size = c.holdBody(raw), int64(len(raw))
 }
 
-// SetArgs sets the call's arguments and how deep they nest (the object
-// itself 1; 0 when not known), as whatever made them measured it.
-func (c *Call) SetArgs(args map[string]any, depth int) {
-	c.Args, c.argsDepth, c.argsOf = args, depth, mapPointer(args)
+// SetArgs sets the call's arguments, how deep they nest (the object
+// itself 1; 0 when not known) and whether every number in them is within
+// policies.NumberInRange, as whatever made them measured them.
+func (c *Call) SetArgs(args map[string]any, depth int, inRange bool) {
+	c.Args, c.argsDepth, c.argsInRange, c.argsOf = args, depth, inRange, mapPointer(args)
+}
+
+// NumbersInRange is SetArgs's inRange while Args is still the map it was
+// given with, and false (not known) once Args was set otherwise.
+func (c *Call) NumbersInRange() bool {
+	return c.argsInRange && c.Args != nil && mapPointer(c.Args) == c.argsOf
 }
 
 // ArgsDepth is SetArgs's depth while Args is still the map it was given

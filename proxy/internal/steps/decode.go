@@ -4,7 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/policies"
 )
+
+// maxInRangeLen is the longest number text without an exponent that
+// policies.NumberInRange accepts; TestNumberInRangeLength holds it there.
+const maxInRangeLen = 512
 
 // decodeJSON reads body in one pass: it checks that body is one valid JSON
 // text, exactly as json.Valid does (ok is false otherwise, and v and dup
@@ -23,28 +29,59 @@ import (
 // counting their members, three passes (docs/performance.md).
 // FuzzDecodeJSON holds it to json.Valid and the Decoder.
 func decodeJSON(body []byte) (v any, dup bool, ok bool) {
-	d := argDecoder{s: string(body)}
+	v, f, ok := decodeArgs(body, 0)
+	return v, f.dup, ok
+}
+
+// jsonFacts is what decodeArgs learns of a text on its one pass besides
+// its values.
+type jsonFacts struct {
+	// dup: some object names a member twice, exactly or up to case
+	// folding (decodeJSON's dup).
+	dup bool
+	// depth is how deep arrays and objects nest (an object of scalars
+	// 1, a scalar 0), as jsonShape counts it.
+	depth int
+	// deep: an array or object nested deeper than decodeArgs's maxDepth;
+	// the text was read no further, and ok is false.
+	deep bool
+	// inRange: every number is within policies.NumberInRange.
+	inRange bool
+}
+
+// decodeArgs is decodeJSON, measuring on the same pass how deep the text
+// nests and whether its numbers are within policies.NumberInRange, and
+// stopping at the first array or object nested deeper than maxDepth (0:
+// no bound other than encoding/json's) with facts.deep set, valid text or
+// not. It replaced a scan of the text for its depth before the decoding
+// and a walk of the decoded values for their numbers after it.
+func decodeArgs(body []byte, maxDepth int) (v any, facts jsonFacts, ok bool) {
+	d := argDecoder{s: string(body), limit: maxDepth}
 	var buf [16]any
 	d.stack = buf[:0]
 	defer func() {
 		if r := recover(); r != nil {
-			if r != errInvalidJSON {
+			if r != errInvalidJSON && r != errTooDeep {
 				panic(r)
 			}
-			v, dup, ok = nil, false, false
+			v, facts, ok = nil, jsonFacts{deep: r == errTooDeep}, false
 		}
 	}()
 	v = d.value()
 	d.space()
 	if d.i != len(d.s) {
-		return nil, false, false
+		return nil, jsonFacts{}, false
 	}
-	return v, d.dup, true
+	return v, jsonFacts{dup: d.dup, depth: d.deepest, inRange: !d.huge}, true
 }
 
 // errInvalidJSON is the panic that unwinds argDecoder from a text that is
-// not JSON; decodeJSON recovers it.
-var errInvalidJSON = new(int)
+// not JSON, and errTooDeep from one nested deeper than its limit;
+// decodeArgs recovers them.
+var (
+	errInvalidJSON = new(int)
+	errTooDeep     = new(int)
+)
 
 // maxNesting is encoding/json's bound on nested arrays and objects: a
 // deeper text is not valid.
@@ -52,11 +89,14 @@ const maxNesting = 10000
 
 // argDecoder reads a JSON text; see decodeJSON.
 type argDecoder struct {
-	s     string
-	i     int
-	depth int
-	dup   bool  // an object named a member twice, or two up to case folding
-	stack []any // the elements of the arrays being read
+	s       string
+	i       int
+	depth   int   // arrays and objects open at d.i
+	limit   int   // the depth past which the text is too deep; 0: maxNesting's
+	deepest int   // the most open at once so far
+	dup     bool  // an object named a member twice, or two up to case folding
+	huge    bool  // a number past policies.NumberInRange
+	stack   []any // the elements of the arrays being read
 }
 
 func (d *argDecoder) fail() { panic(errInvalidJSON) }
@@ -136,14 +176,20 @@ func (d *argDecoder) number() json.Number {
 		d.i++
 		d.digits()
 	}
-	if d.i < len(d.s) && (d.s[d.i] == 'e' || d.s[d.i] == 'E') {
+	exp := d.i < len(d.s) && (d.s[d.i] == 'e' || d.s[d.i] == 'E')
+	if exp {
 		d.i++
 		if d.i < len(d.s) && (d.s[d.i] == '+' || d.s[d.i] == '-') {
 			d.i++
 		}
 		d.digits()
 	}
-	return json.Number(d.s[start:d.i])
+	n := json.Number(d.s[start:d.i])
+	// Without an exponent only the length can put a number out of range.
+	if (exp || len(n) > maxInRangeLen) && !policies.NumberInRange(n) {
+		d.huge = true
+	}
+	return n
 }
 
 func isHex(c byte) bool { return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' }
@@ -199,6 +245,12 @@ func (d *argDecoder) str() string {
 func (d *argDecoder) nest() {
 	if d.depth++; d.depth > maxNesting {
 		d.fail()
+	}
+	if d.depth > d.deepest {
+		d.deepest = d.depth
+		if d.limit > 0 && d.depth > d.limit {
+			panic(errTooDeep)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/policies"
 )
 
 // FuzzDecodeJSON holds decodeJSON to encoding/json: it accepts exactly
@@ -15,7 +17,11 @@ import (
 // arrays non-nil); and it reports a name given twice, exactly or up to
 // case folding, exactly when the members counted in the text (jsonShape)
 // are more than the decoded maps hold, or two names of one map fold
-// together (countMembers).
+// together (countMembers). decodeArgs's facts on the same pass are held
+// to the passes they replaced: its depth to jsonShape's, its inRange to a
+// walk of the Decoder's values with policies.NumberInRange, and with a
+// depth limit it stops exactly the valid texts nested deeper (and takes
+// the others whole).
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"a":1,"b":"x","c":[1,2.5e-3,-0,true,false,null],"d":{"e":{}},"f":[]}`,
@@ -32,6 +38,8 @@ func FuzzDecodeJSON(f *testing.F) {
 	}
 	f.Add([]byte(strings.Repeat("[", maxNesting) + strings.Repeat("]", maxNesting)))
 	f.Add([]byte(strings.Repeat("[", maxNesting+1) + strings.Repeat("]", maxNesting+1)))
+	f.Add([]byte(`{"a":[1e1001],"b":{"c":[[1E-7]]}}`))
+	f.Add([]byte(`[` + strings.Repeat("9", 513) + `,0.5e+1000]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, dup, ok := decodeJSON(body)
 		if valid := json.Valid(body); ok != valid {
@@ -54,7 +62,61 @@ func FuzzDecodeJSON(f *testing.F) {
 		if wantDup := n != members || folds; dup != wantDup {
 			t.Fatalf("decodeJSON(%q): dup %v, counted %v (%d members in the text, %d decoded, folds %v)", body, dup, wantDup, members, n, folds)
 		}
+		_, facts, _ := decodeArgs(body, 0)
+		_, depth := jsonShape(body)
+		if facts.depth != depth || facts.deep {
+			t.Fatalf("decodeArgs(%q): depth %d (deep %v), jsonShape %d", body, facts.depth, facts.deep, depth)
+		}
+		if facts.inRange == hasNumberOutOfRange(want) {
+			t.Fatalf("decodeArgs(%q): in range %v, the Decoder's values' numbers say %v", body, facts.inRange, !hasNumberOutOfRange(want))
+		}
+		for _, limit := range []int{1, 2, 3} {
+			v, lf, ok := decodeArgs(body, limit)
+			if lf.deep != (depth > limit) || ok == lf.deep {
+				t.Fatalf("decodeArgs(%q, %d): ok %v, deep %v; the text nests %d deep", body, limit, ok, lf.deep, depth)
+			}
+			if ok && !reflect.DeepEqual(v, want) {
+				t.Fatalf("decodeArgs(%q, %d) = %#v, Decoder: %#v", body, limit, v, want)
+			}
+		}
 	})
+}
+
+// hasNumberOutOfRange reports whether v, decoded JSON, holds a json.Number
+// that policies.NumberInRange refuses: a walk of the values, as the
+// schema step made before the decoder looked on its pass.
+func hasNumberOutOfRange(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		return !policies.NumberInRange(x)
+	case map[string]any:
+		for _, e := range x {
+			if hasNumberOutOfRange(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasNumberOutOfRange(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestNumberInRangeLength holds maxInRangeLen to policies.NumberInRange:
+// the decoder asks it only of numbers with an exponent or longer.
+func TestNumberInRangeLength(t *testing.T) {
+	if !policies.NumberInRange(json.Number(strings.Repeat("9", maxInRangeLen))) {
+		t.Fatalf("%d digits refused", maxInRangeLen)
+	}
+	if policies.NumberInRange(json.Number(strings.Repeat("9", maxInRangeLen+1))) {
+		t.Fatalf("%d digits taken: maxInRangeLen is behind policies.NumberInRange", maxInRangeLen+1)
+	}
+	if policies.NumberInRange(json.Number("-" + strings.Repeat("9", maxInRangeLen))) {
+		t.Fatal("a sign and maxInRangeLen digits taken")
+	}
 }
 
 // TestDecodeValidAllocations checks that a typical argument object costs

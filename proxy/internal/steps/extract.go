@@ -99,8 +99,11 @@ func bodySource(t *conf.Tool, r *http.Request) (conf.SourceSet, string) {
 //
 // depth is how deep the arguments nest, the object itself 1: the body's
 // nesting as its bytes show it, and the string sources' values (coerced
-// perhaps into arrays) walked.
-func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []byte, bodySrc conf.SourceSet, maxDepth int) (args map[string]any, depth int, ref *conf.Refusal) {
+// perhaps into arrays) walked. inRange says that every number in them is
+// within policies.NumberInRange, as the JSON body's decoder saw them go
+// by; it is false whenever a string source gave arguments (their coerced
+// numbers were not looked at).
+func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []byte, bodySrc conf.SourceSet, maxDepth int) (args map[string]any, depth int, inRange bool, ref *conf.Refusal) {
 	src := t.Sources
 	if src == 0 {
 		src = conf.BitPath | conf.BitQuery
@@ -133,7 +136,7 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 	if src&conf.BitQuery != 0 && r.URL.RawQuery != "" {
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
-			return nil, 0, conf.Refuse(bucketing.CodeValidation, "malformed_query",
+			return nil, 0, false, conf.Refuse(bucketing.CodeValidation, "malformed_query",
 				fmt.Sprintf("Tool '%s' got a query string that cannot be decoded", t.Cfg.Name), nil)
 		}
 		addValues(q, func(k string, v any) { put(strs, k, v, "the query string") })
@@ -141,11 +144,11 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 	if src&conf.BitForm != 0 && len(body) > 0 {
 		q, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+			return nil, 0, false, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 				fmt.Sprintf("Tool '%s' got a form body that cannot be decoded", t.Cfg.Name), nil)
 		}
 		if json.Valid(body) {
-			return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
+			return nil, 0, false, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonUnsupportedMediaType,
 				fmt.Sprintf("Tool '%s' got a form body that is also valid JSON; send JSON as application/json", t.Cfg.Name), nil)
 		}
 		addValues(q, func(k string, v any) { put(strs, k, v, "the form body") })
@@ -163,11 +166,12 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 		}
 	}
 	if src&conf.BitJSON != 0 && len(bytes.TrimSpace(body)) > 0 {
-		obj, bodyDepth, ref := decodeObjectDepth(t.Cfg.Name, body, maxDepth)
+		obj, facts, ref := decodeObjectDepth(t.Cfg.Name, body, maxDepth)
 		if ref != nil {
-			return nil, 0, ref
+			return nil, 0, false, ref
 		}
-		depth = max(depth, bodyDepth)
+		depth = max(depth, facts.depth)
+		inRange = facts.inRange && len(strs) == 0
 		if len(args) == 0 {
 			// The body's object is the arguments: nothing to merge it
 			// with, and nothing else holds it.
@@ -197,13 +201,14 @@ func extractArgs(t *conf.Tool, r *http.Request, vars map[string]string, body []b
 		if d[0] != d[1] {
 			where = "from both " + d[0] + " and " + d[1]
 		}
-		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
+		return nil, 0, false, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
 			fmt.Sprintf("Tool '%s' got argument '%s' %s", t.Cfg.Name, dups[0], where), vs)
 	}
 	if args == nil {
 		args = map[string]any{}
+		inRange = len(strs) == 0
 	}
-	return args, max(depth, 1), nil
+	return args, max(depth, 1), inRange, nil
 }
 
 // addValues turns decoded query or form values into arguments: a key given
@@ -237,14 +242,14 @@ func decodeObject(tool string, body []byte, maxDepth int) (map[string]any, *conf
 }
 
 // decodeObjectDepth is decodeObject, and also how deep the object nests
-// (itself 1), as its bytes show it.
-func decodeObjectDepth(tool string, body []byte, maxDepth int) (map[string]any, int, *conf.Refusal) {
-	members, depth := jsonShape(body)
-	if maxDepth > 0 && depth > maxDepth {
-		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
-			fmt.Sprintf("Tool '%s' got a JSON body nested deeper than %d levels", tool, maxDepth), nil)
+// (itself 1), as its bytes show it, and whether every number in it is
+// within policies.NumberInRange: the decoder learns both on its one pass.
+func decodeObjectDepth(tool string, body []byte, maxDepth int) (map[string]any, jsonFacts, *conf.Refusal) {
+	v, facts, ok := decodeArgs(body, maxDepth)
+	if facts.deep {
+		return nil, jsonFacts{}, tooDeep(tool, maxDepth)
 	}
-	v, dup, ok := decodeJSON(body)
+	dup := facts.dup
 	var err error
 	if !ok {
 		// Invalid: the Decoder says where, as it always has.
@@ -253,14 +258,20 @@ func decodeObjectDepth(tool string, body []byte, maxDepth int) (map[string]any, 
 		err = dec.Decode(&v)
 		if err == nil {
 			if _, extra := dec.Token(); extra != io.EOF {
-				return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+				return nil, jsonFacts{}, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 					fmt.Sprintf("Tool '%s' got a JSON body with data after its end (at byte %d)", tool, dec.InputOffset()), nil)
 			}
-			// decodeJSON refused a text the Decoder takes whole, which
+			// decodeArgs refused a text the Decoder takes whole, which
 			// FuzzDecodeJSON says never happens: its names are still
-			// counted.
+			// counted, its depth measured, and its numbers looked at by
+			// whoever validates it.
+			members, depth := jsonShape(body)
+			if maxDepth > 0 && depth > maxDepth {
+				return nil, jsonFacts{}, tooDeep(tool, maxDepth)
+			}
 			n, folds := countMembers(v)
 			dup = n != members || folds
+			facts = jsonFacts{depth: depth}
 		}
 	}
 	if err != nil {
@@ -271,22 +282,28 @@ func decodeObjectDepth(tool string, body []byte, maxDepth int) (map[string]any, 
 		} else if errors.Is(err, io.ErrUnexpectedEOF) {
 			where = " (it ends early)"
 		}
-		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+		return nil, jsonFacts{}, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' got a body that is not valid JSON%s", tool, where), nil)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+		return nil, jsonFacts{}, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
 			fmt.Sprintf("Tool '%s' expects a JSON object of arguments; got %s", tool, mcp.JSONType(v)),
 			[]policies.Violation{{Path: "", Reason: bucketing.ReasonWrongType, Message: "arguments must be an object", Expected: "object", Got: mcp.JSONType(v)}})
 	}
 	if dup {
 		if vs := duplicateNames(body); len(vs) > 0 {
-			return nil, 0, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
+			return nil, jsonFacts{}, conf.Refuse(bucketing.CodeValidation, bucketing.ReasonDuplicateArgument,
 				fmt.Sprintf("Tool '%s' got a JSON object that names '%s' more than once", tool, vs[0].Path), vs)
 		}
 	}
-	return obj, depth, nil
+	return obj, facts, nil
+}
+
+// tooDeep refuses a JSON body nested deeper than maxDepth.
+func tooDeep(tool string, maxDepth int) *conf.Refusal {
+	return conf.Refuse(bucketing.CodeValidation, bucketing.ReasonMalformedBody,
+		fmt.Sprintf("Tool '%s' got a JSON body nested deeper than %d levels", tool, maxDepth), nil)
 }
 
 // valueDepth is how deep v nests: 0 for a scalar, 1 for an array or

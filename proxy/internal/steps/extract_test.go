@@ -133,9 +133,12 @@ func TestExtractArgs(t *testing.T) {
 				t.Fatalf("template did not match %s", r.URL.Path)
 			}
 			src, _ := bodySource(tl, r)
-			args, depth, ref := extractArgs(tl, r, vars, []byte(tc.body), src, conf.DefaultMaxJSONDepth)
+			args, depth, inRange, ref := extractArgs(tl, r, vars, []byte(tc.body), src, conf.DefaultMaxJSONDepth)
 			if ref == nil && depth != valueDepth(args) {
 				t.Errorf("depth = %d, want %d (the arguments' own)", depth, valueDepth(args))
+			}
+			if ref == nil && inRange && hasNumberOutOfRange(args) {
+				t.Errorf("arguments %v said in range, and hold a number past policies.NumberInRange", args)
 			}
 			if tc.wantReason != "" {
 				if ref == nil {
@@ -290,11 +293,16 @@ func FuzzExtractArgs(f *testing.F) {
 		r := &http.Request{Method: "POST", URL: u, Header: http.Header{"Content-Type": {ctype}},
 			Body: http.NoBody, ContentLength: int64(len(body))}
 		src, _ := bodySource(tl, r)
-		args, depth, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body, src, conf.DefaultMaxJSONDepth)
+		args, depth, inRange, ref := extractArgs(tl, r, map[string]string{"id": "x"}, body, src, conf.DefaultMaxJSONDepth)
 		if ref == nil && depth != valueDepth(args) {
 			// The depth the policies trust (policies.Input.ArgsDepth)
 			// is the arguments' own.
 			t.Fatalf("depth %d reported for arguments %v nested %d deep", depth, args, valueDepth(args))
+		}
+		if ref == nil && inRange && hasNumberOutOfRange(args) {
+			// The schema step trusts it (Schema.ValidateInRange) and
+			// does not look again.
+			t.Fatalf("arguments %v said in range, and hold a number past policies.NumberInRange", args)
 		}
 		if src == 0 && ref == nil {
 			// An unreadable body gives no arguments; handle refuses it

@@ -62,8 +62,8 @@ func (s extractStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
 	if s.checked && t.Sources != 0 && t.Sources&conf.BitQuery == 0 && r.URL.RawQuery != "" {
 		return conf.UnreadQuery(t.Cfg.Name, r.URL.RawQuery)
 	}
-	args, depth, ref := extractArgs(t, r, c.Vars, raw, bodySrc, cfg.Limits.MaxJSONDepth)
-	c.SetArgs(args, depth)
+	args, depth, inRange, ref := extractArgs(t, r, c.Vars, raw, bodySrc, cfg.Limits.MaxJSONDepth)
+	c.SetArgs(args, depth, inRange)
 	return ref
 }
 
@@ -89,14 +89,20 @@ func BuildSchema(e *pipe.ChainEnv) pipe.RequestStep {
 }
 
 func (s schemaStep) Check(_ context.Context, c *pipe.Call) *conf.Refusal {
-	return ValidateArgs(s.tool, s.schema, c.Args)
+	return ValidateArgs(s.tool, s.schema, c.Args, c.NumbersInRange())
 }
 
 // ValidateArgs is the schema check both protocols share: the schema's
 // violations, else any argument name that differs from a declared one
-// only by case.
-func ValidateArgs(tool string, sch *policies.Schema, args map[string]any) *conf.Refusal {
-	vs := sch.Validate(args)
+// only by case. inRange says the arguments' decoder found every number
+// in them within policies.NumberInRange (Schema.ValidateInRange).
+func ValidateArgs(tool string, sch *policies.Schema, args map[string]any, inRange bool) *conf.Refusal {
+	var vs []policies.Violation
+	if inRange {
+		vs = sch.ValidateInRange(args)
+	} else {
+		vs = sch.Validate(args)
+	}
 	if len(vs) == 0 {
 		vs = sch.FoldedNames(args)
 	}
