@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"context"
 	"net/http"
 	"reflect"
 	"slices"
@@ -63,7 +64,9 @@ func headerFromSpec(spec string) http.Header {
 // FuzzUpstreamHeader holds upstreamHeader, the one-pass copy Dispatch
 // makes of the caller's header, to what copying it and then cleaning it
 // with CleanRequestHeaders gives: the same names with the same values
-// (nil and empty ones alike), whatever the values' array.
+// (nil and empty ones alike), whatever the values' array; and
+// cloneRequest to the same header, whether it copies (the caller's header
+// left as it came) or cleans the caller's own (last).
 func FuzzUpstreamHeader(f *testing.F) {
 	f.Add("Connection:keep-alive, X-Drop\x00X-Drop:1\x00Accept:application/json, "+bucketing.EnvelopeMediaType+"\x00Accept-Encoding:gzip\x00X-Keep:2", true, 16)
 	f.Add("Connection:accept,user-agent\x00Accept:*/*\x00User-Agent:curl\x00Proxy-Connection:close\x00Te:trailers", false, 2)
@@ -93,6 +96,22 @@ func FuzzUpstreamHeader(f *testing.F) {
 			if len(vv) > 0 && len(h[k]) > 0 && &vv[0] == &h[k][0] {
 				t.Fatalf("%s shares the caller's array", k)
 			}
+		}
+		// cloneRequest: a copy that leaves the caller's header as it
+		// came, unless nothing reads it again (last), when the header
+		// itself is cleaned; upstream gets the same header either way.
+		before, _ := cloneHeader(h, nil)
+		r := (&http.Request{Method: "POST", Header: h}).WithContext(context.Background())
+		out, _ := cloneRequest(context.Background(), r, valsOf(), decoded, false)
+		if !reflect.DeepEqual(out.Header, want) || !reflect.DeepEqual(r.Header, before) {
+			t.Fatalf("header %q (decoded %v): cloneRequest sent %#v (want %#v) and left the call's %#v (was %#v)", spec, decoded, out.Header, want, r.Header, before)
+		}
+		out, spare = cloneRequest(context.Background(), r, valsOf(), decoded, true)
+		for i := range spare {
+			spare[i] = "spare"
+		}
+		if !reflect.DeepEqual(out.Header, want) {
+			t.Fatalf("header %q (decoded %v): cloneRequest, last, sent %#v, want %#v", spec, decoded, out.Header, want)
 		}
 	})
 }

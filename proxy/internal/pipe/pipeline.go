@@ -226,13 +226,21 @@ func (c *Call) PolicyOutcome(d policies.Decision) *conf.Refusal {
 // would copy (a parsed form, transfer codings) is cloned whole.
 // The header's values take vals (the call's own array) when they fit;
 // spare is what they left of it.
-func cloneRequest(ctx context.Context, r *http.Request, vals []string, decoded bool) (out *http.Request, spare []string) {
+//
+// last says that nothing reads r's header after this (no answer step, no
+// MCP exchange re-reads the call): the header is then cleaned where it
+// is and goes upstream itself, not a copy; r's trailer must be nil.
+func cloneRequest(ctx context.Context, r *http.Request, vals []string, decoded, last bool) (out *http.Request, spare []string) {
 	if r.Form != nil || r.PostForm != nil || r.MultipartForm != nil || r.TransferEncoding != nil {
 		out = r.Clone(ctx)
 		CleanRequestHeaders(out.Header, decoded)
 		return out, vals
 	}
 	out = r.WithContext(ctx)
+	if last && r.Trailer == nil && r.Header != nil {
+		CleanRequestHeaders(out.Header, decoded)
+		return out, vals
+	}
 	out.Header, spare = upstreamHeader(r.Header, vals, decoded)
 	out.Trailer = r.Trailer.Clone()
 	return out, spare
@@ -317,7 +325,11 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 	// An answer toolgate reads (to envelope it, or for the answer steps)
 	// must arrive decoded.
 	checksAnswer := c.Chain != nil && len(c.Chain.Answers) > 0
-	out, spare := cloneRequest(ctx, r, vals, c.envelope || checksAnswer || (c.MCP != nil && c.MCP.Holds()))
+	// Answer steps read the call again (their policies' input.request),
+	// and so may an MCP exchange: for them the caller's header stays as
+	// it came.
+	last := !checksAnswer && c.MCP == nil
+	out, spare := cloneRequest(ctx, r, vals, c.envelope || checksAnswer || (c.MCP != nil && c.MCP.Holds()), last)
 	out.URL = target
 	out.Method = r.Method
 	out.Host = ""
