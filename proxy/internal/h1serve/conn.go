@@ -406,15 +406,10 @@ func (c *conn) servable(req *http.Request, host string, fast bool) bool {
 	if len(h["Connection"]) > 1 {
 		return false
 	}
-	for k, vv := range h {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return false
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return false
-			}
-		}
+	// readHead takes only token names and values of visible ASCII and
+	// tabs, a part of what these accept (checkHead holds it there).
+	if !fast && !validHeader(h) {
+		return false
 	}
 	// ReadRequest drops the Host header. In origin form req.Host is its
 	// value (empty: missing or empty, which net/http tells apart); in
@@ -432,6 +427,22 @@ func (c *conn) servable(req *http.Request, host string, fast bool) bool {
 		}
 	}
 	return host != "" && httpguts.ValidHostHeader(host) && httpguts.ValidHeaderFieldValue(host)
+}
+
+// validHeader reports whether every name in h is a token and every
+// value a valid field value, as net/http's server requires.
+func validHeader(h http.Header) bool {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func numLeadingCRorLF(v []byte) (n int) {

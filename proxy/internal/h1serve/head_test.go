@@ -165,6 +165,10 @@ func checkHead(t *testing.T, raw []byte) bool {
 			t.Errorf("%q: %s = %#v, ReadRequest's %#v", raw, f.name, f.got, f.want)
 		}
 	}
+	// servable does not check again the names and values readHead took.
+	if !validHeader(got.Header) {
+		t.Errorf("%q: readHead took a header net/http's server refuses: %q", raw, got.Header)
+	}
 	if g, w := readSteps(got.Body), readSteps(want.Body); !reflect.DeepEqual(g, w) {
 		t.Errorf("%q: body read as %q, ReadRequest's as %q", raw, g, w)
 	}
