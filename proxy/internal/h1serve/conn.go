@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
+	"github.com/toolgate/toolgate/proxy/internal/headtext"
 	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 )
 
@@ -348,7 +349,7 @@ func (c *conn) readRequest() (w *response, handoff bool, err error) {
 	w.req = req
 	// net/http's test: the parsed Close, or a loose "close" token in the
 	// first Connection header ("x close" counts).
-	w.wantsClose = req.Close || hasToken(req.Header.Get("Connection"), "close")
+	w.wantsClose = req.Close || hasToken(headtext.Get(req.Header, "Connection"), "close")
 	if req.Body != nil && req.Body != http.NoBody {
 		b := &w.bodyStore
 		b.rc, b.c, b.cl = req.Body, c, req.ContentLength

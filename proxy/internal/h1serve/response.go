@@ -182,7 +182,7 @@ func (w *response) WriteHeader(code int) {
 	if w.calledHeader && w.cw.header == nil {
 		w.cw.header = w.conn.snapshot(w.handlerHeader)
 	}
-	if cl := w.handlerHeader.Get("Content-Length"); cl != "" {
+	if cl := headtext.Get(w.handlerHeader, "Content-Length"); cl != "" {
 		v, err := strconv.ParseInt(cl, 10, 64)
 		if err == nil && v >= 0 {
 			w.contentLength = v
@@ -208,7 +208,7 @@ func (w *response) WriteHeaderFrom(code int, h http.Header) {
 		return
 	}
 	w.contentLength = -1
-	if cl := h.Get("Content-Length"); cl != "" {
+	if cl := headtext.Get(h, "Content-Length"); cl != "" {
 		v, err := strconv.ParseInt(cl, 10, 64)
 		if err != nil || v < 0 {
 			w.copyHeader(code, h)
@@ -610,7 +610,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 		foreachHeaderElement(v, cw.res.declareTrailer)
 	}
 
-	te := header.Get("Transfer-Encoding")
+	te := headtext.Get(header, "Transfer-Encoding")
 	hasTE := te != ""
 
 	// A handler done within the buffer, with no length of its own, gets
@@ -626,7 +626,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 	if w.wantsClose {
 		w.closeAfterReply = true
 	}
-	if header.Get("Connection") == "close" || !keepAlivesEnabled {
+	if headtext.Get(header, "Connection") == "close" || !keepAlivesEnabled {
 		w.closeAfterReply = true
 	}
 
@@ -691,7 +691,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 	if bodyAllowedForStatus(code) {
 		_, haveType := header["Content-Type"]
 		// A Content-Encoding means the body is not what it looks like.
-		hasCE := len(header.Get("Content-Encoding")) > 0
+		hasCE := len(headtext.Get(header, "Content-Encoding")) > 0
 		if !hasCE && !haveType && !hasTE && len(p) > 0 {
 			setHeader.contentType = http.DetectContentType(p)
 		}
@@ -733,7 +733,7 @@ func (cw *chunkWriter) writeHeader(p []byte) {
 	}
 
 	delConnectionHeader := w.closeAfterReply &&
-		(!keepAlivesEnabled || !hasToken(cw.header.Get("Connection"), "close")) &&
+		(!keepAlivesEnabled || !hasToken(headtext.Get(cw.header, "Connection"), "close")) &&
 		!isProtocolSwitchResponse(w.status, header)
 	if delConnectionHeader {
 		delHeader("Connection")

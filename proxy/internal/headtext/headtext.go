@@ -4,7 +4,10 @@
 // net/textproto gives them.
 package headtext
 
-import "strings"
+import (
+	"net/http"
+	"strings"
+)
 
 // EqualFold reports whether s and t are equal in ASCII, ignoring case.
 func EqualFold[S, T string | []byte](s S, t T) bool {
@@ -41,4 +44,15 @@ func WriteCanonical[S string | []byte](sb *strings.Builder, name S) {
 		sb.WriteByte(c)
 		upper = c == '-'
 	}
+}
+
+// Get is h.Get(key) for a key already in canonical form (net/textproto's),
+// without canonicalizing it again on every call: the first value, or "".
+// TestGetKeysAreCanonical holds every literal key passed to it in the
+// module to that form.
+func Get(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

@@ -1,7 +1,11 @@
 package headtext
 
 import (
+	"io/fs"
 	"net/textproto"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -37,4 +41,41 @@ func FuzzWriteCanonical(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGetKeysAreCanonical holds every literal key given to Get in the
+// module to net/textproto's canonical form: Get does not canonicalize,
+// and a key in another form would find nothing.
+func TestGetKeysAreCanonical(t *testing.T) {
+	root := "../../.."
+	call := regexp.MustCompile(`headtext\.Get\([^,]+,\s*"([^"]*)"\)`)
+	seen := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range call.FindAllStringSubmatch(string(src), -1) {
+			seen++
+			if k := m[1]; textproto.CanonicalMIMEHeaderKey(k) != k {
+				t.Errorf("%s: headtext.Get with %q, whose canonical form is %q", path, k, textproto.CanonicalMIMEHeaderKey(k))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Fatal("found no call of headtext.Get with a literal key: the pattern is stale")
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/egress"
 	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/headtext"
 	"github.com/toolgate/toolgate/proxy/upstream"
 	"github.com/toolgate/toolgate/sink"
 )
@@ -29,7 +30,7 @@ func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Respo
 	cn, ref := st.Cfg.Canonicalize(r.Context(), r.Method, target)
 	c.Event = s.NewEvent(st, kind, cn.Method, target.Host, r)
 	if s.Tracer != nil {
-		c.Traceparent = r.Header.Get("Traceparent")
+		c.Traceparent = headtext.Get(r.Header, "Traceparent")
 	}
 	if ref != nil {
 		c.envelope = conf.AskedForEnvelope(r)
@@ -554,9 +555,10 @@ func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) s
 		PolicyVersion: st.PolicyVersion,
 	}
 	if r != nil {
-		ev.Agent = conf.BoundCallerID(r.Header.Get(st.Cfg.Headers.Agent), st.Cfg.Limits.MaxCallerIDBytes)
-		ev.Session = conf.BoundCallerID(r.Header.Get(st.Cfg.Headers.Session), st.Cfg.Limits.MaxCallerIDBytes)
-		if id, ok := callerTraceID(r.Header.Get("Traceparent")); ok {
+		agent, session := st.callerKeys()
+		ev.Agent = conf.BoundCallerID(headtext.Get(r.Header, agent), st.Cfg.Limits.MaxCallerIDBytes)
+		ev.Session = conf.BoundCallerID(headtext.Get(r.Header, session), st.Cfg.Limits.MaxCallerIDBytes)
+		if id, ok := callerTraceID(headtext.Get(r.Header, "Traceparent")); ok {
 			ev.EventID, ev.TraceID = newEventID(), id
 			return ev
 		}

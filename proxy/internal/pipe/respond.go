@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/bucketing"
 	"github.com/toolgate/toolgate/proxy/canonical"
 	"github.com/toolgate/toolgate/proxy/internal/conf"
+	"github.com/toolgate/toolgate/proxy/internal/headtext"
 )
 
 // Refuse answers a refused call: always the envelope, a 4xx status, and the
@@ -78,7 +79,7 @@ func (c *Call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 	}
 	resp.Body.Close()
 	c.Cancel()
-	data, ok := envelopeData(resp.Header.Get("Content-Type"), buf)
+	data, ok := envelopeData(headtext.Get(resp.Header, "Content-Type"), buf)
 	if !ok {
 		resp.Body = newBytesBody(buf)
 		return c.passAnswer(r, resp)
@@ -115,10 +116,10 @@ func envelopable(r *http.Request, resp *http.Response) bool {
 	if r.Method == http.MethodHead || resp.StatusCode < 200 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
 		return false
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+	if ce := headtext.Get(resp.Header, "Content-Encoding"); ce != "" && ce != "identity" {
 		return false
 	}
-	ct := resp.Header.Get("Content-Type")
+	ct := headtext.Get(resp.Header, "Content-Type")
 	if ct == "" {
 		return true
 	}

@@ -75,11 +75,15 @@ type State struct {
 	// policyKeys are PolicyHeaders' canonical names, in their order
 	// (UsePolicyHeaders): a call looks them up without canonicalizing.
 	policyKeys []string
+	// agentKey and sessionKey are the canonical names of Cfg's caller
+	// headers (UsePolicyHeaders), for NewEvent.
+	agentKey, sessionKey string
 }
 
 // UsePolicyHeaders makes PolicyHeaders defaults when the snapshot names
-// none, and notes their canonical names for Input. Each State that
-// serves calls is made with it.
+// none, and notes their canonical names for Input, and those of the
+// caller headers for NewEvent. Each State that serves calls is made with
+// it.
 func (st *State) UsePolicyHeaders(defaults []string) {
 	if st.PolicyHeaders == nil {
 		st.PolicyHeaders = defaults
@@ -88,6 +92,19 @@ func (st *State) UsePolicyHeaders(defaults []string) {
 	for i, name := range st.PolicyHeaders {
 		st.policyKeys[i] = textproto.CanonicalMIMEHeaderKey(name)
 	}
+	if st.Cfg != nil {
+		st.agentKey = textproto.CanonicalMIMEHeaderKey(st.Cfg.Headers.Agent)
+		st.sessionKey = textproto.CanonicalMIMEHeaderKey(st.Cfg.Headers.Session)
+	}
+}
+
+// callerKeys are the canonical names of the caller headers: the State's
+// own, or made now for a State not made with UsePolicyHeaders.
+func (st *State) callerKeys() (agent, session string) {
+	if st.agentKey != "" {
+		return st.agentKey, st.sessionKey
+	}
+	return textproto.CanonicalMIMEHeaderKey(st.Cfg.Headers.Agent), textproto.CanonicalMIMEHeaderKey(st.Cfg.Headers.Session)
 }
 
 // newTraceID returns 16 random bytes in hex, the W3C trace-id format.
