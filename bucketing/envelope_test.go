@@ -109,6 +109,16 @@ func TestEnvelopeGolden(t *testing.T) {
 	}
 }
 
+// TestMarshalOKAllocations: a success's envelope is one allocation, its
+// own bytes, with upstream's JSON compacted into it (every enveloped
+// answer makes one).
+func TestMarshalOKAllocations(t *testing.T) {
+	e := bucketing.Envelope{OK: true, Data: json.RawMessage(`{"results": [1, 2, 3], "query": "egfr"}`)}
+	if n := testing.AllocsPerRun(100, func() { e.Marshal() }); n != 1 {
+		t.Fatalf("Marshal of a success: %v allocations, want 1", n)
+	}
+}
+
 func TestMarshalShape(t *testing.T) {
 	tests := []struct {
 		name string

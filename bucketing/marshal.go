@@ -70,14 +70,15 @@ func TextData(text []byte) json.RawMessage {
 //   - when OK is false, data is null and error is Error, with violations
 //     [] rather than null; a nil Error encodes as null.
 func (e Envelope) Marshal() []byte {
-	var buf bytes.Buffer
 	if e.OK {
-		buf.Grow(len(e.Data) + 48)
-		buf.WriteString(`{"ok":true,"data":`)
-		writeData(&buf, e.Data)
-		buf.WriteString(`,"error":null}` + "\n")
-		return buf.Bytes()
+		// One allocation, the answer's own: the data is compacted into
+		// it in place.
+		out := make([]byte, 0, len(e.Data)+48)
+		out = append(out, `{"ok":true,"data":`...)
+		out = appendData(out, e.Data)
+		return append(out, `,"error":null}`+"\n"...)
 	}
+	var buf bytes.Buffer
 	buf.WriteString(`{"ok":false,"data":null,"error":`)
 	if e.Error == nil {
 		buf.WriteString("null}\n")
@@ -101,21 +102,20 @@ func (e Envelope) Marshal() []byte {
 	return buf.Bytes()
 }
 
-// writeData writes data as Marshal describes it.
-func writeData(buf *bytes.Buffer, data []byte) {
+// appendData appends data as Marshal describes it.
+func appendData(out, data []byte) []byte {
 	if len(bytes.TrimSpace(data)) == 0 {
-		buf.WriteString("null")
-		return
+		return append(out, "null"...)
 	}
 	if !utf8.Valid(data) {
 		data = bytes.ToValidUTF8(data, replacement)
 	}
-	buf.Grow(len(data))
-	if out, ok := jsonenc.AppendCompact(buf.AvailableBuffer(), data); ok {
-		buf.Write(out) // out lies in the room Grow made: no new memory
-	} else {
-		writeString(buf, data)
+	if compact, ok := jsonenc.AppendCompact(out, data); ok {
+		return compact
 	}
+	var buf bytes.Buffer
+	writeString(&buf, data)
+	return append(out, buf.Bytes()...)
 }
 
 // writeString writes s as a JSON string without HTML escaping.
