@@ -421,7 +421,7 @@ func itemSchemas(a alt, i int) (c alt, dead bool) {
 // parseInteger accepts an optional sign and decimal digits.
 func parseInteger(s string) (json.Number, bool) {
 	s = strings.TrimSpace(s)
-	if len(s) > maxNumberLen || !isDecimal(s, false) {
+	if len(s) > MaxNumberLen || !isDecimal(s, false) {
 		return "", false
 	}
 	n, ok := new(big.Int).SetString(s, 10)
@@ -434,7 +434,7 @@ func parseInteger(s string) (json.Number, bool) {
 // parseNumber accepts a decimal number with optional fraction and exponent.
 func parseNumber(s string) (json.Number, bool) {
 	s = strings.TrimSpace(s)
-	if len(s) > maxNumberLen || !isDecimal(s, true) {
+	if len(s) > MaxNumberLen || !isDecimal(s, true) {
 		return "", false
 	}
 	if i, ok := parseInteger(s); ok {

@@ -230,7 +230,7 @@ func CompileSchema(doc []byte, opts SchemaOptions) (s *Schema, err error) {
 		return nil, tooComplex(opts.Tool, err)
 	}
 	if ptr, ok := hugeNumberInDoc(root, ""); ok {
-		return nil, &SchemaError{Tool: opts.Tool, Pointer: ptr, Msg: fmt.Sprintf("number outside the supported range (at most %d characters, exponent at most %d)", maxNumberLen, maxNumberExponent)}
+		return nil, &SchemaError{Tool: opts.Tool, Pointer: ptr, Msg: fmt.Sprintf("number outside the supported range (at most %d characters, exponent at most %d)", MaxNumberLen, maxNumberExponent)}
 	}
 	ld, rootURL, err := newDocLoader(opts)
 	if err != nil {
@@ -308,7 +308,7 @@ func (s *Schema) validate(args map[string]any, inRange bool) []Violation {
 	}
 	// The library turns numbers into big.Rat; a short argument such as
 	// 1e999999999 would cost seconds. Refuse such numbers up front.
-	if !inRange && hasHugeNumber(args) {
+	if !inRange && HasHugeNumber(args) {
 		vs := finish(hugeNumbers(args, nil, nil))
 		setDisplay(vs, args)
 		return vs
@@ -334,7 +334,7 @@ func (s *Schema) validate(args map[string]any, inRange bool) []Violation {
 // Numbers past them are refused, because arbitrary-precision arithmetic on
 // them costs time and memory out of proportion to their size.
 const (
-	maxNumberLen      = 512
+	MaxNumberLen      = 512
 	maxNumberExponent = 1000
 )
 
@@ -343,7 +343,7 @@ const (
 // Validate refuses arguments holding a number past them.
 func NumberInRange(n json.Number) bool {
 	s := string(n)
-	if len(s) > maxNumberLen {
+	if len(s) > MaxNumberLen {
 		return false
 	}
 	i := strings.IndexAny(s, "eE")
@@ -358,8 +358,9 @@ func NumberInRange(n json.Number) bool {
 	return err == nil && x <= maxNumberExponent
 }
 
-// hasHugeNumber reports whether v holds a json.Number past the bounds.
-func hasHugeNumber(v any) bool {
+// HasHugeNumber reports whether v (decoded JSON) holds a json.Number past
+// the bounds (NumberInRange).
+func HasHugeNumber(v any) bool {
 	switch x := v.(type) {
 	case json.Number:
 		return !NumberInRange(x)
@@ -367,7 +368,7 @@ func hasHugeNumber(v any) bool {
 		for _, e := range x {
 			switch e.(type) {
 			case json.Number, map[string]any, []any:
-				if hasHugeNumber(e) {
+				if HasHugeNumber(e) {
 					return true
 				}
 			}
@@ -376,7 +377,7 @@ func hasHugeNumber(v any) bool {
 		for _, e := range x {
 			switch e.(type) {
 			case json.Number, map[string]any, []any:
-				if hasHugeNumber(e) {
+				if HasHugeNumber(e) {
 					return true
 				}
 			}
@@ -392,7 +393,7 @@ func hugeNumbers(v any, loc []string, out []leaf) []leaf {
 		if !NumberInRange(x) {
 			out = append(out, leaf{v: Violation{Path: pointerOf(loc), Reason: bucketing.ReasonSchema,
 				Message:  "number outside the supported range",
-				Expected: fmt.Sprintf("a number of at most %d characters with an exponent of at most %d", maxNumberLen, maxNumberExponent),
+				Expected: fmt.Sprintf("a number of at most %d characters with an exponent of at most %d", MaxNumberLen, maxNumberExponent),
 				Got:      "number"}})
 		}
 	case map[string]any:

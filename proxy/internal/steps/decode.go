@@ -8,10 +8,6 @@ import (
 	"github.com/toolgate/toolgate/policies"
 )
 
-// maxInRangeLen is the longest number text without an exponent that
-// policies.NumberInRange accepts; TestNumberInRangeLength holds it there.
-const maxInRangeLen = 512
-
 // decodeJSON reads body in one pass: it checks that body is one valid JSON
 // text, exactly as json.Valid does (ok is false otherwise, and v and dup
 // mean nothing), decodes it into the values encoding/json's Decoder with
@@ -186,7 +182,7 @@ func (d *argDecoder) number() json.Number {
 	}
 	n := json.Number(d.s[start:d.i])
 	// Without an exponent only the length can put a number out of range.
-	if (exp || len(n) > maxInRangeLen) && !policies.NumberInRange(n) {
+	if (exp || len(n) > policies.MaxNumberLen) && !policies.NumberInRange(n) {
 		d.huge = true
 	}
 	return n

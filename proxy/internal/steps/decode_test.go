@@ -67,8 +67,8 @@ func FuzzDecodeJSON(f *testing.F) {
 		if facts.depth != depth || facts.deep {
 			t.Fatalf("decodeArgs(%q): depth %d (deep %v), jsonShape %d", body, facts.depth, facts.deep, depth)
 		}
-		if facts.inRange == hasNumberOutOfRange(want) {
-			t.Fatalf("decodeArgs(%q): in range %v, the Decoder's values' numbers say %v", body, facts.inRange, !hasNumberOutOfRange(want))
+		if facts.inRange == policies.HasHugeNumber(want) {
+			t.Fatalf("decodeArgs(%q): in range %v, the Decoder's values' numbers say %v", body, facts.inRange, !policies.HasHugeNumber(want))
 		}
 		for _, limit := range []int{1, 2, 3} {
 			v, lf, ok := decodeArgs(body, limit)
@@ -82,40 +82,17 @@ func FuzzDecodeJSON(f *testing.F) {
 	})
 }
 
-// hasNumberOutOfRange reports whether v, decoded JSON, holds a json.Number
-// that policies.NumberInRange refuses: a walk of the values, as the
-// schema step made before the decoder looked on its pass.
-func hasNumberOutOfRange(v any) bool {
-	switch x := v.(type) {
-	case json.Number:
-		return !policies.NumberInRange(x)
-	case map[string]any:
-		for _, e := range x {
-			if hasNumberOutOfRange(e) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if hasNumberOutOfRange(e) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// TestNumberInRangeLength holds maxInRangeLen to policies.NumberInRange:
+// TestNumberInRangeLength holds policies.MaxNumberLen to policies.NumberInRange:
 // the decoder asks it only of numbers with an exponent or longer.
 func TestNumberInRangeLength(t *testing.T) {
-	if !policies.NumberInRange(json.Number(strings.Repeat("9", maxInRangeLen))) {
-		t.Fatalf("%d digits refused", maxInRangeLen)
+	if !policies.NumberInRange(json.Number(strings.Repeat("9", policies.MaxNumberLen))) {
+		t.Fatalf("%d digits refused", policies.MaxNumberLen)
 	}
-	if policies.NumberInRange(json.Number(strings.Repeat("9", maxInRangeLen+1))) {
-		t.Fatalf("%d digits taken: maxInRangeLen is behind policies.NumberInRange", maxInRangeLen+1)
+	if policies.NumberInRange(json.Number(strings.Repeat("9", policies.MaxNumberLen+1))) {
+		t.Fatalf("%d digits taken: policies.MaxNumberLen is behind policies.NumberInRange", policies.MaxNumberLen+1)
 	}
-	if policies.NumberInRange(json.Number("-" + strings.Repeat("9", maxInRangeLen))) {
-		t.Fatal("a sign and maxInRangeLen digits taken")
+	if policies.NumberInRange(json.Number("-" + strings.Repeat("9", policies.MaxNumberLen))) {
+		t.Fatal("a sign and policies.MaxNumberLen digits taken")
 	}
 }
 
