@@ -443,6 +443,55 @@ func TestLongCallsOutliveBodyTimeout(t *testing.T) {
 	}
 }
 
+// TestUpstreamTimeExcludesCallerBody: an event's upstream_us is the time
+// upstream took, not the caller's: a body that arrives in two halves 200ms
+// apart (inside limits.body_timeout) adds the pause to total_us only. A
+// small body of a declared length is read before the call goes upstream,
+// on a checked tool and on a call no tool matches alike.
+func TestUpstreamTimeExcludesCallerBody(t *testing.T) {
+	up := newRecorder(t)
+	g := startGate(t, limitsConfig, up.srv.URL, nil)
+	addr := strings.TrimPrefix(g.reverse, "http://")
+	const pause = 200 * time.Millisecond
+	for _, tc := range []struct{ path, tool string }{{"/slow/checked", "slow_checked"}, {"/other/paused", ""}} {
+		path := tc.path
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"n":12345}`
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", path, addr, len(body))
+		if _, err := io.WriteString(c, head+body[:5]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(pause)
+		if _, err := io.WriteString(c, body[5:]); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		ans, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.HasPrefix(string(ans), "HTTP/1.1 200") {
+			t.Fatalf("%s: answer %q, want 200", path, ans)
+		}
+		if got := up.take(); len(got) != 1 || got[0].body != body {
+			t.Fatalf("%s: upstream received %+v", path, got)
+		}
+		var ev sink.Event
+		g.eventsWhere(t, func(e sink.Event) bool {
+			if e.Tool == tc.tool && e.UpstreamStatus == http.StatusOK {
+				ev = e
+				return true
+			}
+			return false
+		})
+		total, upstream := time.Duration(ev.TotalUS)*time.Microsecond, time.Duration(ev.UpstreamUS)*time.Microsecond
+		if total < pause || upstream <= 0 || total-upstream < pause {
+			t.Errorf("%s: total_us %v, upstream_us %v: the caller's %v pause must be in the total and not in upstream's time", path, total, upstream, pause)
+		}
+	}
+}
+
 // TestSlowHeadersCutOff: a request whose headers never end is closed after
 // limits.read_header_timeout.
 func TestSlowHeadersCutOff(t *testing.T) {

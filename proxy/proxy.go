@@ -442,7 +442,7 @@ func (s *Server) forwardHandler() http.Handler {
 // It returns the failure to answer the caller with, or nil when the dial
 // succeeded.
 func (s *Server) tunnelled(st *pipe.State, kind string, r *http.Request, hostport string, dialErr error) *conf.Refusal {
-	ev := s.NewEvent(st, kind, http.MethodConnect, hostport, r)
+	ev := s.NewEvent(st, kind, http.MethodConnect, hostport, r, time.Now())
 	listener := kind
 	if dialErr == nil {
 		ev.OK, ev.Reason = true, "tunnel"
@@ -467,7 +467,7 @@ func (s *Server) tunnelled(st *pipe.State, kind string, r *http.Request, hostpor
 
 // connect records a refused CONNECT and returns the refusal to send.
 func (s *Server) connect(st *pipe.State, r *http.Request, hostport string, ref *conf.Refusal) *http.Response {
-	ev := s.NewEvent(st, "connect", http.MethodConnect, hostport, r)
+	ev := s.NewEvent(st, "connect", http.MethodConnect, hostport, r, time.Now())
 	defer func() { s.Rec.Record(ev) }()
 	s.tlsm.conns.WithLabelValues("connect", "refused").Inc()
 	ev.ErrorCode, ev.ErrorClass, ev.Reason = string(ref.Code), string(bucketing.ClassOf(ref.Code)), ref.Reason

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/monoclock"
 	"github.com/toolgate/toolgate/internal/section"
 )
 
@@ -474,9 +475,9 @@ func (q *Queue) takeLocked() []Event {
 // cost a write each). The writer goroutine lets calls write again after a
 // fast write of a lone event.
 func (q *Queue) writeInline(batch []Event, deadline time.Time, dropped uint64) bool {
-	start := time.Now()
+	start := monoclock.Now()
 	off, err := q.writeOnce(batch)
-	if time.Since(start) > slowWrite {
+	if time.Duration(monoclock.Now()-start) > slowWrite {
 		q.handover.Store(true)
 	}
 	if err == nil {
@@ -780,12 +781,12 @@ func (q *Queue) drain() {
 		}
 		q.mu.Unlock()
 
-		start := time.Now()
+		start := monoclock.Now()
 		for ; off < len(batch); off += q.cfg.BatchSize {
 			q.write(batch[off:min(off+q.cfg.BatchSize, len(batch))], attempt)
 			attempt = 1
 		}
-		fast, lone := time.Since(start) <= slowWrite, len(batch) == 1
+		fast, lone := time.Duration(monoclock.Now()-start) <= slowWrite, len(batch) == 1
 		more := q.finish(batch)
 		if fast && lone && !more {
 			q.handover.Store(false)

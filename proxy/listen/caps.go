@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolgate/toolgate/bucketing"
+	"github.com/toolgate/toolgate/internal/monoclock"
 	"github.com/toolgate/toolgate/proxy/internal/rawconn"
 )
 
@@ -86,7 +88,7 @@ func (s *Conns) admit(c *cappedConn) bool {
 // stalledLocked returns the connection stalled longest, of l only when
 // own is set, or nil. The caller holds mu.
 func (s *Conns) stalledLocked(l *capListener, own bool) *cappedConn {
-	now := time.Now().UnixNano()
+	now := monoclock.Now()
 	var (
 		victim *cappedConn
 		oldest int64
@@ -126,7 +128,7 @@ func (s *Conns) removeLocked(c *cappedConn) {
 type connProgress struct {
 	owing    atomic.Bool
 	reading  atomic.Bool
-	progress atomic.Int64 // unix nanoseconds
+	progress atomic.Int64 // monoclock.Now()
 }
 
 // stalledSince reports, for a connection whose caller owes bytes and that
@@ -145,7 +147,7 @@ func (c *cappedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.reading.Store(false)
 	if n > 0 {
-		c.progress.Store(time.Now().UnixNano())
+		c.progress.Store(monoclock.Now())
 	}
 	return n, err
 }
@@ -155,7 +157,7 @@ func (c *cappedConn) Read(b []byte) (int, error) {
 // written).
 func (c *cappedConn) SetReadDeadline(t time.Time) error {
 	if !t.IsZero() && !c.owing.Load() {
-		c.progress.Store(time.Now().UnixNano())
+		c.progress.Store(monoclock.Now())
 	}
 	c.owing.Store(!t.IsZero())
 	return c.Conn.SetReadDeadline(t)
@@ -267,7 +269,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		cc := &cappedConn{Conn: rawconn.Wrap(c), l: l}
-		cc.progress.Store(time.Now().UnixNano())
+		cc.progress.Store(monoclock.Now())
 		if !l.set.admit(cc) {
 			l.m.refused.WithLabelValues(l.kind).Inc()
 			if l.onCap != nil {

@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/toolgate/toolgate/internal/monoclock"
 	"github.com/toolgate/toolgate/proxy/internal/cancelwatch"
 )
 
@@ -257,7 +258,7 @@ type h1Conn struct {
 	bw      *bufio.Writer
 	key     string
 	reused  bool
-	idleAt  time.Time
+	idleAt  int64 // monoclock.Now() when pooled
 	written int64
 	read    int64
 	limit   int64 // bytes the answer's heads may still take; < 0: no limit
@@ -325,7 +326,7 @@ func (c *h1Conn) Write(p []byte) (int, error) {
 // get returns a pooled connection to key, or dials addr. The dial of a
 // call whose deadline the fast path keeps (cc) gets a deadline context.
 func (t *Transport) get(ctx context.Context, key, addr string, cc *CallContext) (*h1Conn, error) {
-	now := time.Now()
+	now := monoclock.Now()
 	for {
 		t.mu.Lock()
 		list := t.idle[key]
@@ -338,7 +339,7 @@ func (t *Transport) get(ctx context.Context, key, addr string, cc *CallContext) 
 		t.idle[key] = list[:len(list)-1]
 		t.nidle--
 		t.mu.Unlock()
-		idle := now.Sub(pc.idleAt)
+		idle := time.Duration(now - pc.idleAt)
 		pc.unpeeked = pc.kept && idle < t.peekSkip && canSkipPeek
 		if !pc.unpeeked {
 			pc.peeks++
@@ -379,7 +380,7 @@ func (t *Transport) get(ctx context.Context, key, addr string, cc *CallContext) 
 // put pools a connection whose last answer was read to its end, or closes
 // it when the pool is full or closed.
 func (t *Transport) put(pc *h1Conn) {
-	pc.idleAt = time.Now()
+	pc.idleAt = monoclock.Now()
 	pc.kept = pc.kept || pc.reused
 	t.mu.Lock()
 	if t.closed || t.nidle >= t.maxIdle || len(t.idle[pc.key]) >= t.maxIdlePerHost {
@@ -398,13 +399,13 @@ func (t *Transport) put(pc *h1Conn) {
 // sweepIdle closes pooled connections idle longer than the idle timeout,
 // or that upstream closed, and runs again while any stay pooled.
 func (t *Transport) sweepIdle() {
-	now := time.Now()
+	now := monoclock.Now()
 	var dead []*h1Conn
 	t.mu.Lock()
 	for key, list := range t.idle {
 		kept := list[:0]
 		for _, pc := range list {
-			if now.Sub(pc.idleAt) > t.idleTimeout || !pc.peek.ok() {
+			if time.Duration(now-pc.idleAt) > t.idleTimeout || !pc.peek.ok() {
 				dead = append(dead, pc)
 				continue
 			}

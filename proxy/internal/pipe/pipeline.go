@@ -28,7 +28,7 @@ import (
 func (c *Call) Handle(r *http.Request, kind string, target *url.URL) *http.Response {
 	s, st := c.Host, c.State
 	cn, ref := st.Cfg.Canonicalize(r.Context(), r.Method, target)
-	c.Event = s.NewEvent(st, kind, cn.Method, target.Host, r)
+	c.Event = s.NewEvent(st, kind, cn.Method, target.Host, r, c.Start)
 	if s.Tracer != nil {
 		c.Traceparent = headtext.Get(r.Header, "Traceparent")
 	}
@@ -309,13 +309,17 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		return resp
 	}
 	ctx := r.Context()
+	// One clock reading serves the deadline and the upstream's start (the
+	// header copy between them takes a microsecond or two; a caller's body
+	// read between them reads the clock again).
+	now := time.Now()
 	if timeout > 0 {
 		// The transport keeps the deadline on its fast path; it is armed
 		// below for anything that waits on the context itself.
 		if c.take(ownUpCtx) {
-			c.upCtx = upstream.NewCallContextIn(&c.upCtxStore, ctx, time.Now().Add(timeout))
+			c.upCtx = upstream.NewCallContextIn(&c.upCtxStore, ctx, now.Add(timeout))
 		} else {
-			c.upCtx = upstream.NewCallContext(ctx, time.Now().Add(timeout))
+			c.upCtx = upstream.NewCallContext(ctx, now.Add(timeout))
 		}
 		ctx = c.upCtx
 	}
@@ -356,6 +360,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			}
 			c.Event.RequestBytes = int64(len(raw))
 			body = c.holdBody(raw)
+			now = time.Now() // the caller's body took its time: upstream starts now
 		} else {
 			streamed = &conf.CallerBody{Body: rc}
 		}
@@ -394,7 +399,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		// deadline.
 		c.upCtx.Arm()
 	}
-	c.upStart = time.Now()
+	c.upStart = now
 	resp, err := c.Host.Upstream.RoundTripHeld(out, held)
 	if err != nil {
 		c.Cancel()
@@ -471,7 +476,11 @@ func (c *Call) rules() bucketing.Rules {
 // call whose caller went away is not a failure of the tool: it gets no
 // error code, reason client_closed, and its own metric label.
 func (c *Call) Finish(res bucketing.Result, status int, respBytes int64) {
-	now := time.Now()
+	c.FinishAt(res, status, respBytes, time.Now())
+}
+
+// FinishAt is Finish at now, a clock reading the caller already took.
+func (c *Call) FinishAt(res bucketing.Result, status int, respBytes int64, now time.Time) {
 	if res.Reason == bucketing.ReasonCanceled && c.Client.Err() != nil {
 		c.gone = true
 	}
@@ -543,10 +552,11 @@ func (c *Call) ClientGone(r *http.Request) *http.Response {
 	return textResponse(r, http.StatusBadRequest, "client closed the request")
 }
 
-// NewEvent starts an event with what is known on arrival.
-func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request) sink.Event {
+// NewEvent starts an event with what is known on arrival: the call that
+// arrived at at (a call's Start, read once for both).
+func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request, at time.Time) sink.Event {
 	ev := sink.Event{
-		Time:          time.Now().UTC(),
+		Time:          at.UTC(),
 		Sidecar:       s.Sidecar,
 		Listener:      kind,
 		Method:        method,

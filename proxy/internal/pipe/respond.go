@@ -84,7 +84,8 @@ func (c *Call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 		resp.Body = newBytesBody(buf)
 		return c.passAnswer(r, resp)
 	}
-	res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: ruleBody(buf)}, c.rules(), time.Now())
+	now := time.Now() // the answer's classification and the call's end
+	res := bucketing.Classify(bucketing.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: ruleBody(buf)}, c.rules(), now)
 	var env bucketing.Envelope
 	status := resp.StatusCode
 	if res.OK() {
@@ -98,7 +99,7 @@ func (c *Call) envelopeAnswer(r *http.Request, resp *http.Response) *http.Respon
 	}
 	body := env.Marshal()
 	c.Event.Envelope = true
-	c.Finish(res, resp.StatusCode, int64(len(body)))
+	c.FinishAt(res, resp.StatusCode, int64(len(body)), now)
 	DropBodyHeaders(resp.Header, true)
 	return EnvelopeResponse(r, status, string(res.Code), resp.Header, body)
 }
