@@ -91,6 +91,9 @@ func Host(h string) (string, bool) {
 	if !hostform.NumericLabel(last) {
 		return h, true
 	}
+	if dottedQuad(h) {
+		return h, true // already an address's canonical spelling
+	}
 	a, ok := hostform.ParseIPv4(h)
 	if !ok {
 		return "", false
@@ -102,6 +105,31 @@ func Host(h string) (string, bool) {
 		return string(b), true
 	}
 	return h, true
+}
+
+// dottedQuad reports whether h is an IPv4 address in its canonical
+// spelling: four decimal parts of 0 to 255, none with a leading zero. Host
+// returns such a host as it is, without parsing it and spelling it again
+// (most calls to an address name it so).
+func dottedQuad(h string) bool {
+	parts, n, v := 0, 0, 0
+	for i := 0; i <= len(h); i++ {
+		if i == len(h) || h[i] == '.' {
+			if n == 0 || v > 255 || n > 1 && h[i-n] == '0' {
+				return false
+			}
+			parts++
+			n, v = 0, 0
+			continue
+		}
+		c := h[i]
+		if c < '0' || c > '9' || n == 3 {
+			return false
+		}
+		n++
+		v = v*10 + int(c-'0')
+	}
+	return parts == 4
 }
 
 // ipv6 canonicalises a bracket-less IPv6 literal; an IPv4-mapped one

@@ -1,6 +1,7 @@
 package canonical
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -146,12 +147,19 @@ func TestCanonPort(t *testing.T) {
 	}
 }
 
-// FuzzCanonHost checks the host canonicaliser: never panics, a fixed point.
+// FuzzCanonHost checks the host canonicaliser: never panics, a fixed
+// point, and the hosts it takes as an address's canonical spelling without
+// parsing them (dottedQuad) are exactly those netip spells the same.
 func FuzzCanonHost(f *testing.F) {
-	for _, s := range []string{"localhost", "127.1", "0x7f000001", "2130706433", "[::ffff:127.0.0.1]", "API.example.com.", "1.2.3.256"} {
+	for _, s := range []string{"localhost", "127.1", "0x7f000001", "2130706433", "[::ffff:127.0.0.1]", "API.example.com.", "1.2.3.256",
+		"127.0.0.1", "255.255.255.255", "0.0.0.0", "010.0.0.1", "1.2.3.4.5", "1.2.3", "1..2.3", "256.1.1.1", "1.2.3.04", "1.2.3.4."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, h string) {
+		a, err := netip.ParseAddr(h)
+		if want := err == nil && a.Is4() && a.String() == h; dottedQuad(h) != want {
+			t.Fatalf("dottedQuad(%q) = %v; netip spells it %v (err %v)", h, !want, a, err)
+		}
 		c, ok := Host(h)
 		if !ok {
 			return
