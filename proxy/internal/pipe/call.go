@@ -86,7 +86,7 @@ type Call struct {
 	// input, the context carrying the call's route (Handle) and the
 	// upstream call's context (Dispatch). Each is handed out once
 	// (take).
-	heldBody   bytes.Reader
+	heldBody   bytesBody // its own ReadCloser: no io.NopCloser made to send it
 	targetURL  url.URL
 	headerVals [callHeaderValues]string
 	input      policies.Input
@@ -126,7 +126,7 @@ func (c *Call) holdBody(raw []byte) *bytes.Reader {
 		return bytes.NewReader(raw)
 	}
 	c.heldBody.Reset(raw)
-	return &c.heldBody
+	return &c.heldBody.Reader
 }
 
 // Host is what a call uses of the Server that runs it (nil in Evaluate,

@@ -365,7 +365,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			streamed = &conf.CallerBody{Body: rc}
 		}
 	}
-	out.Body = readCloserOf(body)
+	out.Body = c.readCloserOf(body)
 	if streamed != nil {
 		out.Body = streamed
 	}

@@ -399,9 +399,15 @@ func newBytesBody(b []byte) *bytesBody {
 // Close does nothing.
 func (*bytesBody) Close() error { return nil }
 
-func readCloserOf(body io.Reader) io.ReadCloser {
+// readCloserOf is body as the request body that goes upstream: the call's
+// own held body is one already (bytesBody), anything else not a
+// ReadCloser gets io.NopCloser.
+func (c *Call) readCloserOf(body io.Reader) io.ReadCloser {
 	if rc, ok := body.(io.ReadCloser); ok {
 		return rc
+	}
+	if body == io.Reader(&c.heldBody.Reader) {
+		return &c.heldBody
 	}
 	return io.NopCloser(body)
 }
