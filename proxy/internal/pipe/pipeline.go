@@ -552,8 +552,8 @@ func (c *Call) ClientGone(r *http.Request) *http.Response {
 	return textResponse(r, http.StatusBadRequest, "client closed the request")
 }
 
-// NewEvent starts an event with what is known on arrival: the call that
-// arrived at at (a call's Start, read once for both).
+// NewEvent starts an event with what is known on arrival. at is when the
+// call arrived: a call's Start, one clock reading for both.
 func (s *Host) NewEvent(st *State, kind, method, host string, r *http.Request, at time.Time) sink.Event {
 	ev := sink.Event{
 		Time:          at.UTC(),
