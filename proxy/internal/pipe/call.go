@@ -1,7 +1,6 @@
 package pipe
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -86,7 +85,7 @@ type Call struct {
 	// input, the context carrying the call's route (Handle) and the
 	// upstream call's context (Dispatch). Each is handed out once
 	// (take).
-	heldBody   bytesBody // its own ReadCloser: no io.NopCloser made to send it
+	heldBody   bytesBody
 	targetURL  url.URL
 	headerVals [callHeaderValues]string
 	input      policies.Input
@@ -120,13 +119,14 @@ func (c *Call) take(part ownStorage) bool {
 // from the call's own array; a request with more gets an array of its own.
 const callHeaderValues = 16
 
-// holdBody returns a reader of raw, the call's own.
-func (c *Call) holdBody(raw []byte) *bytes.Reader {
+// holdBody returns a reader of raw, the call's own: a bytesBody, which
+// Dispatch sends as it is (its own ReadCloser) and can send again.
+func (c *Call) holdBody(raw []byte) *bytesBody {
 	if !c.take(ownHeldBody) {
-		return bytes.NewReader(raw)
+		return newBytesBody(raw)
 	}
 	c.heldBody.Reset(raw)
-	return &c.heldBody.Reader
+	return &c.heldBody
 }
 
 // Host is what a call uses of the Server that runs it (nil in Evaluate,

@@ -365,7 +365,7 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 			streamed = &conf.CallerBody{Body: rc}
 		}
 	}
-	out.Body = c.readCloserOf(body)
+	out.Body = readCloserOf(body)
 	if streamed != nil {
 		out.Body = streamed
 	}
@@ -391,8 +391,8 @@ func (c *Call) Dispatch(r *http.Request, target *url.URL, body io.Reader, size i
 		}
 	}
 	var held *bytes.Reader // a body toolgate read, which can be sent again
-	if br, ok := body.(*bytes.Reader); ok && out.Body != nil {
-		held = br
+	if bb, ok := body.(*bytesBody); ok && out.Body != nil {
+		held = &bb.Reader
 	}
 	if c.upCtx != nil && (checksAnswer || c.MCP != nil) {
 		// Answer steps and MCP's hold get a context that ends at the

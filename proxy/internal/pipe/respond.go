@@ -383,11 +383,11 @@ type MultiReadCloser struct {
 	io.Closer
 }
 
-func BytesBody(b []byte) io.Reader { return bytes.NewReader(b) }
+func BytesBody(b []byte) io.Reader { return newBytesBody(b) }
 
-// bytesBody is an answer's body held in memory: io.NopCloser of a
-// bytes.Reader in one allocation, not two. Its WriteTo (the Reader's) is
-// what io.Copy uses, as it used NopCloser's.
+// bytesBody is a body held in memory, a call's or an answer's:
+// io.NopCloser of a bytes.Reader in one allocation, not two. Its WriteTo
+// (the Reader's) is what io.Copy uses, as it used NopCloser's.
 type bytesBody struct{ bytes.Reader }
 
 func newBytesBody(b []byte) *bytesBody {
@@ -399,15 +399,9 @@ func newBytesBody(b []byte) *bytesBody {
 // Close does nothing.
 func (*bytesBody) Close() error { return nil }
 
-// readCloserOf is body as the request body that goes upstream: the call's
-// own held body is one already (bytesBody), anything else not a
-// ReadCloser gets io.NopCloser.
-func (c *Call) readCloserOf(body io.Reader) io.ReadCloser {
+func readCloserOf(body io.Reader) io.ReadCloser {
 	if rc, ok := body.(io.ReadCloser); ok {
 		return rc
-	}
-	if body == io.Reader(&c.heldBody.Reader) {
-		return &c.heldBody
 	}
 	return io.NopCloser(body)
 }
