@@ -477,7 +477,7 @@ func (q *Queue) takeLocked() []Event {
 func (q *Queue) writeInline(batch []Event, deadline time.Time, dropped uint64) bool {
 	start := monoclock.Now()
 	off, err := q.writeOnce(batch)
-	if time.Duration(monoclock.Now()-start) > slowWrite {
+	if monoclock.Since(start) > slowWrite {
 		q.handover.Store(true)
 	}
 	if err == nil {
@@ -786,7 +786,7 @@ func (q *Queue) drain() {
 			q.write(batch[off:min(off+q.cfg.BatchSize, len(batch))], attempt)
 			attempt = 1
 		}
-		fast, lone := time.Duration(monoclock.Now()-start) <= slowWrite, len(batch) == 1
+		fast, lone := monoclock.Since(start) <= slowWrite, len(batch) == 1
 		more := q.finish(batch)
 		if fast && lone && !more {
 			q.handover.Store(false)

@@ -17,3 +17,6 @@ var base = time.Now()
 // Now returns the nanoseconds since the process began on the monotonic
 // clock. Two readings' difference is the time between them.
 func Now() int64 { return int64(time.Since(base)) }
+
+// Since is the time since start, a reading of Now.
+func Since(start int64) time.Duration { return time.Duration(Now() - start) }
