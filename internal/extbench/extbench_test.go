@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,7 +68,7 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	for _, label := range []string{"| direct (Go net/http upstream) | ", "| nginx reverse proxy", "| nginx + OPA server", "| squid forward proxy", "| Go TCP relay (no HTTP, no checks: the floor) |", "| bare goproxy forward proxy",
-		"| toolgate forward, schema + 5-rule Rego |", "| toolgate forward, schema + Rego, events to ClickHouse |", "vs direct"} {
+		"| toolgate forward, schema + 5-rule Rego |", "| toolgate forward, schema + Rego, events to ClickHouse |", "vs direct", "| over the relay |"} {
 		if !strings.Contains(stdout, label) {
 			t.Errorf("the table lacks %q", label)
 		}
@@ -226,6 +228,47 @@ func TestPairedBuilds(t *testing.T) {
 	}
 	if left := children(); len(left) > 0 {
 		t.Errorf("processes the benchmark started are still running: %v", left)
+	}
+}
+
+// TestOverRelayByRound: a path's p50 above the relay's is taken round by
+// round against the same round's relay, its median shown for every path
+// but direct and the relay; a run without the relay shows none.
+func TestOverRelayByRound(t *testing.T) {
+	res := &result{
+		Paths: []path{{Key: "direct", Label: "direct"}, {Key: "relay", Label: "relay"}, {Key: "rego", Label: "rego", proc: &proc{}}},
+		Samples: map[string][]sample{
+			"direct": {{RPS: 40000, P50us: 100}, {RPS: 20000, P50us: 200}, {RPS: 30000, P50us: 150}},
+			"relay":  {{RPS: 24000, P50us: 220}, {RPS: 12000, P50us: 400}, {RPS: 18000, P50us: 260}},
+			"rego":   {{RPS: 12000, P50us: 300}, {RPS: 6000, P50us: 520}, {RPS: 9000, P50us: 350}},
+		},
+	}
+	// Each round: 80, 120, 90 µs over the relay; median 90. The medians
+	// of each path's own p50s (300 and 260) would say 40.
+	if r := summarize(res)["rego"]; !r.hasRelay || math.Abs(r.overRelay-90) > 1e-9 {
+		t.Errorf("rego over the relay %+v; want 90 µs", r)
+	}
+	var b strings.Builder
+	printTable(&b, options{conns: 32}, res)
+	over := map[string]string{} // each row's "over the relay" cell
+	col := -1
+	for _, l := range strings.Split(b.String(), "\n") {
+		cells := strings.Split(l, " | ")
+		if col < 0 {
+			col = slices.Index(cells, "over the relay")
+			continue
+		}
+		if len(cells) > col && strings.HasPrefix(l, "| ") {
+			over[strings.TrimPrefix(cells[0], "| ")] = cells[col]
+		}
+	}
+	if want := map[string]string{"direct": "—", "relay": "—", "rego": "+90"}; col < 0 || !maps.Equal(over, want) {
+		t.Errorf("the table's column over the relay reads %v, want %v:\n%s", over, want, b.String())
+	}
+	delete(res.Samples, "relay")
+	res.Paths = slices.DeleteFunc(res.Paths, func(p path) bool { return p.Key == "relay" })
+	if r := summarize(res)["rego"]; r.hasRelay {
+		t.Errorf("a run without the relay shows a figure over it: %+v", r)
 	}
 }
 

@@ -110,18 +110,21 @@ func median(xs []float64) float64 {
 }
 
 // row is one path's medians; ratio and added p50 are paired with direct
-// round by round.
+// round by round, and overRelay (the path's p50 less the Go TCP relay's)
+// with the relay, when the run measured it (hasRelay).
 type row struct {
 	rps, ratio, proxyCPU, proxyUser, upCPU, proxyCPU1, p50, addedP50, p99 float64
+	overRelay                                                             float64
+	hasRelay                                                              bool
 }
 
 // summarize computes each path's row from the samples.
 func summarize(res *result) map[string]row {
-	direct := res.Samples["direct"]
+	direct, relay := res.Samples["direct"], res.Samples["relay"]
 	rows := map[string]row{}
 	for _, p := range res.Paths {
 		ss := res.Samples[p.Key]
-		var rps, ratio, pc, pu, uc, pc1, p50, added, p99 []float64
+		var rps, ratio, pc, pu, uc, pc1, p50, added, p99, over []float64
 		for i, s := range ss {
 			rps = append(rps, s.RPS)
 			pc = append(pc, s.ProxyCPUus)
@@ -134,8 +137,12 @@ func summarize(res *result) map[string]row {
 				ratio = append(ratio, s.RPS/direct[i].RPS)
 				added = append(added, s.P50us-direct[i].P50us)
 			}
+			if i < len(relay) && relay[i].P50us > 0 {
+				over = append(over, s.P50us-relay[i].P50us)
+			}
 		}
-		rows[p.Key] = row{median(rps), median(ratio), median(pc), median(pu), median(uc), median(pc1), median(p50), median(added), median(p99)}
+		rows[p.Key] = row{median(rps), median(ratio), median(pc), median(pu), median(uc), median(pc1), median(p50), median(added), median(p99),
+			median(over), len(over) > 0}
 	}
 	return rows
 }
@@ -146,16 +153,19 @@ func printTable(w io.Writer, o options, res *result) {
 	rows := summarize(res)
 	fmt.Fprintf(w, "\nextbench: %d rounds, %s at %d connections (wrk -t%d) and %s at 1 connection per path and round; medians; elapsed %s\n\n",
 		o.rounds, o.duration, o.conns, o.threads, o.latDuration, res.Elapsed)
-	fmt.Fprintf(w, "| path | req/s @%d | vs direct | proxy CPU µs/req | of it user | upstream CPU µs/req | proxy CPU µs/req @1 | p50 @1 µs | added p50 | p99 @1 µs |\n", o.conns)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "| path | req/s @%d | vs direct | proxy CPU µs/req | of it user | upstream CPU µs/req | proxy CPU µs/req @1 | p50 @1 µs | added p50 | over the relay | p99 @1 µs |\n", o.conns)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, p := range res.Paths {
 		r := rows[p.Key]
-		pc, pu, pc1 := "—", "—", "—"
+		pc, pu, pc1, over := "—", "—", "—", "—"
 		if p.proc != nil {
 			pc, pu, pc1 = fmt.Sprintf("%.1f", r.proxyCPU), fmt.Sprintf("%.1f", r.proxyUser), fmt.Sprintf("%.1f", r.proxyCPU1)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2fx | %s | %s | %.1f | %s | %.0f | %+.0f | %.0f |\n",
-			p.Label, thousands(r.rps), r.ratio, pc, pu, r.upCPU, pc1, r.p50, r.addedP50, r.p99)
+		if r.hasRelay && p.Key != "direct" && p.Key != "relay" {
+			over = fmt.Sprintf("%+.0f", r.overRelay)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2fx | %s | %s | %.1f | %s | %.0f | %+.0f | %s | %.0f |\n",
+			p.Label, thousands(r.rps), r.ratio, pc, pu, r.upCPU, pc1, r.p50, r.addedP50, over, r.p99)
 	}
 }
 
