@@ -73,6 +73,7 @@ type Policy struct {
 	pkg      string                 // the decision package, e.g. "toolgate.bounds"
 	query    rego.PreparedEvalQuery // the interpreter's
 	program  *irvm.Program          // the compiled engine's
+	shapes   *shapeProgram          // the compiled engine's first pass, when the rules take one (shapes.go)
 	decision []*ast.Module          // the modules the decision reads (tests excluded), by file name
 	modules  map[string]*ast.Module // every module, tests included
 	tests    int
@@ -230,7 +231,22 @@ func (p *Policy) compiledEngine(ctx context.Context) (*Policy, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("policy %q cannot run on the compiled engine (use engine: interpreter): %w", p.name, err)
 	}
+	c.shapes = p.shapeProgram()
 	return &c, nil
+}
+
+// shapeProgram compiles the decision modules and returns their shapes
+// program, nil when they take none.
+func (p *Policy) shapeProgram() *shapeProgram {
+	mods := make(map[string]*ast.Module, len(p.decision))
+	for i, m := range p.decision {
+		mods[strconv.Itoa(i)] = m
+	}
+	comp := ast.NewCompiler().WithCapabilities(capabilities).WithEnablePrintStatements(false)
+	if comp.Compile(mods); comp.Failed() {
+		return nil
+	}
+	return newShapeProgram(p.pkg, comp.Modules)
 }
 
 // prepare prepares the decision query in the interpreter.
@@ -360,6 +376,11 @@ func (p *Policy) EvalBefore(ctx context.Context, in *policies.Input, deadline ti
 		return policies.Result{}, err
 	}
 	var doc map[string]any
+	if p.shapes != nil {
+		if res, ok := p.shapes.decide(in, deadline); ok {
+			return res, nil
+		}
+	}
 	if p.program != nil {
 		var vals [maxVars]*ast.Term
 		b, err := p.evalCompiled(ctx, in, deadline, vals[:0])
