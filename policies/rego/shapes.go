@@ -2,13 +2,13 @@ package rego
 
 import (
 	"encoding/json"
-	"regexp"
 	"time"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/toolgate/toolgate/policies"
+	"github.com/toolgate/toolgate/policies/internal/irvm"
 )
 
 // A policy whose decision is only deny rules and inject rules of the
@@ -30,8 +30,9 @@ import (
 // answers are the plan's: each expression is evaluated in the body's
 // order with OPA's own comparisons (ast.Value.Compare, ast.Term.Equal,
 // ast.Set.Contains) on the values the plan would convert, regex.match
-// with Go's regexp compiled as the builtin compiles it, count as the
-// builtin counts. TestShapesAgreeWithThePlan and FuzzShapes hold the pass
+// with Go's regexp compiled as the builtin compiles it (and the plan's
+// prefilter: a string that lacks a literal every match contains does not
+// match), count as the builtin counts. TestShapesAgreeWithThePlan and FuzzShapes hold the pass
 // to the plan and to OPA's interpreter; TestAdversarialRuleShapes (proxy/adversarial)
 // judges it by what a real upstream received.
 
@@ -77,7 +78,7 @@ type shapeExpr struct {
 	a, b    shapeOperand
 	coll    ast.Value           // shapeMember: the collection
 	strs    map[string]struct{} // shapeMember: coll's members when all are strings
-	re      *regexp.Regexp      // shapeRegex
+	re      *irvm.Regex         // shapeRegex
 }
 
 // shapeOperand is a slot (slot >= 0) or a constant.
@@ -316,7 +317,7 @@ func (c *shapeCompiler) expr(e *ast.Expr) (shapeExpr, bool) {
 		if !ok {
 			return shapeExpr{}, false
 		}
-		re, err := regexp.Compile(string(pat)) // as the builtin compiles it
+		re, err := irvm.CompileRegex(string(pat)) // as the builtin compiles it
 		if err != nil {
 			return shapeExpr{}, false // the builtin's error comes from the plan
 		}

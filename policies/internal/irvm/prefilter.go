@@ -69,15 +69,41 @@ func requiredLiterals(re *syntax.Regexp, out *[]string) {
 // lacksLiteral reports whether v is a string missing one of lits.
 func lacksLiteral(v ast.Value, lits []string) bool {
 	s, ok := v.(ast.String)
-	if !ok {
-		return false
-	}
+	return ok && lacks(string(s), lits)
+}
+
+// lacks reports whether s lacks one of lits.
+func lacks(s string, lits []string) bool {
 	for _, l := range lits {
-		if !strings.Contains(string(s), l) {
+		if !strings.Contains(s, l) {
 			return true
 		}
 	}
 	return false
+}
+
+// Regex is a constant pattern compiled as regex.match compiles it, with
+// the literals every match contains, for a caller that runs regex.match
+// itself (the rego package's first pass).
+type Regex struct {
+	re   *regexp.Regexp
+	lits []string
+}
+
+// CompileRegex compiles pattern as regex.match does; its error is
+// regexp.Compile's.
+func CompileRegex(pattern string) (*Regex, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &Regex{re: re, lits: regexLiterals(pattern)}, nil
+}
+
+// MatchString is regex.match(pattern, s): false at once for an s that
+// lacks one of the pattern's literals.
+func (r *Regex) MatchString(s string) bool {
+	return !lacks(s, r.lits) && r.re.MatchString(s)
 }
 
 // maxCachedPatterns bounds the patterns one call of regex.match keeps the

@@ -38,6 +38,8 @@ func TestRegexLiterals(t *testing.T) {
 
 // FuzzRegexLiterals: a string that lacks one of a pattern's literals never
 // matches it, by Go's regexp (which regex.match runs).
+//
+// It also holds Regex.MatchString to Go's regexp.
 func FuzzRegexLiterals(f *testing.F) {
 	for _, s := range [][2]string{
 		{`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`, "dana@example.org"},
@@ -48,6 +50,10 @@ func FuzzRegexLiterals(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, pattern, s string) {
+		// Regex (the first pass's regex.match) answers as Go's regexp.
+		if r, err := CompileRegex(pattern); err == nil && r.MatchString(s) != regexp.MustCompile(pattern).MatchString(s) {
+			t.Fatalf("CompileRegex(%q).MatchString(%q) = %v, Go's regexp says otherwise", pattern, s, r.MatchString(s))
+		}
 		lits := regexLiterals(pattern)
 		if lits == nil {
 			return
