@@ -2,6 +2,7 @@ package rego
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -13,8 +14,9 @@ import (
 
 // A policy whose decision is only deny rules and inject rules of the
 // shapes platform teams write most (an argument compared with a constant,
-// looked up in a constant set, matched against a constant pattern,
-// counted; a header set from the call's trace id) gets a shapes program:
+// looked up in a constant set, matched against a constant pattern, tested
+// for a prefix, suffix or substring, counted; a header set from the
+// call's trace id) gets a shapes program:
 // the compiled engine's first pass over a call, in plain Go over the
 // call's arguments as the decoder left them, without the plan, OPA's
 // terms or the decision's sets and objects.
@@ -29,7 +31,9 @@ import (
 // messages and every error still come from the plan, and the pass's
 // answers are the plan's: each expression is evaluated in the body's
 // order with OPA's own comparisons (ast.Value.Compare, ast.Term.Equal,
-// ast.Set.Contains) on the values the plan would convert, regex.match
+// ast.Set.Contains) on the values the plan would convert, startswith,
+// endswith and contains as Go's strings package answers them for two
+// strings (the builtins' own code), regex.match
 // with Go's regexp compiled as the builtin compiles it (and the plan's
 // prefilter: a string that lacks a literal every match contains does not
 // match), count as the builtin counts. TestShapesAgreeWithThePlan and FuzzShapes hold the pass
@@ -65,6 +69,7 @@ const (
 	shapeMember         // internal.member_2(a, constant collection)
 	shapeRegex          // regex.match(constant pattern, a)
 	shapeCount          // count(a, slot)
+	shapeStrings        // startswith, endswith, contains of two strings
 	shapeConst          // v = a constant of the package: holds
 	shapeUnknown        // an expression the pass does not decide
 )
@@ -323,6 +328,13 @@ func (c *shapeCompiler) expr(e *ast.Expr) (shapeExpr, bool) {
 		}
 		a, ok := c.operand(args[1])
 		return shapeExpr{kind: shapeRegex, negated: e.Negated, a: a, re: re}, ok && a.slot >= 0
+	case "startswith", "endswith", "contains":
+		if len(args) != 2 {
+			return shapeExpr{}, false
+		}
+		a, okA := c.operand(args[0])
+		b, okB := c.operand(args[1])
+		return shapeExpr{kind: shapeStrings, negated: e.Negated, op: op, a: a, b: b}, okA && okB && (a.slot >= 0 || b.slot >= 0)
 	case "count":
 		if len(args) != 2 || e.Negated {
 			return shapeExpr{}, false
@@ -546,7 +558,7 @@ func (b *shapeBody) useful() bool {
 		switch x.kind {
 		case shapeUnknown:
 			return false
-		case shapeCompare, shapeMember, shapeRegex:
+		case shapeCompare, shapeMember, shapeRegex, shapeStrings:
 			return true
 		}
 	}
@@ -645,6 +657,22 @@ func (x *shapeExpr) eval(in *policies.Input, slots []shapeVal) (holds, ok bool) 
 			return false, false // the builtin's type error
 		}
 		r = x.re.MatchString(s)
+	case shapeStrings:
+		a, okA := x.a.get(slots)
+		b, okB := x.b.get(slots)
+		sa, isA := a.(ast.String)
+		sb, isB := b.(ast.String)
+		if !okA || !okB || !isA || !isB {
+			return false, false // the builtin's type error
+		}
+		switch x.op {
+		case "startswith":
+			r = strings.HasPrefix(string(sa), string(sb))
+		case "endswith":
+			r = strings.HasSuffix(string(sa), string(sb))
+		case "contains":
+			r = strings.Contains(string(sa), string(sb))
+		}
 	}
 	return r != x.negated, true
 }

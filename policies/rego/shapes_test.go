@@ -39,6 +39,12 @@ deny contains "odd" if {
 }
 deny contains "agent" if input.caller.agent in bad_agents
 deny contains "negative" if input.arguments.limit <= -5
+deny contains "etc" if startswith(input.arguments.path, "/etc")
+deny contains "key" if endswith(input.arguments.path, ".key")
+deny contains "secret" if {
+	contains(input.arguments.note, "secret")
+	not startswith(input.tool, "docs")
+}
 deny contains {"msg": sprintf("%v is not for %s", [input.arguments.doc, input.tool])} if {
 	input.tool == "docs_edit"
 	input.arguments.doc > "m"
@@ -122,11 +128,19 @@ var shapesArgs = []string{
 	`{"mode": "fast", "doc": "zeta"}`,
 	`{"mode": "fast", "doc": "alpha"}`,
 	`{"mode": "fast", "doc": 9}`,
+	`{"mode": "fast", "path": "/etc/passwd"}`,
+	`{"mode": "fast", "path": "/home/a/id.key"}`,
+	`{"mode": "fast", "path": "/home/a/id"}`,
+	`{"mode": "fast", "path": 5}`,
+	`{"mode": "fast", "path": ["/etc"]}`,
+	`{"mode": "fast", "note": "top secret"}`,
+	`{"mode": "fast", "note": "nothing"}`,
+	`{"mode": "fast", "note": 3}`,
 }
 
 // shapesTools are the tools the inputs name; shapesAgents their callers.
 var (
-	shapesTools  = []string{"t", "docs_edit", "drug_targets", "pubmed_search"}
+	shapesTools  = []string{"t", "docs_edit", "drug_targets", "pubmed_search", "admin"}
 	shapesAgents = []string{"agent", "bad-agent"}
 )
 
@@ -158,25 +172,43 @@ func loadShapes(t testing.TB, name string, files map[string][]byte) shapesEngine
 	return shapesEngines{p, c, &plan}
 }
 
-// same decides in on all three engines and fails t unless they agree;
-// it reports whether the shapes pass answered.
-func (e shapesEngines) same(t testing.TB, what string, in *policies.Input) (decided bool) {
+// same decides in on all three engines and fails t unless they agree
+// (the pass with the plan exactly; the plan with the interpreter but for
+// indexedAffixError); it reports whether the shapes pass answered.
+func (e shapesEngines) same(t testing.TB, what string, in *policies.Input) bool {
 	t.Helper()
 	ctx := context.Background()
 	want, werr := e.interp.Eval(ctx, in)
 	plan, perr := e.plan.Eval(ctx, in)
 	got, gerr := e.compiled.Eval(ctx, in)
-	for _, o := range []struct {
-		name string
-		res  policies.Result
-		err  error
-	}{{"plan", plan, perr}, {"shapes", got, gerr}} {
-		if fmt.Sprint(werr) != fmt.Sprint(o.err) || werr == nil && !reflect.DeepEqual(o.res, want) {
-			t.Errorf("%s, %s:\ninterpreter %+v %v\n%-11s %+v %v", e.interp.Name(), what, want, werr, o.name, o.res, o.err)
-		}
+	if fmt.Sprint(perr) != fmt.Sprint(gerr) || perr == nil && !reflect.DeepEqual(got, plan) {
+		t.Errorf("%s, %s:\nplan   %+v %v\nshapes %+v %v", e.interp.Name(), what, plan, perr, got, gerr)
 	}
-	_, decided = e.compiled.shapes.decide(in, time.Time{})
-	return decided
+	if werr == nil && indexedAffixError(perr) {
+		// OPA's interpreter indexes startswith and endswith on input: a
+		// rule whose operand is not a string is not a candidate, and its
+		// builtin's type error never happens; the plan runs the builtin
+		// and fails (closed). An engine difference older than the pass,
+		// which the pass keeps.
+		return decided(e, in)
+	}
+	if fmt.Sprint(werr) != fmt.Sprint(perr) || werr == nil && !reflect.DeepEqual(plan, want) {
+		t.Errorf("%s, %s:\ninterpreter %+v %v\nplan        %+v %v", e.interp.Name(), what, want, werr, plan, perr)
+	}
+	return decided(e, in)
+}
+
+// indexedAffixError reports whether err is startswith's or endswith's
+// type error for its first operand.
+func indexedAffixError(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "startswith: operand 1 must be string") ||
+		strings.Contains(err.Error(), "endswith: operand 1 must be string"))
+}
+
+// decided reports whether the pass answers in itself.
+func decided(e shapesEngines, in *policies.Input) bool {
+	_, ok := e.compiled.shapes.decide(in, time.Time{})
+	return ok
 }
 
 func shapesFiles(src string) map[string][]byte {
@@ -241,7 +273,7 @@ func TestShapesTaken(t *testing.T) {
 		{`inject["X-A"] := "b"`, true},
 		// Nothing the pass decides first.
 		{`deny contains "x" if { some k in input.arguments; k == 1 }`, false},
-		{`deny contains "x" if startswith(input.arguments.a, "b")`, false},
+		{`deny contains "x" if lower(input.arguments.a) == "b"`, false},
 		{"f(x) := x\ndeny contains \"x\" if f(input.arguments.a) > 1", false},
 		{`deny contains "x" if input.arguments.a > 1 with input.arguments.a as 2`, false},
 		// Decision rules the plan decides.

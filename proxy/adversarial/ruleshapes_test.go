@@ -19,7 +19,7 @@ import (
 
 // shapesGatePolicy is made of the rule shapes the compiled engine decides
 // in its first pass, without the plan (policies/rego/shapes.go): a bound,
-// an allow-list, a PII pattern, a count, an equality, a tool-gated rule
+// an allow-list, a PII pattern, a count, an equality, a prefix, a tool-gated rule
 // whose message is built with sprintf, and a header set from an argument.
 const shapesGatePolicy = `package ruleshapes
 import rego.v1
@@ -29,6 +29,7 @@ deny contains {"msg": "organism not allowed", "path": "/organism"} if not input.
 deny contains "e-mail" if regex.match(` + "`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}`" + `, input.arguments.query)
 deny contains "too many ids" if count(input.arguments.ids) > 20
 deny contains "drop" if input.arguments.mode == "drop"
+deny contains "etc" if startswith(input.arguments.path, "/etc/")
 deny contains sprintf("%s may not edit %v", [input.tool, input.arguments.doc]) if {
 	input.tool == "docs_edit"
 	input.arguments.doc > "m"
@@ -77,6 +78,10 @@ var shapesGateCalls = []string{
 	`{"organism": "human", "doc": "alpha"}`,
 	`{"organism": "human", "doc": 9}`,
 	`{"organism": "human", "doc": ["zeta"]}`,
+	`{"organism": "human", "path": "/etc/passwd"}`,
+	`{"organism": "human", "path": "/et\u0063/passwd"}`,
+	`{"organism": "human", "path": "/home/../etc/passwd"}`,
+	`{"organism": "human", "path": "/etc"}`,
 }
 
 // headerUpstream records, by trace, each body it received and the X-Mode
