@@ -461,6 +461,17 @@ func (l *Loaded) Engine(name string) string {
 	return ""
 }
 
+// FirstPass reports whether a policy runs on the compiled engine with a
+// first pass over its rules (policies/rego's FirstPass).
+func (l *Loaded) FirstPass(name string) bool {
+	lp, ok := l.byName[name]
+	if !ok {
+		return false
+	}
+	fp, ok := lp.eval.(interface{ FirstPass() bool })
+	return ok && fp.FirstPass()
+}
+
 // SetFor builds a tool's set: the global policies, then names. toolMode
 // is the tool's policy_mode; the effective mode of each policy is the
 // more lenient of the tool's and the policy's own (off, then dry_run). It

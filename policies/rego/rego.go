@@ -360,6 +360,10 @@ func (p *Policy) Version() string { return p.version }
 // Engine is EngineInterpreter or EngineCompiled.
 func (p *Policy) Engine() string { return p.engine }
 
+// FirstPass reports whether the compiled engine decides the policy's
+// common calls in its first pass over the rules (shapes.go).
+func (p *Policy) FirstPass() bool { return p.shapes != nil }
+
 // Tests is how many test files the policy has.
 func (p *Policy) Tests() int { return p.tests }
 

@@ -220,7 +220,7 @@ func (sc *Sidecar) Stop(ctx context.Context) error {
 func policiesInForce(lc *config.Loaded) []PolicyStatus {
 	out := []PolicyStatus{}
 	for _, name := range lc.LoadedPolicies.Names() {
-		out = append(out, PolicyStatus{Name: name, Engine: lc.LoadedPolicies.Engine(name)})
+		out = append(out, PolicyStatus{Name: name, Engine: lc.LoadedPolicies.Engine(name), FirstPass: lc.LoadedPolicies.FirstPass(name)})
 	}
 	return out
 }
@@ -358,6 +358,9 @@ type StateStatus struct {
 type PolicyStatus struct {
 	Name   string `json:"name"`
 	Engine string `json:"engine"` // compiled, interpreter or wasm
+	// FirstPass: the compiled engine decides the policy's common calls
+	// in its first pass over the rules (docs/policies.md#engines).
+	FirstPass bool `json:"first_pass"`
 }
 
 func (sc *Sidecar) status() status {
