@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testutil"
-	"github.com/toolgate/toolgate/policies"
 )
 
 // FuzzCompiledEngine decides arbitrary arguments with each example policy
@@ -52,9 +51,7 @@ func FuzzCompiledEngine(f *testing.F) {
 		}
 		p := pairs[int(which)%len(pairs)]
 		tool := tools[int(which)/len(pairs)%len(tools)]
-		in := &policies.Input{Tool: tool, Arguments: args, Protocol: "http", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-			Request: policies.Request{Method: "POST", Host: "h", Path: "/p", Headers: map[string]string{"content-type": "application/json"}},
-			Caller:  policies.Caller{Agent: "agent", Session: "s1"}}
+		in := shapesInput(args, tool, "agent")
 		ctx := context.Background()
 		want, werr := p.interp.Eval(ctx, in)
 		got, gerr := p.compiled.Eval(ctx, in)

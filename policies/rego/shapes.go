@@ -44,9 +44,6 @@ import (
 type shapeProgram struct {
 	deny   []shapeBody
 	inject []shapeInject
-	// injects: the package defines inject, so the decision's Inject is a
-	// map (empty when no rule sets a header), as the plan's result is.
-	injects bool
 }
 
 // shapeInject is inject[key] := value if body.
@@ -65,11 +62,10 @@ type shapeBody struct {
 // Expression kinds.
 const (
 	shapeBind    = iota // slot = input path
-	shapeCompare        // gt, gte, lt, lte, equal, neq of two operands
+	shapeTest           // a builtin of two scalar operands (shapeTests)
 	shapeMember         // internal.member_2(a, constant collection)
 	shapeRegex          // regex.match(constant pattern, a)
 	shapeCount          // count(a, slot)
-	shapeStrings        // startswith, endswith, contains of two strings
 	shapeConst          // v = a constant of the package: holds
 	shapeUnknown        // an expression the pass does not decide
 )
@@ -79,11 +75,42 @@ type shapeExpr struct {
 	negated bool
 	out     int      // the slot bound (shapeBind, shapeCount)
 	path    []string // shapeBind: input.<path>
-	op      string   // shapeCompare: the builtin's name
+	test    shapeTestFunc
 	a, b    shapeOperand
 	coll    ast.Value           // shapeMember: the collection
 	strs    map[string]struct{} // shapeMember: coll's members when all are strings
 	re      *irvm.Regex         // shapeRegex
+}
+
+// shapeTestFunc is a shapeTest's builtin on its operands' values; ok is
+// false where the builtin would fail (its type error).
+type shapeTestFunc func(a, b ast.Value) (holds, ok bool)
+
+// shapeTests are the builtins of two scalar operands the pass runs, each
+// as OPA's own implementation answers: comparisons with Value.Compare
+// and Term.Equal, the string tests with Go's strings package on two
+// strings (a type error otherwise).
+var shapeTests = map[string]shapeTestFunc{
+	"gt":         func(a, b ast.Value) (bool, bool) { return a.Compare(b) > 0, true },
+	"gte":        func(a, b ast.Value) (bool, bool) { return a.Compare(b) >= 0, true },
+	"lt":         func(a, b ast.Value) (bool, bool) { return a.Compare(b) < 0, true },
+	"lte":        func(a, b ast.Value) (bool, bool) { return a.Compare(b) <= 0, true },
+	"equal":      func(a, b ast.Value) (bool, bool) { return ast.NewTerm(a).Equal(ast.NewTerm(b)), true },
+	"neq":        func(a, b ast.Value) (bool, bool) { return !ast.NewTerm(a).Equal(ast.NewTerm(b)), true },
+	"startswith": stringTest(strings.HasPrefix),
+	"endswith":   stringTest(strings.HasSuffix),
+	"contains":   stringTest(strings.Contains),
+}
+
+func stringTest(f func(s, t string) bool) shapeTestFunc {
+	return func(a, b ast.Value) (bool, bool) {
+		sa, okA := a.(ast.String)
+		sb, okB := b.(ast.String)
+		if !okA || !okB {
+			return false, false
+		}
+		return f(string(sa), string(sb)), true
+	}
 }
 
 // shapeOperand is a slot (slot >= 0) or a constant.
@@ -98,9 +125,17 @@ const maxShapeSlots = 16
 // shapeVal is a slot's value: raw, as the decoder left it (an input
 // value), or an ast value (a constant, a count).
 type shapeVal struct {
-	set   bool
 	raw   any
 	value ast.Value
+}
+
+// str is the value as a string, false when it is not one.
+func (v shapeVal) str() (string, bool) {
+	if s, ok := v.raw.(string); ok {
+		return s, true
+	}
+	s, ok := v.value.(ast.String)
+	return string(s), ok
 }
 
 // newShapeProgram returns the shapes program of a package's compiled
@@ -183,7 +218,6 @@ func newShapeProgram(pkg string, modules map[string]*ast.Module) *shapeProgram {
 		}
 		decided = decided || b.useful()
 		sp.inject = append(sp.inject, shapeInject{key: string(key), body: b, value: v})
-		sp.injects = true
 	}
 	if !decided {
 		return nil
@@ -291,14 +325,15 @@ func (c *shapeCompiler) exprs(e *ast.Expr) ([]shapeExpr, bool) {
 func (c *shapeCompiler) expr(e *ast.Expr) (shapeExpr, bool) {
 	op := e.Operator().String()
 	args := e.Operands()
-	switch op {
-	case "gt", "gte", "lt", "lte", "equal", "neq":
+	if test, ok := shapeTests[op]; ok {
 		if len(args) != 2 {
 			return shapeExpr{}, false
 		}
 		a, okA := c.operand(args[0])
 		b, okB := c.operand(args[1])
-		return shapeExpr{kind: shapeCompare, negated: e.Negated, op: op, a: a, b: b}, okA && okB && (a.slot >= 0 || b.slot >= 0)
+		return shapeExpr{kind: shapeTest, negated: e.Negated, test: test, a: a, b: b}, okA && okB && (a.slot >= 0 || b.slot >= 0)
+	}
+	switch op {
 	case "internal.member_2":
 		if len(args) != 2 {
 			return shapeExpr{}, false
@@ -328,13 +363,6 @@ func (c *shapeCompiler) expr(e *ast.Expr) (shapeExpr, bool) {
 		}
 		a, ok := c.operand(args[1])
 		return shapeExpr{kind: shapeRegex, negated: e.Negated, a: a, re: re}, ok && a.slot >= 0
-	case "startswith", "endswith", "contains":
-		if len(args) != 2 {
-			return shapeExpr{}, false
-		}
-		a, okA := c.operand(args[0])
-		b, okB := c.operand(args[1])
-		return shapeExpr{kind: shapeStrings, negated: e.Negated, op: op, a: a, b: b}, okA && okB && (a.slot >= 0 || b.slot >= 0)
 	case "count":
 		if len(args) != 2 || e.Negated {
 			return shapeExpr{}, false
@@ -374,7 +402,7 @@ func (c *shapeCompiler) binding(l, r *ast.Term) ([]shapeExpr, bool) {
 			if !ok || !okB || b.slot >= 0 {
 				return nil, false
 			}
-			return []shapeExpr{{kind: shapeCompare, op: "equal", a: a, b: b}}, true
+			return []shapeExpr{{kind: shapeTest, test: shapeTests["equal"], a: a, b: b}}, true
 		}
 		if r.IsGround() && scalar(r.Value) {
 			c.fixed[lv] = r.Value
@@ -403,7 +431,7 @@ func (c *shapeCompiler) binding(l, r *ast.Term) ([]shapeExpr, bool) {
 		c.next++
 		return []shapeExpr{
 			{kind: shapeBind, out: out, path: path},
-			{kind: shapeCompare, op: "equal", a: shapeOperand{slot: out}, b: shapeOperand{slot: -1, value: r.Value}},
+			{kind: shapeTest, test: shapeTests["equal"], a: shapeOperand{slot: out}, b: shapeOperand{slot: -1, value: r.Value}},
 		}, true
 	}
 	return nil, false
@@ -519,7 +547,7 @@ func (sp *shapeProgram) decide(in *policies.Input, deadline time.Time) (policies
 		}
 	}
 	res := policies.Result{Allowed: true}
-	if !sp.injects {
+	if len(sp.inject) == 0 {
 		return res, true
 	}
 	res.Inject = make(map[string]string, len(sp.inject))
@@ -558,7 +586,7 @@ func (b *shapeBody) useful() bool {
 		switch x.kind {
 		case shapeUnknown:
 			return false
-		case shapeCompare, shapeMember, shapeRegex, shapeStrings:
+		case shapeTest, shapeMember, shapeRegex:
 			return true
 		}
 	}
@@ -594,37 +622,26 @@ func (x *shapeExpr) eval(in *policies.Input, slots []shapeVal) (holds, ok bool) 
 		if !defined {
 			return false, true
 		}
-		slots[x.out] = shapeVal{set: true, raw: raw, value: value}
+		slots[x.out] = shapeVal{raw: raw, value: value}
 		return true, true
 	case shapeCount:
 		n, ok := count(slots[x.a.slot])
 		if !ok {
 			return false, false
 		}
-		slots[x.out] = shapeVal{set: true, value: ast.InternedTerm(n).Value}
+		slots[x.out] = shapeVal{value: ast.InternedTerm(n).Value}
 		return true, true
 	}
 	var r bool
 	switch x.kind {
-	case shapeCompare:
+	case shapeTest:
 		a, okA := x.a.get(slots)
 		b, okB := x.b.get(slots)
 		if !okA || !okB {
 			return false, false
 		}
-		switch x.op {
-		case "gt":
-			r = a.Compare(b) > 0
-		case "gte":
-			r = a.Compare(b) >= 0
-		case "lt":
-			r = a.Compare(b) < 0
-		case "lte":
-			r = a.Compare(b) <= 0
-		case "equal":
-			r = ast.NewTerm(a).Equal(ast.NewTerm(b))
-		case "neq":
-			r = !ast.NewTerm(a).Equal(ast.NewTerm(b))
+		if r, ok = x.test(a, b); !ok {
+			return false, false // the builtin's type error
 		}
 	case shapeMember:
 		v := slots[x.a.slot]
@@ -646,33 +663,11 @@ func (x *shapeExpr) eval(in *policies.Input, slots []shapeVal) (holds, ok bool) 
 			r = c.Until(func(_, v *ast.Term) bool { return t.Equal(v) })
 		}
 	case shapeRegex:
-		v := slots[x.a.slot]
-		s, isStr := v.raw.(string)
-		if !isStr {
-			if str, isASTStr := v.value.(ast.String); isASTStr {
-				s, isStr = string(str), true
-			}
-		}
+		s, isStr := slots[x.a.slot].str()
 		if !isStr {
 			return false, false // the builtin's type error
 		}
 		r = x.re.MatchString(s)
-	case shapeStrings:
-		a, okA := x.a.get(slots)
-		b, okB := x.b.get(slots)
-		sa, isA := a.(ast.String)
-		sb, isB := b.(ast.String)
-		if !okA || !okB || !isA || !isB {
-			return false, false // the builtin's type error
-		}
-		switch x.op {
-		case "startswith":
-			r = strings.HasPrefix(string(sa), string(sb))
-		case "endswith":
-			r = strings.HasSuffix(string(sa), string(sb))
-		case "contains":
-			r = strings.Contains(string(sa), string(sb))
-		}
 	}
 	return r != x.negated, true
 }
@@ -703,19 +698,14 @@ func (o shapeOperand) get(slots []shapeVal) (ast.Value, bool) {
 // count is the count builtin's answer for a value the decoder makes;
 // false for one it refuses (its type error) or the pass does not take.
 func count(v shapeVal) (int, bool) {
-	if v.value != nil {
-		if s, ok := v.value.(ast.String); ok {
-			return utf8.RuneCountInString(string(s)), true
-		}
-		return 0, false
+	if s, ok := v.str(); ok {
+		return utf8.RuneCountInString(s), true
 	}
 	switch r := v.raw.(type) {
 	case []any:
 		return len(r), true
 	case map[string]any:
 		return len(r), true
-	case string:
-		return utf8.RuneCountInString(r), true
 	}
 	return 0, false
 }

@@ -144,6 +144,8 @@ var (
 	shapesAgents = []string{"agent", "bad-agent"}
 )
 
+// shapesInput is a call of tool by agent with args, as the fuzz targets
+// and the shapes tests decide it.
 func shapesInput(args map[string]any, tool, agent string) *policies.Input {
 	return &policies.Input{Tool: tool, Arguments: args, Protocol: "http", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
 		Request: policies.Request{Method: "POST", Host: "h", Path: "/p", Headers: map[string]string{"content-type": "application/json"}},

@@ -399,6 +399,9 @@ func newBytesBody(b []byte) *bytesBody {
 // Close does nothing.
 func (*bytesBody) Close() error { return nil }
 
+// readCloserOf is body as the request body that goes upstream: a
+// ReadCloser as it is (a held bytesBody among them), anything else under
+// io.NopCloser.
 func readCloserOf(body io.Reader) io.ReadCloser {
 	if rc, ok := body.(io.ReadCloser); ok {
 		return rc
