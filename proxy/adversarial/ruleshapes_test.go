@@ -119,7 +119,8 @@ func (u *headerUpstream) received(trace string) []string {
 // real upstream, and judges by what the upstream's handler received: a
 // call reached it, once and unchanged, exactly when OPA's interpreter
 // allows it (no deny, no error), and then with the X-Mode header the
-// interpreter's decision sets.
+// interpreter's decision sets. Bodies that give a name twice (or in
+// another case) never reach it.
 func TestAdversarialRuleShapes(t *testing.T) {
 	files := map[string][]byte{"ruleshapes.rego": []byte(shapesGatePolicy)}
 	interp, err := rego.Compile("ruleshapes", files)
@@ -170,6 +171,26 @@ func TestAdversarialRuleShapes(t *testing.T) {
 				reached++
 			default:
 				refused++
+			}
+		}
+	}
+	// A name given twice, or in another case, decodes to one value for
+	// the policy (the last, or one of the two) and another for a parser
+	// that reads the first: toolgate refuses such a body before any
+	// policy, so no spelling lets a bound the pass checks reach the
+	// upstream with the other value.
+	for _, tool := range tools {
+		for _, body := range []string{
+			`{"organism": "human", "limit": 99, "limit": 1}`,
+			`{"organism": "human", "limit": 1, "limit": 99}`,
+			`{"organism": "human", "LIMIT": 99, "limit": 1}`,
+			`{"organism": "cat", "Organism": "human"}`,
+			`{"organism": "human", "query": "a@b.cd", "q\u0075ery": "x"}`,
+		} {
+			trace, tp := newTrace()
+			status := goDo(t, fwd, nil, http.MethodPost, "http://"+host+"/"+tool, tp, body)
+			if got := up.received(trace); len(got) != 0 || status < 400 {
+				t.Errorf("%s %s: a name given twice; status %d, the upstream received %q", tool, body, status, got)
 			}
 		}
 	}
